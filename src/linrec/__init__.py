@@ -1,0 +1,29 @@
+"""linrec: how much of each transformer FFN block a closed-form affine map recovers.
+
+The public API, in the order a measurement uses it::
+
+    model, tok = linrec.load_model("openai-community/gpt2")
+    linrec.ffn_blocks(model)                        # where X and Y are read, per block
+    batches = linrec.make_batches(tok, text, seq_len=128, max_rows=20_000)
+    table = linrec.measure(model, batches)          # one row per FFN block
+
+``capture_moments`` and ``recoverability`` are the two halves of ``measure``, for capturing once
+and analysing many times (moments save with ``save_moments``).
+"""
+
+from linrec.arch import SUPPORTED, BlockSpec, ffn_blocks
+from linrec.capture import capture_moments, run_capture
+from linrec.errors import LinrecError
+from linrec.loading import load_model, pick_device
+from linrec.measure import measure
+from linrec.moments import Moments, load_moments, save_moments
+from linrec.recover import AffineFit, fit_affine, held_out, recoverability, report_table
+from linrec.tokens import TokenBatches, make_batches
+
+__all__ = [
+    "SUPPORTED", "AffineFit", "BlockSpec", "LinrecError", "Moments", "TokenBatches",
+    "capture_moments", "ffn_blocks", "fit_affine", "held_out", "load_model", "load_moments",
+    "make_batches", "measure", "pick_device", "recoverability", "report_table", "run_capture",
+    "save_moments",
+]
+__version__ = "0.1.0"

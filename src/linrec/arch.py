@@ -1,0 +1,96 @@
+"""Where each architecture keeps its FFN blocks: an input point and an output point per layer.
+
+X is the input of the ``input`` module (the FFN's input, after the pre-FFN norm) and Y is the
+output of the ``output`` module (before dropout and the residual add):
+
+================================  ============================  ============================
+architecture (``model_type``)     input module, layer i         output module, layer i
+================================  ============================  ============================
+GPT-2 (``gpt2``)                  ``h.{i}.mlp``                 same module
+GPT-NeoX / Pythia (``gpt_neox``)  ``layers.{i}.mlp``            same module (parallel residual:
+                                                                it reads the normed block input)
+Llama, Mistral, Qwen2             ``layers.{i}.mlp``            same module (gated SiLU)
+BERT, RoBERTa                     ``layer.{i}.intermediate.dense``  ``layer.{i}.output.dense``
+OPT (``opt``)                     ``layers.{i}.fc1``            ``layers.{i}.fc2``
+================================  ============================  ============================
+
+Paths are relative: they match the end of a module name, so a base model
+(``GPT2Model``: ``h.0.mlp``) and a model with a head (``GPT2LMHeadModel``:
+``transformer.h.0.mlp``) resolve alike. Any other model can be measured by passing
+``BlockSpec`` objects (or ``[(input_name, output_name), ...]``) naming its modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torch import nn
+
+from linrec.errors import LinrecError
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One FFN block: X is ``input``'s input, Y is ``output``'s output (full module names)."""
+
+    index: int
+    input: str
+    output: str
+
+
+_LAYOUTS: dict[str, tuple[str, str]] = {
+    "gpt2": ("h.{i}.mlp", "h.{i}.mlp"),
+    "gpt_neox": ("layers.{i}.mlp", "layers.{i}.mlp"),
+    "llama": ("layers.{i}.mlp", "layers.{i}.mlp"),
+    "mistral": ("layers.{i}.mlp", "layers.{i}.mlp"),
+    "qwen2": ("layers.{i}.mlp", "layers.{i}.mlp"),
+    "bert": ("layer.{i}.intermediate.dense", "layer.{i}.output.dense"),
+    "roberta": ("layer.{i}.intermediate.dense", "layer.{i}.output.dense"),
+    "opt": ("layers.{i}.fc1", "layers.{i}.fc2"),
+}
+SUPPORTED = tuple(_LAYOUTS)
+CAUSAL = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "opt")
+
+_HOW_TO = (
+    "Pass your own spec instead: blocks=[(input_module_name, output_module_name), ...] in Python, "
+    "one pair per FFN block, named as in model.named_modules()."
+)
+
+
+def _resolve(model: nn.Module, relative: str) -> str:
+    names = [n for n, _ in model.named_modules() if n == relative or n.endswith("." + relative)]
+    if len(names) != 1:
+        raise LinrecError(f"expected one module named like '{relative}', found {names or 'none'}. {_HOW_TO}")
+    return names[0]
+
+
+def ffn_blocks(model: nn.Module, spec: Sequence[BlockSpec | tuple[str, str]] | None = None) -> list[BlockSpec]:
+    """The FFN blocks of ``model`` in depth order, from its architecture or from ``spec``."""
+    modules = dict(model.named_modules())
+    if spec is not None:
+        blocks = [s if isinstance(s, BlockSpec) else BlockSpec(i, s[0], s[1]) for i, s in enumerate(spec)]
+        for b in blocks:
+            for name in (b.input, b.output):
+                if name not in modules:
+                    raise LinrecError(f"block {b.index}: the model has no module named '{name}'")
+        return blocks
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type not in _LAYOUTS:
+        raise LinrecError(
+            f"unsupported architecture '{model_type}'. Supported model types: {', '.join(SUPPORTED)}. {_HOW_TO}"
+        )
+    src, dst = _LAYOUTS[model_type]
+    n_layers = model.config.num_hidden_layers
+    return [BlockSpec(i, _resolve(model, src.format(i=i)), _resolve(model, dst.format(i=i))) for i in range(n_layers)]
+
+
+def select_blocks(blocks: list[BlockSpec], wanted: Sequence[int] | None) -> list[BlockSpec]:
+    """The subset of ``blocks`` with the given indices (all when ``wanted`` is None)."""
+    if wanted is None:
+        return blocks
+    by_index = {b.index: b for b in blocks}
+    missing = [i for i in wanted if i not in by_index]
+    if missing:
+        raise LinrecError(f"no FFN block {missing}; this model has blocks 0..{len(blocks) - 1}")
+    return [by_index[i] for i in sorted(set(wanted))]

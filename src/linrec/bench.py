@@ -1,0 +1,163 @@
+"""``linrec bench``: what the measurement costs on a GPT-2-small-sized model (random weights, no download).
+
+Times, on the same batches (default 8 × 128 tokens): the bare full-model forward; forward +
+capture + float64 moments for all 12 blocks (the forward stops after block 11, so no LM head);
+and the naive alternative, materialising every row and calling ``torch.linalg.lstsq`` per block.
+Peak memory of capture + moments is measured in a fresh process per token count, to show that it
+does not grow with the number of tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import platform
+import resource
+import time
+
+import pandas as pd
+import torch
+
+from linrec.arch import ffn_blocks
+from linrec.capture import MomentSink, run_capture
+from linrec.loading import pick_device
+from linrec.tokens import TokenBatches
+
+
+def gpt2_small(device: torch.device, seed: int = 0):
+    """A GPT-2-small-shaped causal LM (GPT2Config() defaults) with random weights."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(GPT2Config()).to(device).eval().requires_grad_(False)
+
+
+def random_batches(n_tokens: int, batch_size: int, seq_len: int, vocab: int, seed: int = 0) -> TokenBatches:
+    n_seq = -(-n_tokens // seq_len)
+    ids = torch.randint(0, vocab, (n_seq, seq_len), generator=torch.Generator().manual_seed(seed))
+    return TokenBatches(ids, torch.ones_like(ids), batch_size)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn, device: torch.device) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+class _RowStore:
+    """The naive sink: keeps every row (what the moments make unnecessary)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None:
+        self.rows.setdefault(block, []).append((x.clone(), y.clone()))
+
+
+def _lstsq_all(store: _RowStore) -> None:
+    for pairs in store.rows.values():
+        x = torch.cat([p[0] for p in pairs]).double()
+        y = torch.cat([p[1] for p in pairs]).double()
+        x1 = torch.cat([x, torch.ones_like(x[:, :1])], 1)
+        torch.linalg.lstsq(x1.cpu(), y.cpu(), driver="gelsd")
+
+
+def _capture_moments(model, batches: TokenBatches, folds: int = 5) -> None:
+    sink = MomentSink(folds)
+    run_capture(model, batches, ffn_blocks(model), [sink], batches.folds(folds, 0), progress=False)
+    sink.moments()
+
+
+def _peak_child(n_tokens: int, batch_size: int, seq_len: int, device: str, queue) -> None:
+    dev = torch.device(device)
+    model = gpt2_small(dev)
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    _capture_moments(model, random_batches(n_tokens, batch_size, seq_len, model.config.vocab_size))
+    peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    queue.put(peak)
+
+
+def peak_memory(n_tokens: int, batch_size: int, seq_len: int, device: torch.device) -> int:
+    """Peak bytes (GPU allocations on CUDA, else process RSS) of capture + moments over ``n_tokens``."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_peak_child, args=(n_tokens, batch_size, seq_len, str(device), queue))
+    proc.start()
+    peak = queue.get()
+    proc.join()
+    return peak
+
+
+def run_bench(device: str | None = None, n_batches: int = 6, batch_size: int = 8, seq_len: int = 128,
+              peak_tokens: tuple[int, ...] = (20_000, 200_000)) -> pd.DataFrame:
+    """One row per measurement: what, tokens/s or bytes, and the ratio to the bare forward."""
+    dev = pick_device(device)
+    model = gpt2_small(dev)
+    batches = random_batches(n_batches * batch_size * seq_len, batch_size, seq_len, model.config.vocab_size)
+    tokens = batches.n_rows
+
+    def bare():
+        with torch.no_grad():
+            for b in batches:
+                model(input_ids=b.input_ids.to(dev), use_cache=False)
+
+    def naive():
+        store = _RowStore()
+        run_capture(model, batches, ffn_blocks(model), [store], batches.folds(5, 0), progress=False)
+        _lstsq_all(store)
+
+    _capture_moments(model, random_batches(batch_size * seq_len, batch_size, seq_len, 50257, seed=1))  # warm-up
+    t_bare = min(_timed(bare, dev) for _ in range(2))
+    t_mom = min(_timed(lambda: _capture_moments(model, batches), dev) for _ in range(2))
+    t_naive = _timed(naive, dev)
+    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads" if dev.type == "cpu" \
+        else torch.cuda.get_device_name(dev)
+    rows = [
+        {"measure": "bare forward (full model)", "value": tokens / t_bare, "unit": "tokens/s", "ratio_to_bare": 1.0},
+        {"measure": "forward + capture + moments (12 blocks)", "value": tokens / t_mom, "unit": "tokens/s",
+         "ratio_to_bare": t_mom / t_bare},
+        {"measure": "forward + materialise rows + lstsq", "value": tokens / t_naive, "unit": "tokens/s",
+         "ratio_to_bare": t_naive / t_bare},
+    ]
+    for n in peak_tokens:
+        rows.append({"measure": f"peak memory, capture + moments, {n} tokens", "value": peak_memory(n, batch_size, seq_len, dev) / 2**20,
+                     "unit": "MiB", "ratio_to_bare": float("nan")})
+    table = pd.DataFrame(rows)
+    table["device"] = machine
+    table["tokens_timed"] = tokens
+    return table
+
+
+def add_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="time capture + moments against the bare forward on a GPT-2-small-sized model")
+    p.add_argument("--device", help="cuda, mps or cpu (default: first available)")
+    p.add_argument("--batches", type=int, default=6, help="batches timed (default 6)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--peak-tokens", default="20000,200000", help="token counts for the peak-memory runs")
+    p.add_argument("--out", help="also write the table to this .csv or .json file")
+    p.set_defaults(handler=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from linrec.cli import write_table
+
+    peaks = tuple(int(v) for v in args.peak_tokens.split(",") if v)
+    table = run_bench(args.device, args.batches, args.batch_size, args.seq_len, peaks)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    growth = table[table.unit == "MiB"].value
+    if len(growth) >= 2:
+        print(f"peak memory growth {peaks[0]} -> {peaks[-1]} tokens: {100 * (growth.iloc[-1] / growth.iloc[0] - 1):+.1f}%")
+    if args.out:
+        write_table(table, Path(args.out))
+    return 0

@@ -1,0 +1,134 @@
+"""Token batches from text: fixed-length sequences, each with a global index that decides its fold.
+
+Rows go to folds by sequence, never by token, so neighbouring (and so correlated) tokens of one
+sequence are never split between fitting and scoring. The fold of a sequence depends only on its
+index, the number of folds and the seed, so results do not depend on the batch size or on how
+sequences are sharded across processes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from linrec.errors import LinrecError
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, T) long
+    attention_mask: torch.Tensor  # (B, T) long, 0 at padding
+    seq_index: torch.Tensor  # (B,) global sequence indices
+
+
+@dataclass
+class TokenBatches:
+    """A list of token sequences served in batches; iterate it for :class:`Batch` objects."""
+
+    input_ids: torch.Tensor  # (N, T)
+    attention_mask: torch.Tensor  # (N, T)
+    batch_size: int = 8
+    seq_index: torch.Tensor | None = None  # global index of each sequence; default 0..N-1
+    n_sequences_total: int | None = None  # size of the whole set when this is a shard
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise LinrecError(f"batch_size must be at least 1; got {self.batch_size}")
+        if self.seq_index is None:
+            self.seq_index = torch.arange(self.input_ids.shape[0])
+        if self.n_sequences_total is None:
+            self.n_sequences_total = self.input_ids.shape[0]
+
+    @property
+    def seq_len(self) -> int:
+        return self.input_ids.shape[1]
+
+    @property
+    def n_rows(self) -> int:
+        """Token rows each block will see (padding excluded)."""
+        return int(self.attention_mask.sum())
+
+    def __len__(self) -> int:
+        return math.ceil(self.input_ids.shape[0] / self.batch_size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        for start in range(0, self.input_ids.shape[0], self.batch_size):
+            sl = slice(start, start + self.batch_size)
+            yield Batch(self.input_ids[sl], self.attention_mask[sl], self.seq_index[sl])
+
+    def folds(self, k: int, seed: int) -> torch.Tensor:
+        """Fold id of every global sequence index: a seeded permutation dealt round-robin (balanced)."""
+        if k < 2:
+            raise LinrecError(f"folds must be at least 2; got {k}")
+        if self.n_sequences_total < k:
+            raise LinrecError(f"{self.n_sequences_total} sequences cannot fill {k} folds; give more text or fewer folds")
+        perm = torch.randperm(self.n_sequences_total, generator=torch.Generator().manual_seed(seed))
+        fold = torch.empty(self.n_sequences_total, dtype=torch.long)
+        fold[perm] = torch.arange(self.n_sequences_total) % k
+        return fold
+
+    def grouped(self, fold_of_sequence: torch.Tensor) -> TokenBatches:
+        """The same sequences ordered by fold (stable), so most batches hold a single fold.
+
+        Moments do not depend on row order; grouping lets each block update one fold's sums with
+        one large matrix product per batch instead of several small ones.
+        """
+        order = torch.sort(fold_of_sequence[self.seq_index], stable=True).indices
+        return TokenBatches(
+            self.input_ids[order], self.attention_mask[order], self.batch_size, self.seq_index[order], self.n_sequences_total
+        )
+
+    def shard(self, rank: int, world: int) -> TokenBatches:
+        """Every ``world``-th sequence starting at ``rank``, keeping global indices (and so folds)."""
+        sel = slice(rank, None, world)
+        return TokenBatches(
+            self.input_ids[sel], self.attention_mask[sel], self.batch_size, self.seq_index[sel], self.n_sequences_total
+        )
+
+
+def tokenize(tokenizer, text: str, chunk_chars: int = 200_000) -> torch.Tensor:
+    """All token ids of ``text`` (no special tokens), tokenised in newline-aligned chunks."""
+    ids: list[int] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + chunk_chars)
+        if end < len(text):
+            cut = text.rfind("\n", start, end)
+            end = cut + 1 if cut > start else end
+        ids.extend(tokenizer(text[start:end], add_special_tokens=False, verbose=False)["input_ids"])
+        start = end
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def make_batches(
+    tokenizer,
+    text: str,
+    seq_len: int = 128,
+    max_rows: int | None = None,
+    batch_size: int = 8,
+    max_context: int | None = None,
+) -> TokenBatches:
+    """Cut ``text`` into consecutive non-overlapping sequences of ``seq_len`` tokens.
+
+    ``max_rows`` is the number of token rows per block wanted (rounded up to whole sequences;
+    None takes all full sequences). ``max_context``, when given (the model's), bounds seq_len.
+    """
+    if seq_len < 1:
+        raise LinrecError(f"seq_len must be positive; got {seq_len}")
+    if max_context is not None and seq_len > max_context:
+        raise LinrecError(f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; use --seq-len {max_context} or less")
+    ids = tokenize(tokenizer, text)
+    available = ids.numel() // seq_len
+    wanted = available if max_rows is None else math.ceil(max_rows / seq_len)
+    if wanted == 0 or available < wanted:
+        raise LinrecError(
+            f"the text has {ids.numel()} tokens, {available} full sequences of {seq_len}; "
+            f"{max(wanted, 1)} sequences ({max(wanted, 1) * seq_len} tokens) are needed"
+            + (f" for max_rows={max_rows}" if max_rows is not None else "")
+            + ". Give a longer text, or lower max_rows or seq_len."
+        )
+    input_ids = ids[: wanted * seq_len].reshape(wanted, seq_len)
+    return TokenBatches(input_ids, torch.ones_like(input_ids), batch_size)

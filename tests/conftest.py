@@ -1,0 +1,124 @@
+"""Shared fixtures: a locally trained tokenizer, local text and tiny random models of every supported family."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+VOCAB = 320
+WIDTH = 32
+
+
+def local_text(n_words: int = 30_000, seed: int = 0) -> str:
+    """Deterministic pseudo-English built on this machine (no download)."""
+    rng = random.Random(seed)
+    words = (
+        "the of and to in is that for it as with was on be by this are from at or an which have not "
+        "model block layer linear map feed forward residual stream token input output weight bias norm "
+        "measure fit held out variance explained rank probe gate swap perplexity corpus text data"
+    ).split()
+    lines, line = [], []
+    for _ in range(n_words):
+        line.append(rng.choice(words))
+        if len(line) >= rng.randint(6, 14):
+            lines.append(" ".join(line).capitalize() + ".")
+            line = []
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def text() -> str:
+    return local_text()
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory, text) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([text], trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<|pad|>"],
+                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>")
+    path = tmp_path_factory.mktemp("tokenizer")
+    fast.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
+def tiny_config(family: str):
+    """A 2-layer, width-32 config of ``family`` (the same classes as the paper's models)."""
+    import transformers as tf
+
+    common = dict(vocab_size=VOCAB, num_hidden_layers=2, num_attention_heads=4, hidden_size=WIDTH,
+                  intermediate_size=4 * WIDTH, max_position_embeddings=64)
+    if family == "gpt2":
+        return tf.GPT2Config(vocab_size=VOCAB, n_layer=2, n_head=4, n_embd=WIDTH, n_positions=64)
+    if family == "gpt_neox":
+        return tf.GPTNeoXConfig(**common)
+    if family == "llama":
+        return tf.LlamaConfig(**common)
+    if family == "mistral":
+        return tf.MistralConfig(**common, num_key_value_heads=2)
+    if family == "qwen2":
+        return tf.Qwen2Config(**common, num_key_value_heads=2)
+    if family == "bert":
+        return tf.BertConfig(**common)
+    if family == "roberta":
+        return tf.RobertaConfig(**dict(common, max_position_embeddings=80), pad_token_id=0)
+    if family == "opt":
+        return tf.OPTConfig(vocab_size=VOCAB, num_hidden_layers=2, num_attention_heads=4, hidden_size=WIDTH,
+                            ffn_dim=4 * WIDTH, max_position_embeddings=64, word_embed_proj_dim=WIDTH)
+    raise ValueError(family)
+
+
+FAMILIES = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "bert", "roberta", "opt")
+
+
+def tiny_model(family: str, seed: int = 0):
+    """A randomly initialised tiny model of ``family`` in eval mode, float32."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    from linrec.arch import CAUSAL
+
+    torch.manual_seed(seed)
+    config = tiny_config(family)
+    auto = AutoModelForCausalLM if family in CAUSAL else AutoModel
+    return auto.from_config(config).eval().requires_grad_(False)
+
+
+@pytest.fixture(scope="session")
+def model_dirs(tmp_path_factory, tokenizer) -> dict[str, Path]:
+    """Every supported family saved with save_pretrained next to the local tokenizer."""
+    dirs = {}
+    for family in FAMILIES:
+        path = tmp_path_factory.mktemp(family)
+        tiny_model(family).save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        dirs[family] = path
+    return dirs
+
+
+class RowKeeper:
+    """A capture sink that materialises the rows, for row-based reference implementations."""
+
+    def __init__(self):
+        self.rows = {}
+
+    def add(self, block, x, y, fold):
+        self.rows.setdefault(block, []).append((x.double(), y.double(), fold))
+
+    def get(self, block):
+        x, y, f = zip(*self.rows[block])
+        return torch.cat(x), torch.cat(y), torch.cat(f)

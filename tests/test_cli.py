@@ -1,0 +1,92 @@
+"""`linrec profile` end to end on every supported architecture, its error paths, and torchrun scale-out."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import FAMILIES
+from linrec.cli import main
+
+ROWS = ["--max-rows", "384", "--seq-len", "16", "--folds", "3", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("text") / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_architecture_through_the_cli(family, model_dirs, text_file, tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    assert main(["profile", "--model", str(model_dirs[family]), "--text-file", str(text_file), *ROWS, "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert list(table.block) == [0, 1]
+    for column in ("r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition", "null_dims", "n_train", "n_test"):
+        assert table[column].notna().all(), column
+    assert (table.n_train + table.n_test == 384).all()
+    assert table.corpus_sha256.nunique() == 1
+    assert "r2_lin" in capsys.readouterr().out
+
+
+def test_block_subset_and_json(model_dirs, text_file, tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--blocks", "1", "--out", str(out)]) == 0
+    assert list(pd.read_json(out).block) == [1]
+
+
+def _fails(args, capsys, *patterns):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    for p in patterns:
+        assert p in err, err
+    return err
+
+
+def test_unknown_architecture(tmp_path, tokenizer, text_file, capsys):
+    from transformers import GPTJConfig, GPTJForCausalLM
+
+    GPTJForCausalLM(GPTJConfig(vocab_size=320, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64)).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    _fails(["profile", "--model", str(tmp_path), "--text-file", str(text_file), *ROWS], capsys,
+           "unsupported architecture 'gptj'", "gpt2, gpt_neox, llama", "blocks=[(input_module_name")
+
+
+def test_bad_inputs_have_clear_errors(model_dirs, text_file, tmp_path, capsys):
+    model = ["profile", "--model", str(model_dirs["gpt2"])]
+    _fails([*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"], capsys, "at least 42 rows per block")
+    short = tmp_path / "short.txt"
+    short.write_text("just a few words", encoding="utf-8")
+    _fails([*model, "--text-file", str(short), "--max-rows", "400", "--seq-len", "16"], capsys, "are needed for max_rows=400")
+    _fails([*model, "--text-file", str(text_file), "--seq-len", "128"], capsys, "exceeds the model's context of 64")
+    _fails([*model, "--text-file", str(tmp_path / "missing.txt")], capsys, "cannot read --text-file")
+    _fails([*model, "--text-file", str(text_file), "--out", "r.xlsx"], capsys, "--out must end in .csv or .json")
+    _fails(["profile", "--text-file", str(text_file)], capsys, "give --model")
+
+
+@pytest.mark.parametrize("offline", ["1", ""])
+def test_unreachable_hub_fails_in_seconds(offline, text_file, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: unreachable
+    start = time.perf_counter()
+    _fails(["profile", "--model", "no-such-org/no-such-model", "--text-file", str(text_file)], capsys,
+           "could not load 'no-such-org/no-such-model'", "--profile offline")
+    assert time.perf_counter() - start < 15
+
+
+def test_torchrun_two_processes_give_the_single_process_table(model_dirs, text_file, tmp_path):
+    args = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--max-rows", "1024",
+            "--seq-len", "16", "--folds", "5", "--device", "cpu", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "one.csv")]) == 0
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29531",
+                    "-m", "linrec", *args, "--out", str(tmp_path / "two.csv")], check=True, env=env, timeout=300)
+    one, two = pd.read_csv(tmp_path / "one.csv"), pd.read_csv(tmp_path / "two.csv")
+    for column in ("r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "effective_rank_map"):
+        assert (one[column] - two[column]).abs().max() <= 1e-9, column
+    assert (one.n_train == two.n_train).all()

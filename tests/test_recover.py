@@ -1,0 +1,89 @@
+"""Closed-form recovery: agreement with scikit-learn and lstsq, planted answers, k-fold, errors."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LinearRegression
+from sklearn.metrics import r2_score
+
+from conftest import RowKeeper, tiny_model
+from linrec.arch import ffn_blocks
+from linrec.capture import MomentSink, run_capture
+from linrec.errors import LinrecError
+from linrec.moments import Moments, merge_folds
+from linrec.recover import fit_affine, held_out, kfold, participation_ratio
+from linrec.tokens import make_batches
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_agrees_with_sklearn_on_model_rows(family, tokenizer, text):
+    model = tiny_model(family)
+    batches = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=8)
+    keeper, sink = RowKeeper(), MomentSink(5)
+    run_capture(model, batches, ffn_blocks(model), [keeper, sink], batches.folds(5, 0), progress=False)
+    moments = sink.moments()
+    for block in (0, 1):
+        x, y, fold = keeper.get(block)
+        train, test = fold != 2, fold == 2
+        reg = LinearRegression().fit(x[train].numpy(), y[train].numpy())
+        pred = reg.predict(x[test].numpy())
+        fit = fit_affine(merge_folds([m for f, m in enumerate(moments[block]) if f != 2]))
+        score = held_out(fit, moments[block][2])
+        assert abs(score.r2 - r2_score(y[test].numpy(), pred, multioutput="variance_weighted")) <= 1e-9
+        per_feature = r2_score(y[test].numpy(), pred, multioutput="raw_values")
+        assert np.abs(score.r2_per_feature.numpy() - per_feature).max() <= 1e-8
+        if family == "gpt2":
+            assert fit.null_dims == 1  # LayerNorm: features of a normalised row sum to zero
+
+
+def test_agrees_with_lstsq_on_full_rank_inputs():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(500, 6, generator=g, dtype=torch.float64)
+    y = torch.tanh(x @ torch.randn(6, 3, generator=g, dtype=torch.float64)) + 0.1
+    fit = fit_affine(Moments.from_rows(x, y))
+    sol = torch.linalg.lstsq(torch.cat([x, torch.ones(500, 1, dtype=torch.float64)], 1), y).solution
+    assert torch.allclose(fit.weight, sol[:6], atol=1e-10) and torch.allclose(fit.bias, sol[6], atol=1e-10)
+    assert fit.null_dims == 0
+
+
+def _planted(fn, n=4000, d=12, folds=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    y = fn(x, g)
+    fold = torch.arange(n) % folds
+    return kfold(0, [Moments.from_rows(x[fold == f], y[fold == f]) for f in range(folds)])
+
+
+def test_exactly_affine_block_scores_one():
+    a = torch.randn(12, 8, dtype=torch.float64)
+    report = _planted(lambda x, g: x @ a + 3.0)
+    assert report.r2_lin >= 0.9999 and report.r2_feature_median >= 0.9999
+
+
+def test_even_function_of_symmetric_inputs_scores_zero():
+    report = _planted(lambda x, g: x**2 + x[:, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0]] ** 2)
+    assert abs(report.r2_lin) <= 0.05
+
+
+def test_pure_noise_is_about_zero_and_not_clipped():
+    report = _planted(lambda x, g: torch.randn(x.shape[0], 4, generator=g, dtype=torch.float64), n=800)
+    assert abs(report.r2_lin) <= 0.05
+    assert report.r2_lin < 0  # fitting noise on 640 rows and testing on new rows loses: reported as is
+
+
+def test_kfold_reports_spread_and_counts():
+    report = _planted(lambda x, g: torch.sin(x[:, :3]) + 0.3 * torch.randn(x.shape[0], 3, generator=g, dtype=torch.float64))
+    assert 0.2 < report.r2_lin < 0.95 and report.r2_lin_std > 0
+    assert (report.n_train, report.n_test) == (3200, 800)
+    assert 1 <= report.effective_rank_out <= 3
+
+
+def test_participation_ratio():
+    assert participation_ratio(torch.tensor([1.0, 0, 0])) == pytest.approx(1.0)
+    assert participation_ratio(torch.tensor([2.0, 2, 2, 2])) == pytest.approx(4.0)
+
+
+def test_too_few_rows_says_how_many():
+    x = torch.randn(20, 32, dtype=torch.float64)
+    with pytest.raises(LinrecError, match="at least 33"):
+        fit_affine(Moments.from_rows(x, x))
