@@ -9,6 +9,15 @@ import pytest
 import torch
 
 VOCAB = 320
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread():
+    """Tiny models and small training steps run several times faster on one intra-op thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 WIDTH = 32
 
 

@@ -19,11 +19,21 @@ from linrec.measure import measure
 from linrec.moments import Moments, load_moments, save_moments
 from linrec.recover import AffineFit, fit_affine, held_out, recoverability, report_table
 from linrec.tokens import TokenBatches, make_batches
+from linrec.sample import RowSample, Rows, capture_with_sample, r2
+from linrec.probes import ProbeConfig, bilinear_probe, correlation, gain_correlation, probe_table, seeded_poly
+from linrec.baseline import BaselineConfig, baseline_runs, train_linear
+from linrec.surgery import fit_replacements, param_table, swapped
+from linrec.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
+from linrec.crossfeed import crossfeed, crossfeed_table, input_transform, normalised_table
 
 __all__ = [
     "SUPPORTED", "AffineFit", "BlockSpec", "LinrecError", "Moments", "TokenBatches",
     "capture_moments", "ffn_blocks", "fit_affine", "held_out", "load_model", "load_moments",
     "make_batches", "measure", "pick_device", "recoverability", "report_table", "run_capture",
     "save_moments",
+    "RowSample", "Rows", "capture_with_sample", "r2", "ProbeConfig", "bilinear_probe", "correlation",
+    "gain_correlation", "probe_table", "seeded_poly", "BaselineConfig", "baseline_runs", "train_linear",
+    "fit_replacements", "param_table", "swapped", "compression_frontier", "perplexity", "rank_correlation",
+    "swap_deltas", "crossfeed", "crossfeed_table", "input_transform", "normalised_table",
 ]
 __version__ = "0.1.0"

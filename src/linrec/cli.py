@@ -55,10 +55,12 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_profile)
 
 
-def _text_and_name(args: argparse.Namespace, profile) -> tuple[str, str]:
+def _text(args: argparse.Namespace, profile) -> tuple[str, str, str]:
+    """(text to measure on, its name, its sha256) from --text-file, --corpus or the profile's main corpus."""
     if args.text_file is not None:
         try:
-            return args.text_file.read_text(encoding="utf-8"), str(args.text_file)
+            text = args.text_file.read_text(encoding="utf-8")
+            return text, str(args.text_file), hashlib.sha256(text.encode("utf-8")).hexdigest()
         except (OSError, UnicodeDecodeError) as err:
             raise LinrecError(f"cannot read --text-file {args.text_file} as UTF-8 text: {err}") from err
     from linrec.corpora import load_corpus
@@ -67,7 +69,7 @@ def _text_and_name(args: argparse.Namespace, profile) -> tuple[str, str]:
     if name is None:
         raise LinrecError("give a text to measure on: --text-file FILE, --corpus NAME or --profile NAME")
     corpus = load_corpus(name)
-    return corpus.fit_text, corpus.name
+    return corpus.fit_text, corpus.name, corpus.sha256
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -102,8 +104,7 @@ def _profile(args: argparse.Namespace) -> int:
             args.device = args.device or f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     rank = dist.get_rank() if dist.is_initialized() else 0
 
-    text, corpus_name = _text_and_name(args, profile)
-    corpus_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    text, corpus_name, corpus_hash = _text(args, profile)
     tables = []
     for model_name in [args.model] if args.model else list(profile.models):
         if profile is not None and args.model is None:

@@ -55,6 +55,25 @@ def participation_ratio(eigenvalues: torch.Tensor) -> float:
     return float(lam.sum() ** 2 / denom) if denom > 0 else 0.0
 
 
+@dataclass
+class InputSpectrum:
+    """The non-null eigenpairs of the input correlation matrix D⁻¹CxxD⁻¹ (D = per-feature scale)."""
+
+    scale: torch.Tensor  # sqrt(diag Cxx), 1 for constant features
+    eigenvalues: torch.Tensor  # kept eigenvalues (above rcond × the largest)
+    eigenvectors: torch.Tensor  # (d_in, kept)
+    null_dims: int  # directions dropped as numerically null
+
+
+def input_spectrum(cxx: torch.Tensor, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
+    """Rank-revealing eigendecomposition of centred input sums, on the correlation scale (see module docstring)."""
+    scale = cxx.diagonal().clamp(min=0).sqrt()
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    lam, vec = torch.linalg.eigh(cxx / torch.outer(scale, scale))
+    keep = lam > rcond * lam.max().clamp(min=torch.finfo(torch.float64).tiny)
+    return InputSpectrum(scale, lam[keep], vec[:, keep], int((~keep).sum()))
+
+
 def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND) -> AffineFit:
     """The least-squares affine map of the training moments (minimum-norm on null directions)."""
     if train.n < train.d_in + 1:
@@ -62,19 +81,14 @@ def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND) -> AffineFit:
             f"{train.n} training rows for an input width of {train.d_in}: the affine fit needs at least "
             f"{train.d_in + 1} (width + 1). Raise --max-rows (the rows per block) or use fewer folds."
         )
-    scale = train.cxx.diagonal().clamp(min=0).sqrt()
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    corr = train.cxx / torch.outer(scale, scale)
-    lam, vec = torch.linalg.eigh(corr)
-    keep = lam > rcond * lam.max().clamp(min=torch.finfo(torch.float64).tiny)
-    null_dims = int((~keep).sum())
-    vk = vec[:, keep]
-    pinv = (vk / lam[keep]) @ vk.T
+    spec = input_spectrum(train.cxx, rcond)
+    vk, scale = spec.eigenvectors, spec.scale
+    pinv = (vk / spec.eigenvalues) @ vk.T
     weight = (pinv @ (train.cxy / scale[:, None])) / scale[:, None]
     bias = train.mean_y - train.mean_x @ weight
-    cov_lam = torch.linalg.eigvalsh(train.cxx / train.n).flip(0)[: train.d_in - null_dims]
+    cov_lam = torch.linalg.eigvalsh(train.cxx / train.n).flip(0)[: train.d_in - spec.null_dims]
     condition = float(cov_lam[0] / cov_lam[-1]) if cov_lam.numel() and cov_lam[-1] > 0 else float("inf")
-    return AffineFit(weight, bias, null_dims, condition, rcond)
+    return AffineFit(weight, bias, spec.null_dims, condition, rcond)
 
 
 @dataclass
