@@ -4,8 +4,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+PROFILE ?= offline
+SHOT   ?= _build/screenshots/01_method.png
 
-.PHONY: test install bench clean
+.PHONY: test install bench clean book book-check notebooks
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,5 +23,17 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/linrec bench
 
+# The book: execute every notebooks/NN_topic.py for $(PROFILE) (offline, smoke or paper), render -W clean.
+book: $(STAMP)
+	$(PY) book/build.py all --profile $(PROFILE)
+
+# Figures on every chapter, no tracebacks, Colab targets committed and in sync; screenshot a chapter.
+book-check: $(STAMP)
+	$(PY) book/build.py check --screenshot $(SHOT)
+
+# Regenerate the committed, unexecuted notebooks/NN_topic.ipynb (Colab's targets) from the .py sources.
+notebooks: $(STAMP)
+	$(PY) book/build.py sync
+
 clean:
-	rm -rf _build
+	rm -rf _build book/chapters

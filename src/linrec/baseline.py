@@ -21,7 +21,9 @@ same test rows; a run "reaches" it at the first logged step within ``tolerance``
   directions). The closed-form ceiling is the same map in other coordinates, so whatever gap
   closes is the conditioning's doing.
 
-A loss that becomes NaN or Inf stops the run, marked ``diverged``.
+A loss that becomes NaN or Inf stops the run, marked ``diverged``. :func:`baseline_config` takes
+a profile's step budget and Adam learning rate; :func:`baseline_runs` takes a
+:class:`~linrec.sample.RowSample` or a mapping block -> Rows (``Measurement.samples``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -40,7 +43,11 @@ from linrec.crossfeed import input_transform
 from linrec.errors import LinrecError
 from linrec.moments import BlockMoments, Moments
 from linrec.recover import DEFAULT_RCOND, fit_affine
-from linrec.sample import RowSample, Rows, minibatches, r2, train_moments
+from linrec.probes import Samples, sample_rows
+from linrec.sample import Rows, minibatches, r2, train_moments
+
+if TYPE_CHECKING:
+    from linrec.profiles import ProbeSettings
 
 OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("cosine", "constant")
@@ -60,6 +67,19 @@ class BaselineConfig:
     log_every: int = 25
     tolerance: float = 0.01
     seed: int = 0
+
+
+def baseline_config(settings: ProbeSettings, seed: int = 0, steps: int | None = None) -> BaselineConfig:
+    """A :class:`BaselineConfig` with a profile's step budget (``steps`` overrides it) and Adam learning
+    rate (``profile.probe``).
+
+    The held-out R² is logged every ``log_every`` steps, or twenty times over a shorter budget.
+    """
+    steps = settings.steps if steps is None else steps
+    if steps < 1:
+        raise LinrecError(f"steps must be at least 1; got {steps}")
+    log_every = max(1, min(BaselineConfig.log_every, steps // 20))
+    return BaselineConfig(steps=steps, lr_adam=settings.lr, log_every=log_every, seed=seed)
 
 
 @dataclass
@@ -159,7 +179,7 @@ def train_linear(
 
 
 def baseline_runs(
-    sample: RowSample,
+    sample: Samples,
     moments: BlockMoments | None = None,
     blocks: Sequence[int] | None = None,
     optimizers: Sequence[str] = OPTIMIZERS,
@@ -170,10 +190,10 @@ def baseline_runs(
     progress: bool = True,
 ) -> list[BaselineRun]:
     """Every (block, optimizer, whitened) combination, on the sampled rows."""
-    chosen = sample.blocks if blocks is None else list(blocks)
-    combos = [(b, o, w) for b in chosen for o in optimizers for w in whiten]
+    rows = sample_rows(sample, blocks)
+    combos = [(b, o, w) for b in rows for o in optimizers for w in whiten]
     return [
-        train_linear(sample.rows(b), None if moments is None else moments[b], test_fold, o, w, config, b, rcond)
+        train_linear(rows[b], None if moments is None else moments[b], test_fold, o, w, config, b, rcond)
         for b, o, w in tqdm(combos, desc="baselines", disable=not progress)
     ]
 

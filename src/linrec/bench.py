@@ -96,27 +96,40 @@ def peak_memory(n_tokens: int, batch_size: int, seq_len: int, device: torch.devi
     return peak
 
 
-def run_bench(device: str | None = None, n_batches: int = 6, batch_size: int = 8, seq_len: int = 128,
-              peak_tokens: tuple[int, ...] = (20_000, 200_000)) -> pd.DataFrame:
-    """One row per measurement: what, tokens/s or bytes, and the ratio to the bare forward."""
-    dev = pick_device(device)
-    model = gpt2_small(dev)
-    batches = random_batches(n_batches * batch_size * seq_len, batch_size, seq_len, model.config.vocab_size)
-    tokens = batches.n_rows
+def capture_overhead(model, batches: TokenBatches, repeats: int = 2) -> dict[str, float]:
+    """Seconds (best of ``repeats``) of the bare full forward and of forward + capture + moments, on ``batches``."""
+    dev = next(model.parameters()).device
+    extra = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
 
     def bare():
         with torch.no_grad():
             for b in batches:
-                model(input_ids=b.input_ids.to(dev), use_cache=False)
+                model(input_ids=b.input_ids.to(dev), attention_mask=b.attention_mask.to(dev), **extra)
+
+    first = next(iter(batches))
+    _capture_moments(model, TokenBatches(first.input_ids, first.attention_mask, batches.batch_size))  # warm-up
+    return {
+        "tokens": batches.n_rows,
+        "bare_s": min(_timed(bare, dev) for _ in range(repeats)),
+        "capture_s": min(_timed(lambda: _capture_moments(model, batches), dev) for _ in range(repeats)),
+    }
+
+
+def run_bench(device: str | None = None, n_batches: int = 6, batch_size: int = 8, seq_len: int = 128,
+              peak_tokens: tuple[int, ...] = (20_000, 200_000)) -> pd.DataFrame:
+    """One row per measurement: what, tokens/s or MiB, and the time ratio to the bare forward."""
+    dev = pick_device(device)
+    model = gpt2_small(dev)
+    batches = random_batches(n_batches * batch_size * seq_len, batch_size, seq_len, model.config.vocab_size)
+    tokens = batches.n_rows
 
     def naive():
         store = _RowStore()
         run_capture(model, batches, ffn_blocks(model), [store], batches.folds(5, 0), progress=False)
         _lstsq_all(store)
 
-    _capture_moments(model, random_batches(batch_size * seq_len, batch_size, seq_len, 50257, seed=1))  # warm-up
-    t_bare = min(_timed(bare, dev) for _ in range(2))
-    t_mom = min(_timed(lambda: _capture_moments(model, batches), dev) for _ in range(2))
+    times = capture_overhead(model, batches)
+    t_bare, t_mom = times["bare_s"], times["capture_s"]
     t_naive = _timed(naive, dev)
     machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads" if dev.type == "cpu" \
         else torch.cuda.get_device_name(dev)

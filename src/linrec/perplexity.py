@@ -64,9 +64,13 @@ def swap_deltas(
     replacements: Mapping[int, nn.Module],
     spec: Spec = None,
     progress: bool = True,
+    base: float | None = None,
 ) -> pd.DataFrame:
-    """Each block swapped alone: ``block, ppl, base_ppl, delta_ppl, params, original_params, ratio``."""
-    base = perplexity(model, eval_batches)
+    """Each block swapped alone: ``block, ppl, base_ppl, delta_ppl, params, original_params, ratio``.
+
+    ``base``: the unmodified model's perplexity on ``eval_batches``, when already known (saves a pass).
+    """
+    base = perplexity(model, eval_batches) if base is None else base
     rows = []
     for b in tqdm(sorted(replacements), desc="swap ΔPPL", disable=not progress):
         with swapped(model, {b: replacements[b]}, spec):
@@ -86,8 +90,11 @@ def compression_frontier(
     r2_lin: Mapping[int, float],
     spec: Spec = None,
     progress: bool = True,
+    base: float | None = None,
 ) -> pd.DataFrame:
     """Swap blocks cumulatively in order of R²_lin (highest first); one row per step, step 0 the original.
+
+    ``base``: the unmodified model's perplexity on ``eval_batches``, when already known (saves a pass).
 
     Columns: ``step, block`` (added at this step), ``r2_lin, params_saved`` (cumulative, numbers
     stored), ``ffn_saved_fraction`` (of all FFN blocks' numbers), ``model_saved_fraction`` (of
@@ -99,7 +106,7 @@ def compression_frontier(
     order = sorted(replacements, key=lambda b: (-r2_lin[b], b))
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
-    base = perplexity(model, eval_batches)
+    base = perplexity(model, eval_batches) if base is None else base
     rows = [{"step": 0, "block": None, "r2_lin": None, "params_saved": 0, "ffn_saved_fraction": 0.0,
              "model_saved_fraction": 0.0, "ppl": base, "delta_ppl": 0.0}]
     saved = 0

@@ -36,6 +36,10 @@ loss every ``eval_every`` steps from step 0; stop after ``patience`` checks with
 improvement; the best state is kept). Scores are on the test fold's rows. R²_lin for the
 gain is the closed-form map scored on the same test rows.
 
+:func:`probe_table` runs both probes on every block of a :class:`~linrec.sample.RowSample` or of
+a mapping block -> Rows (``Measurement.samples``); :func:`probe_config` takes a profile's rank
+and step budget.
+
 :func:`correlation` gives Pearson's or Spearman's r with a Fisher-z confidence interval.
 """
 
@@ -43,9 +47,10 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -58,7 +63,26 @@ from linrec.moments import BlockMoments, Moments
 from linrec.recover import DEFAULT_RCOND, AffineFit
 from linrec.sample import RowSample, Rows, closed_form, minibatches, r2
 
+if TYPE_CHECKING:
+    from linrec.profiles import ProbeSettings
+
 GATES = ("scalar", "output")
+
+Samples = RowSample | Mapping[int, Rows]
+"""Sampled rows per block: a capture's :class:`~linrec.sample.RowSample`, or a mapping block -> Rows
+(such as ``linrec.experiment.Measurement.samples``)."""
+
+
+def sample_rows(sample: Samples, blocks: Sequence[int] | None = None) -> dict[int, Rows]:
+    """The sampled rows of ``blocks`` (every sampled block by default), from either form of sample."""
+    if isinstance(sample, RowSample):
+        chosen = sample.blocks if blocks is None else list(blocks)
+        return {b: sample.rows(b) for b in chosen}
+    chosen = sorted(sample) if blocks is None else list(blocks)
+    missing = [b for b in chosen if b not in sample]
+    if missing:
+        raise LinrecError(f"no rows sampled for blocks {missing}; sampled blocks: {sorted(sample)}")
+    return {b: sample[b] for b in chosen}
 
 
 class PolyProbe(nn.Module):
@@ -132,6 +156,22 @@ class ProbeConfig:
     eval_every: int = 25
     patience: int = 8
     seed: int = 0
+
+
+def probe_config(settings: ProbeSettings, seed: int = 0, rank: int | None = None, steps: int | None = None) -> ProbeConfig:
+    """A :class:`ProbeConfig` with a profile's rank and step budget (``profile.probe``; ``rank`` and
+    ``steps`` override them).
+
+    The learning rates stay :class:`ProbeConfig`'s (a profile's ``lr`` is the Adam baseline's:
+    at 1e-3 the bilinear term barely moves within a few hundred steps). Validation runs every
+    ``eval_every`` steps, or ten times over a shorter budget, so a short run still keeps a
+    trained state rather than its initialisation.
+    """
+    rank = settings.rank if rank is None else rank
+    steps = settings.steps if steps is None else steps
+    if rank < 1 or steps < 1:
+        raise LinrecError(f"rank and steps must be at least 1; got rank={rank}, steps={steps}")
+    return ProbeConfig(rank=rank, steps=steps, eval_every=max(1, min(ProbeConfig.eval_every, steps // 10)), seed=seed)
 
 
 @dataclass
@@ -218,7 +258,7 @@ def seeded_poly(rows: Rows, folds: list[Moments] | None = None, test_fold: int =
     return _probe(block, rows, folds, test_fold, config, True, rcond)
 
 
-def probe_table(sample: RowSample, moments: BlockMoments | None = None, blocks: Sequence[int] | None = None,
+def probe_table(sample: Samples, moments: BlockMoments | None = None, blocks: Sequence[int] | None = None,
                 test_fold: int = 0, config: ProbeConfig = ProbeConfig(), rcond: float = DEFAULT_RCOND,
                 progress: bool = True) -> pd.DataFrame:
     """Per block: both probes on the sampled rows, one row each.
@@ -227,10 +267,9 @@ def probe_table(sample: RowSample, moments: BlockMoments | None = None, blocks: 
     ``r2_seeded, gain_seeded, gate`` (seeded-poly and its |g| after fitting),
     ``n_train, n_val, n_test``.
     """
-    chosen = sample.blocks if blocks is None else list(blocks)
     out = []
-    for b in tqdm(chosen, desc="probes", disable=not progress):
-        rows, folds = sample.rows(b), None if moments is None else moments[b]
+    for b, rows in tqdm(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
+        folds = None if moments is None else moments[b]
         plain = bilinear_probe(rows, folds, test_fold, config, b, rcond)
         seeded = seeded_poly(rows, folds, test_fold, config, b, rcond)
         out.append({

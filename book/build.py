@@ -1,0 +1,289 @@
+"""Build the book: notebooks/NN_topic.py -> notebooks/NN_topic.ipynb -> book/chapters/NN_topic.ipynb -> _build/html.
+
+The percent-format ``.py`` files are the sources. ``sync`` turns each into a plain, unexecuted
+notebook ``notebooks/NN_topic.ipynb`` (committed, so Colab can open it) with an install cell added
+after the title. ``execute`` runs those notebooks with papermill for one profile, adding an
+"Open in Colab" button built from ``repository.url`` in ``_config.yml``, and writes the executed
+chapters that ``_toc.yml`` lists. ``html`` renders them with Jupyter Book, warnings as errors.
+``check`` verifies the result; ``screenshot`` photographs a page with headless Chromium.
+
+    python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)
+    python book/build.py check --screenshot _build/screenshots/01_method.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlparse
+
+import jupytext
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+CHAPTERS = ROOT / "book" / "chapters"
+HTML = ROOT / "_build" / "html"
+KERNEL = "linrec-venv"
+INSTALL_EXTRAS = "paper,notebook"
+COLAB = "https://colab.research.google.com"
+NOTEBOOK_METADATA = {
+    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "language_info": {"name": "python"},
+    "accelerator": "GPU",  # Colab opens the notebook on a GPU runtime when one is available
+    "colab": {"provenance": []},
+}
+
+
+class BookError(Exception):
+    """A failed build step, with a message naming the notebook or page at fault."""
+
+
+def sources() -> list[Path]:
+    """The chapter sources, in chapter order (their NN_ prefix)."""
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+
+
+def repository() -> tuple[str, str]:
+    """(owner/name, branch) of the GitHub repository named once, in _config.yml."""
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    url = urlparse(repo["url"])
+    slug = url.path.strip("/").removesuffix(".git")
+    if url.netloc != "github.com" or slug.count("/") != 1:
+        raise BookError(f"repository.url in _config.yml must be https://github.com/OWNER/NAME; got {repo['url']}")
+    return slug, repo.get("branch", "main")
+
+
+def colab_link(stem: str) -> str:
+    """The Colab URL of the committed notebook notebooks/<stem>.ipynb."""
+    slug, branch = repository()
+    return f"{COLAB}/github/{slug}/blob/{branch}/notebooks/{stem}.ipynb"
+
+
+def _install_cell() -> nbformat.NotebookNode:
+    slug, branch = repository()
+    source = (
+        "# Installs linrec where it is missing (e.g. on Colab); an installed torch is kept.\n"
+        "try:\n"
+        "    import linrec\n"
+        "except ImportError:\n"
+        f'    %pip install --quiet "linrec[{INSTALL_EXTRAS}] @ git+https://github.com/{slug}@{branch}"'
+    )
+    return nbformat.v4.new_code_cell(source, metadata={"tags": ["hide-input"]})
+
+
+def paired_notebook(source: Path) -> nbformat.NotebookNode:
+    """The unexecuted notebook for a chapter source: its cells, the install cell after the title."""
+    nb = jupytext.read(source, fmt="py:percent")
+    cells = nb.cells
+    if not cells or cells[0].cell_type != "markdown" or not cells[0].source.startswith("# "):
+        raise BookError(f"{source.name}: the first cell must be a markdown cell starting with '# Title'")
+    if not any("parameters" in c.metadata.get("tags", []) and "PROFILE" in c.source for c in cells):
+        raise BookError(f"{source.name}: needs a cell tagged 'parameters' (# %% tags=[\"parameters\"]) that sets PROFILE")
+    nb.cells = [cells[0], _install_cell(), *cells[1:]]
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"{source.stem}-{i:03d}"  # stable ids keep the committed notebook diff-free
+    nb.metadata = json.loads(json.dumps(NOTEBOOK_METADATA))
+    return nb
+
+
+def sync(write: bool = True) -> list[Path]:
+    """Regenerate notebooks/NN_topic.ipynb; return those that were stale (written when ``write``)."""
+    stale = []
+    for source in sources():
+        target = source.with_suffix(".ipynb")
+        text = nbformat.writes(paired_notebook(source)) + "\n"
+        if not target.exists() or target.read_text() != text:
+            stale.append(target)
+            if write:
+                target.write_text(text)
+    return stale
+
+
+def kernel() -> str:
+    """Register (in this environment) a kernel that runs this very Python, and return its name."""
+    from ipykernel.kernelspec import install
+
+    install(kernel_name=KERNEL, display_name=f"linrec ({sys.prefix})", prefix=sys.prefix)
+    return KERNEL
+
+
+def execute(profile: str, only: list[str] | None = None) -> None:
+    """Execute each chapter with papermill into book/chapters/, failing on the first cell error."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    chosen = [s for s in sources() if not only or s.stem in only]
+    if only and len(chosen) != len(set(only)):
+        raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources()]}")
+    name = kernel()
+    CHAPTERS.mkdir(parents=True, exist_ok=True)
+    for source in chosen:
+        nb = paired_notebook(source)
+        button = f"```{{button-link}} {colab_link(source.stem)}\n:color: primary\n:outline:\nOpen this chapter in Colab\n```"
+        nb.cells.insert(1, nbformat.v4.new_markdown_cell(button, id=f"{source.stem}-colab"))
+        out = CHAPTERS / f"{source.stem}.ipynb"
+        start = time.perf_counter()
+        print(f"[book] {source.stem}: profile {profile}", flush=True)
+        try:
+            papermill.execute_notebook(nb, str(out), parameters={"PROFILE": profile}, kernel_name=name,
+                                       cwd=str(ROOT), progress_bar=True)
+        except PapermillExecutionError as err:
+            raise BookError(f"{source.stem}: cell In [{err.exec_count}] raised {err.ename}: {err.evalue}\n"
+                            f"(the executed notebook with the traceback: {out.relative_to(ROOT)})") from None
+        print(f"[book] {source.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def html() -> None:
+    """Render the executed chapters with Jupyter Book; any Sphinx warning fails the build."""
+    exe = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(exe), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"]
+    if subprocess.run(cmd, cwd=ROOT).returncode != 0:
+        raise BookError("jupyter-book build failed (warnings are errors); see the messages above")
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "img" and a.get("src"):
+            self.images.append(a["src"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception): ", re.MULTILINE)
+
+
+def _output_problems(executed: Path) -> list[str]:
+    problems = []
+    nb = nbformat.read(executed, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") or "".join(str(v) for k, v in output.get("data", {}).items() if k.startswith("text/"))
+            if output.output_type == "error" or _TRACEBACK.search(text):
+                problems.append(f"{executed.name}: cell {i} has an error or traceback in its output")
+    return problems
+
+
+def _toc_files(node) -> list[str]:
+    if isinstance(node, dict):
+        return ([node["file"]] if "file" in node else []) + [f for v in node.values() for f in _toc_files(v)]
+    if isinstance(node, list):
+        return [f for v in node for f in _toc_files(v)]
+    return []
+
+
+def _toc_chapters() -> list[str]:
+    files = _toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+    return [f.removeprefix("book/chapters/") for f in files if f.startswith("book/chapters/")]
+
+
+def toc_problems() -> list[str]:
+    """Chapters missing from _toc.yml, and _toc.yml entries without a chapter source."""
+    stems, listed = [s.stem for s in sources()], _toc_chapters()
+    return ([f"notebooks/{s}.py is not listed in _toc.yml (add '- file: book/chapters/{s}')" for s in stems if s not in listed]
+            + [f"_toc.yml lists book/chapters/{s} but there is no notebooks/{s}.py" for s in listed if s not in stems])
+
+
+def check() -> list[str]:
+    """Everything wrong with the built book: stale notebooks, TOC gaps, errors, missing figures or Colab links."""
+    problems = [f"{p.relative_to(ROOT)} is out of date with its .py source: run `make notebooks`" for p in sync(write=False)]
+    problems += toc_problems()
+    stems = [s.stem for s in sources()]
+    for stem in stems:
+        executed, page = CHAPTERS / f"{stem}.ipynb", HTML / "book" / "chapters" / f"{stem}.html"
+        if not executed.exists() or not page.exists():
+            problems.append(f"{stem}: not built (run `make book`)")
+            continue
+        problems += _output_problems(executed)
+        text = page.read_text()
+        parsed = _Page()
+        parsed.feed(text)
+        figures = [s for s in parsed.images if "_images/" in s or s.startswith("data:image")]
+        if not figures:
+            problems.append(f"{page.relative_to(ROOT)}: no figure")
+        if "Traceback (most recent call last)" in text or 'class="output traceback' in text:
+            problems.append(f"{page.relative_to(ROOT)}: shows a traceback")
+        if colab_link(stem) not in parsed.links:
+            problems.append(f"{page.relative_to(ROOT)}: no link to {colab_link(stem)}")
+        if not (NOTEBOOKS / f"{stem}.ipynb").exists():
+            problems.append(f"notebooks/{stem}.ipynb, the Colab target, does not exist (run `make notebooks`)")
+    return problems
+
+
+def screenshot(page: Path, out: Path) -> Path:
+    """A 1280x2000 PNG of ``page`` rendered by headless Chromium (install it: apt-get install chromium)."""
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        raise BookError("no Chromium found: apt-get install -y chromium (Debian) or install Google Chrome")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as profile_dir:
+        subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile_dir}", f"--screenshot={out}", "--window-size=1280,2000",
+             page.resolve().as_uri()],
+            check=True, capture_output=True, timeout=120,
+        )
+    if not out.exists() or out.stat().st_size < 10_000:
+        raise BookError(f"Chromium wrote no usable screenshot of {page} to {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    sub.add_parser("sync", help="regenerate notebooks/NN_topic.ipynb from the .py sources")
+    sub.add_parser("check-sync", help="fail when a committed notebooks/NN_topic.ipynb is stale")
+    for step in ("execute", "all"):
+        p = sub.add_parser(step, help="execute the chapters" + (" then sync and render the book" if step == "all" else ""))
+        p.add_argument("--profile", default="offline", help="offline (default), smoke or paper")
+        p.add_argument("--only", nargs="+", metavar="NN_topic", help="execute only these chapters")
+    sub.add_parser("html", help="render the executed chapters with Jupyter Book (-W)")
+    c = sub.add_parser("check", help="check the built book")
+    c.add_argument("--screenshot", type=Path, help="also photograph the first chapter into this PNG")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        if args.step in ("all", "html") and (problems := toc_problems()):
+            raise BookError("_toc.yml and notebooks/ disagree:\n  " + "\n  ".join(problems))
+        if args.step in ("sync", "all"):
+            for path in sync():
+                print(f"[book] wrote {path.relative_to(ROOT)}")
+        if args.step == "check-sync" and (stale := sync(write=False)):
+            raise BookError("stale notebooks (run `make notebooks` and commit): " + ", ".join(p.name for p in stale))
+        if args.step in ("execute", "all"):
+            execute(args.profile, args.only)
+        if args.step in ("html", "all"):
+            html()
+        if args.step == "check":
+            if problems := check():
+                raise BookError("book check failed:\n  " + "\n  ".join(problems))
+            print(f"[book] check passed: {len(sources())} chapters")
+            if args.screenshot:
+                shot = screenshot(HTML / "book" / "chapters" / f"{sources()[0].stem}.html", args.screenshot)
+                print(f"[book] screenshot: {shot}")
+    except BookError as err:
+        print(f"[book] error: {err}", file=sys.stderr)
+        return 1
+    print(f"[book] {args.step} took {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

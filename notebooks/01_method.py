@@ -1,0 +1,493 @@
+# %% [markdown]
+# # Method: distillation as measurement
+#
+# **Claim under test.** How much of a feed-forward block an affine map can reproduce is a number you
+# can *compute*, exactly and cheaply, from second moments of the block's inputs and outputs, with no
+# training; this chapter builds that number, checks it against cases with known answers, and runs it
+# on a real transformer, first untrained and then trained.
+
+# %% tags=["parameters"]
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+SEED = 0
+ROWS = 6000  # rows per synthetic ("planted") block
+WIDTH = 16  # input and output width of the planted blocks
+FOLDS = 5  # k of the k-fold held-out split
+TINY_LAYERS = 4  # the randomly initialised GPT-2 of the last section
+TINY_WIDTH = 64
+TINY_SEQUENCES = 64
+SEQ_LEN = 32
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
+
+import linrec
+from linrec import book
+from linrec.moments import Moments
+from linrec.experiment import measurement
+from linrec.profiles import get_profile, profile_corpus
+from linrec.planted import gelu_r2, recover_rows
+from linrec.plots.method import draw_pipeline
+from linrec.recover import held_out
+
+PROFILE = book.setup(PROFILE, seed=SEED)
+DEVICE = linrec.pick_device()
+
+# %% [markdown]
+# Everything up to the section on a trained model is the same under every profile and runs in
+# seconds: it needs no corpus and no pretrained weights. That last section measures the profile's
+# first model (GPT-2 under `paper`; under `offline` and `smoke` the zoo's GPT-2-style model, which
+# is trained on first use and then cached for all chapters).
+#
+# ## What is measured: X and Y of each block
+#
+# A pre-norm transformer layer updates its residual stream $h$ twice: once with attention and once
+# with the feed-forward block, $h \leftarrow h + \mathrm{FFN}(\mathrm{Norm}(h))$. The measurement
+# treats the FFN as a black box and records, for every token position,
+#
+# - $X$: what enters the FFN, i.e. the output of the norm in front of it, and
+# - $Y$: what the FFN returns, before it is added to the residual stream.
+#
+# Each token gives one row $(x, y)$, and the block's linear recoverability is a property of the cloud
+# of such rows. `linrec.arch` knows where each architecture keeps these two points. The table below
+# is not typed by hand: it builds a one-layer model of every supported architecture from its config
+# class (no download) and asks `linrec.ffn_blocks` where it would hook.
+
+# %%
+TINY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+            vocab_size=64, max_position_embeddings=32, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+EXTRA = {"gpt2": {"n_inner": 32}, "opt": {"ffn_dim": 32, "word_embed_proj_dim": 16}}
+
+where = []
+for model_type in linrec.SUPPORTED:
+    config = AutoConfig.for_model(model_type, **TINY, **EXTRA.get(model_type, {}))
+    model = AutoModel.from_config(config)
+    block = linrec.ffn_blocks(model)[0]
+    ffn = dict(model.named_modules())[block.input]
+    where.append({
+        "model_type": model_type,
+        "X: input of": block.input,
+        "Y: output of": block.output,
+        "hooked": type(ffn).__name__ if block.input == block.output else "first, last Linear",
+    })
+pd.DataFrame(where)
+
+# %% [markdown]
+# Three differences matter later. In GPT-2 {cite}`radford2019language` the MLP reads the attention
+# output after a LayerNorm. Pythia {cite}`biderman2023pythia` (GPT-NeoX) uses a *parallel* residual:
+# its MLP reads the normalised *block input*, not the attention output. Llama-style models
+# {cite}`touvron2023llama` normalise with RMSNorm and use a gated SiLU MLP {cite}`shazeer2020glu`.
+# Encoders (BERT, RoBERTa) and OPT have no MLP module wrapping both linear layers, so X is read at the
+# first linear layer and Y at the second. Any other model can be measured by naming the two modules
+# yourself (`spec=[(input_name, output_name), ...]`).
+#
+# ## The data flow
+#
+# The whole method is one forward pass and one small linear solve per block. The model is never
+# trained or modified; the figure shows what flows where.
+
+# %%
+fig = draw_pipeline()
+plt.show()
+
+# %% [markdown]
+# ## From moments to $R^2_\text{lin}$
+#
+# Write rows as row vectors and split them into a training set and a test set (by *sequence*, so
+# that neighbouring, correlated tokens never straddle the split). For each set keep only
+#
+# $$
+# n,\quad \bar x,\quad \bar y,\quad C_{xx} = \sum_i (x_i-\bar x)^\top (x_i-\bar x),\quad
+# C_{xy} = \sum_i (x_i-\bar x)^\top (y_i-\bar y),\quad C_{yy} = \sum_i (y_i-\bar y)^\top (y_i-\bar y).
+# $$
+#
+# These are sums, so two chunks of rows can be combined without revisiting them; `linrec` merges
+# chunks with the pairwise update of {cite:t}`chan1979updating`, which stays accurate when a few
+# coordinates are orders of magnitude larger than the rest {cite}`chan1983algorithms`. Everything
+# is accumulated in float64.
+#
+# **Fit (training moments).** Minimising $\sum_i \lVert y_i - x_iW - b\rVert^2$ gives
+#
+# $$ W = C_{xx}^{+}\, C_{xy}, \qquad b = \bar y - \bar x W .$$
+#
+# The $^{+}$ is a pseudo-inverse {cite}`penrose1955generalized`, and it is needed: after a LayerNorm
+# (before its gain and bias) the features of every row sum to zero, so $C_{xx}$ has an exact null
+# direction and a plain inverse would be meaningless. `linrec` rescales $C_{xx}$ to a correlation
+# matrix, eigendecomposes it and drops eigenvalues below a relative cutoff.
+#
+# **Score (test moments).** For output coordinate $j$, the squared error of the map on the test
+# rows can be expanded around the test means, and every term is a test moment:
+#
+# $$
+# \mathrm{SSE}_j = (C_{yy})_{jj} - 2\,(W^\top C_{xy})_{jj} + (W^\top C_{xx} W)_{jj} + n\,\delta_j^2,
+# \qquad \delta = \bar y - (\bar x W + b),
+# $$
+#
+# where $\delta$ is the error of the map at the test means (the cross terms vanish because centred
+# sums are zero). The test rows' own spread is $\mathrm{SST}_j = (C_{yy})_{jj}$, and
+#
+# $$ R^2_\text{lin} = 1 - \frac{\sum_j \mathrm{SSE}_j}{\sum_j \mathrm{SST}_j}. $$
+#
+# Summing before dividing weights each output coordinate by its variance, the convention of
+# scikit-learn's `r2_score(..., multioutput="variance_weighted")`. On held-out rows the value can be
+# negative; it is never clipped. With $k$ folds, each fold is scored once by the map fitted on the
+# other $k-1$, and the chapter reports the mean and standard deviation over folds.
+#
+# Two checks that the moment route equals the row route, on random rows: the moments of all rows
+# equal the merged moments of two halves, and the held-out error computed from test *moments*
+# equals the error computed from the test *rows*.
+
+# %%
+gen = torch.Generator().manual_seed(SEED)
+
+
+def randn(*shape: int) -> torch.Tensor:
+    """Seeded standard normal float64 numbers (every random draw of this chapter comes from here)."""
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+x = randn(ROWS, WIDTH) * torch.logspace(0, 3, WIDTH, dtype=torch.float64)  # scales 1 ... 1000
+y = torch.tanh(x / 100) + 0.1 * randn(ROWS, WIDTH)
+
+whole = Moments.from_rows(x, y)
+cut = ROWS // 3
+halves = Moments.from_rows(x[:cut], y[:cut]) + Moments.from_rows(x[cut:], y[cut:])
+train, test = slice(0, 4 * ROWS // 5), slice(4 * ROWS // 5, None)
+fit = linrec.fit_affine(Moments.from_rows(x[train], y[train]))
+from_moments = held_out(fit, Moments.from_rows(x[test], y[test]))
+residual = y[test] - fit(x[test])
+sse_rows = (residual**2).sum(0)
+sst_rows = ((y[test] - y[test].mean(0)) ** 2).sum(0)
+
+pd.Series({
+    "merged Cxx vs one-shot Cxx (max rel. diff)": float((halves.cxx - whole.cxx).abs().max()
+                                                        / whole.cxx.abs().max()),
+    "SSE from moments vs rows (max rel. diff)": float(((from_moments.sse - sse_rows).abs()
+                                                      / sse_rows).max()),
+    "R² from moments": from_moments.r2,
+    "R² from rows": float(1 - sse_rows.sum() / sst_rows.sum()),
+}, name="value").to_frame()
+
+# %% [markdown]
+# The input here spans three orders of magnitude across coordinates on purpose, to mimic the
+# outlier dimensions of real residual streams; the two routes still agree to rounding error.
+#
+# ## Planted blocks: cases with known answers
+#
+# A measurement is only trustworthy if it returns the right value where the right value is known.
+# Take $x \sim \mathcal N(0, I)$, a distribution symmetric about zero, and three "blocks":
+#
+# - **affine**: $y = xA + c$. The map is recoverable exactly, so $R^2_\text{lin}$ should be 1.
+# - **affine + noise**: $y = xA + c + \sigma\varepsilon$. Only the noise is unrecoverable, so the
+#   answer is $\lVert A\rVert_F^2 / (\lVert A\rVert_F^2 + d\,\sigma^2)$.
+# - **even**: $y_j = (x b_j)^2$. An even function of a symmetric input is uncorrelated with every
+#   linear function of it (all odd moments vanish), so the best affine map is a constant and
+#   $R^2_\text{lin}$ should be about 0, slightly negative on held-out rows.
+#
+# `linrec.planted.recover_rows` deals rows into $k$ folds and calls the same `kfold` that
+# `linrec.measure` uses.
+
+# %%
+x = randn(ROWS, WIDTH)
+A, B, c = randn(WIDTH, WIDTH), randn(WIDTH, WIDTH) / math.sqrt(WIDTH), randn(WIDTH)
+sigma = 1.0
+linear_part = x @ A + c
+even_part = (x @ B) ** 2
+v_lin = float((A**2).sum())  # variance of the linear part, summed over outputs
+v_even = float(2 * ((B**2).sum(0) ** 2).sum())  # Var((x b)^2) = 2 |b|^4 for Gaussian x
+
+planted = {
+    "affine": (linear_part, 1.0),
+    "affine + noise": (linear_part + sigma * randn(ROWS, WIDTH), v_lin / (v_lin + WIDTH * sigma**2)),
+    "even (quadratic)": (even_part, 0.0),
+}
+reports = {name: recover_rows(x, y, FOLDS) for name, (y, _) in planted.items()}
+pd.DataFrame({
+    "expected": {name: expected for name, (_, expected) in planted.items()},
+    "R²_lin (measured)": {name: r.r2_lin for name, r in reports.items()},
+    "std over folds": {name: r.r2_lin_std for name, r in reports.items()},
+})
+
+# %% [markdown]
+# Mixing the two parts, $y = (1-\alpha)(xA + c) + \alpha\,(xB)^{\circ 2}$, gives a whole family
+# with a known answer. The parts are uncorrelated, so their variances $v_\text{lin}$ and
+# $v_\text{even}$ add, and
+#
+# $$ R^2_\text{lin}(\alpha) = \frac{(1-\alpha)^2 v_\text{lin}}{(1-\alpha)^2 v_\text{lin} + \alpha^2 v_\text{even}}. $$
+
+# %%
+alphas = np.linspace(0, 1, 11)
+mixed = [recover_rows(x, (1 - a) * linear_part + a * even_part, FOLDS) for a in alphas]
+sweep = pd.DataFrame({"alpha": alphas, "R²_lin": [r.r2_lin for r in mixed],
+                      "std": [r.r2_lin_std for r in mixed]})
+fine = np.linspace(0, 1, 201)
+theory = (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even)
+
+fig, ax = plt.subplots(figsize=(7, 4.2))
+ax.plot(fine, theory, color="0.3", lw=1.5, label="exact population value")
+ax.errorbar(sweep["alpha"], sweep["R²_lin"], yerr=sweep["std"], fmt="o", capsize=3,
+            label=f"measured ({FOLDS}-fold mean ± std, {ROWS:,} rows)")
+ax.set(xlabel="α, weight of the even (quadratic) part", ylabel="held-out R²_lin",
+       title="Planted blocks: affine at α = 0, purely even at α = 1")
+ax.legend(loc="lower left")
+plt.show()
+
+# %% [markdown]
+# ## One activation, any recoverability
+#
+# The paper's headline is that recoverability is *learned*. Here is the simplest illustration. Take
+# a GELU block {cite}`hendrycks2016gelu` $y = \mathrm{GELU}(s\,xQ + \beta)\,C$ with $Q$ a random
+# rotation: every hidden unit sees an independent pre-activation $s z + \beta$ with
+# $z \sim \mathcal N(0,1)$.
+# The architecture is fixed; only the scale $s$ and offset $\beta$, which training would set,
+# change. For one unit the exact answer is $R^2 = \mathrm{Cov}(z, g)^2 / \mathrm{Var}(g)$ with
+# $g = \mathrm{GELU}(sz + \beta)$, and with independent units the whole block has the same value. We
+# compute it by Gauss–Hermite quadrature and compare it with what `linrec` measures on rows.
+
+# %%
+scales = torch.logspace(-1, 1, 41, dtype=torch.float64)
+offsets = torch.linspace(-4, 2, 41, dtype=torch.float64)
+grid = gelu_r2(scales[None, :], offsets[:, None])
+
+Q, _ = torch.linalg.qr(randn(WIDTH, WIDTH))
+C = randn(WIDTH, WIDTH)
+gelu_table = pd.DataFrame(
+    [(s, b) for s in (0.2, 0.6, 1.5, 4.0) for b in (-3.0, -1.0, 0.0, 1.5)], columns=["scale", "offset"]
+)
+gelu_table["exact"] = gelu_r2(torch.tensor(gelu_table["scale"].to_numpy()),
+                              torch.tensor(gelu_table["offset"].to_numpy()))
+gelu_table["measured"] = [recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
+                          for s, b in zip(gelu_table["scale"], gelu_table["offset"])]
+
+fig, ax = plt.subplots(figsize=(8, 5))
+mesh = ax.pcolormesh(scales.numpy(), offsets.numpy(), grid.numpy(), cmap="viridis", vmin=0, vmax=1,
+                     shading="auto")
+ax.scatter(gelu_table["scale"], gelu_table["offset"], color="white", edgecolor="black", s=40,
+           label="measured (next figure)")
+ax.set(xscale="log", xlabel="pre-activation scale s", ylabel="pre-activation offset β",
+       title="Exact R²_lin of a GELU block with N(0, 1) inputs")
+ax.legend(loc="lower right")
+fig.colorbar(mesh, ax=ax, label="R²_lin")
+plt.show()
+
+fig, ax = plt.subplots(figsize=(6, 5))
+sns.scatterplot(data=gelu_table, x="exact", y="measured", hue="offset", palette="deep", s=70, ax=ax)
+ax.plot([0, 1], [0, 1], color="0.4", lw=1, ls="--", label="measured = exact")
+ax.set(xlabel="exact R²_lin (quadrature)", ylabel=f"measured held-out R²_lin ({ROWS:,} rows)",
+       title="linrec recovers the exact value", xlim=(-0.05, 1.05), ylim=(-0.05, 1.05))
+ax.legend(title="offset β", loc="upper left")
+plt.show()
+
+# %% [markdown]
+# The same nonlinearity ranges from essentially linear (small scale, or offsets that keep units in
+# their near-linear regime) to essentially unrecoverable: around $\beta \approx -1$ with a small
+# scale the units sit near the minimum of GELU, where it is locally an even function. Where a
+# trained block lands on this map is decided by its weights, which is why the chapters that follow
+# measure trained models block by block rather than reasoning from the activation function.
+#
+# ## The real pipeline on a tiny GPT-2
+#
+# Finally, the full path through a transformer: a four-layer GPT-2 built from `GPT2Config` with
+# random weights (nothing is downloaded), fed uniformly random token ids. First a check that the
+# hooks capture exactly the block's input and output: a custom sink collects the rows of block 0
+# and we feed the captured $X$ back through that block's MLP.
+
+# %%
+config = GPT2Config(n_layer=TINY_LAYERS, n_embd=TINY_WIDTH, n_head=4, vocab_size=512,
+                    n_positions=SEQ_LEN, bos_token_id=0, eos_token_id=0)
+torch.manual_seed(SEED)
+gpt = GPT2LMHeadModel(config).to(DEVICE).eval().requires_grad_(False)
+ids = torch.randint(0, config.vocab_size, (TINY_SEQUENCES, SEQ_LEN), generator=gen)
+batches = linrec.TokenBatches(ids, torch.ones_like(ids), batch_size=16)
+
+
+sink = linrec.RowSample(max_rows=batches.n_rows, seed=SEED)  # keeps every row here; measure() keeps only moments
+blocks = linrec.ffn_blocks(gpt)
+linrec.run_capture(gpt, batches, blocks[:1], [sink], batches.folds(FOLDS, SEED), progress=False)
+X0, Y0 = sink.rows(0).x.to(DEVICE), sink.rows(0).y.to(DEVICE)
+mlp0 = dict(gpt.named_modules())[blocks[0].input]
+gap = (mlp0(X0) - Y0).abs().max()
+print(f"block 0: X {tuple(X0.shape)}, Y {tuple(Y0.shape)}; max |MLP(X) - Y| = {gap:.2e}")
+
+# %%
+table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=False)
+table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
+       "null_dims", "n_train", "n_test"]]
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 4))
+ax.errorbar(table["block"], table["r2_lin"], yerr=table["r2_lin_std"], fmt="o-", capsize=3,
+            label=f"random-init GPT-2, {TINY_WIDTH} wide ({FOLDS}-fold mean ± std)")
+ax.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", ylim=(0, 1.05), xticks=table["block"],
+       title="Every block of an untrained GPT-2 is close to linear")
+ax.legend(loc="lower left")
+plt.show()
+
+# %% [markdown]
+# Each LayerNorm-fed block shows one null input direction (`null_dims`), the exact constraint the
+# pseudo-inverse exists for. The blocks of the *untrained* model are nearly linear, as the GELU map
+# above predicts: GPT-2 initialises weights with standard deviation 0.02, so pre-activations are
+# small and every unit sits in the near-linear corner of the map. Whatever nonlinearity a trained
+# model shows, training put it there.
+#
+# ## The same instrument on a trained model
+#
+# The same call measures a trained model. The profile decides which one: under `paper` it is GPT-2
+# (124M) on WikiText-2, the paper's own setting; under `offline` and `smoke` it is the GPT-2-style
+# model of the zoo, trained on this machine on standard-library text (trained on first use, then
+# cached for every chapter). Later chapters measure every model of the profile on several corpora;
+# here the point is only to see the instrument on weights that training has shaped.
+
+# %%
+profile = get_profile(PROFILE)
+trained_name = profile.models[0]
+corpus = profile_corpus(profile)
+trained_run = measurement(profile, trained_name, progress=False)  # cached: later chapters reuse this capture
+trained_table = trained_run.table()
+trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
+               "input_condition", "null_dims", "n_train", "n_test"]]
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 4.2))
+ax.errorbar(trained_table["block"], trained_table["r2_lin"], yerr=trained_table["r2_lin_std"], fmt="o-",
+            capsize=3, label=f"{trained_name} on {corpus.name} ({profile.folds}-fold mean ± std)")
+for level in (0.99, 0.3):
+    ax.axhline(level, color="0.5", lw=1, ls="--")
+ax.text(trained_table["block"].max(), 0.31, "paper: trained blocks span from above 0.99 to below 0.3",
+        ha="right", va="bottom", fontsize=8.5, color="0.35")
+ax.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", ylim=(0, 1.05), xticks=trained_table["block"],
+       title=f"Per-block recoverability of a trained model ({PROFILE} profile)")
+ax.legend(loc="lower left")
+plt.show()
+
+# %% [markdown]
+# Under the `paper` profile the dashed lines bracket what the paper reports for its trained models,
+# so the two can be compared directly. Under `offline` and `smoke` the model is much smaller and
+# was trained on different text, so the lines are a reference, not a target: what carries over is
+# the *shape* of the question (are the blocks alike, or not), which later chapters test properly.
+#
+# ## This run beside the paper's setup
+#
+# Chapter 1 reproduces no figure of the paper; it builds and validates the instrument. The table
+# sets the paper's reported measurement setup next to what ran here, so that the difference in
+# scale is explicit.
+
+# %%
+pd.DataFrame({
+    "paper (reported)": ["GPT-2 124M, Pythia-160m, llama-160m", "768", "12 per model",
+                         "about 15–30k", "128", "WikiText-2-raw",
+                         "held-out split (fraction not stated)"],
+    "random-init GPT-2 (above)": [f"GPT-2 architecture, {TINY_LAYERS} layers", str(TINY_WIDTH),
+                                  str(TINY_LAYERS), f"{batches.n_rows:,}", str(SEQ_LEN),
+                                  "uniform random token ids", f"{FOLDS}-fold by sequence"],
+    f"trained ({PROFILE} profile)": [trained_name, str(trained_table["d_in"].iloc[0]),
+                                     str(len(trained_table)), f"{trained_run.info['rows']:,}",
+                                     str(trained_run.info["seq_len"]), corpus.name, f"{profile.folds}-fold by sequence"],
+}, index=["models", "width d", "FFN blocks", "rows per block", "sequence length", "text", "held-out"])
+
+# %% [markdown]
+# ## What this shows, and what it cannot show
+#
+# **Shows.** The closed-form recoverability computed from streamed float64 moments equals the
+# row-by-row computation; it returns 1 for affine blocks, about 0 for even functions of symmetric
+# inputs and the exact value for every mixture and GELU block with a known answer; and the hooks
+# capture precisely the FFN's input and output in a real transformer. The same GELU can score
+# anywhere between 0 and 1 depending on the scale and offset of its pre-activations.
+#
+# **Cannot show.** The planted blocks have Gaussian inputs and the random-init GPT-2 reads random
+# tokens, so neither says anything about trained language models. The one trained model measured
+# here is a single model on a single corpus with a single fold assignment: it shows that the
+# instrument works on trained weights, not whether profiles are uneven in general, whether they
+# differ between models of the same architecture, or how stable they are across corpora and seeds.
+# Those are the claims of the following chapters, which also report input conditioning per block,
+# since real activations (heavy tails, outlier dimensions) are far from the Gaussian case.
+#
+# ## Exercises
+#
+# **1. Reparametrising the input.** Predict what happens to $R^2_\text{lin}$ of the "affine + noise"
+# block when every input row is transformed as $x \mapsto xM + t$ for an invertible $M$. Then check.
+#
+# :::{admonition} Solution
+# :class: dropdown
+# Nothing changes (up to rounding): any affine map of $xM + t$ is an affine map of $x$ and vice
+# versa, so the best achievable fit, and hence $R^2_\text{lin}$, is the same. The measurement
+# depends on the information in $X$, not on its coordinates. The hidden cell below verifies it.
+# :::
+
+# %% tags=["hide-cell"]
+M = randn(WIDTH, WIDTH) + 3 * torch.eye(WIDTH, dtype=torch.float64)  # invertible in practice
+t = 10 * randn(WIDTH)
+noisy = planted["affine + noise"][0]
+before, after = recover_rows(x, noisy, FOLDS).r2_lin, recover_rows(x @ M + t, noisy, FOLDS).r2_lin
+print(f"R²_lin before {before:.6f}, after x -> xM + t {after:.6f}")
+assert abs(before - after) < 1e-8
+
+# %% [markdown]
+# **2. Shifted squares.** $y = x^2$ (elementwise, $x \sim \mathcal N(0, I)$) gives $R^2_\text{lin}
+# \approx 0$. What does $y = (x + 1)^2$ give, and why?
+#
+# :::{admonition} Solution
+# :class: dropdown
+# $(x+1)^2 = x^2 + 2x + 1$: the linear part $2x$ has variance 4 per coordinate and the even part
+# $x^2$ has variance 2, and they are uncorrelated, so $R^2_\text{lin} = 4 / (4 + 2) = 2/3$. An offset
+# moves a symmetric input off the centre of the nonlinearity, which is exactly what the GELU map
+# shows for $\beta \neq 0$.
+# :::
+
+# %% tags=["hide-cell"]
+shifted = recover_rows(x, (x + 1) ** 2, FOLDS)
+print(f"measured {shifted.r2_lin:.4f} ± {shifted.r2_lin_std:.4f}; predicted {2 / 3:.4f}")
+assert abs(shifted.r2_lin - 2 / 3) < 0.03
+
+# %% [markdown]
+# **3. What it costs.** How much memory do the moments of one GPT-2 block (width 768, FFN output 768)
+# take for 5 folds, with 20 thousand rows and with 20 million rows?
+#
+# :::{admonition} Solution
+# :class: dropdown
+# The same in both cases: per fold, $C_{xx}$, $C_{xy}$ and $C_{yy}$ are $3 \times 768^2$ float64
+# numbers (plus two means), about 14 MB, so 5 folds take about 71 MB whatever the number of rows.
+# Rows only cost forward-pass time. The hidden cell computes it from a real `Moments` object.
+# :::
+
+# %% tags=["hide-cell"]
+empty = Moments.zeros(768, 768)
+per_fold = sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
+print(f"{per_fold / 1e6:.1f} MB per fold, {5 * per_fold / 1e6:.1f} MB for 5 folds, any row count")
+
+# %% [markdown]
+# **4. Initialisation scale.** Rebuild the tiny GPT-2 with `initializer_range=0.2` instead of the
+# default 0.02 and measure it again. Which way does $R^2_\text{lin}$ move, and which region of the
+# GELU map explains it?
+#
+# :::{admonition} Solution
+# :class: dropdown
+# Larger weights give larger pre-activations, moving the units out of the near-linear corner of the
+# map toward the ReLU-like regime, so $R^2_\text{lin}$ drops. The hidden cell runs it.
+# :::
+
+# %% tags=["hide-cell"]
+torch.manual_seed(SEED)
+wide = GPT2LMHeadModel(GPT2Config(**{**config.to_dict(), "initializer_range": 0.2}))
+wide = wide.to(DEVICE).eval().requires_grad_(False)
+pd.DataFrame({
+    "block": table["block"],
+    "R²_lin, init std 0.02": table["r2_lin"],
+    "R²_lin, init std 0.2": linrec.measure(wide, batches, folds=FOLDS, seed=SEED,
+                                           progress=False)["r2_lin"],
+})
+
+# %% [markdown]
+# ## Provenance
+
+# %%
+print(book.provenance(PROFILE, models=[f"random-init GPT-2 ({TINY_LAYERS}x{TINY_WIDTH})", trained_name],
+                      corpus=corpus.name,
+                      corpus_hash=corpus.sha256[:12], rows=trained_run.info["rows"],
+                      device=trained_run.info["device"]))

@@ -1,0 +1,63 @@
+# %% [markdown]
+# # Appendix: the paper beside this run
+#
+# Every headline number the chapters measured, next to the figure the paper reports for the same
+# quantity {cite}`whipp2026linear`. The left column is the paper's, copied from its public abstract
+# and review material; the right column was computed by this build, on this build's profile. They
+# are not expected to agree digit for digit outside the `paper` profile: the `offline` and `smoke`
+# profiles measure small models trained on this machine on standard-library text, not GPT-2,
+# Pythia-160m or llama-160m on WikiText-2.
+
+# %% tags=["parameters"]
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+
+# %%
+import pandas as pd
+
+from linrec import book, results
+from linrec.paper import CITATION, REPORTED
+from linrec.profiles import get_profile
+
+PROFILE = book.setup(PROFILE, style=False)
+profile = get_profile(PROFILE)
+print(f"profile {PROFILE}: {profile.description}")
+
+# %% [markdown]
+# ## What the paper reports
+
+# %%
+pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED.values()])
+
+# %% [markdown]
+# ## What this run measured
+#
+# Each chapter records its headline numbers as it runs (and clears them when it starts again, so
+# nothing stale survives). A quantity with no reported counterpart is one the paper does not state.
+
+# %%
+ledger = results.ledger(PROFILE)
+if ledger.empty:
+    print("No chapter has recorded results for this profile yet: build the chapters first (make book).")
+ledger
+
+# %% [markdown]
+# ## Why the numbers differ
+#
+# - **Models.** The paper measures 124–160M-parameter models trained on hundreds of billions of
+#   tokens. The offline zoo's models are a few million parameters, trained for minutes on a few
+#   million tokens; the smoke zoo is smaller still and exists only to exercise the code.
+# - **Text.** WikiText-2 against Python's own docstrings, source code and Unicode records.
+# - **Rows.** The paper captures about 15–30k rows per block; each profile states its own count,
+#   printed in every chapter's provenance line.
+# - **What is unknown.** The paper's exact held-out fraction, probe parametrisation, optimiser
+#   settings and swap protocol are not public; where this book had to choose, the chapter says what
+#   it chose, and the choice is a parameter.
+#
+# On the `paper` profile (a network and preferably a GPU, e.g. Colab) the same notebooks measure the
+# paper's models and corpus, and the two columns become directly comparable.
+#
+# ## Citation
+
+# %%
+print(CITATION)
+print(book.provenance(PROFILE, models=list(profile.models)))

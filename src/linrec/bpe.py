@@ -1,0 +1,56 @@
+"""A byte-level BPE tokenizer trained here, saved so that ``AutoTokenizer.from_pretrained(path)`` loads it.
+
+The same scheme as GPT-2's (byte-level pre-tokenisation with GPT-2's split pattern, no
+normaliser), so every string round-trips exactly through encode and decode, and one special
+token, ``<|endoftext|>``, serves as BOS, EOS and padding. Training is deterministic for given
+texts and settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from linrec.errors import LinrecError
+
+EOS = "<|endoftext|>"
+MIN_VOCAB = 257  # the 256 byte symbols and the special token
+
+
+def _line_batches(texts: Iterable[str], lines_per_batch: int = 2000) -> Iterator[list[str]]:
+    """Each text as batches of lines (newlines kept), so the trainer can work in parallel."""
+    for text in texts:
+        lines = text.splitlines(keepends=True)
+        for start in range(0, len(lines), lines_per_batch):
+            yield lines[start : start + lines_per_batch]
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path | None = None, max_length: int = 1024):
+    """A ``PreTrainedTokenizerFast`` trained on ``texts`` (saved to ``out_dir`` when given)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < MIN_VOCAB:
+        raise LinrecError(f"vocab_size must be at least {MIN_VOCAB} (256 bytes and {EOS}); got {vocab_size}")
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    core.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(_line_batches(texts), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token=EOS,
+        eos_token=EOS,
+        pad_token=EOS,
+        model_max_length=max_length,
+        clean_up_tokenization_spaces=False,
+    )
+    if out_dir is not None:
+        tokenizer.save_pretrained(str(out_dir))
+    return tokenizer

@@ -1,0 +1,1 @@
+"""Figures of the linrec book: one module per kind of figure, each returning a matplotlib Figure."""

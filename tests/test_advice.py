@@ -1,0 +1,28 @@
+"""Practitioner helpers: candidate flags and the memory formula against real moments."""
+
+import pandas as pd
+import pytest
+
+from conftest import tiny_model
+from linrec.advice import moment_bytes, replacement_candidates
+from linrec.capture import capture_moments
+from linrec.errors import LinrecError
+from linrec.tokens import make_batches
+
+
+def test_candidates_need_high_and_stable_r2():
+    table = pd.DataFrame({"block": [0, 1, 2], "r2_lin": [0.99, 0.5, 0.97], "r2_lin_std": [0.001, 0.01, 0.1]})
+    out = replacement_candidates(table, min_r2=0.95, max_std=0.02)
+    assert list(out.block) == [0, 2, 1]
+    assert list(out.candidate) == [True, False, False]
+    assert out.reason.iloc[1].startswith("folds disagree") and out.reason.iloc[2].startswith("R² below")
+    with pytest.raises(LinrecError, match="lacks columns"):
+        replacement_candidates(table.drop(columns="r2_lin_std"))
+
+
+def test_moment_bytes_is_what_capture_keeps(tokenizer, text):
+    model = tiny_model("llama")
+    moments = capture_moments(model, make_batches(tokenizer, text, seq_len=16, max_rows=512), folds=3, progress=False)
+    kept = sum(getattr(m, f).nbytes for folds in moments.values() for m in folds
+               for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy"))
+    assert kept == moment_bytes(32, 32, blocks=2, folds=3)

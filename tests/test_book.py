@@ -1,0 +1,136 @@
+"""The book's helpers: profile resolution and provenance (linrec.book), and the build script (book/build.py)."""
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from linrec import LinrecError, book
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def build():
+    spec = importlib.util.spec_from_file_location("book_build", ROOT / "book" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def colab(monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+
+
+def test_profile_defaults_to_offline_off_colab(monkeypatch):
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert book.resolve_profile(None) == "offline"
+
+
+def test_profile_defaults_to_paper_on_colab_and_an_explicit_name_wins(colab):
+    assert book.resolve_profile(None) == "paper"
+    assert book.resolve_profile("smoke") == "smoke"
+
+
+def test_unknown_profile_lists_the_valid_ones():
+    with pytest.raises(LinrecError) as err:
+        book.resolve_profile("papr")
+    assert all(name in str(err.value) for name in ("paper", "offline", "smoke"))
+
+
+def test_setup_seeds_torch_and_returns_the_profile(capsys):
+    assert book.setup("smoke", seed=3, style=False) == "smoke"
+    first = torch.rand(3)
+    book.setup("smoke", seed=3, style=False)
+    assert torch.equal(first, torch.rand(3))
+    assert "profile smoke" in capsys.readouterr().out
+
+
+def test_digest_depends_on_values_dtype_and_shape_only():
+    ids = torch.arange(6)
+    assert book.digest(ids) == book.digest(torch.arange(6)) == book.digest(ids.numpy())
+    assert book.digest(ids) != book.digest(ids.to(torch.int32))
+    assert book.digest(ids) != book.digest(ids.reshape(2, 3))
+    assert book.digest("text") == book.digest(b"text") != book.digest("texts")
+
+
+def test_provenance_line_names_what_ran():
+    line = str(book.provenance("offline", models=["m1", "m2"], corpus="c", corpus_hash="abc", rows=12345,
+                               device="cpu"))
+    for part in ("profile offline", "models m1, m2", "corpus c (sha256 abc)", "12,345 rows", "device cpu",
+                 f"torch {torch.__version__}", "wall "):
+        assert part in line
+    assert "wall" not in str(book.provenance("offline", device="cpu", wall=False))
+
+
+SOURCE = '''# %% [markdown]
+# # A chapter
+
+# %% tags=["parameters"]
+PROFILE = None
+
+# %%
+print(PROFILE)
+'''
+
+
+def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(build, tmp_path):
+    source = tmp_path / "07_demo.py"
+    source.write_text(SOURCE)
+    nb = build.paired_notebook(source)
+    slug, branch = build.repository()
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]
+    assert f"git+https://github.com/{slug}@{branch}" in nb.cells[1].source
+    assert nb.cells[1].metadata["tags"] == ["hide-input"]
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert nbformat.writes(nb) == nbformat.writes(build.paired_notebook(source))  # stable ids, no random ones
+    nbformat.validate(nb)
+    assert build.colab_link("07_demo") == f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/07_demo.ipynb"
+
+
+@pytest.mark.parametrize("text, message", [
+    (SOURCE.replace("# # A chapter", "# A chapter"), "first cell must be a markdown cell"),
+    (SOURCE.replace(' tags=["parameters"]', ""), "tagged 'parameters'"),
+])
+def test_malformed_chapters_are_rejected_by_name(build, tmp_path, text, message):
+    source = tmp_path / "08_bad.py"
+    source.write_text(text)
+    with pytest.raises(build.BookError, match=f"08_bad.py.*{message}"):
+        build.paired_notebook(source)
+
+
+def test_only_github_repositories_can_be_opened_in_colab(build, tmp_path, monkeypatch):
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://gitlab.com/a/b\n")
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    with pytest.raises(build.BookError, match="github.com/OWNER/NAME"):
+        build.repository()
+
+
+def test_sync_writes_stale_notebooks_and_then_reports_none(build, tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "NOTEBOOKS", tmp_path)
+    (tmp_path / "01_demo.py").write_text(SOURCE)
+    assert build.sync(write=False) == [tmp_path / "01_demo.ipynb"]
+    assert not (tmp_path / "01_demo.ipynb").exists()
+    assert build.sync() == [tmp_path / "01_demo.ipynb"]
+    assert build.sync(write=False) == []
+    (tmp_path / "01_demo.py").write_text(SOURCE.replace("print(PROFILE)", "print(1)"))
+    assert build.sync(write=False) == [tmp_path / "01_demo.ipynb"]
+
+
+def test_error_outputs_are_found(build, tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output("stream", name="stdout", text="fine: no Error here\n")]),
+        nbformat.v4.new_code_cell("2", outputs=[nbformat.v4.new_output("stream", name="stderr",
+                                                                        text="Traceback (most recent call last):\n")]),
+        nbformat.v4.new_code_cell("3", outputs=[nbformat.v4.new_output("error", ename="ValueError", evalue="x", traceback=[])]),
+    ])
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(nb))
+    problems = build._output_problems(path)
+    assert [p.split(": cell ")[1][0] for p in problems] == ["1", "2"]

@@ -1,0 +1,121 @@
+"""Compression from a measurement: replacement sets, one table of swaps, the best early block, the safety signal."""
+
+import pandas as pd
+import pytest
+from torch import nn
+
+import linrec.compression as compression
+from conftest import local_text, tiny_model
+from linrec.compression import (KINDS, affine_signal, best_block, compression_claims, default_rank, early_blocks,
+                                flags, replacement_sets, signal_correlation, swap_kinds)
+from linrec.errors import LinrecError
+from linrec.experiment import Measurement
+from linrec.perplexity import compression_frontier, perplexity, swap_deltas
+from linrec.probes import ProbeConfig, correlation
+from linrec.sample import capture_with_sample
+from linrec.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
+from linrec.tokens import make_batches
+
+CONFIG = ProbeConfig(rank=2, steps=40, eval_every=10)
+
+
+@pytest.fixture(scope="module")
+def setup(tokenizer, text):
+    """A tiny GPT-2 with block 1 made exactly affine, its measurement, and held-out eval batches."""
+    model = tiny_model("gpt2")
+    model.transformer.h[1].mlp.act = nn.Identity()
+    fit = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=16)
+    moments, sample = capture_with_sample(model, fit, max_rows=1000, folds=4, progress=False)
+    m = Measurement({"model": "tiny", "checkpoint": "final", "corpus": "local"}, moments,
+                    {b: sample.rows(b) for b in sample.blocks})
+    evals = make_batches(tokenizer, local_text(3000, seed=1), seq_len=32, max_rows=512, batch_size=16)
+    return model, m, evals
+
+
+def test_replacement_sets_build_every_kind(setup):
+    model, m, _ = setup
+    sets = replacement_sets(m, config=CONFIG)
+    assert list(sets) == list(KINDS) and all(list(s) == [0, 1] for s in sets.values())
+    kinds = {k: type(s[0]) for k, s in sets.items()}
+    assert kinds["affine"] is AffineFFN and kinds["lowrank"] is LowRankFFN and kinds["mean"] is MeanFFN
+    assert kinds["zero"] is ZeroFFN and type(sets["poly"][0]).__name__ == "PolyProbe"
+    d = 32
+    assert default_rank(d) == 4 and n_stored(sets["lowrank"][0]) == 2 * d * 4 + d
+    assert n_stored(replacement_sets(m, ["lowrank"], rank=3)["lowrank"][1]) == 2 * d * 3 + d
+    with pytest.raises(LinrecError, match="affine, lowrank, poly, mean, zero"):
+        replacement_sets(m, ["pruned"])
+    with pytest.raises(LinrecError, match="probe_config"):
+        replacement_sets(m, ["poly"])
+
+
+def test_swap_kinds_scores_the_original_once_and_matches_swap_deltas(setup, monkeypatch):
+    model, m, evals = setup
+    sets = replacement_sets(m, ["affine", "zero"])
+    expected = swap_deltas(model, evals, sets["zero"], progress=False)
+    calls = []
+    original = compression.perplexity
+    monkeypatch.setattr(compression, "perplexity", lambda *a, **k: calls.append(1) or original(*a, **k))
+    table = swap_kinds(model, evals, sets, {0: 0.5, 1: 1.0}, progress=False)
+    assert len(calls) == 1  # the unmodified model, once for every kind
+    zero = table[table.kind == "zero"].reset_index(drop=True)
+    assert zero.delta_ppl.tolist() == pytest.approx(expected.delta_ppl.tolist(), rel=1e-12)
+    assert (table.relative == table.delta_ppl / table.base_ppl).all() and table.r2_lin.tolist() == [0.5, 1.0, 0.5, 1.0]
+    affine = table[(table.kind == "affine") & (table.block == 1)].iloc[0]
+    assert abs(affine.delta_ppl) < 1e-3 * affine.base_ppl  # block 1 is exactly affine: a free swap
+    with pytest.raises(LinrecError, match="kinds present: affine, zero"):
+        best_block(table, "poly")
+
+
+def test_best_block_is_the_cheapest_early_swap():
+    swaps = pd.DataFrame({"kind": ["affine"] * 4 + ["zero"] * 4, "block": [0, 1, 2, 3] * 2,
+                          "delta_ppl": [0.5, 0.2, 0.1, 0.05, 9.0, 0.0, 9.0, 9.0]})
+    assert best_block(swaps, "affine", early=1.0).block == 3
+    assert best_block(swaps, "affine", early=0.5).block == 1  # blocks 0 and 1 are the early half
+    assert best_block(swaps, "zero", early=0.5).block == 1
+
+
+def test_perplexity_helpers_reuse_a_known_base(setup):
+    model, m, evals = setup
+    affine = replacement_sets(m, ["affine"])["affine"]
+    given = swap_deltas(model, evals, affine, progress=False, base=100.0)
+    assert (given.base_ppl == 100.0).all() and (given.delta_ppl == given.ppl - 100.0).all()
+    frontier = compression_frontier(model, evals, affine, {0: 0.5, 1: 0.9}, progress=False, base=100.0)
+    assert frontier.ppl[0] == 100.0 and frontier.delta_ppl[1] == pytest.approx(frontier.ppl[1] - 100.0)
+    assert perplexity(model, evals) != 100.0
+
+
+def test_affine_signal_swaps_every_block_of_every_model(setup, monkeypatch):
+    model, m, evals = setup
+    monkeypatch.setattr(compression, "load_profile_model", lambda profile, name, checkpoint, progress: (model, None))
+    monkeypatch.setattr(compression, "eval_text", lambda profile, tokenizer, net, tokens: evals)
+    signal = affine_signal("smoke", {"x": m, "y": m}, progress=False)
+    assert list(zip(signal.model, signal.block)) == [("x", 0), ("x", 1), ("y", 0), ("y", 1)]
+    assert signal.r2_lin.tolist() == 2 * m.table().r2_lin.tolist()
+    assert signal.delta_ppl[1] == pytest.approx(signal.delta_ppl[3])
+
+
+def test_early_blocks_signal_and_flags():
+    assert early_blocks([3, 0, 2, 1, 4], 0.5) == [0, 1, 2] and early_blocks([5], 0.1) == [5]
+    with pytest.raises(LinrecError, match="fraction"):
+        early_blocks([0, 1], 0)
+    signal = pd.DataFrame({"model": ["a"] * 3 + ["b"] * 3, "block": [0, 1, 2] * 2,
+                           "r2_lin": [0.9, 0.5, 0.99, 0.8, 0.95, 0.7], "delta_ppl": [1.0, 5.0, 0.1, 2.0, 0.5, 1.5]})
+    rho = signal_correlation(signal)
+    assert rho.r == pytest.approx(correlation(signal.r2_lin, signal.delta_ppl, "spearman").r) and rho.n == 6
+    flagged = flags(signal).set_index("model")
+    assert flagged.loc["a", "flagged"] == 1 and flagged.loc["a", "agree"]
+    assert flagged.loc["b", "flagged"] == 2 and flagged.loc["b", "costliest"] == 0 and not flagged.loc["b", "agree"]
+    with pytest.raises(LinrecError, match="one swap per"):
+        signal_correlation(pd.concat([signal, signal]))
+    with pytest.raises(LinrecError, match="model"):
+        flags(signal.drop(columns="model"))
+
+
+def test_compression_claims():
+    best = pd.Series({"block": 1, "ratio": 7.98, "delta_ppl": 1.0, "relative": 0.01, "base_ppl": 100.0})
+    strong = correlation([0.9, 0.5, 0.99, 0.2, 0.7, 0.8], [0.3, 2.0, 0.1, 5.0, 0.6, 0.4], "spearman")
+    claims = compression_claims(best, strong)
+    assert list(claims.reproduced) == ["yes", "yes"] and claims["paper (reported)"][0].startswith("8×")
+    worse = compression_claims(best.copy().replace({0.01: 0.2}), None)
+    assert list(worse.reproduced) == ["no", "untestable"]
+    assert list(compression_claims(best.replace({7.98: 4.0}), strong).reproduced)[0] == "no"

@@ -1,0 +1,91 @@
+"""The pitfall across models: representative blocks, runs with their conditioning, reach table and claims."""
+
+import pandas as pd
+import pytest
+import torch
+
+from linrec.baseline import BaselineConfig, baseline_config, baseline_runs, summary
+from linrec.errors import LinrecError
+from linrec.experiment import Measurement
+from linrec.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
+from linrec.profiles import ProbeSettings
+from linrec.sample import Rows
+
+N, D, FOLDS = 2000, 8, 5
+
+
+def toy(decades: float, seed: int = 0) -> Rows:
+    """Inputs of condition number 10^(2·decades) along rotated directions; an exact linear target plus noise."""
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(N, D, generator=g)
+    q, _ = torch.linalg.qr(torch.randn(D, D, generator=g))
+    x = (z * torch.logspace(0, -decades, D)) @ q.T
+    return Rows(x, z @ torch.randn(D, D, generator=g) + 0.1 * torch.randn(N, D, generator=g), torch.arange(N) // 40 % FOLDS)
+
+
+def fake_measurement(blocks: dict[int, Rows], model: str) -> Measurement:
+    return Measurement({"model": model, "checkpoint": "final", "corpus": "planted"},
+                       {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks))
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict[str, Measurement]:
+    return {"a": fake_measurement({0: toy(0), 1: toy(2), 2: toy(1)}, "a"), "b": fake_measurement({0: toy(0.5, 1)}, "b")}
+
+
+def test_representative_blocks_are_the_extremes(measured):
+    table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
+    chosen = representative_blocks(table)
+    assert list(zip(chosen.model, chosen.block, chosen.role)) == [
+        ("a", 0, "best-conditioned"), ("a", 1, "worst-conditioned"), ("b", 0, "worst-conditioned")]
+    a = table[table.model == "a"].set_index("block").input_condition
+    assert chosen.input_condition[1] == a.max() == pytest.approx(1e4, rel=0.3)  # two decades of scale: κ ≈ 10⁴
+    with pytest.raises(LinrecError, match="input_condition"):
+        representative_blocks(table.drop(columns="input_condition"))
+
+
+def test_pitfall_runs_join_the_conditioning_and_whitening_helps(measured):
+    table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
+    chosen = representative_blocks(table)
+    config = BaselineConfig(steps=300, log_every=50)
+    runs, curves = pitfall_runs(measured, chosen, config, optimizers=("sgd",), progress=False)
+    assert len(runs) == 3 * 2 and set(runs.columns) >= {"model", "block", "role", "input_condition", "gap_final", "status"}
+    direct = summary(baseline_runs(measured["a"].samples, measured["a"].moments, [0, 1], ("sgd",), config=config,
+                                   progress=False))
+    assert runs[runs.model == "a"].gap_final.tolist() == pytest.approx(direct.gap_final.tolist(), abs=1e-12)
+    assert list(curves[(curves.model == "a") & (curves.block == 1)].step.unique()) == [0, 50, 100, 150, 200, 250, 300]
+    worst = runs[runs.role == "worst-conditioned"].set_index(["model", "whitened"])
+    assert worst.loc[("a", False), "gap_final"] > 0.05 > worst.loc[("a", True), "gap_final"]
+    claims = pitfall_claims(runs, 0.01).set_index("claim")
+    assert claims.loc["trained linear baselines", "reproduced"] == "yes"
+    assert claims.loc["whitening narrows the gap (sgd)", "reproduced"] == "yes"
+    reach = reach_table(runs)
+    assert list(reach.columns) == ["model", "block", "role", "input_condition", "sgd, raw", "sgd, whitened"]
+    row = reach.set_index(["model", "block"]).loc[("a", 1)]
+    gap = runs.set_index(["model", "block", "whitened"]).loc[("a", 1, False), "gap_final"]
+    assert row["sgd, raw"] == f"not within budget (gap {gap:.3g})" and row["sgd, whitened"].endswith(" s")
+    timing = closed_form_time(measured, chosen)
+    assert list(timing.block) == [0, 1, 0] and (timing.closed_form_s > 0).all()
+    with pytest.raises(LinrecError, match="no measurement for models \\['c'\\]"):
+        pitfall_runs(measured, chosen.assign(model="c"), config)
+
+
+def test_reach_table_cells_and_claims_without_best_blocks():
+    runs = pd.DataFrame({"model": ["m"] * 2, "block": [3, 3], "role": ["worst-conditioned"] * 2,
+                         "input_condition": [1e4] * 2, "optimizer": ["adam"] * 2, "whitened": [False, True],
+                         "gap_final": [0.3, 0.4], "status": ["diverged", "reached"],
+                         "steps_to_ceiling": [None, 125], "seconds_to_ceiling": [None, 0.5]})
+    reach = reach_table(runs).iloc[0]
+    assert reach["adam, raw"] == "diverged (gap 0.3)" and reach["adam, whitened"] == "125 steps, 0.50 s"
+    claims = pitfall_claims(runs).set_index("claim")
+    assert claims.loc["trained linear baselines", "reproduced"] == "yes"  # 0.3 > tolerance, no best block to compare
+    assert claims.loc["whitening narrows the gap (adam)", "reproduced"] == "no"  # 0.4 is not below 0.3
+
+
+def test_baseline_config_takes_the_profile_budget():
+    config = baseline_config(ProbeSettings(steps=20, lr=3e-3), seed=2)
+    assert (config.steps, config.lr_adam, config.log_every, config.seed) == (20, 3e-3, 1, 2)
+    assert baseline_config(ProbeSettings(steps=2000)).log_every == BaselineConfig.log_every
+    assert baseline_config(ProbeSettings(), steps=40).steps == 40
+    with pytest.raises(LinrecError, match="at least 1"):
+        baseline_config(ProbeSettings(), steps=0)

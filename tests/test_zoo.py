@@ -1,0 +1,210 @@
+"""The offline zoo: tokenizer round-trips, training is deterministic (in and out of process), checkpoints load."""
+
+import argparse
+import dataclasses
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from linrec import LinrecError, ffn_blocks
+from linrec.bpe import EOS, train_bpe
+from linrec.zoo import (
+    FAMILIES,
+    ZOOS,
+    ZooEntry,
+    ZooData,
+    TrainJob,
+    prepare_zoo,
+    _print_zoo,
+    add_cli,
+    build_zoo,
+    cache_dir,
+    eval_loss,
+    get_zoo,
+    train_entry,
+    zoo_model_path,
+)
+
+
+def tiny_zoo(steps: int = 12, name: str = "tiny"):
+    """The smoke zoo (same tokenizer and data) with a few steps per model, for fast tests."""
+    smoke = ZOOS["smoke"]
+    entries = tuple(dataclasses.replace(e, steps=steps, warmup_steps=2, checkpoints=(0, steps // 2, steps))
+                    for e in smoke.entries)
+    return dataclasses.replace(smoke, name=name, entries=entries)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A tiny zoo built in this process into a fresh cache: (spec, table)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LINREC_CACHE", str(tmp_path_factory.mktemp("cache")))
+        spec = tiny_zoo()
+        table = build_zoo(spec, workers=1, progress=False)
+        yield spec, table
+
+
+def test_tokenizer_round_trips_and_trains_deterministically(tmp_path):
+    texts = ["def f(x):\n\treturn x + 1  # add\n", "The quick brown fox, naïvely.\r\n\n"] * 40
+    texts.append(" ".join(f"item_{i} costs {i * 7 % 100} coins" for i in range(500)))
+    tok = train_bpe(texts, 300, tmp_path / "a")
+    train_bpe(texts, 300, tmp_path / "b")
+    assert (tmp_path / "a" / "tokenizer.json").read_text() == (tmp_path / "b" / "tokenizer.json").read_text()
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path / "a"))
+    assert len(loaded) == 300 and loaded.eos_token == EOS and loaded.pad_token_id == loaded.eos_token_id
+    for s in ["def f(x):\n\treturn x + 1  # add\n", "unseen: 漢字 😀 ü\u00a0\x00end", "  leading and trailing  ", ""]:
+        ids = loaded(s, add_special_tokens=False)["input_ids"]
+        assert loaded.decode(ids) == s
+        assert ids == tok(s, add_special_tokens=False)["input_ids"]
+    with pytest.raises(LinrecError, match="at least 257"):
+        train_bpe(texts, 100)
+
+
+def test_zoo_configurations_meet_the_brief():
+    offline = ZOOS["offline"]
+    assert 4000 <= offline.vocab_size <= 8192
+    assert {e.family for e in offline.entries} == set(FAMILIES)
+    shapes = {(e.width, e.depth, e.heads, e.ffn, e.seq_len) for e in offline.entries}
+    assert len(shapes) == 1 and next(iter(shapes))[1] >= 6
+    seeds = Counter(e.family for e in offline.entries)
+    assert max(seeds.values()) >= 2  # a second seed of one family
+    assert all(len(e.checkpoints) >= 5 for e in offline.entries)  # init, >= 3 intermediate, final
+    assert [e.name for e in ZOOS["smoke"].entries] == [e.name for e in offline.entries]
+    with pytest.raises(LinrecError, match="gpt2, gpt_neox, llama"):
+        dataclasses.replace(offline.entries[0], family="bert")
+    with pytest.raises(LinrecError, match="checkpoints"):
+        dataclasses.replace(offline.entries[0], checkpoints=(0, 10))
+
+
+def test_smoke_model_trained_twice_gives_the_same_loss(built, tmp_path):
+    spec = ZOOS["smoke"]
+    layout = prepare_zoo(spec, progress=False)  # the tiny zoo's tokenizer and data, reused from the cache
+    entry = spec.entry("zoo-gpt2")
+    runs = [train_entry(TrainJob(spec, entry, layout.tokenizer, layout.data, tmp_path / run, layout.corpora))
+            for run in ("a", "b")]
+    a, b = (r["checkpoints"][-1]["eval_loss"] for r in runs)
+    for corpus in spec.eval_corpora:
+        assert abs(a[corpus] - b[corpus]) < 1e-6
+    assert np.allclose(runs[0]["train_loss"], runs[1]["train_loss"], rtol=0, atol=1e-6)
+    init = runs[0]["checkpoints"][0]["eval_loss"]
+    assert all(a[c] < init[c] - 0.5 for c in spec.eval_corpora)  # it learned something
+    assert all(init[c] == pytest.approx(math.log(len(AutoTokenizer.from_pretrained(str(layout.tokenizer)))), abs=0.3)
+               for c in spec.eval_corpora)
+
+
+def test_subprocess_workers_train_the_same_models(built):
+    spec, table = built
+    names = ["zoo-gpt2", "zoo-llama"]
+    again = build_zoo(spec, models=names, force=True, workers=2, progress=False)
+    first = table.set_index("model").loc[names]
+    loss_cols = [c for c in table.columns if c.startswith("loss:")]
+    assert np.allclose(again.set_index("model")[loss_cols].to_numpy(), first[loss_cols].to_numpy(), rtol=0, atol=1e-6)
+
+
+def test_checkpoints_load_with_auto_classes_and_reproduce_their_losses(built):
+    spec, table = built
+    for entry in spec.entries[:3]:
+        record = json.loads((zoo_model_path(spec, entry.name).parent / "zoo.json").read_text())
+        assert [c["checkpoint"] for c in record["checkpoints"]] == entry.checkpoint_names()
+        weights = []
+        for ckpt in entry.checkpoint_names():
+            path = zoo_model_path(spec, entry.name, ckpt)
+            model = AutoModelForCausalLM.from_pretrained(str(path))
+            assert AutoTokenizer.from_pretrained(str(path)).eos_token == EOS
+            assert model.config.model_type == entry.family
+            assert len(ffn_blocks(model)) == entry.depth
+            weights.append(model.get_input_embeddings().weight.detach().clone())
+        assert not torch.equal(weights[0], weights[-1])
+        data = ZooData(prepare_zoo(spec, progress=False).data, spec.train_mix, spec.eval_corpora)
+        windows = data.windows("stdlib-prose", entry.seq_len, spec.eval_tokens)
+        ours = eval_loss(model, windows)
+        assert ours == pytest.approx(record["checkpoints"][-1]["eval_loss"]["stdlib-prose"], abs=1e-5)
+        with torch.no_grad():  # transformers' own loss, averaged over the same positions
+            assert ours == pytest.approx(float(model(input_ids=windows, labels=windows).loss), abs=1e-4)
+    assert list(table["model"]) == spec.names()
+    assert (table["params"] > 0).all() and (table["tokens_seen"] == spec.entries[0].tokens_seen).all()
+
+
+def test_unigram_baseline_matches_direct_counting(built):
+    spec, _ = built
+    data = ZooData(prepare_zoo(spec, progress=False).data, spec.train_mix, spec.eval_corpora)
+    vocab = ZOOS["smoke"].vocab_size
+    windows = data.windows("stdlib-code", 64, 4096)
+    weights = np.array([w for _, w in spec.train_mix]) / sum(w for _, w in spec.train_mix)
+    probs = np.zeros(vocab)
+    for w, stream in zip(weights, data.streams):
+        counts = Counter(stream.tolist())
+        probs += w * np.array([counts[t] + 1 for t in range(vocab)]) / (stream.numel() + vocab)
+    expected = -np.mean([math.log(probs[t]) for t in windows[:, 1:].reshape(-1).tolist()])
+    assert data.unigram_loss(windows, vocab) == pytest.approx(expected, rel=1e-9)
+
+
+def test_cache_is_reused_and_an_interrupted_build_leaves_nothing(built, monkeypatch):
+    spec, table = built
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a cached model was retrained")
+
+    monkeypatch.setattr("linrec.zoo.train_entry", no_training)
+    timings = ["train_seconds", "cpu_seconds"]  # the rest is deterministic
+    assert build_zoo(spec, workers=1, progress=False).drop(columns=timings).equals(table.drop(columns=timings))
+    monkeypatch.undo()
+    broken = dataclasses.replace(spec, entries=(dataclasses.replace(spec.entries[0], name="zoo-broken", seed=7),))
+    calls = []
+
+    def failing_eval(model, windows, batch_size=32):
+        calls.append(1)
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return 1.0
+
+    monkeypatch.setattr("linrec.zoo.eval_loss", failing_eval)
+    with pytest.raises(KeyboardInterrupt):
+        build_zoo(broken, workers=1, progress=False)
+    assert not zoo_model_path(broken, "zoo-broken").parent.exists()
+    assert not list((cache_dir() / "zoo").glob(".tmp-*"))
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "here"))
+    assert cache_dir() == tmp_path / "here"
+    monkeypatch.delenv("LINREC_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "linrec"
+
+
+def test_names_and_checkpoints_are_checked(built):
+    spec, _ = built
+    entry = spec.entries[0]
+    assert zoo_model_path(spec, entry.name, "init").name == "step0"
+    assert zoo_model_path(spec, entry.name, "final").name == f"step{entry.steps}"
+    with pytest.raises(LinrecError, match="step0, step6, step12"):
+        zoo_model_path(spec, entry.name, "step3")
+    with pytest.raises(LinrecError, match="zoo-gpt2, zoo-neox"):
+        spec.entry("zoo-bert")
+    with pytest.raises(LinrecError, match="offline, smoke"):
+        get_zoo("paper")
+
+
+def test_cli_parses_and_prints_the_table(built, capsys):
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["zoo", "--profile", "smoke", "--force", "--workers", "1"])
+    assert (args.profile, args.force, args.workers) == ("smoke", True, 1) and callable(args.handler)
+    _, table = built
+    _print_zoo(table)
+    out = capsys.readouterr().out
+    for word in ("params", "tokens_seen", "train_seconds", "unigram_ppl", "stdlib-prose", "stdlib-code", "zoo-llama"):
+        assert word in out
+    assert all(table[f"ppl:{c}"].round(6).equals(np.exp(table[f"loss:{c}"]).round(6)) for c in ZOOS["smoke"].eval_corpora)
+
+
+def test_entry_validation():
+    with pytest.raises(LinrecError, match="divisible"):
+        ZooEntry("x", "gpt2", width=30, depth=1, heads=4, ffn=8, seed=0, steps=2, batch_size=1, seq_len=8, lr=1e-3,
+                 warmup_steps=1, checkpoints=(0, 2))
