@@ -25,14 +25,24 @@ from linrec.corpora import (
 from linrec.loading import OFFLINE_HINT
 
 
-def test_offline_corpora_rebuild_to_the_same_hash():
-    first = {name: load_corpus(name) for name in OFFLINE_CORPORA}
+def _forget_built_corpora():
     for cache in (_offline_corpus, _stdlib_texts, _unicode_texts):
         cache.cache_clear()
+
+
+def test_offline_corpora_rebuild_to_the_same_hash(tmp_path, monkeypatch):
+    built = []
+    for where in ("first", "second", "first"):  # build, build again from scratch, then read back from disk
+        monkeypatch.setenv("LINREC_CACHE", str(tmp_path / where))
+        _forget_built_corpora()
+        built.append({name: load_corpus(name) for name in OFFLINE_CORPORA})
+    _forget_built_corpora()
+    first, again, cached = built
+    assert (tmp_path / "first" / "corpora").is_dir()
     for name, corpus in first.items():
-        again = load_corpus(name)
-        assert again is not corpus
-        assert again.sha256 == corpus.sha256
+        assert again[name] is not corpus
+        assert again[name].sha256 == cached[name].sha256 == corpus.sha256
+        assert cached[name].fit_text == corpus.fit_text
         assert corpus.domain == OFFLINE_CORPORA[name]
         assert len(corpus.fit_text) > 5 * len(corpus.eval_text) > 0
 

@@ -43,8 +43,7 @@ from linrec.crossfeed import input_transform
 from linrec.errors import LinrecError
 from linrec.moments import BlockMoments, Moments
 from linrec.recover import DEFAULT_RCOND, fit_affine
-from linrec.probes import Samples, sample_rows
-from linrec.sample import Rows, minibatches, r2, train_moments
+from linrec.sample import Rows, Samples, minibatches, r2, sample_rows, train_moments
 
 if TYPE_CHECKING:
     from linrec.profiles import ProbeSettings

@@ -40,6 +40,7 @@ import ast
 import functools
 import hashlib
 import importlib.util
+import json
 import platform
 import sys
 import sysconfig
@@ -48,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from linrec.cache import atomic_dir, cache_dir, cache_key
 from linrec.errors import LinrecError
 from linrec.loading import OFFLINE_HINT, hub_offline, hub_reachable
 
@@ -299,10 +301,24 @@ def corpus_names() -> list[str]:
     return [*OFFLINE_CORPORA, *PAPER_CORPORA]
 
 
+CORPUS_FORMAT = 1
+"""Bumped whenever the code changes what an offline corpus contains (it keys the on-disk cache)."""
+
+
 @functools.cache
 def _offline_corpus(name: str) -> Corpus:
+    """Built once per Python version and cached on disk (building reads the whole standard library)."""
+    key = cache_key({"corpus": name, "format": CORPUS_FORMAT, "python": sys.version, "stdlib": sysconfig.get_path("stdlib"),
+                     "unicode": unicodedata.unidata_version})
+    path = cache_dir() / "corpora" / f"{name}-{key}"
+    if (path / "corpus.json").exists():
+        return Corpus(**json.loads((path / "corpus.json").read_text(encoding="utf-8")))
     domain = OFFLINE_CORPORA[name]
-    return _unicode_corpus(name) if domain == "records" else _stdlib_corpus(name, domain)
+    corpus = _unicode_corpus(name) if domain == "records" else _stdlib_corpus(name, domain)
+    with atomic_dir(path) as tmp:
+        fields = {f: getattr(corpus, f) for f in ("name", "domain", "fit_text", "eval_text", "source")}
+        (tmp / "corpus.json").write_text(json.dumps(fields), encoding="utf-8")
+    return corpus
 
 
 def load_corpus(name: str, *, loader: Loader | None = None) -> Corpus:

@@ -23,7 +23,7 @@ others get identity covariance. The result is rotated back to the input basis
 = V Λ Vᵀ over its non-null eigenvalues), so it can be fed to the FFN; its covariance is
 ``variance`` times the projector onto the non-null directions.
 
-Rows come from a :class:`~linrec.sample.RowSample`, so these R² are on the sampled rows.
+Rows come from a row sample (a :class:`~linrec.sample.RowSample` or a mapping block -> Rows), so these R² are on the sampled rows.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from torch import nn
 from linrec.errors import LinrecError
 from linrec.moments import Moments
 from linrec.recover import DEFAULT_RCOND, BlockReport, input_spectrum, kfold
-from linrec.sample import RowSample, Rows
+from linrec.sample import Rows, Samples, sample_rows
 from linrec.surgery import Spec, ffn_site
 
 NORMALISATIONS = ("standardise", "whiten")
@@ -127,7 +127,7 @@ def crossfeed(rows: Rows, ffn: nn.Module, folds: int, block: int = 0, rcond: flo
 
 
 def crossfeed_table(
-    sample_a: RowSample,
+    sample_a: Samples,
     model_b: nn.Module,
     pairs: Sequence[tuple[int, int]],
     folds: int,
@@ -139,9 +139,10 @@ def crossfeed_table(
     Columns: ``block_a, block_b, r2_lin, r2_lin_std`` (k-fold, B's block on A's inputs) and
     ``r2_lin_a`` (A's own block i on the same rows, from the captured outputs).
     """
+    rows_a = sample_rows(sample_a, sorted({i for i, _ in pairs}))
     out = []
     for i, j in pairs:
-        rows = sample_a.rows(i)
+        rows = rows_a[i]
         cross = crossfeed(rows, ffn_site(model_b, j, spec_b)[2], folds, j, rcond)
         own = kfold(i, rows.fold_moments(folds), rcond)
         out.append({"block_a": i, "block_b": j, "r2_lin": cross.r2_lin, "r2_lin_std": cross.r2_lin_std, "r2_lin_a": own.r2_lin})
@@ -150,7 +151,7 @@ def crossfeed_table(
 
 def normalised_table(
     model: nn.Module,
-    sample: RowSample,
+    sample: Samples,
     kind: str,
     folds: int,
     blocks: Sequence[int] | None = None,
@@ -164,8 +165,7 @@ def normalised_table(
     (normalised inputs pushed through the same FFN), ``normalisation, null_dims``.
     """
     out = []
-    for b in sample.blocks if blocks is None else blocks:
-        rows = sample.rows(b)
+    for b, rows in sample_rows(sample, blocks).items():
         transform = input_transform(Moments.from_rows(rows.x, rows.y), kind, variance, rcond=rcond)
         z = transform(rows.x).to(torch.float32)
         normed = _recover(b, Rows(z, rows.y, rows.fold), feed(ffn_site(model, b, spec)[2], z), folds, rcond)

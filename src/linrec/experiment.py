@@ -25,6 +25,7 @@ from linrec.moments import BlockMoments, load_moments, merge_folds, save_moments
 from linrec.profiles import Profile, get_profile, load_profile_model, profile_batches, profile_corpus
 from linrec.recover import DEFAULT_RCOND, AffineFit, fit_affine, recoverability, report_table
 from linrec.sample import Rows, capture_with_sample
+from linrec.zoo import zoo_model_path
 
 FORMAT = 1
 
@@ -62,8 +63,9 @@ def measurement(profile: str | Profile, model: str, *, checkpoint: str = "final"
     """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the profile's main one by default)."""
     profile = get_profile(profile)
     text = profile_corpus(profile, corpus)
+    weights = str(zoo_model_path(profile.zoo, model, checkpoint)) if profile.zoo is not None else None
     key = cache_key({"format": FORMAT, "profile": repr(profile), "model": model, "checkpoint": checkpoint,
-                     "corpus": text.sha256})
+                     "weights": weights, "corpus": text.sha256})  # a zoo path carries its training key
     path = cache_dir() / "measurements" / f"{_slug(profile.name)}-{_slug(model)}-{_slug(checkpoint)}-{_slug(text.name)}-{key}"
     if path.exists() and not refresh:
         return _load(path)

@@ -61,28 +61,13 @@ from tqdm.auto import tqdm
 from linrec.errors import LinrecError
 from linrec.moments import BlockMoments, Moments
 from linrec.recover import DEFAULT_RCOND, AffineFit
-from linrec.sample import RowSample, Rows, closed_form, minibatches, r2
+from linrec.sample import Rows, Samples, closed_form, minibatches, r2, sample_rows
 
 if TYPE_CHECKING:
     from linrec.profiles import ProbeSettings
 
 GATES = ("scalar", "output")
 
-Samples = RowSample | Mapping[int, Rows]
-"""Sampled rows per block: a capture's :class:`~linrec.sample.RowSample`, or a mapping block -> Rows
-(such as ``linrec.experiment.Measurement.samples``)."""
-
-
-def sample_rows(sample: Samples, blocks: Sequence[int] | None = None) -> dict[int, Rows]:
-    """The sampled rows of ``blocks`` (every sampled block by default), from either form of sample."""
-    if isinstance(sample, RowSample):
-        chosen = sample.blocks if blocks is None else list(blocks)
-        return {b: sample.rows(b) for b in chosen}
-    chosen = sorted(sample) if blocks is None else list(blocks)
-    missing = [b for b in chosen if b not in sample]
-    if missing:
-        raise LinrecError(f"no rows sampled for blocks {missing}; sampled blocks: {sorted(sample)}")
-    return {b: sample[b] for b in chosen}
 
 
 class PolyProbe(nn.Module):

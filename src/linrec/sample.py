@@ -15,7 +15,7 @@ rank samples its own shard.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -206,3 +206,20 @@ def capture_with_sample(
     sample = RowSample(max_rows, seed)
     moments = capture_moments(model, batches, blocks, folds, seed, spec, extra_sinks=[sample], progress=progress)
     return moments, sample
+
+
+Samples = RowSample | Mapping[int, Rows]
+"""Sampled rows per block: a capture's :class:`~linrec.sample.RowSample`, or a mapping block -> Rows
+(such as ``linrec.experiment.Measurement.samples``)."""
+
+
+def sample_rows(sample: Samples, blocks: Sequence[int] | None = None) -> dict[int, Rows]:
+    """The sampled rows of ``blocks`` (every sampled block by default), from either form of sample."""
+    if isinstance(sample, RowSample):
+        chosen = sample.blocks if blocks is None else list(blocks)
+        return {b: sample.rows(b) for b in chosen}
+    chosen = sorted(sample) if blocks is None else list(blocks)
+    missing = [b for b in chosen if b not in sample]
+    if missing:
+        raise LinrecError(f"no rows sampled for blocks {missing}; sampled blocks: {sorted(sample)}")
+    return {b: sample[b] for b in chosen}

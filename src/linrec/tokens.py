@@ -89,11 +89,12 @@ class TokenBatches:
         )
 
 
-def tokenize(tokenizer, text: str, chunk_chars: int = 200_000) -> torch.Tensor:
-    """All token ids of ``text`` (no special tokens), tokenised in newline-aligned chunks."""
+def tokenize(tokenizer, text: str, chunk_chars: int = 200_000, max_tokens: int | None = None) -> torch.Tensor:
+    """Token ids of ``text`` (no special tokens), tokenised in newline-aligned chunks, stopping
+    once ``max_tokens`` are reached (all of the text when None)."""
     ids: list[int] = []
     start = 0
-    while start < len(text):
+    while start < len(text) and (max_tokens is None or len(ids) < max_tokens):
         end = min(len(text), start + chunk_chars)
         if end < len(text):
             cut = text.rfind("\n", start, end)
@@ -120,9 +121,10 @@ def make_batches(
         raise LinrecError(f"seq_len must be positive; got {seq_len}")
     if max_context is not None and seq_len > max_context:
         raise LinrecError(f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; use --seq-len {max_context} or less")
-    ids = tokenize(tokenizer, text)
+    wanted = None if max_rows is None else math.ceil(max_rows / seq_len)
+    ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * seq_len)
     available = ids.numel() // seq_len
-    wanted = available if max_rows is None else math.ceil(max_rows / seq_len)
+    wanted = available if wanted is None else wanted
     if wanted == 0 or available < wanted:
         raise LinrecError(
             f"the text has {ids.numel()} tokens, {available} full sequences of {seq_len}; "

@@ -1,0 +1,211 @@
+# %% [markdown]
+# # Heterogeneity: recoverability changes from block to block
+#
+# **Claim under test.** Inside one trained model, how much of an FFN block a closed-form affine map
+# recovers is not a constant of the architecture: it varies from block to block, by a lot between
+# neighbours and not monotonically with depth; the paper reports adjacent blocks ranging from above
+# 0.99 to below 0.3 {cite}`whipp2026linear` (its Figure 2). Swapping a block for its affine map shows
+# what the number means for the model's predictions.
+
+# %% tags=["parameters"]
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+SEED = 0
+MODELS = None  # None: every model of the profile
+SWAP = True  # the zero-shot swap ΔPPL beneath the profiles (one perplexity pass per block and model)
+SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of the profile's eval_tokens
+HIGH, LOW = 0.99, 0.3  # the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
+SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
+
+# %%
+import pandas as pd
+
+from linrec import book, results
+from linrec.experiment import measurement
+from linrec.plots import depth
+from linrec.profile_compare import depth_summary, depth_table, heterogeneity_claims, swap_table
+from linrec.profiles import get_profile, load_profile_model, profile_corpus
+
+PROFILE = book.setup(PROFILE, seed=SEED)
+CHAPTER = "02_heterogeneity"
+results.start(PROFILE, CHAPTER)
+profile = get_profile(PROFILE)
+MODELS = list(MODELS or profile.models)
+SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
+
+# %% [markdown]
+# ## Measuring every block of every model
+#
+# Each model of the profile is run once over the profile's main corpus, and every FFN block's
+# input and output rows are summarised in float64 moments, split into folds by sequence
+# (chapter 1). The closed-form map is fitted on all folds but one and scored on the one held out,
+# once per fold; the figure shows the mean over folds and, as error bars, their standard deviation.
+# The measurements are cached, so later chapters reuse them rather than running the models again.
+
+# %%
+measured = {m: measurement(profile, m, progress=False) for m in MODELS}
+table = depth_table(measured.values(), profile)
+info = next(iter(measured.values())).info
+print(f"{len(MODELS)} models, {info['rows']:,} rows per block on {info['corpus']}, "
+      f"{info['folds']} folds by sequence (each held-out fold ≈ {info['rows'] // info['folds']:,} rows)")
+table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "null_dims"]]
+
+# %% [markdown]
+# ## The zero-shot swap
+#
+# A profile says how much *variance* the affine map misses; the swap says what missing it costs.
+# Each block alone is replaced by its closed-form map, fitted on all captured rows, and the model's
+# perplexity is measured on the eval split of the profile's evaluation corpus, text that none of the
+# fitted rows came from. Nothing is retrained: this is the paper's "zero-shot" swap. Every variant of
+# a model is scored on the same tokens, so the differences are much steadier than the perplexities
+# themselves; that is why a quarter of the profile's evaluation tokens suffices here (chapter 5, on
+# compression, uses all of them).
+
+# %%
+if SWAP:
+    swaps = []
+    for m in MODELS:
+        net, tokenizer = load_profile_model(profile, m, progress=False)
+        swaps.append(swap_table(profile, measured[m], net, tokenizer, max_tokens=SWAP_TOKENS))
+    swaps = pd.concat(swaps, ignore_index=True)
+    print(f"perplexity on {swaps['eval_tokens'].iloc[0]:,} tokens of {swaps['eval_corpus'].iloc[0]} (eval split)")
+    wide = swaps.pivot(index="model", columns="block", values="delta_ppl").loc[MODELS]
+    wide.columns = [f"ΔPPL, block {b}" for b in wide.columns]
+    wide.insert(0, "PPL, unmodified", swaps.groupby("model")["base_ppl"].first())
+    display(wide)
+else:
+    swaps = pd.DataFrame(columns=["model", "block", "delta_ppl"])
+    print("SWAP = False: the swap panel is left empty")
+
+# %%
+fig = depth.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
+
+# %% [markdown]
+# ## The numbers behind the figure
+#
+# For each model: the lowest and highest block, the range between them, the largest jump between
+# *adjacent* blocks and its size in units of the combined k-fold spread
+# $\sqrt{s_i^2 + s_{i+1}^2}$, and how many adjacent steps go up or down by more than `SIGMAS` of those
+# units. A profile with at least one such rise and one such fall is called non-monotone.
+
+# %%
+summary = depth_summary(table, sigmas=SIGMAS)
+summary
+
+# %% [markdown]
+# The paper's claim has four parts, and each is checked separately below: the column "this run
+# (measured)" is computed from the table above, the column "paper (reported)" is the paper's.
+
+# %%
+claims = heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS)
+claims
+
+# %%
+lo, hi = table["r2_lin"].min(), table["r2_lin"].max()
+worst = summary.loc[summary["max_jump"].idxmax()]
+results.record(PROFILE, CHAPTER, "R²_lin range across blocks", f"{lo:.3f} to {hi:.3f}",
+               note="; ".join(f"{r.model}: {r.r2_min:.3f}–{r.r2_max:.3f}" for r in summary.itertuples()))
+results.record(PROFILE, CHAPTER, "largest jump in R²_lin between adjacent blocks", worst["max_jump"],
+               paper="from > 0.99 to < 0.3 (a jump of at least 0.69)",
+               note=f"{worst['model']}, blocks {worst['jump']}, {worst['jump_sigma']:.1f} k-fold std")
+results.record(PROFILE, CHAPTER, "depth profile shape",
+               f"non-monotone in {int(summary['non_monotone'].sum())} of {len(summary)} models",
+               note=f"steps beyond {SIGMAS:g} k-fold std both up and down")
+if SWAP:
+    harm = swaps.groupby("model")["delta_ppl"].agg(["min", "max"])
+    results.record(PROFILE, CHAPTER, "zero-shot affine swap ΔPPL per block", f"{harm['min'].min():+.3f} to {harm['max'].max():+.3f}",
+                   note="; ".join(f"{m}: {r['min']:+.3f} to {r['max']:+.3f}" for m, r in harm.iterrows()))
+
+reproduced = claims.loc[claims["reproduced"] == "yes", "claim"].tolist()
+missing = claims.loc[claims["reproduced"] == "no", "claim"].tolist()
+print(f"Profile '{PROFILE}': of the paper's four parts of the claim, this run reproduces "
+      f"{len(reproduced)}: {', '.join(reproduced) or 'none'}; not reproduced: {', '.join(missing) or 'none'}.")
+
+# %% [markdown]
+# How to read the sentence above depends on the profile. Under `paper` it is a direct test of the
+# paper's Figure 2 on the paper's models and corpus. Under `offline` the models are a few million
+# parameters trained for minutes: the parts that are reproduced show that the heterogeneity does not
+# need a large model, but a part that is *not* reproduced (typically the "below 0.3 next to above
+# 0.99" extreme) is a statement about these small models, not evidence against the paper; only the
+# `paper` profile can check that number. Under `smoke` the models exist only to exercise the code.
+#
+# ## What this shows, and what it cannot show
+#
+# **Shows.** Per-block recoverability of every FFN block of the profile's models with a held-out
+# error bar, how far apart neighbouring blocks are compared with that error bar, whether the profile
+# goes up and down with depth, and what swapping each block for its affine map costs in perplexity
+# on unseen text. Whether high R²_lin and small ΔPPL go together block by block can be read off the
+# two panels.
+#
+# **Cannot show.** Why a block is more or less linear: that the differences are *learned* rather than
+# fixed by the architecture or by the inputs each block happens to see is the next chapter's
+# question. The k-fold spread is a spread over folds of one capture from one corpus: it says how
+# stable the number is to which sequences are held out, not how it changes with another corpus
+# (chapter 7) or another training seed (chapter 3). A single-block swap says nothing about swapping
+# several blocks at once (chapter 5), and ΔPPL is measured on one evaluation text.
+#
+# ## Exercises
+#
+# **1. First in line.** For each model, which block would you replace by its affine map first, and
+# what does it cost? Is it the block with the highest R²_lin?
+#
+# :::{admonition} Solution
+# :class: dropdown
+# Take the block with the smallest ΔPPL and compare it with the block with the highest R²_lin; the
+# hidden cell lists both per model. They need not coincide: R²_lin is the fraction of the block's
+# *own* output variance the map misses, while ΔPPL depends on how large that missed part is next to
+# the residual stream and on whether later layers read it. A block with a large output can cost
+# more with a few percent missing than a block with a small output and a fifth missing.
+# :::
+
+# %% tags=["hide-cell"]
+if SWAP:
+    merged = table.merge(swaps[["model", "block", "delta_ppl"]], on=["model", "block"])
+    display(pd.DataFrame({
+        "highest R²_lin: block": merged.loc[merged.groupby("model")["r2_lin"].idxmax()].set_index("model")["block"],
+        "cheapest swap: block": merged.loc[merged.groupby("model")["delta_ppl"].idxmin()].set_index("model")["block"],
+        "cheapest swap: ΔPPL": merged.groupby("model")["delta_ppl"].min(),
+    }))
+
+# %% [markdown]
+# **2. Signal or noise?** The error bars are the standard deviation over folds. In what sense is a
+# jump of two such units between adjacent blocks a conservative threshold, and in what sense is it
+# lenient?
+#
+# :::{admonition} Solution
+# :class: dropdown
+# Conservative: the plotted value is the *mean* over $k$ folds, whose fluctuation is about
+# $s/\sqrt{k}$, not $s$; and both blocks are scored on the same held-out sequences, so their
+# errors are likely to be positively correlated and the *difference* fluctuates less than
+# $\sqrt{s_i^2 + s_{i+1}^2}$ suggests (a paired, per-fold comparison would be sharper still).
+# Lenient: the spread over folds misses everything the folds share, namely which sequences were
+# captured at all and the rows the training splits have in common, so it understates how much the
+# number would change with a new capture of the same corpus. The `jump_sigma` column gives the
+# largest jump in these units; chapter 7 shows how much a block moves with another corpus.
+# :::
+#
+# **3. Does R²_lin rank the swaps?** Across the blocks of each model, compute Spearman's rank
+# correlation between R²_lin and ΔPPL. What sign would make R²_lin a good guide to which block to
+# swap, and what sign do you find?
+#
+# :::{admonition} Solution
+# :class: dropdown
+# A good guide gives a negative ρ: the more of a block the map recovers, the less the swap hurts.
+# Whether that holds is an empirical question, and the hidden cell measures it. A positive ρ means
+# the blocks the map recovers best are among those whose replacement costs most, for the reason in
+# exercise 1: R²_lin is relative to each block's own output variance, ΔPPL to what the model needs.
+# With a handful of blocks per model the estimate is very uncertain; chapter 5 pools models and adds
+# a confidence interval.
+# :::
+
+# %% tags=["hide-cell"]
+if SWAP:
+    display(merged.groupby("model")[["r2_lin", "delta_ppl"]].corr(method="spearman").xs("r2_lin", level=1)["delta_ppl"]
+            .rename("Spearman ρ(R²_lin, ΔPPL)").to_frame())
+
+# %% [markdown]
+# ## Provenance
+
+# %%
+corpus = profile_corpus(profile)
+print(book.provenance(PROFILE, models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info["rows"],
+                      device=info["device"]))

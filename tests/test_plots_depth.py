@@ -1,0 +1,137 @@
+"""Depth-profile figures: they draw exactly the table's numbers, in the stated order, with labelled axes."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
+
+from linrec.errors import LinrecError  # noqa: E402
+from linrec.plots import depth  # noqa: E402
+
+MODELS = ["m-b", "m-a"]  # not alphabetical: the order given must be kept
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def table_of(checkpoints=("final",), corpora=("c1",), blocks=3) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = [{"model": m, "checkpoint": c, "corpus": k, "block": b, "step": {"init": 0, "step5": 5, "final": 10}.get(c),
+             "r2_lin": rng.uniform(0.2, 1), "r2_lin_std": rng.uniform(0.001, 0.02)}
+            for m in MODELS for c in checkpoints for k in corpora for b in range(blocks)]
+    return pd.DataFrame(rows)
+
+
+def data(values) -> np.ndarray:
+    return np.asarray(values, dtype=float)
+
+
+def errorbars(ax) -> list[ErrorbarContainer]:
+    return [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+
+
+def test_profile_axes_draws_each_profile_with_its_error_bars():
+    table = table_of(checkpoints=("init", "final"))
+    fig, ax = plt.subplots()
+    depth.profile_axes(ax, table, style="checkpoint", hue_order=MODELS, label="{hue}/{style}")
+    bars = errorbars(ax)
+    assert [b.get_label() for b in bars] == ["m-b/init", "m-b/final", "m-a/init", "m-a/final"]
+    first = table[(table.model == "m-b") & (table.checkpoint == "init")]
+    np.testing.assert_allclose(data(bars[0].lines[0].get_ydata()), first.r2_lin)
+    segments = bars[0].lines[2][0].get_segments()  # the vertical error bar segments: mean ± std
+    np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in segments], 2 * first.r2_lin_std)
+    assert bars[0].lines[0].get_color() == bars[1].lines[0].get_color() != bars[2].lines[0].get_color()
+    assert bars[0].lines[0].get_linestyle() != bars[1].lines[0].get_linestyle()
+    assert ax.get_xlabel() and ax.get_ylabel()
+    with pytest.raises(LinrecError, match="r2_lin_std"):
+        depth.profile_axes(ax, table.drop(columns="r2_lin_std"))
+
+
+def test_heterogeneity_figure_has_profiles_over_swaps():
+    table = table_of()
+    swaps = table[["model", "block"]].assign(delta_ppl=np.linspace(-0.5, 20, len(table)))
+    fig = depth.heterogeneity_figure(table, swaps, reference=(0.99, 0.3), order=MODELS)
+    top, bottom = fig.axes
+    assert [b.get_label() for b in errorbars(top)] == MODELS
+    assert sorted(line.get_ydata()[0] for line in top.lines if len(line.get_ydata()) == 2)[-2:] == [0.3, 0.99]
+    heights = sorted(p.get_height() for p in bottom.patches)
+    np.testing.assert_allclose(heights, sorted(swaps.delta_ppl))
+    assert bottom.get_yscale() == "symlog" and bottom.get_ylabel()
+
+
+def test_corpus_figure_one_panel_per_model_one_line_per_corpus():
+    table = table_of(corpora=("prose", "code", "records"))
+    fig = depth.corpus_figure(table, order=MODELS)
+    assert [ax.get_title() for ax in fig.axes] == MODELS
+    for ax, model in zip(fig.axes, MODELS):
+        bars = errorbars(ax)
+        assert [b.get_label() for b in bars] == ["prose", "code", "records"]
+        expected = table[(table.model == model) & (table.corpus == "code")].r2_lin
+        np.testing.assert_allclose(data(bars[1].lines[0].get_ydata()), expected)
+    assert fig.axes[0].get_ylabel() and not fig.axes[1].get_ylabel()  # shared y: labelled once per row
+    swaps = table.assign(delta_ppl=1.0)
+    fig = depth.corpus_figure(swaps, value="delta_ppl", error=None, ylabel="ΔPPL")
+    assert fig.axes[0].get_ylabel() == "ΔPPL" and errorbars(fig.axes[0])[0].lines[2] == ()
+
+
+def test_training_heatmaps_show_the_table_in_step_order():
+    table = table_of(checkpoints=("final", "init", "step5"))  # listed out of training order
+    fig = depth.training_heatmaps(table, order=MODELS)
+    maps = [ax for ax in fig.axes if ax.get_title() in MODELS]
+    assert [ax.get_title() for ax in maps] == MODELS
+    labels = [t.get_text() for t in maps[0].get_xticklabels()]
+    assert labels == ["init (0)", "step5", "final (10)"]
+    shown = maps[0].collections[0].get_array().reshape(3, 3)
+    expected = table[table.model == "m-b"].pivot(index="block", columns="checkpoint", values="r2_lin")[["init", "step5", "final"]]
+    np.testing.assert_allclose(shown, expected.to_numpy())
+
+
+def test_training_lines_and_drift():
+    table = table_of(checkpoints=("init", "step5", "final"))
+    losses = pd.DataFrame({"model": "m-a", "step": [0, 5, 10], "corpus": "c1", "loss": [6.0, 5.0, 4.5]})
+    fig = depth.training_lines(table, losses, order=MODELS)
+    panels = [ax for ax in fig.axes if ax.get_title() in MODELS]
+    assert [len(errorbars(ax)) for ax in panels] == [3, 3]  # one line per block
+    np.testing.assert_allclose(data(errorbars(panels[0])[0].lines[0].get_xdata()), [0, 5, 10])
+    twins = [ax for ax in fig.axes if ax not in panels]
+    assert len(twins) == 1 and list(data(twins[0].lines[0].get_ydata())) == [6.0, 5.0, 4.5]  # only m-a has losses
+    with pytest.raises(LinrecError, match="optimiser step"):
+        depth.training_lines(table.assign(step=None))
+    drift = pd.DataFrame({"model": ["m-a"] * 3, "step": [0, 5, 10], "distance_to_final": [0.4, 0.1, 0.0]})
+    ax = depth.drift_figure(drift).axes[0]
+    np.testing.assert_allclose(data(ax.lines[0].get_ydata()), [0.4, 0.1, 0.0])
+
+
+def test_crossfeed_heatmap_orders_rows_and_columns_alike():
+    keys = [(m, b) for m in MODELS for b in range(2)]
+    values = np.arange(16, dtype=float).reshape(4, 4) / 16
+    grid = pd.DataFrame([{"input_model": a[0], "input_block": a[1], "weight_model": w[0], "weight_block": w[1],
+                          "r2_lin": values[i, j]} for i, a in enumerate(keys) for j, w in enumerate(keys)])
+    ax = depth.crossfeed_heatmap(grid.sample(frac=1, random_state=0), order=MODELS).axes[0]
+    np.testing.assert_allclose(ax.collections[0].get_array().reshape(4, 4), values)
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"{m} · {b}" for m, b in keys]
+
+
+def test_distance_normalisation_conditioning_and_profiles_figures():
+    distances = pd.DataFrame({"kind": ["seed", "training", "training"], "a": "x", "b": "y", "distance": [0.1, 0.3, 0.5]})
+    ax = depth.distance_figure(distances).axes[0]
+    np.testing.assert_allclose(sorted(p.get_width() for p in ax.patches), [0.1, 0.4])  # bar = mean per kind
+    table = table_of()
+    normalised = pd.concat([table.assign(normalisation=k, r2_lin_norm=table.r2_lin + s, r2_lin_norm_std=0.01)
+                            for k, s in (("standardise", 0.0), ("whiten", -0.1))])
+    fig = depth.normalisation_figure(normalised, order=MODELS)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["own inputs", "inputs standardised", "inputs whitened"]
+    conditioning = table.assign(log10_condition=2.0, effective_rank_in=5.0)
+    fig = depth.conditioning_figure(conditioning, order=MODELS)
+    assert len(fig.axes[0].collections[0].get_offsets()) == len(table)
+    fig = depth.profiles_figure(table_of(checkpoints=("init", "final")), style="checkpoint", order=MODELS, title="t")
+    assert len(errorbars(fig.axes[0])) == 4 and fig.axes[0].get_title() == "t"
