@@ -14,7 +14,7 @@ MODELS = None  # None: every model of the profile
 RANK = None  # rank r of the bilinear term; None: the profile's probe.rank (16 on paper and offline)
 STEPS = None  # Adam steps per probe; None: the profile's probe.steps
 TOP_DIMS = 4  # the "few dims": how many of the highest-variance output dims to single out
-FEW_POINTS = 0.05  # a few points of R², read as a median gain of at most this (0.05 = 5 points)
+FEW_POINTS = 0.05  # "a few points of R²", read as a median gain of at most 5 points
 NEAR_LINEAR = 0.95  # blocks at or above this R²_lin count as near-linear for the gate question
 LOW_RANK = 1.5  # an output effective rank at or below this counts as "low-rank"
 GAP = 0.05  # global R²_lin above the median per-feature R² by more than this counts as a gap

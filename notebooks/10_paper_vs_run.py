@@ -12,13 +12,17 @@
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 
 # %%
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from linrec import book, results
+from linrec.experiment import measurement
+from linrec.plots.depth import heterogeneity_reference_figure
+from linrec.profile_compare import depth_table
 from linrec.paper import CITATION, REPORTED
 from linrec.profiles import get_profile
 
-PROFILE = book.setup(PROFILE, style=False)
+PROFILE = book.setup(PROFILE)
 profile = get_profile(PROFILE)
 print(f"profile {PROFILE}: {profile.description}")
 
@@ -39,6 +43,18 @@ ledger = results.ledger(PROFILE)
 if ledger.empty:
     print("No chapter has recorded results for this profile yet: build the chapters first (make book).")
 ledger
+
+# %% [markdown]
+# ## The headline figure side by side
+#
+# The paper's central figure is a depth profile of R²_lin per model. Below are this run's profiles
+# (the main corpus of the profile, from the same cached measurements the chapters used), with the
+# paper's reported range drawn as dashed lines: its trained blocks span from above 0.99 to below 0.3.
+
+# %%
+runs = [measurement(profile, model, progress=False) for model in profile.models]
+fig = heterogeneity_reference_figure(depth_table(runs))
+plt.show()
 
 # %% [markdown]
 # ## Why the numbers differ

@@ -135,3 +135,15 @@ def test_distance_normalisation_conditioning_and_profiles_figures():
     assert len(fig.axes[0].collections[0].get_offsets()) == len(table)
     fig = depth.profiles_figure(table_of(checkpoints=("init", "final")), style="checkpoint", order=MODELS, title="t")
     assert len(errorbars(fig.axes[0])) == 4 and fig.axes[0].get_title() == "t"
+
+
+def test_reference_figure_draws_the_reported_bounds():
+    import pandas as pd
+
+    from linrec.plots.depth import heterogeneity_reference_figure
+
+    table = pd.DataFrame({"model": ["a"] * 3, "block": [0, 1, 2], "r2_lin": [0.9, 0.5, 0.7], "r2_lin_std": [0.01] * 3})
+    ax = heterogeneity_reference_figure(table).axes[0]
+    dashed = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--")
+    assert dashed == [0.3, 0.99]
+    assert ax.get_xlabel() and ax.get_ylabel()

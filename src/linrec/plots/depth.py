@@ -95,6 +95,13 @@ def _reference_lines(ax: Axes, levels: Sequence[float], text: str) -> None:
             color="0.35")
 
 
+def heterogeneity_reference_figure(table: pd.DataFrame, reference: Sequence[float] = (0.99, 0.3)) -> Figure:
+    """All of this run's depth profiles on one axes, with the paper's reported bounds as dashed lines."""
+    fig = profiles_figure(table, title="This run's R²_lin per block, beside the paper's reported range")
+    _reference_lines(fig.axes[0], reference, "paper (reported): trained blocks span these bounds")
+    return fig
+
+
 def heterogeneity_figure(table: pd.DataFrame, swaps: pd.DataFrame, reference: Sequence[float] = (0.99, 0.3),
                          order: Sequence[str] | None = None) -> Figure:
     """The paper's Fig. 2 layout: R²_lin per block per model above, zero-shot swap ΔPPL per block beneath.
