@@ -38,8 +38,6 @@ pd.set_option("display.max_colwidth", None)
 CHAPTER = "04_bilinear"
 results.start(PROFILE, CHAPTER)
 profile = get_profile(PROFILE)
-if profile.zoo is not None:
-    torch.set_num_threads(1)  # the zoo's matrices are tiny: one thread beats two, and shares the cores better
 MODELS = list(MODELS or profile.models)
 config = probe_config(profile.probe, seed=SEED, rank=RANK, steps=STEPS)
 

@@ -21,7 +21,6 @@ MAX_RELATIVE = 0.05  # ... for at most this relative rise in perplexity
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
-import torch
 from IPython.display import Markdown, display
 
 from linrec import book, results
@@ -38,8 +37,6 @@ pd.set_option("display.max_colwidth", None)
 CHAPTER = "05_compression"
 results.start(PROFILE, CHAPTER)
 profile = get_profile(PROFILE)
-if profile.zoo is not None:
-    torch.set_num_threads(1)  # the zoo's matrices are tiny: one thread beats two, and shares the cores better
 MODEL = MODEL or profile.models[0]
 SIGNAL_MODELS = list(SIGNAL_MODELS or profile.models)
 EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, profile.eval_tokens // 8)

@@ -36,8 +36,6 @@ pd.set_option("display.max_colwidth", None)
 CHAPTER = "06_pitfall"
 results.start(PROFILE, CHAPTER)
 profile = get_profile(PROFILE)
-if profile.zoo is not None:
-    torch.set_num_threads(1)  # the zoo's matrices are tiny: one thread beats two, and shares the cores better
 MODELS = list(MODELS or profile.models)
 CURVE_MODEL = CURVE_MODEL or MODELS[0]
 config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS), tolerance=TOLERANCE)
