@@ -117,6 +117,21 @@ def kernel() -> str:
     return KERNEL
 
 
+def prepare_models(profile: str) -> None:
+    """Train the profile's zoo up front, all models in parallel workers, if it is not cached yet.
+
+    Chapters would otherwise train each missing model on first use, one at a time.
+    """
+    from linrec.profiles import get_profile
+    from linrec.zoo import build_zoo
+
+    zoo = get_profile(profile).zoo
+    if zoo is not None:
+        start = time.perf_counter()
+        build_zoo(zoo, progress=True)
+        print(f"[book] zoo '{zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
+
+
 def execute(profile: str, only: list[str] | None = None) -> None:
     """Execute each chapter with papermill into book/chapters/, failing on the first cell error."""
     import papermill
@@ -127,6 +142,7 @@ def execute(profile: str, only: list[str] | None = None) -> None:
         raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources()]}")
     name = kernel()
     CHAPTERS.mkdir(parents=True, exist_ok=True)
+    prepare_models(profile)
     for source in chosen:
         nb = paired_notebook(source)
         button = f"```{{button-link}} {colab_link(source.stem)}\n:color: primary\n:outline:\nOpen this chapter in Colab\n```"
