@@ -14,6 +14,7 @@ chapters that ``_toc.yml`` lists. ``html`` renders them with Jupyter Book, warni
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import shutil
@@ -159,8 +160,20 @@ def execute(profile: str, only: list[str] | None = None) -> None:
         print(f"[book] {source.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
 
 
+def vendor_mathjax() -> None:
+    """Copy a local MathJax (from the jupyter-server-mathjax wheel) where _config.yml's mathjax_path
+    expects it, so formulas render without a network: offline readers and classrooms included."""
+    spec = importlib.util.find_spec("jupyter_server_mathjax")  # locates the files; does not import it
+    if spec is None or not spec.submodule_search_locations:
+        raise BookError("jupyter-server-mathjax is missing: run `make install` (it is in requirements.txt)")
+    target = ROOT / "_build" / "static" / "mathjax"
+    if not (target / "MathJax.js").exists():
+        shutil.copytree(Path(spec.submodule_search_locations[0]) / "static", target, dirs_exist_ok=True)
+
+
 def html() -> None:
     """Render the executed chapters with Jupyter Book; any Sphinx warning fails the build."""
+    vendor_mathjax()
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"]
     if subprocess.run(cmd, cwd=ROOT).returncode != 0:
