@@ -215,11 +215,7 @@ results.record(PROFILE, CHAPTER, "seeded-poly gate below its initial value", gat
 results.record(PROFILE, CHAPTER, "per-feature vs global R²", f"largest global − median {concentration.gap.max():+.3f}",
                note=f"{widest.model} block {int(widest.block)}: effective rank {widest.effective_rank_out:.2f}, "
                     f"top {TOP_DIMS} dims hold {widest.top_share:.0%} of the variance")
-verdicts = {v: claims.loc[claims.reproduced == v, "claim"].tolist() for v in ("yes", "no", "untestable")}
-display(Markdown(
-    f"Profile `{PROFILE}`: of the paper's {len(claims)} claims checked here, this run reproduces "
-    f"{len(verdicts['yes'])} ({'; '.join(verdicts['yes']) or 'none'}); not reproduced: "
-    f"{'; '.join(verdicts['no']) or 'none'}; untestable in this run: {'; '.join(verdicts['untestable']) or 'none'}."))
+display(Markdown(results.verdict_sentence(PROFILE, claims)))
 claims
 
 # %% [markdown]

@@ -169,11 +169,7 @@ if rho is not None:
     results.record(PROFILE, CHAPTER, "Spearman ρ(R²_lin, affine-swap ΔPPL)", rho.r,
                    paper="low-recoverability blocks flag where replacement is unsafe",
                    note=f"95% CI [{rho.low:+.3f}, {rho.high:+.3f}], n = {rho.n} blocks of {signal.model.nunique()} models")
-verdicts = {v: claims.loc[claims.reproduced == v, "claim"].tolist() for v in ("yes", "no", "untestable")}
-display(Markdown(
-    f"Profile `{PROFILE}`: of the paper's {len(claims)} claims checked here, this run reproduces "
-    f"{len(verdicts['yes'])} ({'; '.join(verdicts['yes']) or 'none'}); not reproduced: "
-    f"{'; '.join(verdicts['no']) or 'none'}; untestable in this run: {'; '.join(verdicts['untestable']) or 'none'}."))
+display(Markdown(results.verdict_sentence(PROFILE, claims)))
 claims
 
 # %% [markdown]

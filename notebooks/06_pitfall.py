@@ -142,11 +142,7 @@ results.record(PROFILE, CHAPTER, "whitened baselines, median gap on worst-condit
 results.record(PROFILE, CHAPTER, "input condition number, range over blocks",
                f"{table.input_condition.min():.3g} to {table.input_condition.max():.3g}", paper="not reported",
                note="λ_max / λ_min of the input covariance over its non-null directions")
-verdicts = {v: claims.loc[claims.reproduced == v, "claim"].tolist() for v in ("yes", "no", "untestable")}
-display(Markdown(
-    f"Profile `{PROFILE}`: of the {len(claims)} claims checked here, this run reproduces "
-    f"{len(verdicts['yes'])} ({'; '.join(verdicts['yes']) or 'none'}); not reproduced: "
-    f"{'; '.join(verdicts['no']) or 'none'}."))
+display(Markdown(results.verdict_sentence(PROFILE, claims)))
 claims
 
 # %% [markdown]

@@ -49,3 +49,11 @@ def ledger(profile: str) -> pd.DataFrame:
     for path in sorted((cache_dir() / "results" / profile).glob("*.json")):
         rows.extend(json.loads(path.read_text()))
     return pd.DataFrame(rows, columns=["chapter", "quantity", "measured", "unit", "paper (reported)", "note"])
+
+
+def verdict_sentence(profile: str, claims: pd.DataFrame) -> str:
+    """One sentence naming which of a chapter's claims (columns ``claim, reproduced``) this run reproduces."""
+    groups = {v: "; ".join(claims.loc[claims.reproduced == v, "claim"]) or "none" for v in ("yes", "no", "untestable")}
+    reproduced = int((claims.reproduced == "yes").sum())
+    return (f"Profile `{profile}`: of the paper's {len(claims)} claims checked here, this run reproduces {reproduced} "
+            f"({groups['yes']}); not reproduced: {groups['no']}; untestable in this run: {groups['untestable']}.")
