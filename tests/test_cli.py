@@ -90,3 +90,13 @@ def test_torchrun_two_processes_give_the_single_process_table(model_dirs, text_f
     for column in ("r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "effective_rank_map"):
         assert (one[column] - two[column]).abs().max() <= 1e-9, column
     assert (one.n_train == two.n_train).all()
+
+
+def test_device_map_auto_loads_and_measures(model_dirs, text_file, tmp_path):
+    """Large models load through accelerate's device_map; on a CPU-only machine everything lands on the CPU."""
+    out = tmp_path / "r.csv"
+    assert main(["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS,
+                 "--device-map", "auto", "--out", str(out)]) == 0
+    reference = tmp_path / "ref.csv"
+    assert main(["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS, "--out", str(reference)]) == 0
+    assert (pd.read_csv(out).r2_lin - pd.read_csv(reference).r2_lin).abs().max() <= 1e-10
