@@ -117,17 +117,3 @@ def model_dirs(tmp_path_factory, tokenizer) -> dict[str, Path]:
         tokenizer.save_pretrained(path)
         dirs[family] = path
     return dirs
-
-
-class RowKeeper:
-    """A capture sink that materialises the rows, for row-based reference implementations."""
-
-    def __init__(self):
-        self.rows = {}
-
-    def add(self, block, x, y, fold):
-        self.rows.setdefault(block, []).append((x.double(), y.double(), fold))
-
-    def get(self, block):
-        x, y, f = zip(*self.rows[block])
-        return torch.cat(x), torch.cat(y), torch.cat(f)

@@ -3,11 +3,12 @@
 import pytest
 import torch
 
-from conftest import FAMILIES, RowKeeper, tiny_model
+from conftest import FAMILIES, tiny_model
 from linrec.arch import SUPPORTED, BlockSpec, ffn_blocks, select_blocks
 from linrec.capture import capture_moments, run_capture
 from linrec.errors import LinrecError
 from linrec.recover import recoverability, report_table
+from linrec.sample import RowSample
 from linrec.tokens import TokenBatches, make_batches
 
 
@@ -27,12 +28,13 @@ def own_ffn(model, family, i):
 def test_captured_x_through_own_ffn_reproduces_y(family, tokenizer, text):
     model = tiny_model(family)
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=256, batch_size=4)
-    keeper = RowKeeper()
+    keeper = RowSample(max_rows=10**9)  # keeps every row
     blocks = ffn_blocks(model)
     assert len(blocks) == 2 and set(SUPPORTED) >= {family}
     run_capture(model, batches, blocks, [keeper], batches.folds(2, 0), progress=False)
     for i in range(2):
-        x, y, _ = keeper.get(i)
+        rows = keeper.rows(i)
+        x, y = rows.x.double(), rows.y.double()
         assert x.shape == (256, 32)
         with torch.no_grad():
             assert torch.allclose(own_ffn(model, family, i)(x.float()).double(), y, atol=1e-5)
@@ -49,11 +51,11 @@ def test_parallel_residual_mlp_reads_the_normed_block_input(tokenizer, text):
         seen.setdefault("h", args[0] if args else kwargs["hidden_states"])
 
     h = layer.register_forward_pre_hook(observe, with_kwargs=True)
-    keeper = RowKeeper()
+    keeper = RowSample(max_rows=10**9)  # keeps every row
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=64, batch_size=4)
     run_capture(model, batches, ffn_blocks(model)[1:], [keeper], batches.folds(2, 0), progress=False)
     h.remove()
-    x, _, _ = keeper.get(1)
+    x = keeper.rows(1).x.double()
     first_batch = layer.post_attention_layernorm(seen["h"]).reshape(-1, 32).double()
     assert torch.allclose(x[: first_batch.shape[0]], first_batch, atol=1e-6)
 

@@ -6,12 +6,14 @@ import torch
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
-from conftest import RowKeeper, tiny_model
+from conftest import tiny_model
 from linrec.arch import ffn_blocks
 from linrec.capture import MomentSink, run_capture
 from linrec.errors import LinrecError
 from linrec.moments import Moments, merge_folds
-from linrec.recover import fit_affine, held_out, kfold, participation_ratio
+from linrec.planted import recover_rows
+from linrec.recover import fit_affine, held_out, participation_ratio
+from linrec.sample import RowSample
 from linrec.tokens import make_batches
 
 
@@ -19,11 +21,12 @@ from linrec.tokens import make_batches
 def test_agrees_with_sklearn_on_model_rows(family, tokenizer, text):
     model = tiny_model(family)
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=8)
-    keeper, sink = RowKeeper(), MomentSink(5)
+    keeper, sink = RowSample(max_rows=10**9), MomentSink(5)  # the sample keeps every row
     run_capture(model, batches, ffn_blocks(model), [keeper, sink], batches.folds(5, 0), progress=False)
     moments = sink.moments()
     for block in (0, 1):
-        x, y, fold = keeper.get(block)
+        rows = keeper.rows(block)
+        x, y, fold = rows.x.double(), rows.y.double(), rows.fold
         train, test = fold != 2, fold == 2
         reg = LinearRegression().fit(x[train].numpy(), y[train].numpy())
         pred = reg.predict(x[test].numpy())
@@ -49,9 +52,7 @@ def test_agrees_with_lstsq_on_full_rank_inputs():
 def _planted(fn, n=4000, d=12, folds=5, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, d, generator=g, dtype=torch.float64)
-    y = fn(x, g)
-    fold = torch.arange(n) % folds
-    return kfold(0, [Moments.from_rows(x[fold == f], y[fold == f]) for f in range(folds)])
+    return recover_rows(x, fn(x, g), folds)
 
 
 def test_exactly_affine_block_scores_one():
@@ -90,7 +91,7 @@ def test_too_few_rows_says_how_many():
 
 
 def test_gelu_quadrature_matches_measured_rows():
-    from linrec.planted import gelu_r2, recover_rows
+    from linrec.planted import gelu_r2
 
     z = torch.randn(20_000, 1, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     for scale, offset in [(0.2, 0.0), (1.5, -1.0), (4.0, 1.5)]:

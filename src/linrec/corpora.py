@@ -332,14 +332,3 @@ def load_corpus(name: str, *, loader: Loader | None = None) -> Corpus:
     if name in PAPER_CORPORA:
         return _hub_corpus(name, PAPER_CORPORA[name], loader)
     raise LinrecError(f"unknown corpus '{name}'; choose one of {', '.join(corpus_names())}")
-
-
-def domain_of(name: str) -> str:
-    """The domain of a named corpus without building it."""
-    if name in PAPER_CORPORA:
-        return PAPER_CORPORA[name].domain
-    if name not in OFFLINE_CORPORA:
-        raise LinrecError(f"unknown corpus '{name}'; choose one of {', '.join(corpus_names())}")
-    return OFFLINE_CORPORA[name]
-
-
