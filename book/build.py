@@ -123,8 +123,8 @@ def prepare_models(profile: str) -> None:
 
     Chapters would otherwise train each missing model on first use, one at a time.
     """
-    from linrec.profiles import get_profile
-    from linrec.zoo import build_zoo
+    from linrec.experiment.profiles import get_profile
+    from linrec.models.zoo import build_zoo
 
     zoo = get_profile(profile).zoo
     if zoo is not None:

@@ -28,15 +28,17 @@ import torch
 from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
 
 import linrec
-from linrec import book
-from linrec.moments import Moments
-from linrec.experiment import measurement
-from linrec.profiles import get_profile, profile_corpus
-from linrec.planted import gelu_r2, recover_rows
+from linrec.report import chapter
+from linrec.core.moments import Moments
+from linrec.experiment.measurement import measurement
+from linrec.experiment.resolve import profile_corpus
+from linrec.core.planted import gelu_r2, recover_rows
 from linrec.plots.method import draw_pipeline
-from linrec.recover import held_out
+from linrec.core.fit import held_out
 
-PROFILE = book.setup(PROFILE, seed=SEED)
+ch = chapter.start("01_method", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 DEVICE = linrec.pick_device()
 
 # %% [markdown]
@@ -55,7 +57,7 @@ DEVICE = linrec.pick_device()
 # - $Y$: what the FFN returns, before it is added to the residual stream.
 #
 # Each token gives one row $(x, y)$, and the block's linear recoverability is a property of the cloud
-# of such rows. `linrec.arch` knows where each architecture keeps these two points. The table below
+# of such rows. `linrec.models.arch` knows where each architecture keeps these two points. The table below
 # is not typed by hand: it builds a one-layer model of every supported architecture from its config
 # class (no download) and asks `linrec.ffn_blocks` where it would hook.
 
@@ -190,8 +192,8 @@ pd.Series({
 #   linear function of it (all odd moments vanish), so the best affine map is a constant and
 #   $R^2_\text{lin}$ should be about 0, slightly negative on held-out rows.
 #
-# `linrec.planted.recover_rows` deals rows into $k$ folds and calls the same `kfold` that
-# `linrec.measure` uses.
+# `linrec.core.planted.recover_rows` deals rows into $k$ folds and calls the same `kfold` that
+# `linrec.core.measure` uses.
 
 # %%
 x = randn(ROWS, WIDTH)
@@ -345,7 +347,7 @@ plt.show()
 # here the point is only to see the instrument on weights that training has shaped.
 
 # %%
-profile = get_profile(PROFILE)
+profile = ch.profile
 trained_name = profile.models[0]
 corpus = profile_corpus(profile)
 trained_run = measurement(profile, trained_name, progress=False)  # cached: later chapters reuse this capture
@@ -387,8 +389,8 @@ pd.DataFrame({
                                   str(TINY_LAYERS), f"{batches.n_rows:,}", str(SEQ_LEN),
                                   "uniform random token ids", f"{FOLDS}-fold by sequence"],
     f"trained ({PROFILE} profile)": [trained_name, str(trained_table["d_in"].iloc[0]),
-                                     str(len(trained_table)), f"{trained_run.info['rows']:,}",
-                                     str(trained_run.info["seq_len"]), corpus.name, f"{profile.folds}-fold by sequence"],
+                                     str(len(trained_table)), f"{trained_run.info.rows:,}",
+                                     str(trained_run.info.seq_len), corpus.name, f"{profile.folds}-fold by sequence"],
 }, index=["models", "width d", "FFN blocks", "rows per block", "sequence length", "text", "held-out"])
 
 # %% [markdown]
@@ -487,7 +489,7 @@ pd.DataFrame({
 # ## Provenance
 
 # %%
-print(book.provenance(PROFILE, models=[f"random-init GPT-2 ({TINY_LAYERS}x{TINY_WIDTH})", trained_name],
+print(ch.provenance(models=[f"random-init GPT-2 ({TINY_LAYERS}x{TINY_WIDTH})", trained_name],
                       corpus=corpus.name,
-                      corpus_hash=corpus.sha256[:12], rows=trained_run.info["rows"],
-                      device=trained_run.info["device"]))
+                      corpus_hash=corpus.sha256[:12], rows=trained_run.info.rows,
+                      device=trained_run.info.device))

@@ -19,16 +19,15 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 # %%
 import pandas as pd
 
-from linrec import book, results
-from linrec.experiment import measurement
+from linrec.report import chapter, paper
+from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.profile_compare import depth_summary, depth_table, heterogeneity_claims, swap_table
-from linrec.profiles import get_profile, load_profile_model, profile_corpus
+from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims, swap_table
+from linrec.experiment.resolve import load_profile_model, profile_corpus
 
-PROFILE = book.setup(PROFILE, seed=SEED)
-CHAPTER = "02_heterogeneity"
-results.start(PROFILE, CHAPTER)
-profile = get_profile(PROFILE)
+ch = chapter.start("02_heterogeneity", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 MODELS = list(MODELS or profile.models)
 SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
 
@@ -45,8 +44,8 @@ SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
 measured = {m: measurement(profile, m, progress=False) for m in MODELS}
 table = depth_table(measured.values(), profile)
 info = next(iter(measured.values())).info
-print(f"{len(MODELS)} models, {info['rows']:,} rows per block on {info['corpus']}, "
-      f"{info['folds']} folds by sequence (each held-out fold ≈ {info['rows'] // info['folds']:,} rows)")
+print(f"{len(MODELS)} models, {info.rows:,} rows per block on {info.corpus}, "
+      f"{info.folds} folds by sequence (each held-out fold ≈ {info.rows // info.folds:,} rows)")
 table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "null_dims"]]
 
 # %% [markdown]
@@ -102,18 +101,18 @@ claims
 # %%
 lo, hi = table["r2_lin"].min(), table["r2_lin"].max()
 worst = summary.loc[summary["max_jump"].idxmax()]
-results.record(PROFILE, CHAPTER, "R²_lin range across blocks", f"{lo:.3f} to {hi:.3f}",
-               note="; ".join(f"{r.model}: {r.r2_min:.3f}–{r.r2_max:.3f}" for r in summary.itertuples()))
-results.record(PROFILE, CHAPTER, "largest jump in R²_lin between adjacent blocks", worst["max_jump"],
-               paper="from > 0.99 to < 0.3 (a jump of at least 0.69)",
-               note=f"{worst['model']}, blocks {worst['jump']}, {worst['jump_sigma']:.1f} k-fold std")
-results.record(PROFILE, CHAPTER, "depth profile shape",
-               f"non-monotone in {int(summary['non_monotone'].sum())} of {len(summary)} models",
-               note=f"steps beyond {SIGMAS:g} k-fold std both up and down")
+ch.record(paper.R2_RANGE, f"{lo:.3f} to {hi:.3f}",
+          note="; ".join(f"{r.model}: {r.r2_min:.3f}–{r.r2_max:.3f}" for r in summary.itertuples()))
+ch.record("largest jump in R²_lin between adjacent blocks", worst["max_jump"],
+          paper="from > 0.99 to < 0.3 (a jump of at least 0.69)",
+          note=f"{worst['model']}, blocks {worst['jump']}, {worst['jump_sigma']:.1f} k-fold std")
+ch.record(paper.PROFILE_SHAPE,
+          f"non-monotone in {int(summary['non_monotone'].sum())} of {len(summary)} models",
+          note=f"steps beyond {SIGMAS:g} k-fold std both up and down")
 if SWAP:
     harm = swaps.groupby("model")["delta_ppl"].agg(["min", "max"])
-    results.record(PROFILE, CHAPTER, "zero-shot affine swap ΔPPL per block", f"{harm['min'].min():+.3f} to {harm['max'].max():+.3f}",
-                   note="; ".join(f"{m}: {r['min']:+.3f} to {r['max']:+.3f}" for m, r in harm.iterrows()))
+    ch.record("zero-shot affine swap ΔPPL per block", f"{harm['min'].min():+.3f} to {harm['max'].max():+.3f}",
+              note="; ".join(f"{m}: {r['min']:+.3f} to {r['max']:+.3f}" for m, r in harm.iterrows()))
 
 reproduced = claims.loc[claims["reproduced"] == "yes", "claim"].tolist()
 missing = claims.loc[claims["reproduced"] == "no", "claim"].tolist()
@@ -207,5 +206,5 @@ if SWAP:
 
 # %%
 corpus = profile_corpus(profile)
-print(book.provenance(PROFILE, models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info["rows"],
-                      device=info["device"]))
+print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
+                      device=info.device))

@@ -21,18 +21,17 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 import numpy as np
 import pandas as pd
 
-from linrec import book, results
-from linrec.experiment import measurement
+from linrec.report import chapter, paper
+from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.profile_compare import (ACTIVATIONS, activation_verdict, conditioning_table, crossfeed_grid, depth_summary,
+from linrec.analysis.depth import (ACTIVATIONS, activation_verdict, conditioning_table, crossfeed_grid, depth_summary,
                                     distance_table, grid_shares, model_identity, normalisation_summary,
                                     normalisation_table, predictor_table, training_checkpoints)
-from linrec.profiles import get_profile, load_profile_model, profile_corpus
+from linrec.experiment.resolve import load_profile_model, profile_corpus
 
-PROFILE = book.setup(PROFILE, seed=SEED)
-CHAPTER = "03_activation"
-results.start(PROFILE, CHAPTER)
-profile = get_profile(PROFILE)
+ch = chapter.start("03_activation", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 MODELS = list(MODELS or profile.models)
 GRID_MODELS = list(GRID_MODELS or MODELS)
 
@@ -60,7 +59,7 @@ GRID_MODELS = list(GRID_MODELS or MODELS)
 # Pythia architecture: parallel residual, rotary, untied embeddings), a Llama and a second seed of
 # the GPT-2, all of one width and depth, trained on the same text mix with the same schedule (the
 # seed-0 models on exactly the same batches; the seed sets both the initialisation and the batch
-# order, see `linrec.zoo`). The hub models of the `paper` profile have no second seed, and only
+# order, see `linrec.models.zoo`). The hub models of the `paper` profile have no second seed, and only
 # Pythia publishes its initial checkpoint.
 
 # %%
@@ -123,7 +122,7 @@ predictor_table(trained_blocks)
 # ## Normalised inputs
 #
 # Each block is run on its own captured inputs transformed to a common shape
-# (`linrec.crossfeed.input_transform`): *standardised* (every dimension to the block's average variance) or
+# (`linrec.interventions.crossfeed.input_transform`): *standardised* (every dimension to the block's average variance) or
 # *whitened* (every non-null direction to that variance, so the covariance becomes isotropic). The
 # means are kept, so the FFN stays near its operating point; R²_lin is then measured on the new
 # (input, output) pairs with the same folds.
@@ -204,22 +203,22 @@ print(f"Profile '{PROFILE}': {len(verdict)} tests; " + ", ".join(f"{n} point to 
 same_activation = distances[distances["kind"] == "family, same activation"]
 seeds = distances[distances["kind"] == "seed"]
 if len(same_activation):
-    results.record(PROFILE, CHAPTER, "GPT-2 vs Pythia-160m profiles", same_activation["distance"].mean(),
-                   unit="RMS ΔR²_lin",
-                   note="; ".join(f"{r.a} vs {r.b}: {r.distance:.3f}" for r in same_activation.itertuples())
-                   + (f"; two seeds of one architecture: {seeds['distance'].mean():.3f}" if len(seeds) else ""))
+    ch.record(paper.GPT2_VS_PYTHIA, same_activation["distance"].mean(),
+              unit="RMS ΔR²_lin",
+              note="; ".join(f"{r.a} vs {r.b}: {r.distance:.3f}" for r in same_activation.itertuples())
+              + (f"; two seeds of one architecture: {seeds['distance'].mean():.3f}" if len(seeds) else ""))
 if len(seeds):
-    results.record(PROFILE, CHAPTER, "profile distance between two training seeds", seeds["distance"].mean(),
-                   unit="RMS ΔR²_lin", note="; ".join(f"{r.a} vs {r.b}" for r in seeds.itertuples()))
+    ch.record("profile distance between two training seeds", seeds["distance"].mean(),
+              unit="RMS ΔR²_lin", note="; ".join(f"{r.a} vs {r.b}" for r in seeds.itertuples()))
 for label, s in shares.items():
-    results.record(PROFILE, CHAPTER, f"cross-feeding: variance share of the weights ({label})", s.weights,
-                   note=f"inputs {s.inputs:.2f}, interaction {s.interaction:.2f}; r with the FFN's own R² "
-                        f"{s.follows_weights.r:+.2f}, with the input block's {s.follows_inputs.r:+.2f}; own inputs "
-                        f"minus other models' inputs {s.own_gap:+.3f}")
-results.record(PROFILE, CHAPTER, "learned, not architectural: tests", ", ".join(f"{k}: {n}" for k, n in counts.items()),
-               paper="claimed from the GPT-2 vs Pythia-160m comparison alone",
-               note="; ".join(f"{r.test} → {r.supports}" for r in verdict.itertuples()))
-print(f"recorded {len(results.ledger(PROFILE).query('chapter == @CHAPTER'))} headline numbers for the appendix")
+    ch.record(f"cross-feeding: variance share of the weights ({label})", s.weights,
+              note=f"inputs {s.inputs:.2f}, interaction {s.interaction:.2f}; r with the FFN's own R² "
+                   f"{s.follows_weights.r:+.2f}, with the input block's {s.follows_inputs.r:+.2f}; own inputs "
+                   f"minus other models' inputs {s.own_gap:+.3f}")
+ch.record("learned, not architectural: tests", ", ".join(f"{k}: {n}" for k, n in counts.items()),
+          paper="claimed from the GPT-2 vs Pythia-160m comparison alone",
+          note="; ".join(f"{r.test} → {r.supports}" for r in verdict.itertuples()))
+print(f"recorded {len(ch.recorded())} headline numbers for the appendix")
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
@@ -272,7 +271,7 @@ print(f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paire
 # `input_rms` (and the input mean, which the table does not show): if A's block inputs have a very
 # different RMS from B's, B's units operate in another regime of the activation. Rescaling A's rows
 # to B's average variance before feeding them, e.g. with
-# `linrec.crossfeed.input_transform(moments_A, "standardise", variance=rms_B**2)`, removes the scale
+# `linrec.interventions.crossfeed.input_transform(moments_A, "standardise", variance=rms_B**2)`, removes the scale
 # difference but keeps A's *shape*. The hidden cell prints the input RMS per model and block.
 # :::
 
@@ -288,7 +287,7 @@ display(trained_blocks.pivot(index="block", columns="model", values="input_rms")
 # Several seeds per architecture (at least three to five): then the within-architecture distances
 # form a distribution, and the between-architecture distances can be compared with it by a
 # permutation test (shuffle architecture labels across trained models and recompute the mean
-# between-label distance). With the zoo, add entries with other seeds to `linrec.zoo.ZOOS` and
+# between-label distance). With the zoo, add entries with other seeds to `linrec.models.zoo.ZOOS` and
 # rebuild; each small model trains in minutes.
 # :::
 #
@@ -297,5 +296,5 @@ display(trained_blocks.pivot(index="block", columns="model", values="input_rms")
 # %%
 corpus = profile_corpus(profile)
 info = measured[(MODELS[0], "final")].info
-print(book.provenance(PROFILE, models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info["rows"],
-                      device=info["device"]))
+print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
+                      device=info.device))

@@ -25,19 +25,18 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from linrec import book, results
-from linrec.experiment import measurement
+from linrec.report import chapter, paper
+from linrec.experiment.measurement import measurement
 from linrec.plots import probes as figures
-from linrec.probes import gain_correlation, probe_config
-from linrec.profiles import get_profile, profile_corpus
-from linrec.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
+from linrec.interventions.probes import gain_correlation, probe_config
+from linrec.experiment.resolve import profile_corpus
+from linrec.analysis.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
                              widest_gap)
 
-PROFILE = book.setup(PROFILE, seed=SEED)
+ch = chapter.start("04_bilinear", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 pd.set_option("display.max_colwidth", None)
-CHAPTER = "04_bilinear"
-results.start(PROFILE, CHAPTER)
-profile = get_profile(PROFILE)
 MODELS = list(MODELS or profile.models)
 config = probe_config(profile.probe, seed=SEED, rank=RANK, steps=STEPS)
 
@@ -88,14 +87,14 @@ measured = {m: measurement(profile, m, progress=False) for m in MODELS}
 info = next(iter(measured.values())).info
 pd.Series({
     "models": ", ".join(MODELS),
-    "corpus": info["corpus"],
+    "corpus": info.corpus,
     "rank r of the bilinear term": config.rank,
     "Adam steps (at most)": config.steps,
     "learning rate: quadratic part, gate, offset": config.lr,
     "learning rate: seeded-poly's linear part": config.lr_linear,
     "initial gate |g|": config.gate_init,
     "validation every / patience": f"{config.eval_every} steps / {config.patience} checks",
-    "sampled rows per block": info["sample_rows"],
+    "sampled rows per block": info.sample_rows,
 }, name="setting").to_frame()
 
 # %% [markdown]
@@ -200,22 +199,22 @@ display(Markdown(
 # %%
 claims = bilinear_claims(sweep, concentration, config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR,
                          low_rank=LOW_RANK, gap=GAP)
-results.record(PROFILE, CHAPTER, "bilinear probe gain", f"median {sweep.gain.median():+.4f}, max {sweep.gain.max():+.4f}",
-               unit="R²", note=f"rank {config.rank}, {len(sweep)} blocks of {len(MODELS)} models; seeded-poly median "
-                               f"{sweep.gain_seeded.median():+.4f}")
+ch.record(paper.PROBE_GAIN, f"median {sweep.gain.median():+.4f}, max {sweep.gain.max():+.4f}",
+          unit="R²", note=f"rank {config.rank}, {len(sweep)} blocks of {len(MODELS)} models; seeded-poly median "
+                          f"{sweep.gain_seeded.median():+.4f}")
 if "gain" in correlations:
     r = correlations["gain"]
-    results.record(PROFILE, CHAPTER, "Pearson r(gain, 1 − R²_lin)", r.r, note=f"95% CI [{r.low:+.3f}, {r.high:+.3f}], n = {r.n}")
+    ch.record(paper.GAIN_CORRELATION, r.r, note=f"95% CI [{r.low:+.3f}, {r.high:+.3f}], n = {r.n}")
     s = correlations["gain_seeded"]
-    results.record(PROFILE, CHAPTER, "Pearson r(seeded-poly gain, 1 − R²_lin)", s.r, paper="not reported separately",
-                   note=f"95% CI [{s.low:+.3f}, {s.high:+.3f}], n = {s.n}")
-results.record(PROFILE, CHAPTER, "seeded-poly gate below its initial value", gates["shrunk"], unit="fraction of blocks",
-               paper="the gate de-recruits on near-linear targets",
-               note=f"initial |g| {config.gate_init:g}, median ratio {gates['median_ratio']:.2f}")
-results.record(PROFILE, CHAPTER, "per-feature vs global R²", f"largest global − median {concentration.gap.max():+.3f}",
-               note=f"{widest.model} block {int(widest.block)}: effective rank {widest.effective_rank_out:.2f}, "
-                    f"top {TOP_DIMS} dims hold {widest.top_share:.0%} of the variance")
-display(Markdown(results.verdict_sentence(PROFILE, claims)))
+    ch.record("Pearson r(seeded-poly gain, 1 − R²_lin)", s.r, paper="not reported separately",
+              note=f"95% CI [{s.low:+.3f}, {s.high:+.3f}], n = {s.n}")
+ch.record("seeded-poly gate below its initial value", gates["shrunk"], unit="fraction of blocks",
+          paper="the gate de-recruits on near-linear targets",
+          note=f"initial |g| {config.gate_init:g}, median ratio {gates['median_ratio']:.2f}")
+ch.record(paper.FEATURE_VS_GLOBAL, f"largest global − median {concentration.gap.max():+.3f}",
+          note=f"{widest.model} block {int(widest.block)}: effective rank {widest.effective_rank_out:.2f}, "
+               f"top {TOP_DIMS} dims hold {widest.top_share:.0%} of the variance")
+display(Markdown(ch.verdict(claims)))
 claims
 
 # %% [markdown]
@@ -262,7 +261,7 @@ claims
 # %% tags=["hide-cell"]
 from dataclasses import replace
 
-from linrec.probes import bilinear_probe
+from linrec.interventions.probes import bilinear_probe
 
 worst = sweep.loc[sweep.r2_lin.idxmin()]
 m = measured[worst.model]
@@ -286,8 +285,8 @@ print(f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {co
 # :::
 
 # %% tags=["hide-cell"]
-from linrec.probes import seeded_poly
-from linrec.sample import Rows
+from linrec.interventions.probes import seeded_poly
+from linrec.core.sample import Rows
 
 g = torch.Generator().manual_seed(SEED)
 n, d = 4000, 16
@@ -317,8 +316,8 @@ print(f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (
 # :::
 
 # %% tags=["hide-cell"]
-from linrec.moments import Moments
-from linrec.recover import kfold
+from linrec.core.moments import Moments
+from linrec.core.fit import kfold
 
 q, _ = torch.linalg.qr(torch.randn(int(widest.d_out), int(widest.d_out), generator=g, dtype=torch.float64))
 folds = measured[widest.model].moments[int(widest.block)]
@@ -333,5 +332,5 @@ pd.DataFrame({"original outputs": [before.r2_lin, before.r2_feature_median, befo
 
 # %%
 corpus = profile_corpus(profile)
-print(book.provenance(PROFILE, models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info["rows"],
-                      device=info["device"]))
+print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
+                      device=info.device))

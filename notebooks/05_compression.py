@@ -23,20 +23,19 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from linrec import book, results
-from linrec.compression import (affine_signal, best_block, compression_claims, early_blocks, eval_text, flags,
+from linrec.report import chapter
+from linrec.analysis.compression import (affine_signal, best_block, compression_claims, early_blocks, eval_text, flags,
                                 replacement_sets, signal_correlation, swap_kinds)
-from linrec.experiment import measurement
-from linrec.perplexity import compression_frontier
+from linrec.experiment.measurement import measurement
+from linrec.interventions.perplexity import compression_frontier
 from linrec.plots import probes as figures
-from linrec.probes import probe_config
-from linrec.profiles import get_profile, load_profile_model
+from linrec.interventions.probes import probe_config
+from linrec.experiment.resolve import load_profile_model
 
-PROFILE = book.setup(PROFILE, seed=SEED)
+ch = chapter.start("05_compression", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 pd.set_option("display.max_colwidth", None)
-CHAPTER = "05_compression"
-results.start(PROFILE, CHAPTER)
-profile = get_profile(PROFILE)
 MODEL = MODEL or profile.models[0]
 SIGNAL_MODELS = list(SIGNAL_MODELS or profile.models)
 EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, profile.eval_tokens // 8)
@@ -75,7 +74,7 @@ evals = eval_text(profile, tokenizer, net, EVAL_TOKENS)
 config = probe_config(profile.probe, seed=SEED)
 sets = replacement_sets(m, KINDS, LOW_RANK, config)
 swaps = swap_kinds(net, evals, sets, r2_lin, progress=False)
-print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info['rows']:,} rows of {m.info['corpus']}; "
+print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "
       f"perplexity on {evals.n_rows:,} held-out tokens of {profile.eval_corpus}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
 swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first()
 
@@ -158,18 +157,18 @@ display(Markdown(
 
 # %%
 claims = compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE)
-results.record(PROFILE, CHAPTER, "single-layer replacement, GPT-2 early block",
-               f"{best.ratio:.2f}× fewer, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%})", unit="perplexity",
-               note=f"{MODEL} block {int(best.block)}, R²_lin {best.r2_lin:.3f}, base PPL {best.base_ppl:.2f}, "
-                    f"{evals.n_rows:,} eval tokens")
-results.record(PROFILE, CHAPTER, "affine swap ΔPPL, all blocks swapped", frontier.delta_ppl.iloc[-1],
-               paper="not reported", unit="perplexity",
-               note=f"{MODEL}, {frontier.ffn_saved_fraction.iloc[-1]:.0%} of FFN numbers saved")
+ch.record(paper.EARLY_SWAP,
+          f"{best.ratio:.2f}× fewer, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%})", unit="perplexity",
+          note=f"{MODEL} block {int(best.block)}, R²_lin {best.r2_lin:.3f}, base PPL {best.base_ppl:.2f}, "
+               f"{evals.n_rows:,} eval tokens")
+ch.record("affine swap ΔPPL, all blocks swapped", frontier.delta_ppl.iloc[-1],
+          paper="not reported", unit="perplexity",
+          note=f"{MODEL}, {frontier.ffn_saved_fraction.iloc[-1]:.0%} of FFN numbers saved")
 if rho is not None:
-    results.record(PROFILE, CHAPTER, "Spearman ρ(R²_lin, affine-swap ΔPPL)", rho.r,
-                   paper="low-recoverability blocks flag where replacement is unsafe",
-                   note=f"95% CI [{rho.low:+.3f}, {rho.high:+.3f}], n = {rho.n} blocks of {signal.model.nunique()} models")
-display(Markdown(results.verdict_sentence(PROFILE, claims)))
+    ch.record("Spearman ρ(R²_lin, affine-swap ΔPPL)", rho.r,
+              paper="low-recoverability blocks flag where replacement is unsafe",
+              note=f"95% CI [{rho.low:+.3f}, {rho.high:+.3f}], n = {rho.n} blocks of {signal.model.nunique()} models")
+display(Markdown(ch.verdict(claims)))
 claims
 
 # %% [markdown]
@@ -223,8 +222,8 @@ grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]}) 
 # :::
 
 # %% tags=["hide-cell"]
-from linrec.perplexity import swap_deltas
-from linrec.surgery import fit_replacements
+from linrec.interventions.perplexity import swap_deltas
+from linrec.interventions.surgery import fit_replacements
 
 width = int(table.d_in.iloc[0])
 ranks = sorted({min(width, 2**i) for i in range(width.bit_length() + 1)})
@@ -253,7 +252,7 @@ from transformers import GPT2Config, LlamaConfig
 from transformers.models.gpt2.modeling_gpt2 import GPT2MLP
 from transformers.models.llama.modeling_llama import LlamaMLP
 
-from linrec.surgery import n_stored
+from linrec.interventions.surgery import n_stored
 
 affine_numbers = 768 * 768 + 768
 gpt2_mlp = GPT2MLP(3072, GPT2Config(n_embd=768))
@@ -266,6 +265,6 @@ pd.DataFrame({"FFN numbers": [n_stored(gpt2_mlp), n_stored(llama_mlp)],
 # ## Provenance
 
 # %%
-print(book.provenance(PROFILE, models=SIGNAL_MODELS if MODEL in SIGNAL_MODELS else [MODEL, *SIGNAL_MODELS],
-                      corpus=m.info["corpus"], corpus_hash=m.info["corpus_sha256"][:12], rows=m.info["rows"],
+print(ch.provenance(models=SIGNAL_MODELS if MODEL in SIGNAL_MODELS else [MODEL, *SIGNAL_MODELS],
+                      corpus=m.info.corpus, corpus_hash=m.info.corpus_sha256[:12], rows=m.info.rows,
                       device=next(net.parameters()).device))

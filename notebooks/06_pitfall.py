@@ -24,18 +24,17 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from linrec import book, results
-from linrec.baseline import baseline_config
-from linrec.experiment import measurement
-from linrec.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
+from linrec.report import chapter
+from linrec.interventions.baseline import baseline_config
+from linrec.experiment.measurement import measurement
+from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
 from linrec.plots import probes as figures
-from linrec.profiles import get_profile, profile_corpus
+from linrec.experiment.resolve import profile_corpus
 
-PROFILE = book.setup(PROFILE, seed=SEED)
+ch = chapter.start("06_pitfall", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 pd.set_option("display.max_colwidth", None)
-CHAPTER = "06_pitfall"
-results.start(PROFILE, CHAPTER)
-profile = get_profile(PROFILE)
 MODELS = list(MODELS or profile.models)
 CURVE_MODEL = CURVE_MODEL or MODELS[0]
 config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS), tolerance=TOLERANCE)
@@ -59,7 +58,7 @@ config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS), toleran
 # whatever the inputs. The whitened runs separate the two: what they leave is budget, what they
 # close was conditioning.
 #
-# What is trained here (`linrec.baseline`, on the rows sampled during the measurement):
+# What is trained here (`linrec.interventions.baseline`, on the rows sampled during the measurement):
 #
 # - an `nn.Linear` from PyTorch's default (seeded) initialisation, trained on the training folds'
 #   rows by minibatches of 256 to minimise the mean squared error;
@@ -82,7 +81,7 @@ table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
 chosen = representative_blocks(table)
 pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_size, "Adam learning rate": config.lr_adam,
            "SGD momentum": config.momentum, "schedule": config.schedule, "held-out R² logged every": config.log_every,
-           "tolerance (R²)": config.tolerance, "sampled rows per block": next(iter(measured.values())).info["sample_rows"]},
+           "tolerance (R²)": config.tolerance, "sampled rows per block": next(iter(measured.values())).info.sample_rows},
           name="setting").to_frame()
 
 # %% [markdown]
@@ -132,17 +131,17 @@ plt.show()
 # %%
 claims = pitfall_claims(runs, TOLERANCE)
 worst = runs[(runs.role == "worst-conditioned") & ~runs.whitened]
-results.record(PROFILE, CHAPTER, "trained linear baselines",
-               f"median gap {worst.gap_final.median():.3g} on worst-conditioned blocks, raw inputs",
-               unit="R²", note=f"{config.steps} steps; {(worst.status == 'reached').mean():.0%} of those runs within "
-                               f"{TOLERANCE:g}; models {', '.join(MODELS)}")
+ch.record(paper.TRAINED_BASELINES,
+          f"median gap {worst.gap_final.median():.3g} on worst-conditioned blocks, raw inputs",
+          unit="R²", note=f"{config.steps} steps; {(worst.status == 'reached').mean():.0%} of those runs within "
+                          f"{TOLERANCE:g}; models {', '.join(MODELS)}")
 white = runs[(runs.role == "worst-conditioned") & runs.whitened]
-results.record(PROFILE, CHAPTER, "whitened baselines, median gap on worst-conditioned blocks", white.gap_final.median(),
-               paper="not reported", unit="R²", note=f"{(white.status == 'reached').mean():.0%} of runs within {TOLERANCE:g}")
-results.record(PROFILE, CHAPTER, "input condition number, range over blocks",
-               f"{table.input_condition.min():.3g} to {table.input_condition.max():.3g}", paper="not reported",
-               note="λ_max / λ_min of the input covariance over its non-null directions")
-display(Markdown(results.verdict_sentence(PROFILE, claims)))
+ch.record("whitened baselines, median gap on worst-conditioned blocks", white.gap_final.median(),
+          paper="not reported", unit="R²", note=f"{(white.status == 'reached').mean():.0%} of runs within {TOLERANCE:g}")
+ch.record("input condition number, range over blocks",
+          f"{table.input_condition.min():.3g} to {table.input_condition.max():.3g}", paper="not reported",
+          note="λ_max / λ_min of the input covariance over its non-null directions")
+display(Markdown(ch.verdict(claims)))
 claims
 
 # %% [markdown]
@@ -181,7 +180,7 @@ claims
 # :::
 
 # %% tags=["hide-cell"]
-from linrec.baseline import train_linear
+from linrec.interventions.baseline import train_linear
 
 pick = chosen[(chosen.model == CURVE_MODEL) & (chosen.role == "worst-conditioned")].iloc[0]
 m = measured[CURVE_MODEL]
@@ -203,7 +202,7 @@ print(f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {lon
 # :::
 
 # %% tags=["hide-cell"]
-from linrec.sample import Rows
+from linrec.core.sample import Rows
 
 g = torch.Generator().manual_seed(SEED)
 n, d = 4000, 16
@@ -238,5 +237,5 @@ pd.DataFrame(sweep)
 # %%
 corpus = profile_corpus(profile)
 info = next(iter(measured.values())).info
-print(book.provenance(PROFILE, models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info["rows"],
-                      device=info["device"]))
+print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
+                      device=info.device))

@@ -18,17 +18,16 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 # %%
 import pandas as pd
 
-from linrec import book, results
-from linrec.experiment import measurement
+from linrec.report import chapter
+from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.probes import probe_config, probe_table
-from linrec.profile_compare import corpus_summary, depth_table, swap_table
-from linrec.profiles import get_profile, load_profile_model, profile_corpus
+from linrec.interventions.probes import probe_config, probe_table
+from linrec.analysis.depth import corpus_summary, depth_table, swap_table
+from linrec.experiment.resolve import load_profile_model, profile_corpus
 
-PROFILE = book.setup(PROFILE, seed=SEED)
-CHAPTER = "07_corpora"
-results.start(PROFILE, CHAPTER)
-profile = get_profile(PROFILE)
+ch = chapter.start("07_corpora", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 MODELS = list(MODELS or profile.models)
 CORPORA = list(CORPORA or profile.corpora)
 SWAP = PROFILE != "offline" if SWAP is None else SWAP
@@ -67,12 +66,12 @@ summary
 
 # %%
 overlay = summary["spread_to_range"] < 0.5
-results.record(PROFILE, CHAPTER, "corpus robustness",
-               f"corpus spread / depth range: median {summary['spread_to_range'].median():.2f} over {len(summary)} models",
-               note="; ".join(f"{r.model}: spread {r.corpus_spread_mean:.3f} vs depth range {r.depth_range:.3f}, "
-                              f"min Spearman {r.spearman_min:+.2f}" for r in summary.itertuples()))
-results.record(PROFILE, CHAPTER, "largest change of one block's R²_lin across corpora", summary["corpus_spread_max"].max(),
-               note=summary.loc[summary["corpus_spread_max"].idxmax(), "model"])
+ch.record(paper.CORPUS_ROBUSTNESS,
+          f"corpus spread / depth range: median {summary['spread_to_range'].median():.2f} over {len(summary)} models",
+          note="; ".join(f"{r.model}: spread {r.corpus_spread_mean:.3f} vs depth range {r.depth_range:.3f}, "
+                         f"min Spearman {r.spearman_min:+.2f}" for r in summary.itertuples()))
+ch.record("largest change of one block's R²_lin across corpora", summary["corpus_spread_max"].max(),
+          note=summary.loc[summary["corpus_spread_max"].idxmax(), "model"])
 print(f"Profile '{PROFILE}': the corpus spread is below half the depth range for {int(overlay.sum())} of "
       f"{len(summary)} models (median ratio {summary['spread_to_range'].median():.2f}); the lowest rank correlation "
       f"between two corpora's profiles is {summary['spearman_min'].min():+.2f}.")
@@ -172,6 +171,6 @@ display(departure.assign(departs=departure.idxmax(axis=1)))
 
 # %%
 info = next(iter(measured.values())).info
-print(book.provenance(PROFILE, models=MODELS, corpus=", ".join(CORPORA),
-                      corpus_hash=", ".join(corpora[c].sha256[:12] for c in CORPORA), rows=info["rows"],
-                      device=info["device"]))
+print(ch.provenance(models=MODELS, corpus=", ".join(CORPORA),
+                      corpus_hash=", ".join(corpora[c].sha256[:12] for c in CORPORA), rows=info.rows,
+                      device=info.device))

@@ -18,17 +18,16 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 # %%
 import pandas as pd
 
-from linrec import book, results
-from linrec.experiment import measurement
+from linrec.report import chapter
+from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.profile_compare import (ACTIVATIONS, depth_summary, depth_table, drift_table, model_identity,
+from linrec.analysis.depth import (ACTIVATIONS, depth_table, drift_table, model_identity,
                                     training_checkpoints, training_losses, training_summary)
-from linrec.profiles import get_profile, profile_corpus
+from linrec.experiment.resolve import profile_corpus
 
-PROFILE = book.setup(PROFILE, seed=SEED)
-CHAPTER = "08_training"
-results.start(PROFILE, CHAPTER)
-profile = get_profile(PROFILE)
+ch = chapter.start("08_training", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 MODELS = list(MODELS or [m for m in profile.models if len(training_checkpoints(profile, m)) > 1])
 LOSS_CORPUS = LOSS_CORPUS or profile.eval_corpus
 schedule = {m: [(name, step) for name, step in training_checkpoints(profile, m)
@@ -42,7 +41,7 @@ pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedul
 # Under `offline` and `smoke` the checkpoints are the zoo's: every model is saved at initialisation,
 # at a few fractions of its schedule and at the end, so the columns above are optimiser steps of
 # the same run. Under `paper` they are Pythia-160m's published revisions, a roughly logarithmic
-# subset of its 154 (`linrec.profiles.PYTHIA_DYNAMICS`); GPT-2 and llama-160m publish no training
+# subset of its 154 (`linrec.experiment.profiles.PYTHIA_DYNAMICS`); GPT-2 and llama-160m publish no training
 # checkpoints and are left out. Every checkpoint is measured on the same rows of the same corpus,
 # with the same folds, so differences between columns are differences between weights.
 
@@ -99,11 +98,11 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 for r in summary.itertuples():
-    results.record(PROFILE, CHAPTER, f"mean R²_lin at {r.first} ({r.model})", r.mean_first,
-                   note=f"range over blocks {r.range_first:.3f}")
-    results.record(PROFILE, CHAPTER, f"mean R²_lin at {r.last} ({r.model})", r.mean_last,
-                   note=f"range {r.range_last:.3f}, {'non-monotone' if r.non_monotone_last else 'monotone'}; "
-                        f"half-way to the final profile at step {r.halfway_step}")
+    ch.record(f"mean R²_lin at {r.first} ({r.model})", r.mean_first,
+              note=f"range over blocks {r.range_first:.3f}")
+    ch.record(f"mean R²_lin at {r.last} ({r.model})", r.mean_last,
+              note=f"range {r.range_last:.3f}, {'non-monotone' if r.non_monotone_last else 'monotone'}; "
+                   f"half-way to the final profile at step {r.halfway_step}")
 formed = summary.dropna(subset=["halfway_step"])
 print(f"Profile '{PROFILE}': " + "; ".join(
     f"{r.model}'s profile lies {r.distance_first:.3f} (RMS) from its {r.last} one at {r.first} and first comes within "
@@ -169,5 +168,5 @@ display(table.groupby(["model", "block"]).apply(overshoots).groupby("model").sum
 # %%
 corpus = profile_corpus(profile)
 info = measured[0].info
-print(book.provenance(PROFILE, models=[f"{m} ({len(schedule[m])} checkpoints)" for m in MODELS], corpus=corpus.name,
-                      corpus_hash=corpus.sha256[:12], rows=info["rows"], device=info["device"]))
+print(ch.provenance(models=[f"{m} ({len(schedule[m])} checkpoints)" for m in MODELS], corpus=corpus.name,
+                      corpus_hash=corpus.sha256[:12], rows=info.rows, device=info.device))

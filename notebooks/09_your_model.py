@@ -26,19 +26,19 @@ import pandas as pd
 import seaborn as sns
 
 import linrec
-from linrec import book, results
-from linrec.advice import cost_table, replacement_candidates
+from linrec.report import chapter
+from linrec.analysis.advice import cost_table, replacement_candidates
 from linrec.bench import capture_overhead
 from linrec.cli import main as linrec_cli
-from linrec.loading import max_context
-from linrec.perplexity import swap_deltas
-from linrec.profiles import get_profile, load_profile_model, profile_batches, profile_corpus
-from linrec.surgery import fit_replacements
-from linrec.zoo import ensure_zoo_model
+from linrec.models.loading import max_context
+from linrec.interventions.perplexity import swap_deltas
+from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.interventions.surgery import fit_replacements
+from linrec.models.zoo import ensure_zoo_model
 
-PROFILE = book.setup(PROFILE, seed=SEED)
-results.start(PROFILE, "09_your_model")
-profile = get_profile(PROFILE)
+ch = chapter.start("09_your_model", PROFILE, seed=SEED)
+profile = ch.profile
+PROFILE = profile.name
 name = MODEL or profile.models[0]
 # a zoo model is a local directory like any model you trained yourself; a hub id stays an id
 where = str(ensure_zoo_model(profile.zoo, name, progress=False)) if profile.zoo is not None and MODEL is None else name
@@ -117,9 +117,9 @@ chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 affine = fit_replacements(moments, "affine", blocks=chosen)
 check = swap_deltas(model, eval_batches, affine, progress=False).merge(table[["block", "r2_lin"]], on="block")
 best = check.sort_values("r2_lin", ascending=False).iloc[0]
-results.record(PROFILE, "09_your_model", "ΔPPL of the highest-R² block swapped for its affine map", best.delta_ppl,
-               paper="+0.77 (GPT-2 early block, 8× fewer parameters)", unit="perplexity",
-               note=f"{name} block {int(best.block)}, R²_lin {best.r2_lin:.3f}, {best.ratio:.1f}× fewer numbers")
+ch.record("ΔPPL of the highest-R² block swapped for its affine map", best.delta_ppl,
+          paper="+0.77 (GPT-2 early block, 8× fewer parameters)", unit="perplexity",
+          note=f"{name} block {int(best.block)}, R²_lin {best.r2_lin:.3f}, {best.ratio:.1f}× fewer numbers")
 check
 
 # %% [markdown]
@@ -142,8 +142,8 @@ cost = pd.DataFrame({
     "time ratio": [timing["capture_s"] / timing["bare_s"]],
     "device": [str(next(model.parameters()).device)],
 })
-results.record(PROFILE, "09_your_model", "capture time / bare forward time", timing["capture_s"] / timing["bare_s"],
-               paper="not reported", unit="ratio", note=f"{name}, {timing['tokens']:,} tokens")
+ch.record("capture time / bare forward time", timing["capture_s"] / timing["bare_s"],
+          paper="not reported", unit="ratio", note=f"{name}, {timing['tokens']:,} tokens")
 cost
 
 # %%
@@ -185,5 +185,5 @@ cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / 
 # :::
 
 # %%
-print(book.provenance(PROFILE, models=[name], corpus=corpus.name, corpus_hash=corpus.sha256[:12],
+print(ch.provenance(models=[name], corpus=corpus.name, corpus_hash=corpus.sha256[:12],
                       rows=batches.n_rows, device=next(model.parameters()).device))

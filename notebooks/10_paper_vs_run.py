@@ -15,22 +15,22 @@ PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build in
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from linrec import book, results
-from linrec.experiment import measurement
+from linrec.report import chapter, ledger
+from linrec.experiment.measurement import measurement
 from linrec.plots.depth import heterogeneity_reference_figure
-from linrec.profile_compare import depth_table
-from linrec.paper import CITATION, REPORTED
-from linrec.profiles import get_profile
+from linrec.analysis.depth import depth_table
+from linrec.report.paper import CITATION, REPORTED
 
-PROFILE = book.setup(PROFILE)
-profile = get_profile(PROFILE)
+ch = chapter.start("10_paper_vs_run", PROFILE)
+profile = ch.profile
+PROFILE = profile.name
 print(f"profile {PROFILE}: {profile.description}")
 
 # %% [markdown]
 # ## What the paper reports
 
 # %%
-pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED.values()])
+pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED])
 
 # %% [markdown]
 # ## What this run measured
@@ -39,10 +39,10 @@ pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.s
 # nothing stale survives). A quantity with no reported counterpart is one the paper does not state.
 
 # %%
-ledger = results.ledger(PROFILE)
-if ledger.empty:
+recorded = ledger.ledger(PROFILE)
+if recorded.empty:
     print("No chapter has recorded results for this profile yet: build the chapters first (make book).")
-ledger
+recorded
 
 # %% [markdown]
 # ## The headline figure side by side
@@ -76,4 +76,4 @@ plt.show()
 
 # %%
 print(CITATION)
-print(book.provenance(PROFILE, models=list(profile.models)))
+print(ch.provenance(models=list(profile.models)))

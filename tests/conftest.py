@@ -99,7 +99,7 @@ def tiny_model(family: str, seed: int = 0):
     """A randomly initialised tiny model of ``family`` in eval mode, float32."""
     from transformers import AutoModel, AutoModelForCausalLM
 
-    from linrec.arch import CAUSAL
+    from linrec.models.arch import CAUSAL
 
     torch.manual_seed(seed)
     config = tiny_config(family)
@@ -117,3 +117,12 @@ def model_dirs(tmp_path_factory, tokenizer) -> dict[str, Path]:
         tokenizer.save_pretrained(path)
         dirs[family] = path
     return dirs
+
+
+def measurement_info(model: str, checkpoint: str = "final", corpus: str = "local", folds: int = 5, rows: int = 0):
+    """A MeasurementInfo for measurements the tests assemble by hand (the fields they do not use are placeholders)."""
+    from linrec.experiment.measurement import MeasurementInfo
+
+    return MeasurementInfo(profile="test", model=model, checkpoint=checkpoint, corpus=corpus, corpus_sha256="",
+                           rows=rows, seq_len=0, folds=folds, seed=0, sample_rows=0, dtype="torch.float32",
+                           device="cpu", capture_s=0.0, torch=torch.__version__)

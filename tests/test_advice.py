@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_model
-from linrec.advice import moment_bytes, replacement_candidates
-from linrec.capture import capture_moments
+from linrec.analysis.advice import moment_bytes, replacement_candidates
+from linrec.core.capture import capture_moments
 from linrec.errors import LinrecError
-from linrec.tokens import make_batches
+from linrec.data.tokens import make_batches
 
 
 def test_candidates_need_high_and_stable_r2():

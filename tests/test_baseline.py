@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from linrec.baseline import NOT_WITHIN_BUDGET, BaselineConfig, baseline_runs, curves, largest_curvature, summary, train_linear
+from linrec.interventions.baseline import NOT_WITHIN_BUDGET, BaselineConfig, baseline_runs, curves, largest_curvature, summary, train_linear
 from linrec.errors import LinrecError
-from linrec.moments import Moments
-from linrec.sample import RowSample, Rows
+from linrec.core.moments import Moments
+from linrec.core.sample import RowSample, Rows
 
 D, N = 16, 4000
 CONFIG = BaselineConfig(steps=1000, lr_adam=1e-2)

@@ -1,4 +1,4 @@
-"""The book's helpers: profile resolution and provenance (linrec.book), and the build script (book/build.py)."""
+"""The book's helpers: profile resolution and provenance (linrec.report.chapter), and the build script (book/build.py)."""
 
 import importlib.util
 import json
@@ -10,7 +10,8 @@ import nbformat
 import pytest
 import torch
 
-from linrec import LinrecError, book
+from linrec import LinrecError
+from linrec.report import chapter as book
 
 ROOT = Path(__file__).resolve().parents[1]
 

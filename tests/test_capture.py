@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from conftest import FAMILIES, tiny_model
-from linrec.arch import SUPPORTED, BlockSpec, ffn_blocks, select_blocks
-from linrec.capture import capture_moments, run_capture
+from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks, select_blocks
+from linrec.core.capture import capture_moments, run_capture
 from linrec.errors import LinrecError
-from linrec.recover import recoverability, report_table
-from linrec.sample import RowSample
-from linrec.tokens import TokenBatches, make_batches
+from linrec.core.fit import recoverability, report_table
+from linrec.core.sample import RowSample
+from linrec.data.tokens import TokenBatches, make_batches
 
 
 def own_ffn(model, family, i):

@@ -4,17 +4,18 @@ import pandas as pd
 import pytest
 from torch import nn
 
-import linrec.compression as compression
-from conftest import local_text, tiny_model
-from linrec.compression import (KINDS, affine_signal, best_block, compression_claims, default_rank, early_blocks,
+import linrec.analysis.compression as compression
+from conftest import local_text, measurement_info, tiny_model
+from linrec.analysis.compression import (KINDS, affine_signal, best_block, compression_claims, default_rank, early_blocks,
                                 flags, replacement_sets, signal_correlation, swap_kinds)
 from linrec.errors import LinrecError
-from linrec.experiment import Measurement
-from linrec.perplexity import compression_frontier, perplexity, swap_deltas
-from linrec.probes import ProbeConfig, correlation
-from linrec.sample import capture_with_sample
-from linrec.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
-from linrec.tokens import make_batches
+from linrec.experiment.measurement import Measurement
+from linrec.interventions.perplexity import compression_frontier, perplexity, swap_deltas
+from linrec.interventions.probes import ProbeConfig
+from linrec.stats import correlation
+from linrec.core.sample import capture_with_sample
+from linrec.interventions.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
+from linrec.data.tokens import make_batches
 
 CONFIG = ProbeConfig(rank=2, steps=40, eval_every=10)
 
@@ -26,7 +27,7 @@ def setup(tokenizer, text):
     model.transformer.h[1].mlp.act = nn.Identity()
     fit = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=16)
     moments, sample = capture_with_sample(model, fit, max_rows=1000, folds=4, progress=False)
-    m = Measurement({"model": "tiny", "checkpoint": "final", "corpus": "local"}, moments,
+    m = Measurement(measurement_info("tiny"), moments,
                     {b: sample.rows(b) for b in sample.blocks})
     evals = make_batches(tokenizer, local_text(3000, seed=1), seq_len=32, max_rows=512, batch_size=16)
     return model, m, evals

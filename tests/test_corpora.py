@@ -6,7 +6,7 @@ import time
 import pytest
 
 from linrec import LinrecError
-from linrec.corpora import (
+from linrec.data.corpora import (
     OFFLINE_CORPORA,
     PAPER_CORPORA,
     Corpus,
@@ -22,7 +22,7 @@ from linrec.corpora import (
     in_eval_split,
     load_corpus,
 )
-from linrec.loading import OFFLINE_HINT
+from linrec.hub import OFFLINE_HINT
 
 
 def _forget_built_corpora():

@@ -6,12 +6,13 @@ from torch import nn
 from transformers import AutoModelForCausalLM
 
 from conftest import tiny_config, tiny_model
-from linrec.crossfeed import crossfeed, crossfeed_table, feed, input_transform, normalised_table
+from linrec.interventions.crossfeed import crossfeed, crossfeed_table, feed, normalised_table
+from linrec.core.normalise import input_transform
 from linrec.errors import LinrecError
-from linrec.moments import Moments
-from linrec.recover import fit_affine, kfold
-from linrec.sample import capture_with_sample
-from linrec.tokens import make_batches
+from linrec.core.moments import Moments
+from linrec.core.fit import fit_affine, kfold
+from linrec.core.sample import capture_with_sample
+from linrec.data.tokens import make_batches
 
 FOLDS = 4
 

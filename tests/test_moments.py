@@ -2,7 +2,7 @@
 
 import torch
 
-from linrec.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments
+from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments
 
 
 def _rows(n=600, d_in=7, d_out=5, seed=0, offset=0.0):

@@ -4,12 +4,13 @@ import pandas as pd
 import pytest
 import torch
 
-from linrec.baseline import BaselineConfig, baseline_config, baseline_runs, summary
+from conftest import measurement_info
+from linrec.interventions.baseline import BaselineConfig, baseline_config, baseline_runs, summary
 from linrec.errors import LinrecError
-from linrec.experiment import Measurement
-from linrec.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
-from linrec.profiles import ProbeSettings
-from linrec.sample import Rows
+from linrec.experiment.measurement import Measurement
+from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
+from linrec.experiment.profiles import ProbeSettings
+from linrec.core.sample import Rows
 
 N, D, FOLDS = 2000, 8, 5
 
@@ -24,7 +25,7 @@ def toy(decades: float, seed: int = 0) -> Rows:
 
 
 def fake_measurement(blocks: dict[int, Rows], model: str) -> Measurement:
-    return Measurement({"model": model, "checkpoint": "final", "corpus": "planted"},
+    return Measurement(measurement_info(model, corpus="planted"),
                        {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks))
 
 

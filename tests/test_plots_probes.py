@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from linrec.errors import LinrecError  # noqa: E402
 from linrec.plots import probes as figures  # noqa: E402
-from linrec.probes import correlation  # noqa: E402
+from linrec.stats import correlation
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,9 @@ import torch
 from scipy import stats
 
 from linrec.errors import LinrecError
-from linrec.probes import PolyProbe, ProbeConfig, bilinear_probe, correlation, gain_correlation, probe_table, seeded_poly
-from linrec.sample import RowSample, Rows, closed_form
+from linrec.interventions.probes import PolyProbe, ProbeConfig, bilinear_probe, gain_correlation, probe_table, seeded_poly
+from linrec.stats import correlation
+from linrec.core.sample import RowSample, Rows, closed_form
 
 D, N = 24, 4000
 

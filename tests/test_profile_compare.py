@@ -2,6 +2,7 @@
 agreement of cross-feeding and swaps with the core on tiny models."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -9,19 +10,19 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import tiny_model
+from conftest import measurement_info, tiny_model
 from linrec.errors import LinrecError
-from linrec.experiment import Measurement
-from linrec.moments import Moments
-from linrec.profile_compare import (Identity, activation_verdict, conditioning_table, corpus_summary, crossfeed_grid,
+from linrec.experiment.measurement import Measurement
+from linrec.core.moments import Moments
+from linrec.analysis.depth import (Identity, activation_verdict, conditioning_table, corpus_summary, crossfeed_grid,
                                     depth_summary, depth_table, distance_table, drift_table, grid_shares,
                                     heterogeneity_claims, model_identity, normalisation_table, pair_kind,
                                     profile_distance, swap_table, training_checkpoints, training_losses,
                                     training_summary)
-from linrec.profiles import Profile, get_profile
-from linrec.recover import kfold
-from linrec.sample import capture_with_sample
-from linrec.tokens import make_batches
+from linrec.experiment.profiles import Profile, get_profile
+from linrec.core.fit import kfold
+from linrec.core.sample import capture_with_sample
+from linrec.data.tokens import make_batches
 
 FOLDS = 4
 
@@ -170,7 +171,7 @@ def two_models(tokenizer, text):
     captured = {}
     for name, model in models.items():
         moments, sample = capture_with_sample(model, batches, max_rows=800, folds=FOLDS, progress=False)
-        info = {"model": name, "checkpoint": "final", "corpus": "local", "folds": FOLDS, "rows": batches.n_rows}
+        info = measurement_info(name, folds=FOLDS, rows=batches.n_rows)
         captured[name] = Measurement(info, moments, {b: sample.rows(b) for b in sample.blocks})
     return models, captured
 
@@ -230,7 +231,7 @@ def test_conditioning_table_of_planted_inputs():
     y = x @ torch.randn(d, d, generator=g, dtype=torch.float64) + 0.1 * torch.randn(n, d, generator=g, dtype=torch.float64)
     fold = torch.arange(n) % FOLDS
     moments = {0: [Moments.from_rows(x[fold == f], y[fold == f]) for f in range(FOLDS)]}
-    m = Measurement({"model": "p", "checkpoint": "final", "corpus": "c"}, moments, {})
+    m = Measurement(measurement_info("p", corpus="c"), moments, {})
     row = conditioning_table(m).iloc[0]
     assert row["outlier_ratio"] == pytest.approx(100, rel=0.15)
     assert row["effective_rank_in"] == pytest.approx((100 + 7) ** 2 / (100**2 + 7), rel=0.1)  # ≈ 1.1: one dominant direction
@@ -256,7 +257,7 @@ def test_identities_and_checkpoints():
 def test_depth_table_adds_steps(two_models):
     _, captured = two_models
     m = captured["gelu"]
-    renamed = [Measurement({**m.info, "model": "zoo-gpt2", "checkpoint": c}, m.moments, m.samples) for c in ("init", "final")]
+    renamed = [Measurement(replace(m.info, model="zoo-gpt2", checkpoint=c), m.moments, m.samples) for c in ("init", "final")]
     table = depth_table(renamed, "smoke")
     steps = dict(zip(table["checkpoint"], table["step"]))
     assert steps == {"init": 0, "final": get_profile("smoke").zoo.entry("zoo-gpt2").steps}

@@ -9,19 +9,11 @@ from transformers import GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForC
 
 import linrec
 from linrec import LinrecError
-from linrec.bpe import train_bpe
-from linrec.loading import OFFLINE_HINT
-from linrec.profiles import (
-    PROFILES,
-    PYTHIA_DYNAMICS,
-    PYTHIA_REVISIONS,
-    ProbeSettings,
-    get_profile,
-    load_profile_model,
-    profile_batches,
-    profile_corpus,
-)
-from linrec.zoo import ZOOS
+from linrec.data.bpe import train_bpe
+from linrec.hub import OFFLINE_HINT
+from linrec.experiment.profiles import PROFILES, PYTHIA_DYNAMICS, PYTHIA_REVISIONS, ProbeSettings, get_profile
+from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.models.zoo import ZOOS
 
 LOCAL_TEXT = "\n".join(
     f"The {i}th line of a local text about rivers, towns and {i % 7} bridges, written for tests." for i in range(600)

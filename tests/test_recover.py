@@ -7,14 +7,15 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
 from conftest import tiny_model
-from linrec.arch import ffn_blocks
-from linrec.capture import MomentSink, run_capture
+from linrec.models.arch import ffn_blocks
+from linrec.core.capture import MomentSink, run_capture
 from linrec.errors import LinrecError
-from linrec.moments import Moments, merge_folds
-from linrec.planted import recover_rows
-from linrec.recover import fit_affine, held_out, participation_ratio
-from linrec.sample import RowSample
-from linrec.tokens import make_batches
+from linrec.core.moments import Moments, merge_folds
+from linrec.core.planted import recover_rows
+from linrec.core.fit import fit_affine, held_out
+from linrec.stats import participation_ratio
+from linrec.core.sample import RowSample
+from linrec.data.tokens import make_batches
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
@@ -91,7 +92,7 @@ def test_too_few_rows_says_how_many():
 
 
 def test_gelu_quadrature_matches_measured_rows():
-    from linrec.planted import gelu_r2
+    from linrec.core.planted import gelu_r2
 
     z = torch.randn(20_000, 1, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     for scale, offset in [(0.2, 0.0), (1.5, -1.0), (4.0, 1.5)]:

@@ -4,20 +4,21 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import measurement_info
 from linrec.errors import LinrecError
-from linrec.experiment import Measurement
-from linrec.probes import ProbeConfig, probe_config, probe_table, sample_rows
-from linrec.profiles import ProbeSettings
-from linrec.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
+from linrec.experiment.measurement import Measurement
+from linrec.interventions.probes import ProbeConfig, probe_config, probe_table, sample_rows
+from linrec.experiment.profiles import ProbeSettings
+from linrec.analysis.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
                              widest_gap)
-from linrec.sample import RowSample, Rows
+from linrec.core.sample import RowSample, Rows
 
 N, D, FOLDS = 3000, 8, 5
 
 
 def fake_measurement(blocks: dict[int, Rows], model: str = "toy") -> Measurement:
     """A Measurement of planted rows: per-fold moments from the rows, the rows as the sample."""
-    info = {"model": model, "checkpoint": "final", "corpus": "planted"}
+    info = measurement_info(model, corpus="planted")
     return Measurement(info, {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks))
 
 

@@ -6,9 +6,10 @@ from sklearn.metrics import r2_score
 
 from conftest import VOCAB, tiny_model
 from linrec.errors import LinrecError
-from linrec.moments import merge_folds
-from linrec.sample import RowSample, Rows, capture_with_sample, closed_form, minibatches, r2
-from linrec.tokens import TokenBatches
+from linrec.core.moments import merge_folds
+from linrec.core.sample import RowSample, Rows, capture_with_sample, closed_form, minibatches
+from linrec.stats import r2
+from linrec.data.tokens import TokenBatches
 
 
 def _model_and_batches(batch_size: int) -> tuple[torch.nn.Module, TokenBatches]:

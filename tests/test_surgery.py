@@ -8,17 +8,18 @@ from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from conftest import local_text, tiny_model
-from linrec.capture import capture_moments
+from linrec.core.capture import capture_moments
 from linrec.errors import LinrecError
-from linrec.moments import Moments
-from linrec.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
-from linrec.probes import ProbeConfig, correlation, seeded_poly
-from linrec.recover import fit_affine, held_out
-from linrec.sample import capture_with_sample
-from linrec.surgery import (
+from linrec.core.moments import Moments
+from linrec.interventions.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
+from linrec.interventions.probes import ProbeConfig, seeded_poly
+from linrec.stats import correlation
+from linrec.core.fit import fit_affine, held_out
+from linrec.core.sample import capture_with_sample
+from linrec.interventions.surgery import (
     AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, fit_replacements, low_rank_ffn, n_stored, param_table, swapped,
 )
-from linrec.tokens import TokenBatches, make_batches
+from linrec.data.tokens import TokenBatches, make_batches
 
 
 @pytest.fixture(scope="module")

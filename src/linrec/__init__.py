@@ -11,20 +11,23 @@ The public API, in the order a measurement uses it::
 and analysing many times (moments save with ``save_moments``).
 """
 
-from linrec.arch import SUPPORTED, BlockSpec, ffn_blocks
-from linrec.capture import capture_moments, run_capture
+from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
+from linrec.core.capture import capture_moments, run_capture
 from linrec.errors import LinrecError
-from linrec.loading import load_model, pick_device
-from linrec.measure import measure
-from linrec.moments import Moments, load_moments, save_moments
-from linrec.recover import AffineFit, fit_affine, held_out, recoverability, report_table
-from linrec.tokens import TokenBatches, make_batches
-from linrec.sample import RowSample, Rows, capture_with_sample, r2
-from linrec.probes import ProbeConfig, bilinear_probe, correlation, gain_correlation, probe_table, seeded_poly
-from linrec.baseline import BaselineConfig, baseline_runs, train_linear
-from linrec.surgery import fit_replacements, param_table, swapped
-from linrec.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
-from linrec.crossfeed import crossfeed, crossfeed_table, input_transform, normalised_table
+from linrec.models.loading import load_model, pick_device
+from linrec.core.measure import measure
+from linrec.core.moments import Moments, load_moments, save_moments
+from linrec.core.fit import AffineFit, fit_affine, held_out, recoverability, report_table
+from linrec.data.tokens import TokenBatches, make_batches
+from linrec.core.sample import RowSample, Rows, capture_with_sample
+from linrec.stats import r2
+from linrec.interventions.probes import ProbeConfig, bilinear_probe, gain_correlation, probe_table, seeded_poly
+from linrec.stats import correlation
+from linrec.interventions.baseline import BaselineConfig, baseline_runs, train_linear
+from linrec.interventions.surgery import fit_replacements, param_table, swapped
+from linrec.interventions.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
+from linrec.interventions.crossfeed import crossfeed, crossfeed_table, normalised_table
+from linrec.core.normalise import input_transform
 
 __all__ = [
     "SUPPORTED", "AffineFit", "BlockSpec", "LinrecError", "Moments", "TokenBatches",

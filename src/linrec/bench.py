@@ -18,10 +18,10 @@ import time
 import pandas as pd
 import torch
 
-from linrec.arch import ffn_blocks
-from linrec.capture import MomentSink, run_capture
-from linrec.loading import pick_device
-from linrec.tokens import TokenBatches
+from linrec.models.arch import ffn_blocks
+from linrec.core.capture import MomentSink, run_capture
+from linrec.models.loading import pick_device
+from linrec.data.tokens import TokenBatches
 
 
 def gpt2_small(device: torch.device, seed: int = 0):

@@ -63,7 +63,7 @@ def _text(args: argparse.Namespace, profile) -> tuple[str, str, str]:
             return text, str(args.text_file), hashlib.sha256(text.encode("utf-8")).hexdigest()
         except (OSError, UnicodeDecodeError) as err:
             raise LinrecError(f"cannot read --text-file {args.text_file} as UTF-8 text: {err}") from err
-    from linrec.corpora import load_corpus
+    from linrec.data.corpora import load_corpus
 
     name = args.corpus or (profile.corpora[0] if profile is not None else None)
     if name is None:
@@ -75,13 +75,13 @@ def _text(args: argparse.Namespace, profile) -> tuple[str, str, str]:
 def _profile(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
-    from linrec.loading import load_model, max_context
-    from linrec.measure import measure
-    from linrec.tokens import make_batches
+    from linrec.models.loading import load_model, max_context
+    from linrec.core.measure import measure
+    from linrec.data.tokens import make_batches
 
     profile = None
     if args.profile is not None:
-        from linrec.profiles import get_profile
+        from linrec.experiment.profiles import get_profile
 
         profile = get_profile(args.profile)
     if args.out is not None and args.out.suffix not in (".csv", ".json"):
@@ -108,7 +108,7 @@ def _profile(args: argparse.Namespace) -> int:
     tables = []
     for model_name in [args.model] if args.model else list(profile.models):
         if profile is not None and args.model is None:
-            from linrec.profiles import load_profile_model
+            from linrec.experiment.resolve import load_profile_model
 
             model, tokenizer = load_profile_model(profile, model_name)
         else:
@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="linrec", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add_profile_command(sub)
-    from linrec import bench, zoo
+    from linrec import bench
+    from linrec.models import zoo
 
     zoo.add_cli(sub)
     bench.add_cli(sub)

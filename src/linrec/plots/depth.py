@@ -1,6 +1,6 @@
 """Figures of depth profiles: R²_lin (and what goes with it) against FFN block, per model, checkpoint or corpus.
 
-Every function takes the tidy tables of :mod:`linrec.profile_compare` (one row per block) and
+Every function takes the tidy tables of :mod:`linrec.analysis.depth` (one row per block) and
 returns a matplotlib Figure with labelled axes; error bars are the k-fold standard deviation
 (``r2_lin_std``). Colours follow the active seaborn palette, one colour per model throughout a
 chapter when ``order`` is the same.
@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from linrec.errors import LinrecError
-from linrec.profile_compare import NORMALISED
+from linrec.analysis.depth import NORMALISED
 
 BLOCK_LABEL = "FFN block (depth)"
 R2_LABEL = "held-out R²_lin (k-fold mean ± std)"
@@ -178,7 +178,7 @@ def training_lines(table: pd.DataFrame, losses: pd.DataFrame | None = None, loss
                    order: Sequence[str] | None = None) -> Figure:
     """One panel per model: R²_lin of each block against the optimiser step (symlog), with k-fold error bars.
 
-    With ``losses`` (:func:`linrec.profile_compare.training_losses`), the held-out loss of
+    With ``losses`` (:func:`linrec.analysis.depth.training_losses`), the held-out loss of
     ``loss_corpus`` (default: the first) is drawn on a second axis, dashed grey.
     """
     _need(table, ["model", "block", "step", "r2_lin", "r2_lin_std"], "the training lines")

@@ -1,7 +1,7 @@
 """Figures of what lies beyond the closed form: bilinear probes, compression by swaps, and trained baselines.
 
-Every function takes a tidy table of :mod:`linrec.residual`, :mod:`linrec.compression` or
-:mod:`linrec.pitfall` and returns a matplotlib Figure with labelled axes. Quantities that span
+Every function takes a tidy table of :mod:`linrec.analysis.residual`, :mod:`linrec.analysis.compression` or
+:mod:`linrec.analysis.pitfall` and returns a matplotlib Figure with labelled axes. Quantities that span
 orders of magnitude and may reach zero or below (ΔPPL) use a symmetric-log axis; gaps to the
 closed-form ceiling use a log axis with values below ``floor`` drawn at the floor.
 """
@@ -17,7 +17,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from linrec.errors import LinrecError
-from linrec.probes import Correlation
+from linrec.stats import Correlation
 
 NONLINEARITY_LABEL = "residual nonlinearity 1 − R²_lin (held-out)"
 R2_LABEL = "global R²_lin (held-out, variance-weighted)"
@@ -48,7 +48,7 @@ def _symlog(ax, values: pd.Series) -> None:
 def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | None = None) -> Figure:
     """Both probes' R² gain over the closed form against 1 - R²_lin, one point per (model, block).
 
-    ``table``: :func:`linrec.residual.probe_sweep`; ``correlations``: {"gain" / "gain_seeded":
+    ``table``: :func:`linrec.analysis.residual.probe_sweep`; ``correlations``: {"gain" / "gain_seeded":
     Pearson r with CI}, printed in the legend.
     """
     _require(table, ["model", "block", "nonlinearity", *PROBES], "the gain figure")

@@ -1,0 +1,1 @@
+"""One module per chapter's analysis, turning measurements into tables and claims (each docstring names its chapter)."""

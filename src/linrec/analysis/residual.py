@@ -1,0 +1,157 @@
+"""What the closed-form map leaves over, across a profile's models: bilinear probes and where output variance sits.
+
+* :func:`probe_sweep`: both bilinear probes (:func:`linrec.interventions.probes.probe_table`) on every block
+  of several measured models, one table, with the residual nonlinearity 1 - R²_lin beside the
+  gains. R²_lin there is the closed form scored on the probes' own test rows, so a gain is a
+  difference on the same rows.
+* :func:`gate_summary`: does seeded-poly's gate shrink ("de-recruit") on near-linear blocks?
+* :func:`bilinear_claims`: the paper's claims about the residual, each against this run.
+* :func:`output_concentration` and :func:`output_dims`: global R²_lin weights every output dim by
+  its variance, the median per-feature R² weights them equally. Where the two differ, a few
+  high-variance dims decide the global number; these say which dims, how much of the variance
+  they carry and how well the map predicts them. The R² of a set of dims S is the
+  variance-weighted mean of their per-feature R² (k-fold means), Σ_S v_j R²_j / Σ_S v_j, so over
+  all dims it is (up to the fold averaging) the global R²_lin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import torch
+
+from linrec.errors import LinrecError
+from linrec.experiment.measurement import Measurement
+from linrec.core.moments import merge_folds
+from linrec.report import paper
+from linrec.report.claims import Claim, claims_table
+from linrec.interventions.probes import ProbeConfig, gain_correlation, probe_table
+from linrec.stats import correlation
+from linrec.core.fit import DEFAULT_RCOND, BlockReport, recoverability
+
+
+def probe_sweep(measurements: Mapping[str, Measurement], config: ProbeConfig, blocks: Sequence[int] | None = None,
+                test_fold: int = 0, rcond: float = DEFAULT_RCOND, progress: bool = True) -> pd.DataFrame:
+    """Both probes on ``blocks`` (all by default) of every model: ``probe_table``'s columns plus
+    ``model`` and ``nonlinearity`` (1 - R²_lin on the probes' test rows)."""
+    tables = []
+    for model, m in measurements.items():
+        table = probe_table(m.samples, m.moments, blocks, test_fold, config, rcond, progress)
+        tables.append(table.assign(nonlinearity=1 - table.r2_lin).assign(model=model))
+    if not tables:
+        raise LinrecError("no measurements given; pass {model name: linrec.experiment.measurement(...)}")
+    out = pd.concat(tables, ignore_index=True)
+    return out[["model", *[c for c in out.columns if c != "model"]]]
+
+
+def gate_summary(table: pd.DataFrame, gate_init: float) -> dict[str, object]:
+    """Seeded-poly's gate after fitting, against where it started and against 1 - R²_lin.
+
+    ``shrunk``: the fraction of blocks whose |g| ended below ``gate_init``; ``median_ratio``:
+    the median of |g| / gate_init; ``rho``: Spearman's ρ between |g| and 1 - R²_lin (positive
+    when the term is recruited more where the map leaves more over; needs 4 blocks, else None).
+    """
+    if gate_init <= 0:
+        raise LinrecError(f"gate_init must be positive to compare the gate with it; got {gate_init}")
+    ratio = table["gate"] / gate_init
+    rho = correlation(table["gate"], table["nonlinearity"], "spearman") if len(table) >= 4 else None
+    return {"blocks": len(table), "shrunk": float((ratio < 1).mean()), "median_ratio": float(ratio.median()),
+            "rho": rho}
+
+
+def _variance(m: Measurement, block: int) -> torch.Tensor:
+    total = merge_folds(m.moments[block])
+    return total.cyy.diagonal() / total.n
+
+
+def output_concentration(measurements: Mapping[str, Measurement], top: int = 4,
+                         rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
+    """Per model and block: global and median per-feature R², effective rank of the outputs, and the
+    ``top`` highest-variance output dims' share of the variance and R² against the rest's.
+
+    Columns: ``model, block, r2_lin, r2_feature_median, gap`` (global - median),
+    ``effective_rank_out, d_out, top, top_share, uniform_share`` (top / d_out, the share of
+    equal dims), ``r2_top, r2_rest``.
+    """
+    rows = []
+    for model, m in measurements.items():
+        for report in recoverability(m.moments, rcond):
+            if not 1 <= top < report.d_out:
+                raise LinrecError(f"top must be between 1 and {report.d_out - 1} (the output width less one); got {top}")
+            dims = _dims(m, report)
+            head, rest = dims.iloc[:top], dims.iloc[top:]
+            rows.append({
+                "model": model, "block": report.block, "r2_lin": report.r2_lin,
+                "r2_feature_median": report.r2_feature_median, "gap": report.r2_lin - report.r2_feature_median,
+                "effective_rank_out": report.effective_rank_out, "d_out": report.d_out, "top": top,
+                "top_share": float(head.share.sum()), "uniform_share": top / report.d_out,
+                "r2_top": _weighted(head), "r2_rest": _weighted(rest),
+            })
+    return pd.DataFrame(rows)
+
+
+def _weighted(dims: pd.DataFrame) -> float:
+    return float((dims.variance * dims.r2).sum() / dims.variance.sum())
+
+
+def _dims(m: Measurement, report: BlockReport) -> pd.DataFrame:
+    variance = _variance(m, report.block).cpu()
+    dims = pd.DataFrame({"dim": range(report.d_out), "variance": variance.numpy(),
+                         "share": (variance / variance.sum()).numpy(), "r2": report.r2_per_feature.numpy()})
+    dims = dims.sort_values(["variance", "dim"], ascending=[False, True], ignore_index=True)
+    return dims.assign(rank=range(1, len(dims) + 1))
+
+
+def output_dims(m: Measurement, block: int, rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
+    """Every output dim of one block, highest variance first: ``dim, variance, share`` (of the block's
+    total output variance), ``r2`` (per-feature held-out R², k-fold mean), ``rank`` (1 = largest)."""
+    if block not in m.moments:
+        raise LinrecError(f"no block {block} in this measurement; blocks: {m.blocks}")
+    (report,) = recoverability({block: m.moments[block]}, rcond)
+    return _dims(m, report)
+
+
+def widest_gap(concentration: pd.DataFrame) -> pd.Series:
+    """The row of :func:`output_concentration` whose global and median per-feature R² differ most."""
+    if concentration.empty:
+        raise LinrecError("the concentration table is empty")
+    return concentration.loc[concentration.gap.abs().idxmax()]
+
+
+def bilinear_claims(sweep: pd.DataFrame, concentration: pd.DataFrame, gate_init: float, few: float = 0.05,
+                    near_linear: float = 0.95, low_rank: float = 1.5, gap: float = 0.05) -> pd.DataFrame:
+    """The paper's claims about the residual, each against this run: ``claim, paper (reported),
+    this run (measured), reproduced`` ("yes", "no", or "untestable" when the run has no case for it).
+
+    * gain: the median bilinear-probe gain is at most ``few`` (R² units: 0.05 is five points);
+    * correlation: the 95% CI of Pearson r(gain, 1 - R²_lin) contains 0 (a weak test over few blocks);
+    * gate: on near-linear blocks (R²_lin ≥ ``near_linear``) most seeded-poly gates end below ``gate_init``;
+    * regimes: some block is low-rank (effective rank ≤ ``low_rank``) with global R²_lin above its median
+      per-feature R² by more than ``gap``, and some other block is broad (effective rank above
+      ``low_rank``) with the two within ``gap``.
+    """
+    gain = float(sweep.gain.median())
+    claims = [Claim.check("bilinear probe gain", paper.PROBE_GAIN,
+                          f"median {gain:+.4f} (max {sweep.gain.max():+.4f}) over {len(sweep)} blocks", gain <= few)]
+    if len(sweep) >= 4:
+        r = gain_correlation(sweep)
+        claims.append(Claim.check("Pearson r(gain, 1 − R²_lin)", paper.GAIN_CORRELATION, str(r), r.low <= 0 <= r.high))
+    else:
+        claims.append(Claim.check("Pearson r(gain, 1 − R²_lin)", paper.GAIN_CORRELATION,
+                                  f"only {len(sweep)} blocks (a CI needs 4)", None))
+    gate = ("seeded-poly gate on near-linear blocks", "the gate de-recruits (shrinks) on near-linear targets")
+    near = sweep[sweep.r2_lin >= near_linear]
+    if len(near):
+        shrunk = float((near.gate < gate_init).mean())
+        claims.append(Claim.check(*gate, f"|g| below its initial {gate_init:g} on {shrunk:.0%} of {len(near)} blocks "
+                                  f"with R²_lin ≥ {near_linear:g}", shrunk > 0.5))
+    else:
+        claims.append(Claim.check(*gate, f"no block with R²_lin ≥ {near_linear:g}", None))
+    narrow = concentration[(concentration.effective_rank_out <= low_rank) & (concentration.gap > gap)]
+    broad = concentration[(concentration.effective_rank_out > low_rank) & (concentration.gap.abs() <= gap)]
+    claims.append(Claim.check("per-feature vs global R²", paper.FEATURE_VS_GLOBAL,
+                              f"{len(narrow)} low-rank blocks (eff. rank ≤ {low_rank:g}) with global − median > {gap:g}; "
+                              f"{len(broad)} broad blocks within {gap:g}; largest global − median "
+                              f"{concentration.gap.max():+.3f}", bool(len(narrow) and len(broad))))
+    return claims_table(claims)

@@ -1,0 +1,1 @@
+"""The measurement: capture (X, Y) rows, float64 moments, the closed-form fit and its held-out R², row samples."""

@@ -1,0 +1,173 @@
+"""One frozen forward pass over token batches, streaming each FFN block's (X, Y) rows to sinks.
+
+Hooks only observe (they return nothing, so no module output is replaced). Padding rows are
+dropped, every row carries the fold of its sequence, and the forward is cut short right after
+the deepest block asked for, so neither later layers nor the LM head run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from tqdm.auto import tqdm
+
+from linrec.models.arch import BlockSpec, ffn_blocks, select_blocks
+from linrec.errors import LinrecError
+from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments
+from linrec.data.tokens import TokenBatches
+
+
+class RowSink(Protocol):
+    """Receives the rows of one block for one batch: x (n, d_in), y (n, d_out), fold (n,)."""
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None: ...
+
+
+class _StopForward(Exception):
+    """Raised by the hook of the deepest wanted block: nothing after it needs to run."""
+
+
+def _first_tensor(args: tuple, kwargs: dict) -> torch.Tensor:
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return a
+    raise LinrecError("the FFN input module was called without a tensor argument")
+
+
+def input_device(model: nn.Module) -> torch.device:
+    """Where token ids must go: the device of the input embeddings (first device under device_map)."""
+    return model.get_input_embeddings().weight.device
+
+
+def run_capture(
+    model: nn.Module,
+    batches: TokenBatches,
+    blocks: list[BlockSpec],
+    sinks: Sequence[RowSink],
+    fold_of_sequence: torch.Tensor,
+    progress: bool = True,
+) -> None:
+    """Run ``model`` over ``batches`` once, handing each block's non-padding rows to every sink."""
+    if not blocks:
+        raise LinrecError("no FFN blocks selected")
+    modules = dict(model.named_modules())
+    deepest = max(blocks, key=lambda b: b.index)
+    pending: dict[int, torch.Tensor] = {}
+    state: dict[str, torch.Tensor] = {}
+
+    def make_pre_hook(block: BlockSpec):
+        def hook(_module, args, kwargs):
+            pending[block.index] = _first_tensor(args, kwargs)
+
+        return hook
+
+    def make_hook(block: BlockSpec):
+        def hook(_module, _args, output):
+            y = output[0] if isinstance(output, tuple) else output
+            x = pending.pop(block.index)
+            keep = state["mask"].to(x.device)
+            x = x.reshape(-1, x.shape[-1])[keep]
+            y = y.reshape(-1, y.shape[-1])[keep.to(y.device)]
+            if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
+                raise LinrecError(
+                    f"block {block.index}: NaN or Inf activations (batch of sequences "
+                    f"{state['seq'].tolist()[:4]}...). A float16 model can overflow: load it in float32 or bfloat16."
+                )
+            fold = state["fold"].to(x.device)
+            for sink in sinks:
+                sink.add(block.index, x, y, fold)
+            if block is deepest:
+                raise _StopForward
+
+        return hook
+
+    handles = []
+    for b in blocks:
+        handles.append(modules[b.input].register_forward_pre_hook(make_pre_hook(b), with_kwargs=True))
+        handles.append(modules[b.output].register_forward_hook(make_hook(b)))
+    device = input_device(model)
+    extra = {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
+    bar = tqdm(total=batches.n_rows, unit="tok", desc="capture", disable=not progress)
+    try:
+        with torch.no_grad():
+            for batch in batches.grouped(fold_of_sequence):
+                mask = batch.attention_mask.bool()
+                state["mask"] = mask.reshape(-1)
+                state["seq"] = batch.seq_index
+                state["fold"] = fold_of_sequence[batch.seq_index][:, None].expand_as(mask).reshape(-1)[state["mask"]]
+                try:
+                    model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), **extra)
+                except _StopForward:
+                    pass
+                pending.clear()
+                bar.update(int(mask.sum()))
+    finally:
+        bar.close()
+        for h in handles:
+            h.remove()
+
+
+class MomentSink:
+    """Accumulates float64 moments per block and fold (on CPU when rows come from MPS, which lacks float64)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.accumulators: dict[int, list[MomentAccumulator]] = {}
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None:
+        if x.device.type == "mps":
+            x, y, fold = x.cpu(), y.cpu(), fold.cpu()
+        if block not in self.accumulators:
+            self.accumulators[block] = [MomentAccumulator(x.shape[1], y.shape[1], x.device) for _ in range(self.k)]
+        per_fold = self.accumulators[block]
+        for f in fold.unique().tolist():
+            sel = fold == f
+            per_fold[f].add(x[sel], y[sel])
+
+    def moments(self) -> BlockMoments:
+        """Centred moments per block and fold, on CPU."""
+        return {b: [a.moments().to("cpu") for a in accs] for b, accs in self.accumulators.items()}
+
+
+def rows_needed(width: int, folds: int) -> int:
+    """Rows per block so that every training split (all folds but one) has width + 1 rows."""
+    return math.ceil((width + 1) * folds / (folds - 1))
+
+
+def capture_moments(
+    model: nn.Module,
+    batches: TokenBatches,
+    blocks: Sequence[int] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    spec: Sequence[BlockSpec | tuple[str, str]] | None = None,
+    extra_sinks: Sequence[RowSink] = (),
+    progress: bool = True,
+) -> BlockMoments:
+    """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU).
+
+    Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
+    the moments are all-reduced, so every rank returns the moments of the whole set.
+    """
+    chosen = select_blocks(ffn_blocks(model, spec), blocks)
+    width = getattr(getattr(model, "config", None), "hidden_size", None)
+    if width is not None and batches.n_rows < rows_needed(width, folds):
+        raise LinrecError(
+            f"{batches.n_rows} rows per block is too few for width {width} with {folds} folds: each training "
+            f"split needs width + 1 = {width + 1} rows, so at least {rows_needed(width, folds)} rows per block "
+            f"(--max-rows) are needed."
+        )
+    fold_of_sequence = batches.folds(folds, seed)
+    distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    if distributed:
+        batches = batches.shard(dist.get_rank(), dist.get_world_size())
+        progress = progress and dist.get_rank() == 0
+    sink = MomentSink(folds)
+    run_capture(model, batches, chosen, [sink, *extra_sinks], fold_of_sequence, progress)
+    moments = sink.moments()
+    return all_reduce_moments(moments) if distributed else moments

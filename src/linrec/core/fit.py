@@ -1,0 +1,204 @@
+"""The closed-form affine map and its held-out R², from moments alone.
+
+Fit. On training moments, W = Cxx⁺ Cxy and b = ȳ - x̄ W (so ŷ = x W + b). The pseudo-inverse is
+rank-revealing: Cxx is first scaled to a correlation matrix (so a handful of huge residual-stream
+dimensions do not set the scale), then eigendecomposed; eigenvalues below ``rcond`` times the
+largest are treated as exact null directions and dropped. A LayerNorm-fed block has one such
+direction per LayerNorm (its normalised features sum to zero), so a plain inverse would be wrong.
+
+Score. On test moments, with r = y - ŷ the sum of squared errors per output dimension j is
+``Cyy[j,j] - 2 (WᵀCxy)[j,j] + (WᵀCxxW)[j,j] + n δ_j²``, where δ is the error of the prediction at
+the test means. R² compares it with the test sum of squares about the test mean, as
+``sklearn.metrics.r2_score`` does; the global R² weights dimensions by their variance
+(``multioutput="variance_weighted"``). Held-out R² can be negative; it is never clipped.
+
+Effective ranks are participation ratios, PR(λ) = (Σλ)² / Σλ², of an eigenvalue spectrum: of the
+output covariance (``effective_rank_out``) and of the covariance of the fitted map's predictions,
+WᵀCxxW (``effective_rank_map``). PR is 1 when one direction carries all variance and d when all
+directions carry equal variance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from linrec.errors import LinrecError
+from linrec.stats import participation_ratio
+from linrec.core.moments import BlockMoments, Moments, merge_folds
+
+DEFAULT_RCOND = 1e-10
+"""Relative eigenvalue cutoff on the input correlation matrix (float32 activations put an exact
+LayerNorm null direction near 1e-14; genuine directions of trained models sit far above 1e-10)."""
+
+
+@dataclass
+class AffineFit:
+    """ŷ = x @ weight + bias, with what the rank-revealing solve found about the inputs."""
+
+    weight: torch.Tensor  # (d_in, d_out), float64
+    bias: torch.Tensor  # (d_out,), float64
+    null_dims: int  # input directions dropped as numerically null
+    input_condition: float  # λ_max / λ_min of the input covariance over its non-null spectrum
+    rcond: float
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.weight.dtype) @ self.weight + self.bias
+
+
+@dataclass
+class InputSpectrum:
+    """The non-null eigenpairs of the input correlation matrix D⁻¹CxxD⁻¹ (D = per-feature scale)."""
+
+    scale: torch.Tensor  # sqrt(diag Cxx), 1 for constant features
+    eigenvalues: torch.Tensor  # kept eigenvalues (above rcond × the largest)
+    eigenvectors: torch.Tensor  # (d_in, kept)
+    null_dims: int  # directions dropped as numerically null
+
+
+def input_spectrum(cxx: torch.Tensor, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
+    """Rank-revealing eigendecomposition of centred input sums, on the correlation scale (see module docstring)."""
+    scale = cxx.diagonal().clamp(min=0).sqrt()
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    lam, vec = torch.linalg.eigh(cxx / torch.outer(scale, scale))
+    keep = lam > rcond * lam.max().clamp(min=torch.finfo(torch.float64).tiny)
+    return InputSpectrum(scale, lam[keep], vec[:, keep], int((~keep).sum()))
+
+
+def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND) -> AffineFit:
+    """The least-squares affine map of the training moments (minimum-norm on null directions)."""
+    if train.n < train.d_in + 1:
+        raise LinrecError(
+            f"{train.n} training rows for an input width of {train.d_in}: the affine fit needs at least "
+            f"{train.d_in + 1} (width + 1). Raise --max-rows (the rows per block) or use fewer folds."
+        )
+    spec = input_spectrum(train.cxx, rcond)
+    vk, scale = spec.eigenvectors, spec.scale
+    pinv = (vk / spec.eigenvalues) @ vk.T
+    weight = (pinv @ (train.cxy / scale[:, None])) / scale[:, None]
+    bias = train.mean_y - train.mean_x @ weight
+    cov_lam = torch.linalg.eigvalsh(train.cxx / train.n).flip(0)[: train.d_in - spec.null_dims]
+    condition = float(cov_lam[0] / cov_lam[-1]) if cov_lam.numel() and cov_lam[-1] > 0 else float("inf")
+    return AffineFit(weight, bias, spec.null_dims, condition, rcond)
+
+
+@dataclass
+class HeldOut:
+    """Per-output-dimension squared error and total sum of squares on test rows."""
+
+    sse: torch.Tensor  # (d_out,)
+    sst: torch.Tensor  # (d_out,)
+
+    @property
+    def r2(self) -> float:
+        """Variance-weighted R² over output dimensions."""
+        return float(1 - self.sse.sum() / self.sst.sum())
+
+    @property
+    def r2_per_feature(self) -> torch.Tensor:
+        """R² of each output dimension; a constant dimension scores 1 if predicted exactly, else 0
+        (scikit-learn's convention)."""
+        r2 = 1 - self.sse / torch.where(self.sst > 0, self.sst, torch.ones_like(self.sst))
+        exact = torch.where(self.sse <= 0, torch.ones_like(r2), torch.zeros_like(r2))
+        return torch.where(self.sst > 0, r2, exact)
+
+
+def held_out(fit: AffineFit, test: Moments) -> HeldOut:
+    """Squared errors of ``fit`` on the rows summarised by ``test``, without those rows."""
+    w = fit.weight.to(test.cxx.device)
+    delta = test.mean_y - (test.mean_x @ w + fit.bias.to(w.device))
+    sse = (
+        test.cyy.diagonal()
+        - 2 * (w * test.cxy).sum(0)
+        + ((test.cxx @ w) * w).sum(0)
+        + test.n * delta**2
+    )
+    return HeldOut(sse.clamp(min=0), test.cyy.diagonal().clone())
+
+
+@dataclass
+class BlockReport:
+    """k-fold recoverability of one block (see the module docstring for the definitions)."""
+
+    block: int
+    r2_lin: float
+    r2_lin_std: float
+    r2_per_feature: torch.Tensor
+    effective_rank_out: float
+    effective_rank_map: float
+    input_condition: float
+    null_dims: int
+    n_train: int
+    n_test: int
+    d_in: int
+    d_out: int
+
+    @property
+    def r2_feature_median(self) -> float:
+        return float(self.r2_per_feature.median())
+
+    def row(self) -> dict:
+        return {
+            "block": self.block,
+            "r2_lin": self.r2_lin,
+            "r2_lin_std": self.r2_lin_std,
+            "r2_feature_median": self.r2_feature_median,
+            "effective_rank_out": self.effective_rank_out,
+            "effective_rank_map": self.effective_rank_map,
+            "input_condition": self.input_condition,
+            "null_dims": self.null_dims,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "d_in": self.d_in,
+            "d_out": self.d_out,
+        }
+
+
+def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> BlockReport:
+    """Fit on all folds but one, score on that one, for each fold; report the mean and spread.
+
+    R² and per-feature R² are averaged over folds (std with ddof=1); conditioning, null
+    directions and the map's effective rank come from the fit on all rows.
+    """
+    if len(folds) < 2:
+        raise LinrecError(f"k-fold recovery needs at least 2 folds; got {len(folds)}")
+    empty = [f for f, m in enumerate(folds) if m.n == 0]
+    if empty:
+        raise LinrecError(f"block {block}: folds {empty} received no rows; use more sequences (--max-rows) or fewer folds")
+    r2s, per_feature = [], []
+    for f, test in enumerate(folds):
+        fit = fit_affine(merge_folds([m for g, m in enumerate(folds) if g != f]), rcond)
+        score = held_out(fit, test)
+        r2s.append(score.r2)
+        per_feature.append(score.r2_per_feature)
+    total = merge_folds(folds)
+    full = fit_affine(total, rcond)
+    predicted_cov = full.weight.T @ total.cxx @ full.weight
+    n_test = round(np.mean([m.n for m in folds]))
+    return BlockReport(
+        block=block,
+        r2_lin=float(np.mean(r2s)),
+        r2_lin_std=float(np.std(r2s, ddof=1)),
+        r2_per_feature=torch.stack(per_feature).mean(0).cpu(),
+        effective_rank_out=participation_ratio(torch.linalg.eigvalsh(total.cyy)),
+        effective_rank_map=participation_ratio(torch.linalg.eigvalsh((predicted_cov + predicted_cov.T) / 2)),
+        input_condition=full.input_condition,
+        null_dims=full.null_dims,
+        n_train=total.n - n_test,
+        n_test=n_test,
+        d_in=total.d_in,
+        d_out=total.d_out,
+    )
+
+
+def recoverability(moments: BlockMoments, rcond: float = DEFAULT_RCOND) -> list[BlockReport]:
+    """One :class:`BlockReport` per block, in block order."""
+    return [kfold(block, moments[block], rcond) for block in sorted(moments)]
+
+
+def report_table(reports: list[BlockReport]) -> pd.DataFrame:
+    """The tidy table: one row per block (columns as in :meth:`BlockReport.row`)."""
+    return pd.DataFrame([r.row() for r in reports])

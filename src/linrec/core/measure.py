@@ -1,0 +1,37 @@
+"""The one-call measurement: capture moments, then k-fold closed-form recovery, as a table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+from torch import nn
+
+from linrec.models.arch import BlockSpec
+from linrec.core.capture import capture_moments
+from linrec.core.fit import DEFAULT_RCOND, recoverability, report_table
+from linrec.data.tokens import TokenBatches
+
+
+def measure(
+    model: nn.Module,
+    batches: TokenBatches,
+    *,
+    blocks: Sequence[int] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    rcond: float = DEFAULT_RCOND,
+    spec: Sequence[BlockSpec | tuple[str, str]] | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block.
+
+    Columns: ``block, r2_lin`` (k-fold mean held-out R², variance-weighted), ``r2_lin_std``
+    (its std over folds), ``r2_feature_median`` (median per-output-dim R²),
+    ``effective_rank_out, effective_rank_map`` (participation ratios of the output covariance and
+    of the fitted map's predictions), ``input_condition`` (over the non-null spectrum),
+    ``null_dims`` (input directions dropped), ``n_train, n_test`` (rows per fold split),
+    ``d_in, d_out``.
+    """
+    moments = capture_moments(model, batches, blocks=blocks, folds=folds, seed=seed, spec=spec, progress=progress)
+    return report_table(recoverability(moments, rcond))

@@ -1,0 +1,211 @@
+"""A bounded, seeded sample of each block's (X, Y) rows, kept on CPU for whatever trains by gradient.
+
+Moments suffice for the closed-form map; a bilinear probe or an SGD baseline needs rows. A
+:class:`RowSample` is a capture sink (pass it to ``capture_moments(..., extra_sinks=[sample])``, or
+call :func:`capture_with_sample`) that keeps at most ``max_rows`` rows per block. Every row gets a
+priority from a hash of (seed, block, its position in the block's row stream) and the rows with the
+smallest priorities are kept: a uniform sample without replacement that depends only on the seed
+and the row stream, never on the batch size. Each row keeps its fold, so a probe trains on the
+same sequences as the moments' training split and is scored on the same held-out fold.
+
+Rows are stored in float32 (enough for gradient training); closed-form baselines for comparison
+come from float64 moments (:func:`closed_form`). One process: under ``torch.distributed`` each
+rank samples its own shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from linrec.models.arch import BlockSpec
+from linrec.core.capture import capture_moments
+from linrec.errors import LinrecError
+from linrec.core.moments import BlockMoments, Moments, merge_folds
+from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
+from linrec.data.tokens import TokenBatches
+
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix64(z: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser, elementwise on uint64 (a fixed, well-mixed hash)."""
+    z = (z + np.uint64(0x9E3779B97F4A7C15)) & _MASK64
+    z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK64
+    z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK64
+    return z ^ (z >> np.uint64(31))
+
+
+def row_priority(seed: int, block: int, index: torch.Tensor) -> torch.Tensor:
+    """Pseudo-random int64 priority of the rows at positions ``index`` of a block's stream."""
+    if seed < 0:
+        raise LinrecError(f"the sampling seed must be non-negative; got {seed}")
+    key = _splitmix64(_splitmix64(np.array([seed], dtype=np.uint64)) ^ np.uint64(block))
+    h = _splitmix64(index.numpy().astype(np.uint64) ^ key)
+    return torch.from_numpy((h >> np.uint64(1)).astype(np.int64))
+
+
+@dataclass
+class Rows:
+    """Rows of one block: x (n, d_in), y (n, d_out), fold (n,) — the fold of each row's sequence."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    fold: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def select(self, mask: torch.Tensor) -> Rows:
+        return Rows(self.x[mask], self.y[mask], self.fold[mask])
+
+    def split(self, test_fold: int) -> tuple[Rows, Rows]:
+        """(training rows: every other fold, test rows: ``test_fold``)."""
+        folds = sorted(self.fold.unique().tolist())
+        if test_fold not in folds:
+            raise LinrecError(f"test fold {test_fold} has no sampled rows; folds present: {folds}")
+        test = self.fold == test_fold
+        if test.all():
+            raise LinrecError("every sampled row is in the test fold; capture with at least 2 folds")
+        return self.select(~test), self.select(test)
+
+    def holdout(self, fraction: float, seed: int) -> tuple[Rows, Rows]:
+        """(rows to fit, a seeded random ``fraction`` of rows for validation / early stopping)."""
+        if not 0 < fraction < 1:
+            raise LinrecError(f"the validation fraction must lie in (0, 1); got {fraction}")
+        n_val = max(1, round(fraction * len(self)))
+        perm = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
+        val = torch.zeros(len(self), dtype=torch.bool)
+        val[perm[:n_val]] = True
+        return self.select(~val), self.select(val)
+
+    def fold_moments(self, k: int) -> list[Moments]:
+        """Float64 moments of these rows, one per fold 0..k-1 (the layout ``recover.kfold`` takes)."""
+        return [Moments.from_rows(self.x[self.fold == f], self.y[self.fold == f]) for f in range(k)]
+
+
+def train_moments(train: Rows, folds: list[Moments] | None = None, test_fold: int = 0) -> Moments:
+    """Float64 moments of the training split.
+
+    With ``folds`` (the block's captured per-fold moments): every fold but ``test_fold``, i.e.
+    all captured training rows. Without: the moments of the sampled training rows ``train``
+    (the rows a gradient-trained model sees, so both start from the same data).
+    """
+    if folds is None:
+        return Moments.from_rows(train.x, train.y)
+    if not 0 <= test_fold < len(folds):
+        raise LinrecError(f"test fold {test_fold} out of range; the moments have folds 0..{len(folds) - 1}")
+    return merge_folds([m for f, m in enumerate(folds) if f != test_fold])
+
+
+def closed_form(
+    train: Rows, folds: list[Moments] | None = None, test_fold: int = 0, rcond: float = DEFAULT_RCOND
+) -> AffineFit:
+    """The closed-form affine map (``recover.fit_affine``) of the training moments (:func:`train_moments`)."""
+    return fit_affine(train_moments(train, folds, test_fold), rcond)
+
+
+def minibatches(n: int, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
+    """Endless row indices for gradient steps: seeded shuffles of ``range(n)``, ``batch_size`` at a time.
+
+    Each epoch is a fresh permutation; its last partial batch is dropped (a batch larger than
+    ``n`` is cut to ``n``).
+    """
+    batch_size = min(batch_size, n)
+    g = torch.Generator().manual_seed(seed)
+    while True:
+        order = torch.randperm(n, generator=g)
+        for start in range(0, n - batch_size + 1, batch_size):
+            yield order[start : start + batch_size]
+
+
+class RowSample:
+    """Capture sink keeping up to ``max_rows`` rows per block (seeded, batch-size independent)."""
+
+    def __init__(self, max_rows: int, seed: int = 0) -> None:
+        if max_rows < 1:
+            raise LinrecError(f"max_rows must be at least 1; got {max_rows}")
+        self.max_rows = max_rows
+        self.seed = seed
+        self._seen: dict[int, int] = {}
+        self._kept: dict[int, dict[str, torch.Tensor]] = {}
+
+    @property
+    def blocks(self) -> list[int]:
+        return sorted(self._kept)
+
+    def seen(self, block: int) -> int:
+        """Rows of ``block`` offered so far (kept or not)."""
+        return self._seen.get(block, 0)
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None:
+        start = self._seen.get(block, 0)
+        self._seen[block] = start + x.shape[0]
+        index = torch.arange(start, start + x.shape[0])
+        priority = row_priority(self.seed, block, index)
+        kept = self._kept.get(block)
+        if kept is not None and kept["priority"].numel() >= self.max_rows:
+            candidate = priority < kept["priority"].max()  # rows that would enter a full sample
+            if not candidate.any():
+                return
+            index, priority = index[candidate], priority[candidate]
+            sel = candidate.to(x.device)
+            x, y, fold = x[sel], y[sel], fold[sel]
+        new = {
+            "index": index,
+            "priority": priority,
+            "x": x.detach().to("cpu", torch.float32),
+            "y": y.detach().to("cpu", torch.float32),
+            "fold": fold.detach().to("cpu", torch.long),
+        }
+        if kept is not None:
+            new = {k: torch.cat([kept[k], v]) for k, v in new.items()}
+        if new["priority"].numel() > self.max_rows:
+            keep = torch.topk(new["priority"], self.max_rows, largest=False).indices
+            new = {k: v[keep] for k, v in new.items()}
+        self._kept[block] = new
+
+    def rows(self, block: int) -> Rows:
+        """The sampled rows of ``block``, in stream order."""
+        if block not in self._kept:
+            raise LinrecError(f"no rows sampled for block {block}; sampled blocks: {self.blocks}")
+        kept = self._kept[block]
+        order = torch.argsort(kept["index"])
+        return Rows(kept["x"][order], kept["y"][order], kept["fold"][order])
+
+
+def capture_with_sample(
+    model: nn.Module,
+    batches: TokenBatches,
+    max_rows: int,
+    blocks: Sequence[int] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    spec: Sequence[BlockSpec | tuple[str, str]] | None = None,
+    progress: bool = True,
+) -> tuple[BlockMoments, RowSample]:
+    """One pass: the per-fold moments of every row, and a ``max_rows`` sample of rows per block."""
+    sample = RowSample(max_rows, seed)
+    moments = capture_moments(model, batches, blocks, folds, seed, spec, extra_sinks=[sample], progress=progress)
+    return moments, sample
+
+
+Samples = RowSample | Mapping[int, Rows]
+"""Sampled rows per block: a capture's :class:`~linrec.core.sample.RowSample`, or a mapping block -> Rows
+(such as ``linrec.experiment.measurement.Measurement.samples``)."""
+
+
+def sample_rows(sample: Samples, blocks: Sequence[int] | None = None) -> dict[int, Rows]:
+    """The sampled rows of ``blocks`` (every sampled block by default), from either form of sample."""
+    if isinstance(sample, RowSample):
+        chosen = sample.blocks if blocks is None else list(blocks)
+        return {b: sample.rows(b) for b in chosen}
+    chosen = sorted(sample) if blocks is None else list(blocks)
+    missing = [b for b in chosen if b not in sample]
+    if missing:
+        raise LinrecError(f"no rows sampled for blocks {missing}; sampled blocks: {sorted(sample)}")
+    return {b: sample[b] for b in chosen}

@@ -1,0 +1,1 @@
+"""Text to token batches: named corpora (offline and hub), the BPE tokenizer trained here, fixed-length windows."""

@@ -1,0 +1,226 @@
+"""Named experiment profiles: which models, corpora and sizes an experiment runs with.
+
+=============  ===========================================  ====================================
+profile        models                                       corpora (first: the main one)
+=============  ===========================================  ====================================
+``paper``      GPT-2, Pythia-160m (with its training         wikitext-2, codeparrot, tinystories
+               checkpoints), llama-160m, from the hub        (hub datasets)
+``offline``    the zoo trained here (:mod:`linrec.models.zoo`):     stdlib-prose, stdlib-code,
+               GPT-2, GPT-NeoX, Llama, GPT-2 second seed     unicode-records (no network)
+``smoke``      the same zoo at tiny sizes, for CI            the same corpora
+=============  ===========================================  ====================================
+
+A profile is data: :mod:`linrec.experiment.resolve` turns it into models, corpora and token
+batches, so one notebook runs in every profile. ``get_profile(name, **overrides)`` changes any
+field (a notebook's parameters), and every profile is validated; a bad name or value raises a
+:class:`~linrec.LinrecError` that lists what is valid.
+
+The paper profile captures 24,576 rows per block (the paper: about 15-30k) in sequences of 128
+tokens, and scores with 5 folds split by sequence, so each fit holds out 20% (NOTES.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from linrec.core.capture import rows_needed
+from linrec.data.corpora import OFFLINE_CORPORA, corpus_names
+from linrec.errors import LinrecError
+from linrec.models.loading import DTYPES
+from linrec.models.zoo import ZOOS, ZooSpec
+
+PYTHIA_REVISIONS: tuple[str, ...] = (
+    ("step0",) + tuple(f"step{2**i}" for i in range(10)) + tuple(f"step{1000 * k}" for k in range(1, 144))
+)
+"""The 154 public checkpoints of every Pythia model: step0, step1, 2, 4, ..., 512, then every 1000 to step143000 (= main)."""
+
+PYTHIA_DYNAMICS = ("step0", "step1", "step8", "step64", "step512", "step1000", "step2000", "step4000", "step8000",
+                   "step16000", "step32000", "step64000", "step143000")
+"""A roughly log-spaced subset of :data:`PYTHIA_REVISIONS` for the chapter on linearity over training."""
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The trained probes (bilinear, seeded-poly, Adam/SGD linear baselines): rank of the bilinear term,
+    rows sampled per block to train on, optimiser steps and learning rate."""
+
+    rank: int = 16
+    sample_rows: int = 8192
+    steps: int = 500
+    lr: float = 1e-3
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything an experiment needs to know about its models, text and sizes (see the module docstring)."""
+
+    name: str
+    description: str
+    models: tuple[str, ...]  # hub ids, or names of entries of ``zoo``
+    corpora: tuple[str, ...]  # corpus names (linrec.data.corpora); the first is the main one
+    eval_corpus: str  # whose eval text scores perplexity
+    rows_per_block: int  # token rows captured per FFN block
+    seq_len: int
+    folds: int
+    seeds: tuple[int, ...]  # repeats of seeded steps (fold assignment, probes)
+    batch_size: int  # sequences per forward pass
+    eval_tokens: int  # tokens of eval text for perplexity
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
+    device: str | None = None  # None: cuda, then mps, then cpu
+    dtype: str = "float32"
+    zoo: ZooSpec | None = None  # the zoo the models come from; None: the hub
+    revisions: tuple[tuple[str, str], ...] = ()  # (hub id, pinned revision: tag, branch or commit)
+    training_checkpoints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (hub id, revisions along training)
+
+    def validate(self) -> Profile:
+        """This profile, or a LinrecError naming the first bad field and what is valid."""
+        where = f"profile '{self.name}'"
+        if not self.models:
+            raise LinrecError(f"{where}: models is empty; name at least one model")
+        if self.zoo is not None:
+            unknown = [m for m in self.models if m not in self.zoo.names()]
+            if unknown:
+                raise LinrecError(f"{where}: no zoo model {unknown}; the '{self.zoo.name}' zoo has {', '.join(self.zoo.names())}")
+        valid = corpus_names()
+        for c in [*self.corpora, self.eval_corpus]:
+            if c not in valid:
+                raise LinrecError(f"{where}: unknown corpus '{c}'; choose from {', '.join(valid)}")
+        if not self.corpora:
+            raise LinrecError(f"{where}: corpora is empty; choose from {', '.join(valid)}")
+        for attr in ("rows_per_block", "seq_len", "batch_size", "eval_tokens"):
+            if not isinstance(getattr(self, attr), int) or getattr(self, attr) < 1:
+                raise LinrecError(f"{where}: {attr} must be a positive integer; got {getattr(self, attr)!r}")
+        if not isinstance(self.folds, int) or self.folds < 2:
+            raise LinrecError(f"{where}: folds must be an integer of at least 2 (each fold is held out once); got {self.folds!r}")
+        if not self.seeds or not all(isinstance(s, int) for s in self.seeds):
+            raise LinrecError(f"{where}: seeds must be a non-empty list of integers; got {self.seeds!r}")
+        for attr in ("rank", "sample_rows", "steps"):
+            if not isinstance(getattr(self.probe, attr), int) or getattr(self.probe, attr) < 1:
+                raise LinrecError(f"{where}: probe.{attr} must be a positive integer; got {getattr(self.probe, attr)!r}")
+        if not self.probe.lr > 0:
+            raise LinrecError(f"{where}: probe.lr must be positive; got {self.probe.lr!r}")
+        if self.device is not None and self.device.split(":")[0] not in ("cpu", "cuda", "mps"):
+            raise LinrecError(f"{where}: unknown device '{self.device}'; choose cpu, cuda, cuda:N, mps or None (automatic)")
+        if self.dtype not in DTYPES:
+            raise LinrecError(f"{where}: unknown dtype '{self.dtype}'; choose one of {', '.join(DTYPES)}")
+        for model, _ in self.revisions:  # (training_checkpoints is a catalogue: models left out are ignored)
+            if model not in self.models:
+                raise LinrecError(f"{where}: a revision is given for '{model}', which is not one of its models {list(self.models)}")
+        if self.zoo is not None:
+            context = min(self.zoo.entry(m).seq_len for m in self.models)
+            if self.seq_len > context:
+                raise LinrecError(f"{where}: seq_len {self.seq_len} exceeds the zoo models' context of {context}; use {context} or less")
+            width = max(self.zoo.entry(m).width for m in self.models)
+            if self.rows_per_block < rows_needed(width, self.folds):
+                raise LinrecError(f"{where}: rows_per_block {self.rows_per_block} is too few for width {width} with "
+                                  f"{self.folds} folds; use at least {rows_needed(width, self.folds)}")
+        return self
+
+    def check_model(self, model: str) -> None:
+        """Raise a :class:`~linrec.LinrecError` naming the profile's models unless ``model`` is one of them."""
+        if model not in self.models:
+            raise LinrecError(f"profile '{self.name}' has no model '{model}'; choose one of {', '.join(self.models)}")
+
+    def revision(self, model: str) -> str | None:
+        """The pinned hub revision of ``model`` (None: the default branch; always None for zoo models)."""
+        self.check_model(model)
+        return dict(self.revisions).get(model)
+
+    def checkpoints(self, model: str) -> tuple[str, ...]:
+        """The checkpoints of ``model`` along training, first to last (``("final",)`` when there are none)."""
+        self.check_model(model)
+        if self.zoo is not None:
+            return tuple(self.zoo.entry(model).checkpoint_names())
+        return dict(self.training_checkpoints).get(model, ("final",))
+
+    def summary(self) -> dict[str, object]:
+        """The profile as plain values, for recording beside results."""
+        out = dataclasses.asdict(self)
+        out["zoo"] = None if self.zoo is None else self.zoo.name
+        return out
+
+
+PROFILES: dict[str, Profile] = {
+    "paper": Profile(
+        name="paper",
+        description="The paper's models and corpus from the Hugging Face hub (needs a network; a GPU is advisable).",
+        models=("openai-community/gpt2", "EleutherAI/pythia-160m", "JackFram/llama-160m"),
+        corpora=("wikitext-2", "codeparrot", "tinystories"),
+        eval_corpus="wikitext-2",
+        rows_per_block=24_576,
+        seq_len=128,
+        folds=5,
+        seeds=(0, 1, 2),
+        batch_size=32,
+        eval_tokens=131_072,
+        probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
+        training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
+    ),
+    "offline": Profile(
+        name="offline",
+        description="Small GPT-2, GPT-NeoX and Llama models trained here on standard-library text; no network.",
+        models=tuple(ZOOS["offline"].names()),
+        corpora=tuple(OFFLINE_CORPORA),
+        eval_corpus="stdlib-prose",
+        rows_per_block=8192,
+        seq_len=128,
+        folds=5,
+        seeds=(0, 1, 2),
+        batch_size=16,
+        eval_tokens=32_768,
+        probe=ProbeSettings(rank=16, sample_rows=8192, steps=300, lr=1e-3),
+        device="cpu",
+        zoo=ZOOS["offline"],
+    ),
+    "smoke": Profile(
+        name="smoke",
+        description="The offline code paths at tiny sizes, for CI (minutes in all).",
+        models=tuple(ZOOS["smoke"].names()),
+        corpora=tuple(OFFLINE_CORPORA),
+        eval_corpus="stdlib-prose",
+        rows_per_block=1024,
+        seq_len=64,
+        folds=5,
+        seeds=(0,),
+        batch_size=8,
+        eval_tokens=2048,
+        probe=ProbeSettings(rank=4, sample_rows=512, steps=20, lr=1e-3),
+        device="cpu",
+        zoo=ZOOS["smoke"],
+    ),
+}
+
+
+def profile_names() -> list[str]:
+    return list(PROFILES)
+
+
+def _coerce(name: str, value: object) -> object:
+    """Notebook parameters arrive as lists and dicts: make them the field's tuple / ProbeSettings form."""
+    if name in ("models", "corpora", "seeds") and isinstance(value, list):
+        return tuple(value)
+    if name in ("revisions", "training_checkpoints") and isinstance(value, dict):
+        return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in value.items())
+    if name == "probe" and isinstance(value, dict):
+        fields = [f.name for f in dataclasses.fields(ProbeSettings)]
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            raise LinrecError(f"unknown probe setting {unknown}; valid: {', '.join(fields)}")
+        return ProbeSettings(**value)
+    return value
+
+
+def get_profile(profile: str | Profile, **overrides: object) -> Profile:
+    """The named profile (or ``profile`` itself) with ``overrides`` applied, validated."""
+    if isinstance(profile, str):
+        if profile not in PROFILES:
+            raise LinrecError(f"unknown profile '{profile}'; choose one of {', '.join(PROFILES)}")
+        profile = PROFILES[profile]
+    fields = [f.name for f in dataclasses.fields(Profile)]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise LinrecError(f"unknown profile field {unknown}; valid fields: {', '.join(fields)}")
+    if overrides:
+        profile = dataclasses.replace(profile, **{k: _coerce(k, v) for k, v in overrides.items()})
+    return profile.validate()

@@ -1,0 +1,271 @@
+"""Bilinear probes of what the closed-form map leaves over, and correlations with confidence intervals.
+
+Parametrisation (both probes; one module, :class:`PolyProbe`)::
+
+    ŷ = μ_y + s · [ x̃ A + a + g ⊙ P̂ ((Û x̃) ⊙ (V̂ x̃)) ]
+
+* x̃ = (x - μ_x) / σ_x: inputs standardised with the training rows' per-dimension mean and std
+  (a constant dimension keeps σ = 1);
+* s: the RMS of the training outputs about their mean μ_y (one scalar, so the loss, a mean
+  squared error in these units, is the plain MSE up to a constant and R² is unchanged);
+* A, a: the linear part in these units; they start at the closed-form map
+  ŷ = x W + b of ``recover.fit_affine`` on the training split, A = diag(σ_x) W / s and
+  a = (μ_x W + b - μ_y) / s, so at initialisation the linear part *is* the closed form;
+* Û, V̂ ∈ R^{r×d_in}: U and V with each row scaled to unit norm (directions only);
+* P̂ = √d_out · P / ‖P‖_F with P ∈ R^{d_out×r} (a fixed overall size: the mean squared entry
+  of a row of P̂ is 1/r);
+* g: the gate, a plain learned parameter, one scalar (``gate="scalar"``) or one per output
+  (``gate="output"``). Because Û, V̂ and P̂ carry no scale, g alone sets the size of the
+  bilinear term: with unit-variance products, its RMS is about |g| output RMS units. g can
+  reach 0 exactly (the term is "de-recruited") and its sign is immaterial (P̂ → -P̂), so
+  |g| is what is reported.
+
+The rank-r term, g ⊙ P̂((Ûx̃) ⊙ (V̂x̃)), spans exactly the degree-2 maps P((Ux) ⊙ (Vx)) of
+rank r, composed with the standardisation (its linear and constant parts land in A and a).
+
+* :func:`bilinear_probe` (the paper's "poly" probe of the residual): A stays frozen at the
+  closed form; the bilinear term, the gate (then just the term's scale) and the offset a
+  are fitted, so the term models the residual y - (xW + b); a absorbs the mean the
+  products bring with them.
+* :func:`seeded_poly`: A, a, U, V, P and g are all trained jointly, A and a from the closed
+  form (at a smaller learning rate, ``lr_linear``), g from ``gate_init``.
+
+Both train with Adam on minibatches of the training split's rows (all folds but the test
+fold), minus a seeded random ``val_fraction`` of them used for early stopping (validation
+loss every ``eval_every`` steps from step 0; stop after ``patience`` checks without
+improvement; the best state is kept). Scores are on the test fold's rows. R²_lin for the
+gain is the closed-form map scored on the same test rows.
+
+:func:`probe_table` runs both probes on every block of a :class:`~linrec.core.sample.RowSample` or of
+a mapping block -> Rows (``Measurement.samples``); :func:`probe_config` takes a profile's rank
+and step budget.
+
+:func:`correlation` gives Pearson's or Spearman's r with a Fisher-z confidence interval.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from linrec.errors import LinrecError
+from linrec.stats import Correlation, correlation
+from linrec.core.moments import BlockMoments, Moments
+from linrec.core.fit import DEFAULT_RCOND, AffineFit
+from linrec.core.sample import Rows, Samples, closed_form, minibatches, sample_rows
+from linrec.stats import r2
+
+if TYPE_CHECKING:
+    from linrec.experiment.profiles import ProbeSettings
+
+GATES = ("scalar", "output")
+
+
+
+class PolyProbe(nn.Module):
+    """The closed-form map plus a gated rank-r bilinear term (see the module docstring)."""
+
+    def __init__(self, fit: AffineFit, train: Rows, rank: int, gate: str, gate_init: float, seed: int) -> None:
+        super().__init__()
+        if gate not in GATES:
+            raise LinrecError(f"unknown gate '{gate}'; choose one of {', '.join(GATES)}")
+        if rank < 1:
+            raise LinrecError(f"rank must be at least 1; got {rank}")
+        x, y = train.x.to(torch.float64), train.y.to(torch.float64)
+        mean_x, mean_y = x.mean(0), y.mean(0)
+        std_x = x.std(0)
+        std_x = torch.where(std_x > 0, std_x, torch.ones_like(std_x))
+        scale = ((y - mean_y) ** 2).sum(1).mean().div(y.shape[1]).sqrt()
+        if scale <= 0:
+            raise LinrecError("the training outputs have no variance; nothing to probe")
+        w, b = fit.weight.cpu(), fit.bias.cpu()
+        f32 = lambda t: t.to(torch.float32).contiguous()  # noqa: E731
+        self.register_buffer("mean_x", f32(mean_x))
+        self.register_buffer("std_x", f32(std_x))
+        self.register_buffer("mean_y", f32(mean_y))
+        self.register_buffer("scale", f32(scale.reshape(1)))
+        self.linear = nn.Parameter(f32(std_x[:, None] * w / scale))
+        self.offset = nn.Parameter(f32((mean_x @ w + b - mean_y) / scale))
+        g = torch.Generator().manual_seed(seed)
+        d_in, d_out = w.shape
+        self.u = nn.Parameter(torch.randn(rank, d_in, generator=g))
+        self.v = nn.Parameter(torch.randn(rank, d_in, generator=g))
+        self.p = nn.Parameter(torch.randn(d_out, rank, generator=g))
+        self.gate = nn.Parameter(torch.full((1,) if gate == "scalar" else (d_out,), float(gate_init)))
+
+    def bilinear(self, xs: torch.Tensor) -> torch.Tensor:
+        """g ⊙ P̂((Ûx̃) ⊙ (V̂x̃)) for standardised inputs ``xs``, in output RMS units."""
+        u = self.u / self.u.norm(dim=1, keepdim=True)
+        v = self.v / self.v.norm(dim=1, keepdim=True)
+        p = self.p * (self.p.shape[0] ** 0.5 / self.p.norm())
+        return self.gate * (((xs @ u.T) * (xs @ v.T)) @ p.T)
+
+    def standardised(self, x: torch.Tensor) -> torch.Tensor:
+        """The bracket x̃A + a + g ⊙ P̂(...): the prediction in output RMS units about μ_y."""
+        xs = (x.to(self.linear.dtype) - self.mean_x) / self.std_x
+        return xs @ self.linear + self.offset + self.bilinear(xs)
+
+    def target(self, y: torch.Tensor) -> torch.Tensor:
+        """``y`` in the units of :meth:`standardised`."""
+        return (y.to(self.linear.dtype) - self.mean_y) / self.scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.mean_y + self.scale * self.standardised(x)).to(x.dtype)
+
+    @property
+    def gate_value(self) -> float:
+        """|g| (the mean |g_j| over outputs for a per-output gate)."""
+        return float(self.gate.detach().abs().mean())
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Training settings; the defaults take seconds per block at d = 128 on one CPU core."""
+
+    rank: int = 16
+    gate: str = "scalar"
+    gate_init: float = 0.1
+    steps: int = 3000
+    lr: float = 1e-2
+    lr_linear: float = 1e-4
+    batch_size: int = 512
+    val_fraction: float = 0.1
+    eval_every: int = 25
+    patience: int = 8
+    seed: int = 0
+
+
+def probe_config(settings: ProbeSettings, seed: int = 0, rank: int | None = None, steps: int | None = None) -> ProbeConfig:
+    """A :class:`ProbeConfig` with a profile's rank and step budget (``profile.probe``; ``rank`` and
+    ``steps`` override them).
+
+    The learning rates stay :class:`ProbeConfig`'s (a profile's ``lr`` is the Adam baseline's:
+    at 1e-3 the bilinear term barely moves within a few hundred steps). Validation runs every
+    ``eval_every`` steps, or ten times over a shorter budget, so a short run still keeps a
+    trained state rather than its initialisation.
+    """
+    rank = settings.rank if rank is None else rank
+    steps = settings.steps if steps is None else steps
+    if rank < 1 or steps < 1:
+        raise LinrecError(f"rank and steps must be at least 1; got rank={rank}, steps={steps}")
+    return ProbeConfig(rank=rank, steps=steps, eval_every=max(1, min(ProbeConfig.eval_every, steps // 10)), seed=seed)
+
+
+@dataclass
+class ProbeResult:
+    """One probe on one block: held-out R² of the probe and of the closed form on the same rows."""
+
+    block: int
+    r2_lin: float
+    r2_poly: float
+    gate: float
+    steps: int  # optimiser steps taken
+    best_step: int  # step of the kept (best validation) state
+    n_train: int
+    n_val: int
+    n_test: int
+    probe: PolyProbe
+
+    @property
+    def gain(self) -> float:
+        return self.r2_poly - self.r2_lin
+
+
+def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, train_linear: bool) -> tuple[int, int]:
+    """Adam on ``train`` with early stopping on ``val``; leaves ``probe`` at its best state. (steps, best step)"""
+    probe.linear.requires_grad_(train_linear)
+    bilinear = [probe.u, probe.v, probe.p, probe.gate]
+    offset_lr = config.lr_linear if train_linear else config.lr
+    groups = [{"params": bilinear, "lr": config.lr}, {"params": [probe.offset], "lr": offset_lr}]
+    if train_linear:
+        groups.append({"params": [probe.linear], "lr": config.lr_linear})
+    opt = torch.optim.Adam(groups)
+    loss_of = lambda rows: ((probe.standardised(rows.x) - probe.target(rows.y)) ** 2).mean()  # noqa: E731
+
+    def val_loss() -> float:
+        with torch.no_grad():
+            return float(loss_of(val))
+
+    best, best_step, best_state, since = val_loss(), 0, copy.deepcopy(probe.state_dict()), 0
+    step = 0
+    for step, idx in zip(range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False):
+        loss = loss_of(train.select(idx))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % config.eval_every == 0:
+            current = val_loss()
+            if current < best:
+                best, best_step, best_state, since = current, step, copy.deepcopy(probe.state_dict()), 0
+            else:
+                since += 1
+                if since >= config.patience:
+                    break
+    probe.load_state_dict(best_state)
+    probe.requires_grad_(False)
+    return step, best_step
+
+
+def _probe(block: int, rows: Rows, folds: list[Moments] | None, test_fold: int, config: ProbeConfig,
+           train_linear: bool, rcond: float) -> ProbeResult:
+    train, test = rows.split(test_fold)
+    fit = closed_form(train, folds, test_fold, rcond)
+    fit_rows, val = train.holdout(config.val_fraction, config.seed)
+    probe = PolyProbe(fit, fit_rows, config.rank, config.gate, config.gate_init, config.seed)
+    steps, best_step = train_probe(probe, fit_rows, val, config, train_linear)
+    with torch.no_grad():
+        r2_poly = r2(test.y, probe(test.x))
+    return ProbeResult(block, r2(test.y, fit(test.x)), r2_poly, probe.gate_value, steps, best_step,
+                       len(fit_rows), len(val), len(test), probe)
+
+
+def bilinear_probe(rows: Rows, folds: list[Moments] | None = None, test_fold: int = 0, config: ProbeConfig = ProbeConfig(),
+                   block: int = 0, rcond: float = DEFAULT_RCOND) -> ProbeResult:
+    """The rank-r bilinear probe of the closed-form residual (linear part frozen).
+
+    ``folds``: the block's captured per-fold moments for the closed form (else the sampled
+    training rows' own); see :func:`linrec.core.sample.closed_form`.
+    """
+    return _probe(block, rows, folds, test_fold, config, False, rcond)
+
+
+def seeded_poly(rows: Rows, folds: list[Moments] | None = None, test_fold: int = 0, config: ProbeConfig = ProbeConfig(),
+                block: int = 0, rcond: float = DEFAULT_RCOND) -> ProbeResult:
+    """Seeded-poly: linear part from the closed form, trained jointly with the gated bilinear term."""
+    return _probe(block, rows, folds, test_fold, config, True, rcond)
+
+
+def probe_table(sample: Samples, moments: BlockMoments | None = None, blocks: Sequence[int] | None = None,
+                test_fold: int = 0, config: ProbeConfig = ProbeConfig(), rcond: float = DEFAULT_RCOND,
+                progress: bool = True) -> pd.DataFrame:
+    """Per block: both probes on the sampled rows, one row each.
+
+    Columns: ``block, r2_lin`` (closed form on the test rows), ``r2_poly, gain`` (the probe),
+    ``r2_seeded, gain_seeded, gate`` (seeded-poly and its |g| after fitting),
+    ``n_train, n_val, n_test``.
+    """
+    out = []
+    for b, rows in tqdm(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
+        folds = None if moments is None else moments[b]
+        plain = bilinear_probe(rows, folds, test_fold, config, b, rcond)
+        seeded = seeded_poly(rows, folds, test_fold, config, b, rcond)
+        out.append({
+            "block": b, "r2_lin": plain.r2_lin, "r2_poly": plain.r2_poly, "gain": plain.gain,
+            "r2_seeded": seeded.r2_poly, "gain_seeded": seeded.gain, "gate": seeded.gate,
+            "n_train": plain.n_train, "n_val": plain.n_val, "n_test": plain.n_test,
+        })
+    return pd.DataFrame(out)
+
+
+def gain_correlation(table: pd.DataFrame, gain: str = "gain", level: float = 0.95) -> Correlation:
+    """Pearson r across blocks between a probe's gain and the residual nonlinearity 1 - R²_lin."""
+    if gain not in table.columns:
+        raise LinrecError(f"no column '{gain}' in the table; columns: {', '.join(table.columns)}")
+    return correlation(table[gain], 1 - table["r2_lin"], "pearson", level)

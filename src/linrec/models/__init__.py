@@ -1,0 +1,1 @@
+"""Models: loading by hub id or path, where each architecture keeps its FFN blocks, and the offline zoo."""

@@ -1,0 +1,188 @@
+"""What every chapter of the book calls first and last: which profile runs, and what ran where.
+
+``start`` is a chapter's first call: it runs :func:`setup`, clears the chapter's ledger and returns
+a :class:`Chapter`, through which the chapter records its headline numbers, states its verdict and
+prints its provenance, without repeating its name and profile at every call.
+
+``setup`` resolves the profile (an explicit name wins, e.g. the ``PROFILE`` papermill injects;
+otherwise ``paper`` on Google Colab, where a GPU and the model hubs are at hand, and ``offline``
+everywhere else), seeds torch and numpy, applies the book's plot style, restarts the chapter's wall
+clock and prints a header. ``provenance`` is the line a chapter ends with: profile, models, corpus
+and its hash, rows, device, library versions and wall time, so every figure can be traced to a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import numpy as np
+import pandas as pd
+import torch
+
+from linrec.errors import LinrecError
+from linrec.models.loading import pick_device
+from linrec.experiment.profiles import Profile, get_profile, profile_names
+from linrec.report import ledger
+from linrec.report.claims import verdict_sentence
+from linrec.report.paper import Reported
+
+_LIBRARIES = ("linrec", "torch", "transformers", "numpy", "pandas")
+_clock = {"start": time.perf_counter()}
+
+
+def on_colab() -> bool:
+    """Whether this runs inside a Google Colab kernel."""
+    return "google.colab" in sys.modules
+
+
+def resolve_profile(profile: str | None) -> str:
+    """``profile`` when given, else ``paper`` on Colab and ``offline`` elsewhere; unknown names are an error."""
+    if profile is None:
+        return "paper" if on_colab() else "offline"
+    if profile not in profile_names():
+        raise LinrecError(f"unknown profile '{profile}'; choose one of {', '.join(profile_names())}")
+    return profile
+
+
+def setup(profile: str | None = None, seed: int = 0, style: bool = True) -> str:
+    """Resolve the profile, seed torch and numpy, set the plot style, print a header; return the profile."""
+    resolved = resolve_profile(profile)
+    if get_profile(resolved).zoo is not None:
+        torch.set_num_threads(1)  # the zoo's small matrices run faster on one thread, and far faster on a busy CPU
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    if style:
+        try:
+            import seaborn as sns
+        except ImportError as err:
+            raise LinrecError("the book's figures need seaborn: pip install 'linrec[book]'") from err
+        sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+    _clock["start"] = time.perf_counter()
+    chosen_by = "given" if profile is not None else ("default on Colab" if on_colab() else "default off Colab")
+    print(f"{provenance(resolved, wall=False)} | profile {chosen_by}, seed {seed}")
+    return resolved
+
+
+def digest(data: str | bytes | torch.Tensor | np.ndarray) -> str:
+    """A short, stable hash of a text, bytes or an array's values (its dtype and shape included)."""
+    if isinstance(data, str):
+        raw = data.encode("utf-8")
+    elif isinstance(data, bytes):
+        raw = data
+    else:
+        array = data.detach().cpu().numpy() if isinstance(data, torch.Tensor) else np.asarray(data)
+        array = np.ascontiguousarray(array)
+        raw = f"{array.dtype.str}{array.shape}".encode() + array.tobytes()
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of python and the libraries a result depends on."""
+    found = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "absent"
+    return found
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a chapter ran: printed as one line, kept as fields for tables."""
+
+    profile: str
+    device: str
+    versions: dict[str, str]
+    models: tuple[str, ...] = ()
+    corpus: str | None = None
+    corpus_hash: str | None = None
+    rows: int | None = None
+    wall_s: float | None = None
+    colab: bool = field(default_factory=on_colab)
+
+    def __str__(self) -> str:
+        parts = [f"profile {self.profile}"]
+        if self.models:
+            parts.append("models " + ", ".join(self.models))
+        if self.corpus is not None:
+            parts.append(f"corpus {self.corpus}" + (f" (sha256 {self.corpus_hash})" if self.corpus_hash else ""))
+        if self.rows is not None:
+            parts.append(f"{self.rows:,} rows")
+        parts.append(f"device {self.device}" + (" on Colab" if self.colab else ""))
+        parts.append(" ".join(f"{k} {v}" for k, v in self.versions.items()))
+        if self.wall_s is not None:
+            parts.append(f"wall {self.wall_s:.1f} s")
+        return " | ".join(parts)
+
+
+def _describe(device: torch.device) -> str:
+    if device.type == "cuda" and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+def provenance(
+    profile: str,
+    *,
+    models: Sequence[str] = (),
+    corpus: str | None = None,
+    corpus_hash: str | None = None,
+    rows: int | None = None,
+    device: str | torch.device | None = None,
+    wall: bool = True,
+) -> Provenance:
+    """The provenance of this chapter's run so far (wall time counts from the last :func:`setup`)."""
+    return Provenance(
+        profile=profile,
+        device=_describe(torch.device(device) if device is not None else pick_device()),
+        versions=versions(),
+        models=tuple(models),
+        corpus=corpus,
+        corpus_hash=corpus_hash,
+        rows=rows,
+        wall_s=time.perf_counter() - _clock["start"] if wall else None,
+    )
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter's run: its name (``NN_topic``), the resolved and validated profile, and the seed."""
+
+    name: str
+    profile: Profile
+    seed: int
+
+    def record(self, quantity: str | Reported, measured: object, *, paper: str = "", unit: str = "",
+               note: str = "") -> dict:
+        """Add a headline number to the ledger the appendix reads (:func:`linrec.report.ledger.record`)."""
+        return ledger.record(self.profile.name, self.name, quantity, measured, paper=paper, unit=unit, note=note)
+
+    def recorded(self) -> pd.DataFrame:
+        """What this chapter has recorded so far in this run."""
+        table = ledger.ledger(self.profile.name)
+        return table[table["chapter"] == self.name]
+
+    def verdict(self, claims: pd.DataFrame) -> str:
+        """The one-sentence verdict over a claims table (:func:`linrec.report.claims.verdict_sentence`)."""
+        return verdict_sentence(self.profile.name, claims)
+
+    def provenance(self, **details: object) -> Provenance:
+        """The chapter's provenance line so far (:func:`provenance`, with this profile)."""
+        return provenance(self.profile.name, **details)
+
+
+def start(name: str, profile: str | None = None, seed: int = 0, style: bool = True, **overrides: object) -> Chapter:
+    """Begin chapter ``name``: :func:`setup`, forget its earlier ledger entries, and return its :class:`Chapter`.
+
+    ``overrides`` change profile fields (:func:`linrec.experiment.profiles.get_profile`).
+    """
+    resolved = setup(profile, seed=seed, style=style)
+    ledger.start(resolved, name)
+    return Chapter(name, get_profile(resolved, **overrides), seed)

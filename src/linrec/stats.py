@@ -1,0 +1,83 @@
+"""Statistics used across the package: R² of predictions, correlations with intervals, participation ratios.
+
+These are plain functions of arrays, beneath every other layer, so the core, the interventions
+and the analyses all compute them one way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+import torch
+
+from linrec.errors import LinrecError
+
+
+def r2(y: torch.Tensor, y_hat: torch.Tensor) -> float:
+    """Variance-weighted R² of predictions ``y_hat`` for rows ``y`` (n, d), in float64.
+
+    ``1 - Σ(y - ŷ)² / Σ(y - ȳ)²`` over rows and output dims: scikit-learn's
+    ``r2_score(multioutput="variance_weighted")``, the same R² the moments give.
+    """
+    y = y.detach().to(torch.float64)
+    err = y - y_hat.detach().to(device=y.device, dtype=torch.float64)
+    sst = ((y - y.mean(0)) ** 2).sum()
+    if sst <= 0:
+        raise LinrecError("R² is undefined: the target rows have no variance")
+    return float(1 - (err**2).sum() / sst)
+
+
+def participation_ratio(eigenvalues: torch.Tensor) -> float:
+    """(Σλ)² / Σλ² of the non-negative part of a spectrum; 0 for an all-zero spectrum."""
+    lam = eigenvalues.clamp(min=0)
+    denom = (lam**2).sum()
+    return float(lam.sum() ** 2 / denom) if denom > 0 else 0.0
+
+
+@dataclass
+class Correlation:
+    """A correlation coefficient with its confidence interval over n pairs."""
+
+    r: float
+    low: float
+    high: float
+    n: int
+    method: str
+    level: float
+
+    def __str__(self) -> str:
+        return f"{self.method} r = {self.r:+.3f} [{self.low:+.3f}, {self.high:+.3f}] ({self.level:.0%} CI, n = {self.n})"
+
+
+def correlation(a: Sequence[float], b: Sequence[float], method: str = "pearson", level: float = 0.95) -> Correlation:
+    """Pearson's or Spearman's r between ``a`` and ``b`` with a Fisher-z confidence interval.
+
+    z = atanh(r) is taken as normal with standard error 1/√(n-3) (Pearson) or √(1.06/(n-3))
+    (Spearman, Fieller et al. 1957); the interval is tanh(z ± q·se). Needs n ≥ 4.
+    """
+    if method not in ("pearson", "spearman"):
+        raise LinrecError(f"unknown correlation method '{method}'; choose pearson or spearman")
+    if not 0 < level < 1:
+        raise LinrecError(f"the confidence level must lie in (0, 1); got {level}")
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise LinrecError(f"expected two equally long sequences; got shapes {x.shape} and {y.shape}")
+    n = x.shape[0]
+    if n < 4:
+        raise LinrecError(f"a confidence interval for r needs at least 4 pairs (blocks); got {n}")
+    if method == "spearman":
+        x, y = pd.Series(x).rank().to_numpy(), pd.Series(y).rank().to_numpy()
+    if x.std() == 0 or y.std() == 0:
+        raise LinrecError("r is undefined: one of the sequences is constant")
+    r = float(np.clip(np.corrcoef(x, y)[0, 1], -1.0, 1.0))
+    if abs(r) == 1.0:
+        return Correlation(r, r, r, n, method, level)
+    se = math.sqrt((1.0 if method == "pearson" else 1.06) / (n - 3))
+    q = NormalDist().inv_cdf((1 + level) / 2)
+    z = math.atanh(r)
+    return Correlation(r, math.tanh(z - q * se), math.tanh(z + q * se), n, method, level)
