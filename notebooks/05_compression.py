@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from linrec.report import chapter
+from linrec.report import chapter, paper
 from linrec.analysis.compression import (affine_signal, best_block, compression_claims, early_blocks, eval_text, flags,
                                 replacement_sets, signal_correlation, swap_kinds)
 from linrec.experiment.measurement import measurement

@@ -18,7 +18,7 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 # %%
 import pandas as pd
 
-from linrec.report import chapter
+from linrec.report import chapter, paper
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
 from linrec.interventions.probes import probe_config, probe_table
