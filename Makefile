@@ -1,4 +1,4 @@
-# One command each: `make test` runs the tests, `make book` builds the book.
+# One command each: `make test` lints (ruff) then runs the tests, `make book` builds the book.
 # Both create .venv when it is missing and install the pinned environment.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PROFILE ?= offline
 SHOT   ?= _build/screenshots/01_method.png
 
-.PHONY: test install bench clean book book-check notebooks
+.PHONY: test lint install bench clean book book-check notebooks
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,10 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests book notebooks/*.py
+
+test: lint
 	$(PY) -m pytest -q tests
 
 bench: $(STAMP)
