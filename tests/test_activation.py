@@ -86,8 +86,9 @@ def test_grid_shares_of_planted_grids():
     assert (s.weights, s.inputs) == (pytest.approx(1), pytest.approx(0, abs=1e-12)) and s.same_activation is None
     assert s.own_gap == pytest.approx(0, abs=1e-12)
     assert grid_shares(grid_of(columns - 0.2 * np.eye(6))).own_gap == pytest.approx(-0.2)  # less linear on own inputs
-    assert grid_shares(grid_of(columns), identities={"A": Identity("gpt2", 0), "B": Identity("gpt_neox", 0)}).same_activation
-    assert not grid_shares(grid_of(columns), identities={"A": Identity("gpt2", 0), "B": Identity("llama", 0)}).same_activation
+    gelu, mixed = {"A": Identity("gpt2", 0), "B": Identity("gpt_neox", 0)}, {"A": Identity("gpt2", 0), "B": Identity("llama", 0)}
+    assert grid_shares(grid_of(columns), identities=gelu).same_activation
+    assert not grid_shares(grid_of(columns), identities=mixed).same_activation
     assert s.follows_weights.r == pytest.approx(1) and s.cells == 36
     rows = columns.T  # R² set by the inputs alone
     s = grid_shares(grid_of(rows))

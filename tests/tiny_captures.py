@@ -1,4 +1,4 @@
-"""Tiny models with known FFNs and their measurements, shared by the tests of depth, activation, cross-feeding and swaps."""
+"""Tiny models with known FFNs and their measurements, for the depth, activation, cross-feeding and swap tests."""
 
 from torch import nn
 
