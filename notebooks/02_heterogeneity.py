@@ -22,8 +22,9 @@ import pandas as pd
 from linrec.report import chapter, paper
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims, swap_table
-from linrec.experiment.resolve import load_profile_model, profile_corpus
+from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims
+from linrec.experiment.resolve import profile_corpus
+from linrec.experiment.swaps import affine_swaps
 
 ch = chapter.start("02_heterogeneity", PROFILE, seed=SEED)
 profile = ch.profile
@@ -61,11 +62,7 @@ table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_con
 
 # %%
 if SWAP:
-    swaps = []
-    for m in MODELS:
-        net, tokenizer = load_profile_model(profile, m, progress=False)
-        swaps.append(swap_table(profile, measured[m], net, tokenizer, max_tokens=SWAP_TOKENS))
-    swaps = pd.concat(swaps, ignore_index=True)
+    swaps = affine_swaps(profile, measured.values(), max_tokens=SWAP_TOKENS, progress=False)
     print(f"perplexity on {swaps['eval_tokens'].iloc[0]:,} tokens of {swaps['eval_corpus'].iloc[0]} (eval split)")
     wide = swaps.pivot(index="model", columns="block", values="delta_ppl").loc[MODELS]
     wide.columns = [f"ΔPPL, block {b}" for b in wide.columns]

@@ -24,10 +24,11 @@ import pandas as pd
 from linrec.report import chapter, paper
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.analysis.depth import (ACTIVATIONS, activation_verdict, conditioning_table, crossfeed_grid, depth_summary,
-                                    distance_table, grid_shares, model_identity, normalisation_summary,
-                                    normalisation_table, predictor_table, training_checkpoints)
+from linrec.analysis.activation import (ACTIVATIONS, activation_verdict, conditioning_table, distance_table, grid_shares,
+                                         model_identity, normalisation_summary, normalisation_table, predictor_table)
+from linrec.analysis.depth import depth_summary, training_checkpoints
 from linrec.experiment.resolve import load_profile_model, profile_corpus
+from linrec.interventions.crossfeed import crossfeed_grid
 
 ch = chapter.start("03_activation", PROFILE, seed=SEED)
 profile = ch.profile
@@ -69,9 +70,9 @@ untrained = [m for m in MODELS if len(training_checkpoints(profile, m)) > 1]
 measured = {(m, "final"): measurement(profile, m, progress=False) for m in MODELS}
 measured |= {(m, "init"): measurement(profile, m, checkpoint="init", progress=False) for m in untrained}
 profiles = pd.concat([conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
-pd.DataFrame({"family": {m: f for m, (f, _) in identities.items()},
-              "activation": {m: ACTIVATIONS.get(f, "?") for m, (f, _) in identities.items()},
-              "seed": {m: s for m, (_, s) in identities.items()},
+pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
+              "activation": {m: ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
+              "seed": {m: i.seed for m, i in identities.items()},
               "measured at init": {m: m in untrained for m in MODELS}})
 
 # %% [markdown]
@@ -165,7 +166,7 @@ fig = depth.crossfeed_heatmap(grid, order=GRID_MODELS)
 # the paper's own comparison.
 
 # %%
-gelu = [m for m in GRID_MODELS if ACTIVATIONS.get(identities[m][0]) == "GELU"]
+gelu = [m for m in GRID_MODELS if ACTIVATIONS.get(identities[m].family) == "GELU"]
 shares = {"all models": grid_shares(grid, identities=identities)}
 if len(gelu) >= 2 and len(gelu) < len(GRID_MODELS):
     shares["GELU models"] = grid_shares(grid, models=gelu, identities=identities)

@@ -24,13 +24,14 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from linrec.report import chapter, paper
-from linrec.analysis.compression import (affine_signal, best_block, compression_claims, early_blocks, eval_text, flags,
+from linrec.analysis.compression import (affine_signal, best_block, compression_claims, early_blocks, flags,
                                 replacement_sets, signal_correlation, swap_kinds)
 from linrec.experiment.measurement import measurement
 from linrec.interventions.perplexity import compression_frontier
-from linrec.plots import probes as figures
+from linrec.plots import compression as figures
 from linrec.interventions.probes import probe_config
 from linrec.experiment.resolve import load_profile_model
+from linrec.experiment.swaps import eval_batches
 
 ch = chapter.start("05_compression", PROFILE, seed=SEED)
 profile = ch.profile
@@ -70,7 +71,7 @@ m = measurement(profile, MODEL, progress=False)
 table = m.table()
 r2_lin = dict(zip(table.block, table.r2_lin))
 net, tokenizer = load_profile_model(profile, MODEL, progress=False)
-evals = eval_text(profile, tokenizer, net, EVAL_TOKENS)
+evals = eval_batches(profile, tokenizer, net, EVAL_TOKENS)
 config = probe_config(profile.probe, seed=SEED)
 sets = replacement_sets(m, KINDS, LOW_RANK, config)
 swaps = swap_kinds(net, evals, sets, r2_lin, progress=False)
@@ -135,7 +136,7 @@ frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "mode
 # %%
 others = {name: measurement(profile, name, progress=False) for name in SIGNAL_MODELS if name != MODEL}
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
-                    affine_signal(profile, others, EVAL_TOKENS, progress=False) if others else None], ignore_index=True)
+                    affine_signal(profile, others.values(), EVAL_TOKENS, progress=False) if others else None], ignore_index=True)
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
 rho = signal_correlation(signal) if len(signal) >= 4 else None
 fig = figures.signal_figure(signal, rho)

@@ -28,7 +28,7 @@ from linrec.report import chapter, paper
 from linrec.interventions.baseline import baseline_config
 from linrec.experiment.measurement import measurement
 from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
-from linrec.plots import probes as figures
+from linrec.plots import pitfall as figures
 from linrec.experiment.resolve import profile_corpus
 
 ch = chapter.start("06_pitfall", PROFILE, seed=SEED)

@@ -22,8 +22,9 @@ from linrec.report import chapter, paper
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
 from linrec.interventions.probes import probe_config, probe_table
-from linrec.analysis.depth import corpus_summary, depth_table, swap_table
-from linrec.experiment.resolve import load_profile_model, profile_corpus
+from linrec.analysis.depth import corpus_summary, depth_table
+from linrec.experiment.resolve import profile_corpus
+from linrec.experiment.swaps import affine_swaps
 
 ch = chapter.start("07_corpora", PROFILE, seed=SEED)
 profile = ch.profile
@@ -107,11 +108,8 @@ else:
 
 # %%
 if SWAP:
-    swaps = []
-    for m in MODELS:
-        net, tokenizer = load_profile_model(profile, m, progress=False)
-        swaps += [swap_table(profile, measured[(m, c)], net, tokenizer, corpus=c, max_tokens=SWAP_TOKENS) for c in CORPORA]
-    swaps = pd.concat(swaps, ignore_index=True)
+    swaps = pd.concat([affine_swaps(profile, [measured[(m, c)]], corpus=c, max_tokens=SWAP_TOKENS, progress=False)
+                       for m in MODELS for c in CORPORA], ignore_index=True)
     fig = depth.corpus_figure(swaps, order=MODELS, value="relative", error=None,
                               ylabel="ΔPPL / PPL, block → its affine map",
                               title="Zero-shot swap per block, each corpus scored on its own eval split")

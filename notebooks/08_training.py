@@ -21,8 +21,8 @@ import pandas as pd
 from linrec.report import chapter
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.analysis.depth import (ACTIVATIONS, depth_table, drift_table, model_identity,
-                                    training_checkpoints, training_losses, training_summary)
+from linrec.analysis.activation import ACTIVATIONS, model_identity
+from linrec.analysis.depth import depth_table, drift_table, training_checkpoints, training_losses, training_summary
 from linrec.experiment.resolve import profile_corpus
 
 ch = chapter.start("08_training", PROFILE, seed=SEED)
@@ -87,7 +87,7 @@ reference = {"gpt2": "≈ 0.955, flat across blocks, at init; non-monotone at th
              "llama": "≈ 0 at init"}
 rows = []
 for r in summary.itertuples():
-    family = model_identity(profile, r.model)[0] if profile.zoo is not None else None  # hub: not needed here
+    family = model_identity(profile, r.model).family if profile.zoo is not None else None  # hub: not needed here
     rows.append({"model": r.model, "family": family, "activation": ACTIVATIONS.get(family, "?"),
                  "reference (issue, not the paper)": reference.get(family, "—"),
                  "this run (measured)": f"{r.mean_first:.3f} ± range {r.range_first:.3f} at {r.first}; "

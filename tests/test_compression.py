@@ -1,12 +1,15 @@
 """Compression from a measurement: replacement sets, one table of swaps, the best early block, the safety signal."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 from torch import nn
 
 import linrec.analysis.compression as compression
+import linrec.experiment.swaps as swaps
 from conftest import local_text, measurement_info, tiny_model
-from linrec.analysis.compression import (KINDS, affine_signal, best_block, compression_claims, default_rank, early_blocks,
+from linrec.analysis.compression import (SWAP_KINDS, affine_signal, best_block, compression_claims, default_rank, early_blocks,
                                 flags, replacement_sets, signal_correlation, swap_kinds)
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
@@ -36,7 +39,7 @@ def setup(tokenizer, text):
 def test_replacement_sets_build_every_kind(setup):
     model, m, _ = setup
     sets = replacement_sets(m, config=CONFIG)
-    assert list(sets) == list(KINDS) and all(list(s) == [0, 1] for s in sets.values())
+    assert list(sets) == list(SWAP_KINDS) and all(list(s) == [0, 1] for s in sets.values())
     kinds = {k: type(s[0]) for k, s in sets.items()}
     assert kinds["affine"] is AffineFFN and kinds["lowrank"] is LowRankFFN and kinds["mean"] is MeanFFN
     assert kinds["zero"] is ZeroFFN and type(sets["poly"][0]).__name__ == "PolyProbe"
@@ -87,9 +90,10 @@ def test_perplexity_helpers_reuse_a_known_base(setup):
 
 def test_affine_signal_swaps_every_block_of_every_model(setup, monkeypatch):
     model, m, evals = setup
-    monkeypatch.setattr(compression, "load_profile_model", lambda profile, name, checkpoint, progress: (model, None))
-    monkeypatch.setattr(compression, "eval_text", lambda profile, tokenizer, net, tokens: evals)
-    signal = affine_signal("smoke", {"x": m, "y": m}, progress=False)
+    monkeypatch.setattr(swaps, "load_profile_model", lambda profile, name, checkpoint, progress: (model, None))
+    monkeypatch.setattr(swaps, "eval_batches", lambda profile, tokenizer, net, tokens, corpus: evals)
+    named = [Measurement(replace(m.info, model=name), m.moments, m.samples) for name in ("x", "y")]
+    signal = affine_signal("smoke", named, progress=False)
     assert list(zip(signal.model, signal.block)) == [("x", 0), ("x", 1), ("y", 0), ("y", 1)]
     assert signal.r2_lin.tolist() == 2 * m.table().r2_lin.tolist()
     assert signal.delta_ppl[1] == pytest.approx(signal.delta_ppl[3])

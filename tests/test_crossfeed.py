@@ -5,8 +5,9 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
+import tiny_captures
 from conftest import tiny_config, tiny_model
-from linrec.interventions.crossfeed import crossfeed, crossfeed_table, feed, normalised_table
+from linrec.interventions.crossfeed import crossfeed, crossfeed_grid, feed, normalised_table
 from linrec.core.normalise import input_transform
 from linrec.errors import LinrecError
 from linrec.core.moments import Moments
@@ -34,21 +35,24 @@ def test_self_feed_reproduces_the_blocks_own_recoverability(gpt2_capture):
     assert 0.5 < own.r2_lin < 0.99999  # a GELU block: not exactly affine
 
 
-def test_crossfeeding_into_an_affine_block_is_exactly_linear(gpt2_capture):
+def test_crossfeeding_into_an_affine_block_is_exactly_linear(gpt2_capture, tokenizer, text):
     """Block j of model B made exactly affine is linear on whatever inputs model A supplies."""
-    _, sample = gpt2_capture
+    model, sample = gpt2_capture
     other = tiny_model("gpt_neox", seed=4)
     other.gpt_neox.layers[1].mlp.act = nn.Identity()
-    table = crossfeed_table(sample, other, pairs=[(0, 1), (1, 0)], folds=FOLDS)
-    assert list(zip(table.block_a, table.block_b, strict=True)) == [(0, 1), (1, 0)]
-    assert table.r2_lin[0] > 1 - 1e-6
-    assert table.r2_lin[1] < 0.99999  # B's GELU block 0 on A's block-1 inputs
-    assert (table.r2_lin_a < 0.99999).all()
+    batches = make_batches(tokenizer, text, seq_len=32, max_rows=1024, batch_size=16)
+    _, sample_b = capture_with_sample(other, batches, max_rows=800, folds=FOLDS, progress=False)
+    samples = {"a": {b: sample.rows(b) for b in sample.blocks}, "b": {b: sample_b.rows(b) for b in sample_b.blocks}}
+    table = crossfeed_grid(samples, {"a": model, "b": other}, FOLDS)
+    cell = table.set_index(["input_model", "input_block", "weight_model", "weight_block"])["r2_lin"]
+    assert cell[("a", 0, "b", 1)] > 1 - 1e-6
+    assert cell[("a", 1, "b", 0)] < 0.99999  # B's GELU block 0 on A's block-1 inputs
+    assert cell[("a", 0, "a", 0)] < 0.99999 and cell[("a", 1, "a", 1)] < 0.99999
     config = tiny_config("llama")
     config.hidden_size = 16
     narrow = AutoModelForCausalLM.from_config(config).eval()
     with pytest.raises(LinrecError, match="same width"):
-        crossfeed_table(sample, narrow, pairs=[(0, 0)], folds=FOLDS)
+        crossfeed_grid({"a": samples["a"], "n": {0: samples["a"][0]}}, {"a": model, "n": narrow}, FOLDS)
 
 
 def test_whitening_gives_identity_covariance_and_keeps_the_closed_form_map():
@@ -96,3 +100,28 @@ def test_feed_runs_in_the_modules_dtype():
     out = feed(ffn, x, chunk=3)
     assert out.dtype == torch.float32 and out.shape == (10, 4)
     torch.testing.assert_close(out, ffn(x.double()).float().detach())
+
+
+@pytest.fixture(scope="module")
+def two_models(tokenizer, text):
+    return tiny_captures.two_models(tokenizer, text, FOLDS)
+
+
+def test_crossfeed_grid_agrees_with_the_core(two_models):
+    models, captured = two_models
+    grid = crossfeed_grid({m: c.samples for m, c in captured.items()}, models, FOLDS)
+    assert len(grid) == 16
+    cell = grid.set_index(["input_model", "input_block", "weight_model", "weight_block"])["r2_lin"]
+    for m, c in captured.items():  # the diagonal is each block on its own inputs
+        for b in (0, 1):
+            assert cell[(m, b, m, b)] == pytest.approx(kfold(b, c.samples[b].fold_moments(FOLDS)).r2_lin, abs=1e-6)
+    affine = grid[(grid["weight_model"] == "affine") & (grid["weight_block"] == 1)]
+    assert (affine["r2_lin"] > 1 - 1e-6).all()  # an affine FFN is linear on anyone's inputs
+    assert (grid.loc[grid["weight_model"] == "gelu", "r2_lin"] < 1 - 1e-4).all()
+    only = crossfeed_grid({"gelu": captured["gelu"].samples}, models, FOLDS, blocks=[1])
+    assert len(only) == 1
+    with pytest.raises(LinrecError, match="no model given"):
+        crossfeed_grid({m: c.samples for m, c in captured.items()}, {"gelu": models["gelu"]}, FOLDS)
+    with pytest.raises(LinrecError, match="no sampled rows"):
+        crossfeed_grid({"gelu": captured["gelu"].samples}, models, FOLDS, blocks=[5])
+

@@ -8,35 +8,28 @@ The public API, in the order a measurement uses it::
     table = linrec.measure(model, batches)          # one row per FFN block
 
 ``capture_moments`` and ``recoverability`` are the two halves of ``measure``, for capturing once
-and analysing many times (moments save with ``save_moments``).
+and analysing many times (moments save with ``save_moments``); ``run_capture`` feeds the same
+forward pass to other sinks, such as a ``RowSample``. Swapping a block for its fitted map:
+``fit_replacements``, ``swapped`` and ``swap_deltas`` (ΔPPL). Everything else lives in the
+layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
 """
 
-from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
 from linrec.core.capture import capture_moments, run_capture
-from linrec.errors import LinrecError
-from linrec.models.loading import load_model, pick_device
+from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
 from linrec.core.measure import measure
 from linrec.core.moments import Moments, load_moments, save_moments
-from linrec.core.fit import AffineFit, fit_affine, held_out, recoverability, report_table
+from linrec.core.sample import RowSample
 from linrec.data.tokens import TokenBatches, make_batches
-from linrec.core.sample import RowSample, Rows, capture_with_sample
-from linrec.stats import r2
-from linrec.interventions.probes import ProbeConfig, bilinear_probe, gain_correlation, probe_table, seeded_poly
-from linrec.stats import correlation
-from linrec.interventions.baseline import BaselineConfig, baseline_runs, train_linear
-from linrec.interventions.surgery import fit_replacements, param_table, swapped
-from linrec.interventions.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
-from linrec.interventions.crossfeed import crossfeed, crossfeed_table, normalised_table
-from linrec.core.normalise import input_transform
+from linrec.errors import LinrecError
+from linrec.interventions.perplexity import perplexity, swap_deltas
+from linrec.interventions.surgery import fit_replacements, swapped
+from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
+from linrec.models.loading import load_model, pick_device
 
 __all__ = [
-    "SUPPORTED", "AffineFit", "BlockSpec", "LinrecError", "Moments", "TokenBatches",
-    "capture_moments", "ffn_blocks", "fit_affine", "held_out", "load_model", "load_moments",
-    "make_batches", "measure", "pick_device", "recoverability", "report_table", "run_capture",
-    "save_moments",
-    "RowSample", "Rows", "capture_with_sample", "r2", "ProbeConfig", "bilinear_probe", "correlation",
-    "gain_correlation", "probe_table", "seeded_poly", "BaselineConfig", "baseline_runs", "train_linear",
-    "fit_replacements", "param_table", "swapped", "compression_frontier", "perplexity", "rank_correlation",
-    "swap_deltas", "crossfeed", "crossfeed_table", "input_transform", "normalised_table",
+    "SUPPORTED", "AffineFit", "BlockSpec", "LinrecError", "Moments", "RowSample", "TokenBatches",
+    "capture_moments", "ffn_blocks", "fit_affine", "fit_replacements", "load_model", "load_moments",
+    "make_batches", "measure", "perplexity", "pick_device", "recoverability", "report_table", "run_capture",
+    "save_moments", "swap_deltas", "swapped",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,7 @@
-"""Reading a recoverability table as a practitioner: which blocks to try replacing, and what measuring costs."""
+"""Chapter 9 (your model): reading a recoverability table as a practitioner.
+
+Which blocks to try replacing, and what measuring costs.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compression from a measurement: swap blocks for cheaper maps and score perplexity on held-out text.
+"""Chapter 5 (compression), from a measurement: swap blocks for cheaper maps and score perplexity on held-out text.
 
 * :func:`replacement_sets`: one replacement per block for each kind: the closed-form ``affine``
   map, its rank-k truncation ``lowrank`` (k an eighth of the width unless given), a seeded-poly
@@ -8,8 +8,8 @@
   table, the unmodified model scored once.
 * :func:`best_block`: the block whose swap costs least among the first ``early`` fraction of
   blocks (the paper's GPT-2 example replaces an early block).
-* :func:`eval_text`: the profile's evaluation text, a split never used for fitting.
-* :func:`affine_signal`: the affine swap of every block of further models, for the signal below.
+* :func:`affine_signal`: the affine swap of every block of further models
+  (:func:`linrec.experiment.swaps.affine_swaps`), with R²_lin, for the signal below.
 * :func:`flags`: per model, the block R²_lin flags as least safe against the costliest swap.
 * :func:`signal_correlation`: Spearman's ρ between R²_lin and affine ΔPPL over (model, block)
   pairs, pooled across models when there are several.
@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 from torch import nn
@@ -31,14 +31,15 @@ from linrec.report.claims import Claim, claims_table
 from linrec.interventions.perplexity import perplexity, rank_correlation, swap_deltas
 from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.stats import Correlation
-from linrec.experiment.profiles import Profile, get_profile
-from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.experiment.profiles import Profile
+from linrec.experiment.swaps import affine_swaps
 from linrec.core.fit import DEFAULT_RCOND
-from linrec.interventions.surgery import Spec, fit_replacements
+from linrec.models.arch import Spec
+from linrec.interventions.surgery import fit_replacements
 from linrec.data.tokens import TokenBatches
 
-KINDS = ("affine", "lowrank", "poly", "mean", "zero")
-"""Replacement kinds, cheapest to most faithful aside: see the module docstring."""
+SWAP_KINDS = ("affine", "lowrank", "poly", "mean", "zero")
+"""The replacements :func:`replacement_sets` builds (``poly`` included): see the module docstring."""
 
 
 def default_rank(width: int) -> int:
@@ -46,7 +47,7 @@ def default_rank(width: int) -> int:
     return max(1, width // 8)
 
 
-def replacement_sets(m: Measurement, kinds: Sequence[str] = KINDS, rank: int | None = None,
+def replacement_sets(m: Measurement, kinds: Sequence[str] = SWAP_KINDS, rank: int | None = None,
                      config: ProbeConfig | None = None, blocks: Sequence[int] | None = None,
                      rcond: float = DEFAULT_RCOND) -> dict[str, dict[int, nn.Module]]:
     """{kind: {block: replacement}} for ``blocks`` (all by default) of one measured model.
@@ -54,9 +55,9 @@ def replacement_sets(m: Measurement, kinds: Sequence[str] = KINDS, rank: int | N
     ``rank``: of ``lowrank`` (default :func:`default_rank` of the width); ``config``: seeded-poly's
     training settings (needed for ``poly``).
     """
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in SWAP_KINDS]
     if unknown:
-        raise LinrecError(f"unknown replacement kinds {unknown}; choose from {', '.join(KINDS)}")
+        raise LinrecError(f"unknown replacement kinds {unknown}; choose from {', '.join(SWAP_KINDS)}")
     chosen = m.blocks if blocks is None else list(blocks)
     out: dict[str, dict[int, nn.Module]] = {}
     for kind in kinds:
@@ -104,28 +105,15 @@ def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5) ->
     return rows.loc[rows.delta_ppl.idxmin()]
 
 
-def eval_text(profile: str | Profile, tokenizer, model: nn.Module | None = None, tokens: int | None = None) -> TokenBatches:
-    """``tokens`` (default: the profile's ``eval_tokens``) of the profile's evaluation corpus, its held-out split."""
-    profile = get_profile(profile)
-    corpus = profile_corpus(profile, profile.eval_corpus)
-    return profile_batches(profile, tokenizer, corpus, split="eval", max_rows=tokens, model=model)
-
-
-def affine_signal(profile: str | Profile, measurements: Mapping[str, Measurement], tokens: int | None = None,
+def affine_signal(profile: str | Profile, measurements: Iterable[Measurement], tokens: int | None = None,
                   progress: bool = True) -> pd.DataFrame:
-    """Each block of each measured model swapped alone for its affine map: :func:`swap_kinds`' columns
-    plus ``model``, perplexity on ``tokens`` of the profile's evaluation text."""
-    tables = []
-    for name, m in measurements.items():
-        net, tokenizer = load_profile_model(profile, name, m.info.checkpoint, progress=progress)
-        table = m.table()
-        r2_lin = dict(zip(table.block, table.r2_lin))
-        sets = {"affine": fit_replacements(m.moments, "affine")}
-        tables.append(swap_kinds(net, eval_text(profile, tokenizer, net, tokens), sets, r2_lin, progress=progress)
-                      .assign(model=name))
-    if not tables:
-        raise LinrecError("no measurements given; pass {model name: linrec.experiment.measurement(...)}")
-    return pd.concat(tables, ignore_index=True)
+    """Each block of each measured model swapped alone for its affine map
+    (:func:`linrec.experiment.swaps.affine_swaps` on ``tokens`` of the profile's evaluation text),
+    with ``kind`` ("affine") and the block's ``r2_lin``: rows for :func:`signal_correlation`."""
+    measurements = list(measurements)
+    swaps = affine_swaps(profile, measurements, max_tokens=tokens, progress=progress)
+    r2_lin = [r for m in measurements for r in m.table().set_index("block").loc[m.blocks, "r2_lin"]]
+    return swaps.assign(kind="affine", r2_lin=r2_lin)
 
 
 def signal_correlation(swaps: pd.DataFrame, level: float = 0.95) -> Correlation:

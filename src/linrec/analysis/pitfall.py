@@ -1,4 +1,4 @@
-"""The pitfall across a profile's models: trained linear baselines on the best- and worst-conditioned blocks.
+"""Chapter 6 (the pitfall): trained linear baselines on the best- and worst-conditioned blocks of a profile's models.
 
 A trained baseline costs seconds per block, so rather than every block the chapter runs the
 extremes of each model: :func:`representative_blocks` picks, per model, the block with the

@@ -1,4 +1,6 @@
-"""What the closed-form map leaves over, across a profile's models: bilinear probes and where output variance sits.
+"""Chapter 4 (bilinear): what the closed-form map leaves over, across a profile's models.
+
+Bilinear probes, and where the output variance sits:
 
 * :func:`probe_sweep`: both bilinear probes (:func:`linrec.interventions.probes.probe_table`) on every block
   of several measured models, one table, with the residual nonlinearity 1 - R²_lin beside the

@@ -3,9 +3,10 @@
 Two experiments answer the review's objection that each model's profile is measured on its
 own activations:
 
-* Cross-feeding (:func:`crossfeed`, :func:`crossfeed_table`): block j of model B is run on the
+* Cross-feeding (:func:`crossfeed`, :func:`crossfeed_grid`): block j of model B is run on the
   inputs captured at block i of model A (same width), Y' = FFN_B(X_A), and R²_lin of
-  (X_A, Y') is measured with the core's k-fold recovery, on the folds the rows came with.
+  (X_A, Y') is measured with the core's k-fold recovery, on the folds the rows came with;
+  the grid does it for every pair of blocks of the given models.
 * Input normalisation (:func:`normalised_table`): each block is run on its own inputs
   standardised (every dimension to a common variance) or whitened (every non-null direction
   to a common variance) and R²_lin of (Z, FFN(Z)) is measured the same way.
@@ -28,18 +29,22 @@ Rows come from a row sample (a :class:`~linrec.core.sample.RowSample` or a mappi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from linrec.errors import LinrecError
 from linrec.core.normalise import input_transform
 from linrec.core.moments import Moments
 from linrec.core.fit import DEFAULT_RCOND, BlockReport, kfold
 from linrec.core.sample import Rows, Samples, sample_rows
-from linrec.interventions.surgery import Spec, ffn_site
+from linrec.models.arch import Spec
+from linrec.interventions.surgery import ffn_site
+
 
 def _module_dtype(module: nn.Module) -> tuple[torch.device, torch.dtype]:
     for t in module.parameters():
@@ -74,27 +79,31 @@ def crossfeed(rows: Rows, ffn: nn.Module, folds: int, block: int = 0, rcond: flo
     return _recover(block, rows, feed(ffn, rows.x), folds, rcond)
 
 
-def crossfeed_table(
-    sample_a: Samples,
-    model_b: nn.Module,
-    pairs: Sequence[tuple[int, int]],
-    folds: int,
-    spec_b: Spec = None,
-    rcond: float = DEFAULT_RCOND,
-) -> pd.DataFrame:
-    """For each (i, j) in ``pairs``: R²_lin of model B's block j on model A's block-i inputs.
+def crossfeed_grid(samples: Mapping[str, Mapping[int, Rows]], models: Mapping[str, nn.Module], folds: int,
+                   blocks: Sequence[int] | None = None, rcond: float = DEFAULT_RCOND,
+                   progress: bool = False) -> pd.DataFrame:
+    """k-fold R²_lin of every block's FFN on every block's captured inputs (every model of ``samples``).
 
-    Columns: ``block_a, block_b, r2_lin, r2_lin_std`` (k-fold, B's block on A's inputs) and
-    ``r2_lin_a`` (A's own block i on the same rows, from the captured outputs).
+    ``samples[m]`` are model m's sampled rows per block (``Measurement.samples``) and ``models[m]``
+    the model itself; all must share one width. ``blocks``: which blocks of each model take part
+    (default: all sampled). A cell with the same model and block is the block on its own inputs.
+    Columns: ``input_model, input_block, weight_model, weight_block, r2_lin, r2_lin_std``.
     """
-    rows_a = sample_rows(sample_a, sorted({i for i, _ in pairs}))
-    out = []
-    for i, j in pairs:
-        rows = rows_a[i]
-        cross = crossfeed(rows, ffn_site(model_b, j, spec_b)[2], folds, j, rcond)
-        own = kfold(i, rows.fold_moments(folds), rcond)
-        out.append({"block_a": i, "block_b": j, "r2_lin": cross.r2_lin, "r2_lin_std": cross.r2_lin_std, "r2_lin_a": own.r2_lin})
-    return pd.DataFrame(out)
+    missing = sorted(set(samples) - set(models))
+    if missing:
+        raise LinrecError(f"no model given for {missing}; pass every model whose inputs are in the grid")
+    for m in samples:
+        absent = sorted(set(blocks or ()) - set(samples[m]))
+        if absent:
+            raise LinrecError(f"model '{m}' has no sampled rows for blocks {absent}; it has {sorted(samples[m])}")
+    inputs = [(m, b) for m in samples for b in sorted(samples[m]) if blocks is None or b in blocks]
+    cells = list(itertools.product(inputs, inputs))
+    rows = []
+    for (ma, i), (mb, j) in tqdm(cells, desc="cross-feeding", disable=not progress):
+        report = crossfeed(samples[ma][i], ffn_site(models[mb], j)[2], folds, j, rcond)
+        rows.append({"input_model": ma, "input_block": i, "weight_model": mb, "weight_block": j,
+                     "r2_lin": report.r2_lin, "r2_lin_std": report.r2_lin_std})
+    return pd.DataFrame(rows)
 
 
 def normalised_table(

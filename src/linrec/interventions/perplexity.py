@@ -25,11 +25,11 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.models.arch import ffn_blocks
+from linrec.models.arch import Spec, ffn_blocks
 from linrec.core.capture import input_device
 from linrec.errors import LinrecError
 from linrec.stats import Correlation, correlation
-from linrec.interventions.surgery import Spec, ffn_site, n_stored, swapped
+from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
 from linrec.data.tokens import TokenBatches
 
 
@@ -66,7 +66,8 @@ def swap_deltas(
     progress: bool = True,
     base: float | None = None,
 ) -> pd.DataFrame:
-    """Each block swapped alone: ``block, ppl, base_ppl, delta_ppl, params, original_params, ratio``.
+    """Each block swapped alone: ``block, ppl, base_ppl, delta_ppl, params, original_params, ratio``
+    (the last three from :func:`linrec.interventions.surgery.param_table`).
 
     ``base``: the unmodified model's perplexity on ``eval_batches``, when already known (saves a pass).
     """
@@ -75,12 +76,9 @@ def swap_deltas(
     for b in tqdm(sorted(replacements), desc="swap ΔPPL", disable=not progress):
         with swapped(model, {b: replacements[b]}, spec):
             ppl = perplexity(model, eval_batches)
-        original, params = n_stored(ffn_site(model, b, spec)[2]), n_stored(replacements[b])
-        rows.append({
-            "block": b, "ppl": ppl, "base_ppl": base, "delta_ppl": ppl - base, "params": params,
-            "original_params": original, "ratio": original / params if params else float("inf"),
-        })
-    return pd.DataFrame(rows)
+        rows.append({"block": b, "ppl": ppl, "base_ppl": base, "delta_ppl": ppl - base})
+    stored = param_table(model, replacements, spec)[["params", "original_params", "ratio"]]
+    return pd.concat([pd.DataFrame(rows, columns=["block", "ppl", "base_ppl", "delta_ppl"]), stored], axis=1)
 
 
 def compression_frontier(

@@ -38,15 +38,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linrec.models.arch import BlockSpec, ffn_blocks, select_blocks
+from linrec.models.arch import Spec, ffn_blocks, select_blocks
 from linrec.errors import LinrecError
 from linrec.core.moments import BlockMoments, Moments, merge_folds
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
 
-Spec = Sequence[BlockSpec | tuple[str, str]] | None
-"""Blocks named by hand, as ``arch.ffn_blocks`` takes them (None: from the architecture)."""
-
-KINDS = ("affine", "lowrank", "mean", "zero")
+FROM_MOMENTS = ("affine", "lowrank", "mean", "zero")
 """Replacements :func:`fit_replacements` builds from moments alone (a poly needs rows: see probes)."""
 
 
@@ -154,9 +151,9 @@ def fit_replacements(
 
     Perplexity is measured on separate evaluation text, so nothing is held out here.
     """
-    if kind not in KINDS:
+    if kind not in FROM_MOMENTS:
         raise LinrecError(
-            f"unknown replacement kind '{kind}'; choose one of {', '.join(KINDS)} (a poly comes from probes.seeded_poly)"
+            f"unknown replacement kind '{kind}'; choose one of {', '.join(FROM_MOMENTS)} (a poly comes from probes.seeded_poly)"
         )
     if (kind == "lowrank") != (rank is not None):
         raise LinrecError("give rank=k for kind 'lowrank', and only for it")
@@ -195,7 +192,7 @@ def param_table(model: nn.Module, replacements: Mapping[int, nn.Module], spec: S
             "ratio": original / params if params else float("inf"),
             "saved": original - params,
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["block", "replacement", "params", "original_params", "ratio", "saved"])
 
 
 def _device_of(module: nn.Module) -> torch.device | None:

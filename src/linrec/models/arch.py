@@ -39,6 +39,10 @@ class BlockSpec:
     output: str
 
 
+Spec = Sequence[BlockSpec | tuple[str, str]] | None
+"""Blocks named by hand (``BlockSpec`` objects or (input, output) module-name pairs); None: from the architecture."""
+
+
 _LAYOUTS: dict[str, tuple[str, str]] = {
     "gpt2": ("h.{i}.mlp", "h.{i}.mlp"),
     "gpt_neox": ("layers.{i}.mlp", "layers.{i}.mlp"),
@@ -65,7 +69,7 @@ def _resolve(model: nn.Module, relative: str) -> str:
     return names[0]
 
 
-def ffn_blocks(model: nn.Module, spec: Sequence[BlockSpec | tuple[str, str]] | None = None) -> list[BlockSpec]:
+def ffn_blocks(model: nn.Module, spec: Spec = None) -> list[BlockSpec]:
     """The FFN blocks of ``model`` in depth order, from its architecture or from ``spec``."""
     modules = dict(model.named_modules())
     if spec is not None:

@@ -1,6 +1,7 @@
-"""Figures of depth profiles: R²_lin (and what goes with it) against FFN block, per model, checkpoint or corpus.
+"""Figures of chapters 2, 3, 7 and 8: R²_lin (and what goes with it) against FFN block, per model, checkpoint, corpus.
 
-Every function takes the tidy tables of :mod:`linrec.analysis.depth` (one row per block) and
+Every function takes the tidy tables of :mod:`linrec.analysis.depth`, :mod:`linrec.analysis.activation` or
+:func:`linrec.interventions.crossfeed.crossfeed_grid` (one row per block or cell) and
 returns a matplotlib Figure with labelled axes; error bars are the k-fold standard deviation
 (``r2_lin_std``). Colours follow the active seaborn palette, one colour per model throughout a
 chapter when ``order`` is the same.
@@ -18,18 +19,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from linrec.errors import LinrecError
-from linrec.analysis.depth import NORMALISED
+from linrec.analysis.activation import NORMALISED
+from linrec.plots._columns import require
 
 BLOCK_LABEL = "FFN block (depth)"
 R2_LABEL = "held-out R²_lin (k-fold mean ± std)"
 LINESTYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
-def _need(table: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise LinrecError(f"{what} needs the columns {missing}; the table has {', '.join(table.columns)}")
 
 
 def _order(table: pd.DataFrame, column: str, order: Sequence[str] | None) -> list:
@@ -60,7 +56,7 @@ def profile_axes(ax: Axes, table: pd.DataFrame, hue: str = "model", style: str |
                  ylabel: str = R2_LABEL, label: str = "{hue}") -> Axes:
     """One line of ``value`` against block per value of ``hue`` (and of ``style``, by line style), with
     ``error`` as error bars (None: none). ``label`` formats each legend entry from ``{hue}`` and ``{style}``."""
-    _need(table, ["block", value, hue, *([style] if style else []), *([error] if error else [])], "a depth profile")
+    require(table, ["block", value, hue, *([style] if style else []), *([error] if error else [])], "a depth profile")
     hues = _order(table, hue, hue_order)
     styles = _order(table, style, None) if style else [None]
     colours = dict(zip(hues, sns.color_palette(n_colors=len(hues))))
@@ -109,7 +105,7 @@ def heterogeneity_figure(table: pd.DataFrame, swaps: pd.DataFrame, reference: Se
     ``reference`` draws the paper's reported bounds as dashed lines (labelled "paper (reported)").
     ΔPPL is on a symmetric-log axis, since single blocks range from harmless to ruinous.
     """
-    _need(swaps, ["model", "block", "delta_ppl"], "the swap panel")
+    require(swaps, ["model", "block", "delta_ppl"], "the swap panel", rows=False)  # empty: no swaps run
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     profile_axes(top, table, hue_order=order)
     if reference:
@@ -131,7 +127,7 @@ def corpus_figure(table: pd.DataFrame, order: Sequence[str] | None = None, value
                   error: str | None = "r2_lin_std", ylabel: str = R2_LABEL,
                   title: str = "R²_lin per block on each corpus domain, each with its own held-out folds") -> Figure:
     """The paper's Fig. 5 layout: one panel per model, one line (colour) per corpus, of ``value`` per block."""
-    _need(table, ["model", "corpus"], "the corpus overlay")
+    require(table, ["model", "corpus"], "the corpus overlay")
     models = _order(table, "model", order)
     corpora = _order(table, "corpus", None)
     fig, axes = _grid(len(models))
@@ -155,7 +151,7 @@ def _checkpoint_order(table: pd.DataFrame) -> list[str]:
 
 def training_heatmaps(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """One heatmap per model: R²_lin by block (rows) and checkpoint (columns, in training order), annotated."""
-    _need(table, ["model", "checkpoint", "block", "r2_lin"], "the training heatmap")
+    require(table, ["model", "checkpoint", "block", "r2_lin"], "the training heatmap")
     models = _order(table, "model", order)
     vmin = min(0.0, float(table["r2_lin"].min()))
     fig, axes = _grid(len(models), width=5.6, height=0.45 * table["block"].nunique() + 1.8, sharey=False)
@@ -181,7 +177,7 @@ def training_lines(table: pd.DataFrame, losses: pd.DataFrame | None = None, loss
     With ``losses`` (:func:`linrec.analysis.depth.training_losses`), the held-out loss of
     ``loss_corpus`` (default: the first) is drawn on a second axis, dashed grey.
     """
-    _need(table, ["model", "block", "step", "r2_lin", "r2_lin_std"], "the training lines")
+    require(table, ["model", "block", "step", "r2_lin", "r2_lin_std"], "the training lines")
     if table["step"].isna().any():
         raise LinrecError("every checkpoint needs an optimiser step to be placed on the training axis")
     models = _order(table, "model", order)
@@ -213,7 +209,7 @@ def training_lines(table: pd.DataFrame, losses: pd.DataFrame | None = None, loss
 def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, reference: str = "final") -> Figure:
     """RMS distance of each checkpoint's profile to the ``reference`` profile against the step, one line per model."""
     column = "distance_to_" + reference
-    _need(drift, ["model", "step", column], "the drift figure")
+    require(drift, ["model", "step", column], "the drift figure")
     fig, ax = plt.subplots(figsize=(8, 4))
     models = _order(drift, "model", order)
     for colour, model in zip(sns.color_palette(n_colors=len(models)), models):
@@ -230,7 +226,7 @@ def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, refere
 
 def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """R²_lin of every FFN (columns: model, block) on every block's inputs (rows), with model boundaries."""
-    _need(grid, ["input_model", "input_block", "weight_model", "weight_block", "r2_lin"], "the cross-feeding heatmap")
+    require(grid, ["input_model", "input_block", "weight_model", "weight_block", "r2_lin"], "the cross-feeding heatmap")
     models = _order(grid, "input_model", order)
     wide = grid.pivot_table(index=["input_model", "input_block"], columns=["weight_model", "weight_block"],
                             values="r2_lin", aggfunc="first")
@@ -254,7 +250,7 @@ def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) ->
 
 def distance_figure(distances: pd.DataFrame, kinds: Sequence[str] | None = None) -> Figure:
     """RMS distance between pairs of depth profiles, by what separates them (one dot per pair, bar = mean)."""
-    _need(distances, ["kind", "distance"], "the distance figure")
+    require(distances, ["kind", "distance"], "the distance figure")
     order = _order(distances, "kind", kinds)
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(order) + 1.6))
     sns.barplot(data=distances, y="kind", x="distance", order=order, color="0.85", errorbar=None, ax=ax)
@@ -268,7 +264,7 @@ def distance_figure(distances: pd.DataFrame, kinds: Sequence[str] | None = None)
 
 def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """One panel per model: R²_lin per block on its own inputs and on them standardised / whitened."""
-    _need(table, ["model", "block", "normalisation", "r2_lin", "r2_lin_norm", "r2_lin_norm_std"], "the normalisation figure")
+    require(table, ["model", "block", "normalisation", "r2_lin", "r2_lin_norm", "r2_lin_norm_std"], "the normalisation figure")
     models = _order(table, "model", order)
     fig, axes = _grid(len(models), width=5.0, height=3.4)
     for ax, model in zip(axes, models):
@@ -288,7 +284,7 @@ def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None
 
 def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """R²_lin of every block against its input conditioning (log10 condition number) and effective rank."""
-    _need(table, ["model", "checkpoint", "r2_lin", "log10_condition", "effective_rank_in"], "the conditioning figure")
+    require(table, ["model", "checkpoint", "r2_lin", "log10_condition", "effective_rank_in"], "the conditioning figure")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     hue_order = _order(table, "model", order)
     for ax, x, label in zip(axes, ("log10_condition", "effective_rank_in"),

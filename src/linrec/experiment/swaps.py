@@ -1,0 +1,66 @@
+"""The zero-shot swap of a profile's measured models: each block alone replaced by its affine map, ΔPPL.
+
+Chapters 2 (heterogeneity), 5 (compression) and 7 (corpora) all score the same swap: the
+closed-form map fitted on all captured rows of a measurement, put in place of one FFN block at a
+time, perplexity on the *eval* split of a corpus, text the fit never saw. It needs the profile
+(which model to load, which text, how many tokens), so it lives here, once:
+
+* :func:`eval_batches`: the profile's held-out evaluation tokens for one tokenizer.
+* :func:`affine_swaps`: every block of every given measurement swapped alone, one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+from torch import nn
+
+from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
+from linrec.experiment.measurement import Measurement
+from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.interventions.perplexity import swap_deltas
+from linrec.interventions.surgery import fit_replacements
+
+LABELS = ("model", "checkpoint", "corpus")
+"""The measurement's labels that lead each row of :func:`affine_swaps` (those of the fitted rows)."""
+
+
+def eval_batches(profile: str | Profile, tokenizer, model: nn.Module | None = None, tokens: int | None = None,
+                 corpus: str | None = None) -> TokenBatches:
+    """``tokens`` (default: the profile's ``eval_tokens``) of the eval split of ``corpus`` (default: the
+    profile's ``eval_corpus``), a split never used for fitting; ``model`` bounds the sequence length."""
+    profile = get_profile(profile)
+    text = profile_corpus(profile, corpus or profile.eval_corpus)
+    return profile_batches(profile, tokenizer, text, split="eval", max_rows=tokens, model=model)
+
+
+def affine_swaps(profile: str | Profile, measurements: Iterable[Measurement], corpus: str | None = None,
+                 max_tokens: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """ΔPPL of each block of each measured model swapped alone for its closed-form affine map.
+
+    Each measurement's model is loaded at its checkpoint, its affine maps are fitted on all its
+    captured rows, and perplexity is scored on :func:`eval_batches` of ``corpus`` (default: the
+    profile's ``eval_corpus``), ``max_tokens`` of it: the unmodified model once, then each block in
+    depth order (:func:`linrec.interventions.perplexity.swap_deltas`). Columns: ``model, checkpoint,
+    corpus`` (the fitted rows'), those of ``swap_deltas``, ``relative`` (ΔPPL / PPL, comparable across
+    corpora), ``eval_corpus`` and ``eval_tokens``; measurements in the order given.
+    """
+    profile = get_profile(profile)
+    corpus = corpus or profile.eval_corpus
+    tables = []
+    for m in measurements:
+        net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
+        batches = eval_batches(profile, tokenizer, net, max_tokens, corpus)
+        table = swap_deltas(net, batches, fit_replacements(m.moments, "affine"), progress=progress)
+        for i, column in enumerate(LABELS):
+            table.insert(i, column, getattr(m.info, column))
+        table["relative"] = table["delta_ppl"] / table["base_ppl"]
+        table["eval_corpus"] = corpus
+        table["eval_tokens"] = batches.n_rows
+        tables.append(table)
+    if not tables:
+        raise LinrecError("no measurements given; pass at least one linrec.experiment.measurement.measurement(...)")
+    return pd.concat(tables, ignore_index=True)

@@ -1,0 +1,127 @@
+"""Depth profiles (chapters 2, 7, 8): planted profiles with known summaries, distances, drift, checkpoints."""
+
+import math
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+import tiny_captures
+from linrec.analysis.depth import (corpus_summary, depth_summary, depth_table, drift_table, heterogeneity_claims,
+                                   profile_distance, training_checkpoints, training_losses, training_summary)
+from linrec.errors import LinrecError
+from linrec.experiment.measurement import Measurement
+from linrec.experiment.profiles import get_profile
+
+FOLDS = 4
+
+
+def planted(profiles: dict[tuple[str, str], list[float]], std: float = 0.001, corpus: str = "c") -> pd.DataFrame:
+    """A depth table with the given R²_lin per block for each (model, checkpoint)."""
+    return pd.DataFrame([{"model": m, "checkpoint": c, "corpus": corpus, "block": b, "r2_lin": r, "r2_lin_std": std}
+                         for (m, c), values in profiles.items() for b, r in enumerate(values)])
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Summaries of planted profiles
+
+
+def test_depth_summary_finds_range_jump_and_shape():
+    table = planted({("up-down", "final"): [0.99, 0.2, 0.95, 0.5], ("rising", "final"): [0.5, 0.6, 0.7, 0.8]})
+    s = depth_summary(table).set_index("model")
+    assert s.loc["up-down", "r2_range"] == pytest.approx(0.79)
+    assert s.loc["up-down", "max_jump"] == pytest.approx(0.79) and s.loc["up-down", "jump"] == "0→1"
+    assert s.loc["up-down", "jump_sigma"] == pytest.approx(0.79 / math.sqrt(2e-6))
+    assert (s.loc["up-down", "rises"], s.loc["up-down", "falls"]) == (1, 2)
+    assert s.loc["up-down", "non_monotone"] and not s.loc["rising", "non_monotone"]
+    assert (s.loc["rising", "block_min"], s.loc["rising", "block_max"]) == (0, 3)
+    noisy = depth_summary(planted({("up-down", "final"): [0.99, 0.2, 0.95, 0.5]}, std=0.5)).iloc[0]
+    assert (noisy["rises"], noisy["falls"], noisy["non_monotone"]) == (0, 0, False)  # steps within the noise
+    with pytest.raises(LinrecError, match="more than once"):
+        depth_summary(pd.concat([table, table]))
+
+
+
+def test_heterogeneity_claims_judge_each_part():
+    paper_like = heterogeneity_claims(planted({("m", "final"): [0.995, 0.25, 0.9, 0.6]})).set_index("claim")
+    assert (paper_like["reproduced"] == "yes").all()
+    flat = heterogeneity_claims(planted({("m", "final"): [0.98, 0.97, 0.96]})).set_index("claim")["reproduced"]
+    assert flat.tolist() == ["no", "no", "no", "no"]
+    apart = heterogeneity_claims(planted({("m", "final"): [0.995, 0.6, 0.25]})).set_index("claim")["reproduced"]
+    assert apart.tolist() == ["yes", "yes", "no", "no"]  # both extremes, but not adjacent; monotone
+
+
+
+def test_profile_distance_is_the_rms_difference():
+    a = planted({("a", "final"): [0.9, 0.8, 0.7]})
+    b = planted({("b", "final"): [0.9, 0.5, 0.3]})
+    assert profile_distance(a, b) == pytest.approx(math.sqrt((0.3**2 + 0.4**2) / 3))
+    assert profile_distance(a, a) == 0
+    with pytest.raises(LinrecError, match="same depth"):
+        profile_distance(a, planted({("c", "final"): [0.9, 0.8]}))
+
+
+
+def test_drift_and_training_summary():
+    table = planted({("m", "init"): [0.1, 0.1], ("m", "step10"): [0.3, 0.5], ("m", "step20"): [0.5, 0.8],
+                     ("m", "final"): [0.6, 0.9]})
+    table["step"] = table["checkpoint"].map({"init": 0, "step10": 10, "step20": 20, "final": 30})
+    drift = drift_table(table).set_index("checkpoint")
+    assert drift.loc["final", "distance_to_final"] == 0
+    start = math.sqrt((0.5**2 + 0.8**2) / 2)
+    assert drift.loc["init", "distance_to_final"] == pytest.approx(start)
+    s = training_summary(table).iloc[0]
+    assert (s["first"], s["last"], s["halfway_step"]) == ("init", "final", 20)  # step10 is 0.32 away, > start / 2
+    assert s["mean_first"] == pytest.approx(0.1) and s["range_last"] == pytest.approx(0.3)
+    with pytest.raises(LinrecError, match="no 'final'"):
+        drift_table(table[table["checkpoint"] != "final"])
+
+
+
+def test_corpus_summary():
+    same = pd.concat([planted({("m", "final"): [0.9, 0.5, 0.7]}, corpus=c) for c in ("a", "b", "c")])
+    s = corpus_summary(same).iloc[0]
+    assert s["corpus_spread_max"] == 0 and s["spearman_min"] == pytest.approx(1) and s["depth_range"] == pytest.approx(0.4)
+    shifted = pd.concat([planted({("m", "final"): [0.9, 0.5, 0.7]}, corpus="a"),
+                         planted({("m", "final"): [0.8, 0.4, 0.6]}, corpus="b")])
+    s = corpus_summary(shifted).iloc[0]
+    assert s["corpus_spread_mean"] == pytest.approx(0.1) and s["spread_to_range"] == pytest.approx(0.25)
+    assert s["spearman_min"] == pytest.approx(1)  # a shift keeps the order of the blocks
+    with pytest.raises(LinrecError, match="one corpus"):
+        corpus_summary(planted({("m", "final"): [0.9, 0.5]}))
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+@pytest.fixture(scope="module")
+def two_models(tokenizer, text):
+    return tiny_captures.two_models(tokenizer, text, FOLDS)
+
+
+def test_checkpoints():
+    entry = get_profile("smoke").zoo.entry("zoo-neox")
+    points = training_checkpoints("smoke", "zoo-neox")
+    assert [s for _, s in points] == list(entry.checkpoints)
+    assert points[0][0] == "init" and points[-1][0] == "final" and points[1][0] == f"step{entry.checkpoints[1]}"
+    pythia = training_checkpoints("paper", "EleutherAI/pythia-160m")
+    assert pythia[0] == ("init", 0) and pythia[-1] == ("step143000", 143000)
+    assert training_checkpoints("paper", "openai-community/gpt2") == [("final", None)]
+    assert training_losses("paper", "EleutherAI/pythia-160m").empty
+
+
+
+def test_depth_table_adds_steps(two_models):
+    _, captured = two_models
+    m = captured["gelu"]
+    renamed = [Measurement(replace(m.info, model="zoo-gpt2", checkpoint=c), m.moments, m.samples) for c in ("init", "final")]
+    table = depth_table(renamed, "smoke")
+    steps = dict(zip(table["checkpoint"], table["step"]))
+    assert steps == {"init": 0, "final": get_profile("smoke").zoo.entry("zoo-gpt2").steps}
+    assert len(table) == 4 and "step" not in depth_table(renamed).columns
+    with pytest.raises(LinrecError, match="no measurements"):
+        depth_table([])
+

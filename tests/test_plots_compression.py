@@ -1,0 +1,48 @@
+"""Figures of chapter 5: ΔPPL per swap and kind, the frontier and the signal, on symlog axes."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from drawn import points  # noqa: E402
+
+from linrec.plots import compression as figures  # noqa: E402
+from linrec.stats import correlation  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def swaps() -> pd.DataFrame:
+    rows = [{"kind": k, "block": b, "delta_ppl": d, "ratio": r}
+            for k, r, deltas in [("affine", 7.9, [0.1, -0.01, 2.0]), ("zero", float("inf"), [30.0, 0.0, 5.0])]
+            for b, d in enumerate(deltas)]
+    return pd.DataFrame(rows)
+
+
+def test_swap_figure_labels_ratios_and_uses_symlog():
+    ax = figures.swap_figure(swaps()).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["affine (7.9× fewer numbers)", "zero (removed)"]
+    assert ax.get_yscale() == "symlog" and "ΔPPL" in ax.get_ylabel()
+    assert ax.get_ylim() == pytest.approx((-0.02, 60.0))  # twice the extremes, no empty decades beyond
+    drawn = sorted(y for line in ax.get_lines() for y in line.get_ydata() if len(line.get_xdata()) == 3)
+    assert drawn == sorted(swaps().delta_ppl)
+
+
+def test_frontier_and_signal_figures():
+    frontier = pd.DataFrame({"step": [0, 1, 2], "block": pd.array([None, 2, 0], dtype="Int64"),
+                             "ffn_saved_fraction": [0.0, 0.4, 0.8], "delta_ppl": [0.0, 0.1, 3.0]})
+    ax = figures.frontier_figure(frontier).axes[0]
+    assert [t.get_text() for t in ax.texts] == ["+2", "+0"]
+    assert list(ax.get_lines()[0].get_xdata()) == [0.0, 40.0, 80.0]
+    signal = pd.DataFrame({"model": ["a"] * 4, "r2_lin": [0.9, 0.5, 0.99, 0.7], "delta_ppl": [0.3, 2.0, 0.1, 0.5]})
+    rho = correlation(signal.r2_lin, signal.delta_ppl, "spearman")
+    ax = figures.signal_figure(signal, rho).axes[0]
+    assert "ρ = -1.00" in ax.get_title() and len(points(ax)) == 4

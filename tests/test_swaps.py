@@ -1,0 +1,58 @@
+"""The zero-shot affine swap of measured models: a free swap for an exactly affine block, labels, order, errors."""
+
+import numpy as np
+import pytest
+
+import linrec.experiment.swaps as swaps
+import tiny_captures
+from linrec.errors import LinrecError
+from linrec.experiment.profiles import Profile
+from linrec.experiment.swaps import affine_swaps, eval_batches
+
+FOLDS = 4
+
+
+@pytest.fixture(scope="module")
+def two_models(tokenizer, text):
+    return tiny_captures.two_models(tokenizer, text, FOLDS)
+
+
+PROFILE = Profile(name="tiny", description="a test profile", models=("affine", "gelu"), corpora=("stdlib-prose",),
+                  eval_corpus="stdlib-prose", rows_per_block=1024, seq_len=32, folds=FOLDS, seeds=(0,),
+                  batch_size=16, eval_tokens=1024, device="cpu")
+
+
+@pytest.fixture
+def loaded(two_models, tokenizer, monkeypatch) -> list[tuple[str, str]]:
+    """(model, checkpoint) of each load; the loader hands back the captured tiny models (no hub, no zoo)."""
+    models, _ = two_models
+    calls = []
+    monkeypatch.setattr(swaps, "load_profile_model", lambda profile, model, checkpoint, progress:
+                        calls.append((model, checkpoint)) or (models[model].eval(), tokenizer))
+    return calls
+
+
+def test_swap_of_an_affine_block_costs_nothing(two_models, loaded):
+    _, captured = two_models
+    table = affine_swaps(PROFILE, [captured["affine"]], progress=False)
+    delta = table.set_index("block")["delta_ppl"]
+    assert abs(delta[1]) < 1e-3 * table["base_ppl"].iloc[0]  # the exactly affine block
+    assert abs(delta[0]) > 10 * abs(delta[1])
+    assert (table["eval_corpus"] == "stdlib-prose").all() and (table["eval_tokens"] == 1024).all()
+    assert (table["model"] == "affine").all()
+    np.testing.assert_allclose(table["relative"], table["delta_ppl"] / table["base_ppl"])
+
+
+def test_affine_swaps_keep_order_labels_and_token_budget(two_models, loaded, tokenizer):
+    _, captured = two_models
+    table = affine_swaps(PROFILE, [captured["gelu"], captured["affine"]], max_tokens=512, progress=False)
+    assert list(zip(table["model"], table["block"])) == [("gelu", 0), ("gelu", 1), ("affine", 0), ("affine", 1)]
+    assert loaded == [("gelu", "final"), ("affine", "final")]  # each at its measured checkpoint
+    assert list(table.columns[:4]) == ["model", "checkpoint", "corpus", "block"]
+    assert (table["corpus"] == "local").all()  # the fitted rows' corpus, beside the eval corpus
+    assert (table["eval_tokens"] == 512).all() and eval_batches(PROFILE, tokenizer, tokens=512).n_rows == 512
+    assert table.groupby("model")["base_ppl"].nunique().eq(1).all()  # one unmodified pass per model
+    with pytest.raises(LinrecError, match="no measurements"):
+        affine_swaps(PROFILE, [], progress=False)
+    with pytest.raises(LinrecError, match="no corpus"):
+        affine_swaps(PROFILE, [captured["gelu"]], corpus="wikitext-2", progress=False)

@@ -1,0 +1,21 @@
+"""Tiny models with known FFNs and their measurements, for the depth, activation, cross-feeding and swap tests."""
+
+from torch import nn
+
+from conftest import measurement_info, tiny_model
+from linrec.core.sample import capture_with_sample
+from linrec.data.tokens import make_batches
+from linrec.experiment.measurement import Measurement
+
+
+def two_models(tokenizer, text, folds: int) -> tuple[dict[str, nn.Module], dict[str, Measurement]]:
+    """Two tiny GPT-2s (one with its block-1 activation removed, so that FFN is exactly affine) and their captures."""
+    batches = make_batches(tokenizer, text, seq_len=32, max_rows=1024, batch_size=16)
+    models = {"gelu": tiny_model("gpt2", seed=1), "affine": tiny_model("gpt2", seed=2)}
+    models["affine"].transformer.h[1].mlp.act = nn.Identity()
+    captured = {}
+    for name, model in models.items():
+        moments, sample = capture_with_sample(model, batches, max_rows=800, folds=folds, progress=False)
+        info = measurement_info(name, folds=folds, rows=batches.n_rows)
+        captured[name] = Measurement(info, moments, {b: sample.rows(b) for b in sample.blocks})
+    return models, captured
