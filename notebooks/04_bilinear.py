@@ -28,7 +28,8 @@ from IPython.display import Markdown, display
 from linrec.report import chapter, paper
 from linrec.experiment.measurement import measurement
 from linrec.plots import residual as figures
-from linrec.interventions.probes import gain_correlation, probe_config
+from linrec.interventions.probes import gain_correlation
+from linrec.experiment.resolve import probe_config
 from linrec.experiment.resolve import profile_corpus
 from linrec.analysis.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
                              widest_gap)

@@ -29,7 +29,7 @@ from linrec.analysis.compression import (affine_signal, best_block, compression_
 from linrec.experiment.measurement import measurement
 from linrec.interventions.perplexity import compression_frontier
 from linrec.plots import compression as figures
-from linrec.interventions.probes import probe_config
+from linrec.experiment.resolve import probe_config
 from linrec.experiment.resolve import load_profile_model
 from linrec.experiment.swaps import eval_batches
 

@@ -25,7 +25,7 @@ import torch
 from IPython.display import Markdown, display
 
 from linrec.report import chapter, paper
-from linrec.interventions.baseline import baseline_config
+from linrec.experiment.resolve import baseline_config
 from linrec.experiment.measurement import measurement
 from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
 from linrec.plots import pitfall as figures

@@ -21,7 +21,8 @@ import pandas as pd
 from linrec.report import chapter, paper
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
-from linrec.interventions.probes import probe_config, probe_table
+from linrec.interventions.probes import probe_table
+from linrec.experiment.resolve import probe_config
 from linrec.analysis.depth import corpus_summary, depth_table
 from linrec.experiment.resolve import profile_corpus
 from linrec.experiment.swaps import affine_swaps

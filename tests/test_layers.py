@@ -27,13 +27,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("top", ("linrec.commands", "linrec.cli", "linrec.bench", "linrec.__main__", "linrec")),
 ]
 
-# Upward imports the code has today, each to be removed by moving the imported name down (or the importer up).
-# The test fails on any violation not listed here, and on an entry here that is no longer a violation.
-KNOWN: set[str] = {
-    "linrec.interventions.baseline -> linrec.experiment.profiles (layer experiment above interventions)",
-    "linrec.interventions.probes -> linrec.experiment.profiles (layer experiment above interventions)",
-}
-
 
 def layer_of(module: str) -> int | None:
     """Index in LAYERS of a linrec module, by its longest listed prefix; None outside linrec or unlisted.
@@ -99,10 +92,7 @@ def test_every_module_has_a_layer():
 
 def test_no_import_points_up_the_layers():
     found = violations(SRC)
-    new = sorted(set(found) - KNOWN)
-    fixed = sorted(KNOWN - set(found))
-    assert not new, "imports that point up the layers:\n" + "\n".join(new)
-    assert not fixed, "no longer violations: remove them from KNOWN in tests/test_layers.py:\n" + "\n".join(fixed)
+    assert not found, "imports that point up the layers:\n" + "\n".join(found)
 
 
 def _plant(root: Path, files: dict[str, str]) -> Path:

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from conftest import measurement_info
-from linrec.interventions.baseline import BaselineConfig, baseline_config, baseline_runs, summary
+from linrec.interventions.baseline import BaselineConfig, baseline_runs, summary
+from linrec.experiment.resolve import baseline_config
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks

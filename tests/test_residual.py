@@ -7,7 +7,8 @@ import torch
 from conftest import measurement_info
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.interventions.probes import ProbeConfig, probe_config, probe_table, sample_rows
+from linrec.interventions.probes import ProbeConfig, probe_table, sample_rows
+from linrec.experiment.resolve import probe_config
 from linrec.experiment.profiles import ProbeSettings
 from linrec.analysis.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
                              widest_gap)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from linrec.models.arch import BlockSpec
+from linrec.models.arch import Spec
 from linrec.core.capture import capture_moments
 from linrec.errors import LinrecError
 from linrec.core.moments import BlockMoments, Moments, merge_folds
@@ -185,7 +185,7 @@ def capture_with_sample(
     blocks: Sequence[int] | None = None,
     folds: int = 5,
     seed: int = 0,
-    spec: Sequence[BlockSpec | tuple[str, str]] | None = None,
+    spec: Spec = None,
     progress: bool = True,
 ) -> tuple[BlockMoments, RowSample]:
     """One pass: the per-fold moments of every row, and a ``max_rows`` sample of rows per block."""

@@ -2,7 +2,8 @@
 
 :func:`load_profile_model` trains a zoo model on first use, or loads a hub model through
 :func:`linrec.load_model` with its pinned or training-checkpoint revision; :func:`profile_corpus`
-and :func:`profile_batches` give the text and its windows at the profile's sizes.
+and :func:`profile_batches` give the text and its windows at the profile's sizes; :func:`probe_config`
+and :func:`baseline_config` turn the profile's probe settings into the trainers' configurations.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Callable
 from linrec.data.corpora import Corpus, Loader, load_corpus
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
-from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.profiles import ProbeSettings, Profile, get_profile
+from linrec.interventions.baseline import BaselineConfig
+from linrec.interventions.probes import ProbeConfig
 from linrec.models.loading import load_model, max_context
 from linrec.models.zoo import ensure_zoo_model
 
@@ -65,3 +68,32 @@ def profile_batches(profile: str | Profile, tokenizer, corpus: Corpus, *, split:
     rows = max_rows or (profile.rows_per_block if split == "fit" else profile.eval_tokens)
     return make_batches(tokenizer, corpus.text(split), seq_len=profile.seq_len, max_rows=rows,
                         batch_size=profile.batch_size, max_context=None if model is None else max_context(model))
+
+
+def probe_config(settings: ProbeSettings, seed: int = 0, rank: int | None = None, steps: int | None = None) -> ProbeConfig:
+    """A :class:`ProbeConfig` with a profile's rank and step budget (``profile.probe``; ``rank`` and
+    ``steps`` override them).
+
+    The learning rates stay :class:`ProbeConfig`'s (a profile's ``lr`` is the Adam baseline's:
+    at 1e-3 the bilinear term barely moves within a few hundred steps). Validation runs every
+    ``eval_every`` steps, or ten times over a shorter budget, so a short run still keeps a
+    trained state rather than its initialisation.
+    """
+    rank = settings.rank if rank is None else rank
+    steps = settings.steps if steps is None else steps
+    if rank < 1 or steps < 1:
+        raise LinrecError(f"rank and steps must be at least 1; got rank={rank}, steps={steps}")
+    return ProbeConfig(rank=rank, steps=steps, eval_every=max(1, min(ProbeConfig.eval_every, steps // 10)), seed=seed)
+
+
+def baseline_config(settings: ProbeSettings, seed: int = 0, steps: int | None = None) -> BaselineConfig:
+    """A :class:`BaselineConfig` with a profile's step budget (``steps`` overrides it) and Adam learning
+    rate (``profile.probe``).
+
+    The held-out R² is logged every ``log_every`` steps, or twenty times over a shorter budget.
+    """
+    steps = settings.steps if steps is None else steps
+    if steps < 1:
+        raise LinrecError(f"steps must be at least 1; got {steps}")
+    log_every = max(1, min(BaselineConfig.log_every, steps // 20))
+    return BaselineConfig(steps=steps, lr_adam=settings.lr, log_every=log_every, seed=seed)

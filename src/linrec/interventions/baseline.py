@@ -31,7 +31,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -46,8 +45,6 @@ from linrec.core.fit import DEFAULT_RCOND, fit_affine
 from linrec.core.sample import Rows, Samples, minibatches, sample_rows, train_moments
 from linrec.stats import r2
 
-if TYPE_CHECKING:
-    from linrec.experiment.profiles import ProbeSettings
 
 OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("cosine", "constant")
@@ -67,19 +64,6 @@ class BaselineConfig:
     log_every: int = 25
     tolerance: float = 0.01
     seed: int = 0
-
-
-def baseline_config(settings: ProbeSettings, seed: int = 0, steps: int | None = None) -> BaselineConfig:
-    """A :class:`BaselineConfig` with a profile's step budget (``steps`` overrides it) and Adam learning
-    rate (``profile.probe``).
-
-    The held-out R² is logged every ``log_every`` steps, or twenty times over a shorter budget.
-    """
-    steps = settings.steps if steps is None else steps
-    if steps < 1:
-        raise LinrecError(f"steps must be at least 1; got {steps}")
-    log_every = max(1, min(BaselineConfig.log_every, steps // 20))
-    return BaselineConfig(steps=steps, lr_adam=settings.lr, log_every=log_every, seed=seed)
 
 
 @dataclass

@@ -48,7 +48,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -62,8 +61,6 @@ from linrec.core.fit import DEFAULT_RCOND, AffineFit
 from linrec.core.sample import Rows, Samples, closed_form, minibatches, sample_rows
 from linrec.stats import r2
 
-if TYPE_CHECKING:
-    from linrec.experiment.profiles import ProbeSettings
 
 GATES = ("scalar", "output")
 
@@ -140,22 +137,6 @@ class ProbeConfig:
     eval_every: int = 25
     patience: int = 8
     seed: int = 0
-
-
-def probe_config(settings: ProbeSettings, seed: int = 0, rank: int | None = None, steps: int | None = None) -> ProbeConfig:
-    """A :class:`ProbeConfig` with a profile's rank and step budget (``profile.probe``; ``rank`` and
-    ``steps`` override them).
-
-    The learning rates stay :class:`ProbeConfig`'s (a profile's ``lr`` is the Adam baseline's:
-    at 1e-3 the bilinear term barely moves within a few hundred steps). Validation runs every
-    ``eval_every`` steps, or ten times over a shorter budget, so a short run still keeps a
-    trained state rather than its initialisation.
-    """
-    rank = settings.rank if rank is None else rank
-    steps = settings.steps if steps is None else steps
-    if rank < 1 or steps < 1:
-        raise LinrecError(f"rank and steps must be at least 1; got rank={rank}, steps={steps}")
-    return ProbeConfig(rank=rank, steps=steps, eval_every=max(1, min(ProbeConfig.eval_every, steps // 10)), seed=seed)
 
 
 @dataclass
