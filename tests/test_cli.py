@@ -121,6 +121,7 @@ def test_bad_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys,
     model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
     (tmp_path / "existing.csv").mkdir()
     _fails([*model, "--out", str(tmp_path / "existing.csv")], capsys, "is a directory; give a file in it")
+    _fails([*model, "--out", str(tmp_path)], capsys, f"is a directory; give a file in it, e.g. {tmp_path / 'table.csv'}")
     (tmp_path / "plain").write_text("a file")
     _fails([*model, "--out", str(tmp_path / "plain" / "sub" / "r.csv")], capsys, "plain is a file, not a directory")
     _fails([*model, "--out", str(tmp_path / "r.txt")], capsys, "--out must end in .csv or .json")

@@ -162,10 +162,10 @@ def _profile(args: argparse.Namespace) -> int:
 def check_output(path: Path, option: str = "--out") -> None:
     """Fail before the work when the table could not be written to ``path``: a wrong suffix, a
     directory in its place, or no directory it could be created in with write access."""
+    if path.is_dir():
+        raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / 'table.csv'}")
     if path.suffix not in (".csv", ".json"):
         raise LinrecError(f"{option} must end in .csv or .json; got '{path}'")
-    if path.is_dir():
-        raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / ('table' + path.suffix)}")
     existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not existing.is_dir():
         raise LinrecError(f"cannot write {option} {path}: {existing} is a file, not a directory")
