@@ -27,6 +27,7 @@ import seaborn as sns
 
 import linrec
 from linrec.report import chapter
+from linrec.report.params import check_params
 from linrec.analysis.advice import cost_table, replacement_candidates
 from linrec.bench import capture_overhead
 from linrec.cli import main as linrec_cli
@@ -36,6 +37,8 @@ from linrec.experiment.resolve import load_profile_model, profile_batches, profi
 from linrec.interventions.surgery import fit_replacements
 from linrec.models.zoo import ensure_zoo_model
 
+check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], positive_int_or_none=["MAX_ROWS"],
+             fraction=["MIN_R2", "MAX_STD"], positive_int=["TRY_BLOCKS"])
 ch = chapter.start("09_your_model", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
@@ -44,10 +47,7 @@ name = MODEL or profile.models[0]
 where = str(ensure_zoo_model(profile.zoo, name, progress=False)) if profile.zoo is not None and MODEL is None else name
 rows = MAX_ROWS or profile.rows_per_block
 corpus = profile_corpus(profile)
-workdir = Path(tempfile.mkdtemp(prefix="linrec-ch9-"))
-text_file = workdir / "my_text.txt"
-text_file.write_text(corpus.fit_text, encoding="utf-8")
-print(f"model: {where}\ntext:  {text_file} ({len(corpus.fit_text):,} characters of {corpus.name})")
+print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file below")
 
 # %% [markdown]
 # ## One command
@@ -59,14 +59,18 @@ print(f"model: {where}\ntext:  {text_file} ({len(corpus.fit_text):,} characters 
 # notebook is self-contained; in a terminal it is the line printed first.
 
 # %%
-args = ["profile", "--model", where, "--text-file", str(text_file), "--max-rows", str(rows),
-        "--seq-len", str(profile.seq_len), "--folds", str(profile.folds), "--seed", str(SEED),
-        "--batch-size", str(profile.batch_size), "--out", str(workdir / "table.csv"), "--no-progress"]
-if profile.device:
-    args += ["--device", profile.device]
-print("$ linrec " + " ".join(args))
-linrec_cli(args)
-table = pd.read_csv(workdir / "table.csv")
+with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, files and all, when the cell ends
+    text_file = Path(workdir) / "my_text.txt"
+    text_file.write_text(corpus.fit_text, encoding="utf-8")
+    args = ["profile", "--model", where, "--text-file", str(text_file), "--max-rows", str(rows),
+            "--seq-len", str(profile.seq_len), "--folds", str(profile.folds), "--seed", str(SEED),
+            "--batch-size", str(profile.batch_size), "--out", str(Path(workdir) / "table.csv"), "--no-progress"]
+    if profile.device:
+        args += ["--device", profile.device]
+    print("$ linrec " + " ".join(args))
+    if linrec_cli(args) != 0:
+        raise linrec.LinrecError("linrec profile failed; its message is printed above")
+    table = pd.read_csv(Path(workdir) / "table.csv")
 
 # %% [markdown]
 # ## Reading the table

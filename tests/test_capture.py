@@ -1,11 +1,14 @@
 """Capture: each architecture's FFN points, early stop, padding, batching, dtype and bad activations."""
 
+import re
+
 import pytest
 import torch
 
 from conftest import FAMILIES, tiny_model
 from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks, select_blocks
-from linrec.core.capture import capture_moments, run_capture
+from linrec.core.capture import capture_moments, rows_needed, run_capture
+from linrec.core.measure import measure
 from linrec.errors import LinrecError
 from linrec.core.fit import recoverability, report_table
 from linrec.core.sample import RowSample
@@ -103,13 +106,18 @@ def test_bfloat16_model_gives_float64_moments(tokenizer, text):
     assert all(m.cxx.dtype == torch.float64 for folds in moments.values() for m in folds)
 
 
-def test_nan_activations_name_the_block(tokenizer, text):
-    model = tiny_model("gpt2")
+@pytest.mark.parametrize(("dtype", "advice"), [
+    (torch.float32, "already computes in float32, so this is no low-precision overflow: its weights hold NaN/Inf"),
+    (torch.bfloat16, "A bfloat16 model can lose range: load it in float32"),
+])
+def test_nan_activations_name_the_block_and_advice_fits_the_dtype(tokenizer, text, dtype, advice):
+    model = tiny_model("gpt2").to(dtype)
     with torch.no_grad():
         model.transformer.h[1].ln_2.weight[0] = float("nan")
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=128)
-    with pytest.raises(LinrecError, match="block 1: NaN or Inf"):
+    with pytest.raises(LinrecError, match="block 1: NaN or Inf") as err:
         capture_moments(model, batches, folds=2, progress=False)
+    assert advice in str(err.value)
 
 
 def test_unknown_architecture_lists_supported_and_spec_works(tokenizer, text):
@@ -133,11 +141,56 @@ def test_block_selection_errors():
         select_blocks(blocks, [5])
 
 
-def test_too_few_rows_for_width(tokenizer, text):
+def _advised_rows(err: pytest.ExceptionInfo) -> int:
+    return int(re.search(r"max_rows=(\d+)", str(err.value)).group(1))
+
+
+@pytest.mark.parametrize(("max_rows", "seq_len", "folds", "advised"), [
+    (32, 16, 5, 80),  # 2 sequences cannot fill 5 folds; 5 of 16 tokens leave 4 (64 rows) to train on
+    (40, 8, 5, 56),  # 5 sequences: each training split has 4 x 8 = 32 rows, 33 are needed
+    (48, 48, 2, 96),  # 48 rows exceed width + 1, but one sequence cannot fill 2 folds
+])
+def test_too_few_rows_for_width_advice_works_when_followed(tokenizer, text, max_rows, seq_len, folds, advised):
+    """Folds are whole sequences: the advised max_rows, followed, gives every training split width + 1 rows."""
     model = tiny_model("gpt2")
-    batches = make_batches(tokenizer, text, seq_len=16, max_rows=32)
-    with pytest.raises(LinrecError, match="at least 42 rows"):
-        capture_moments(model, batches, folds=5, progress=False)
+    batches = make_batches(tokenizer, text, seq_len=seq_len, max_rows=max_rows)
+    with pytest.raises(LinrecError, match="are too few for width 32 .* folds are whole sequences") as err:
+        capture_moments(model, batches, folds=folds, progress=False)
+    assert _advised_rows(err) == advised
+    followed = make_batches(tokenizer, text, seq_len=seq_len, max_rows=advised)
+    table = report_table(recoverability(capture_moments(model, followed, folds=folds, progress=False)))
+    assert (table.n_train >= 33).all()
+
+
+def test_rows_needed_is_the_fewest_whole_sequences():
+    """Against brute force over the balanced round-robin split: n sequences, smallest training split n - ceil(n / k)."""
+    for width, seq_len, folds in [(256, 64, 5), (32, 16, 5), (32, 1, 3), (7, 4, 2), (100, 128, 10)]:
+        n = next(n for n in range(folds, 10_000) if (n - -(-n // folds)) * seq_len >= width + 1)
+        assert rows_needed(width, folds, seq_len) == n * seq_len
+    assert rows_needed(256, 5, 64) == 448  # the issue's case: 322 rows (6 sequences) left 256 training rows
+    assert rows_needed(256, 5) == 322  # one row per sequence: the old bound
+
+
+@pytest.mark.parametrize("folds", [1, 0])
+def test_measure_refuses_fewer_than_two_folds(tokenizer, text, folds):
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=256)
+    with pytest.raises(LinrecError, match=f"folds must be at least 2; got {folds}"):
+        measure(tiny_model("gpt2"), batches, folds=folds, progress=False)
+
+
+@pytest.mark.parametrize("max_rows", [-100, 0])
+def test_make_batches_refuses_non_positive_max_rows(tokenizer, text, max_rows):
+    with pytest.raises(LinrecError, match=f"max_rows \\(token rows per block\\) must be positive.*got {max_rows}"):
+        make_batches(tokenizer, text, seq_len=16, max_rows=max_rows)
+
+
+def test_an_empty_tokenizer_is_named_not_a_short_text(tmp_path, text):
+    from transformers import AutoTokenizer
+
+    tiny_model("gpt2").save_pretrained(tmp_path)  # no tokenizer files: transformers builds an empty one
+    empty = AutoTokenizer.from_pretrained(tmp_path)
+    with pytest.raises(LinrecError, match="turned .* characters into no tokens: it is empty"):
+        make_batches(empty, text, seq_len=16, max_rows=256)
 
 
 def test_text_too_short_and_context_too_long(tokenizer):

@@ -1,9 +1,11 @@
 """`linrec profile` end to end on every supported architecture, its error paths, and torchrun scale-out."""
 
 import os
+import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -59,7 +61,9 @@ def test_unknown_architecture(tmp_path, tokenizer, text_file, capsys):
 
 def test_bad_inputs_have_clear_errors(model_dirs, text_file, tmp_path, capsys):
     model = ["profile", "--model", str(model_dirs["gpt2"])]
-    _fails([*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"], capsys, "at least 42 rows per block")
+    err = _fails([*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"], capsys,
+                 "folds are whole sequences", "--max-rows 56")
+    assert "--max-rows 56" in err and main([*model, "--text-file", str(text_file), "--max-rows", "56", "--seq-len", "8", "--no-progress"]) == 0
     short = tmp_path / "short.txt"
     short.write_text("just a few words", encoding="utf-8")
     _fails([*model, "--text-file", str(short), "--max-rows", "400", "--seq-len", "16"], capsys, "are needed for max_rows=400")
@@ -100,3 +104,111 @@ def test_device_map_auto_loads_and_measures(model_dirs, text_file, tmp_path):
     reference = tmp_path / "ref.csv"
     assert main(["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS, "--out", str(reference)]) == 0
     assert (pd.read_csv(out).r2_lin - pd.read_csv(reference).r2_lin).abs().max() <= 1e-10
+
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    """Any measurement fails the test: the errors below must come before the work."""
+    import linrec.core.measure
+
+    def measure(*args, **kwargs):
+        raise AssertionError("measured before the error")
+
+    monkeypatch.setattr(linrec.core.measure, "measure", measure)
+
+
+def test_bad_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys, no_measuring):
+    model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
+    (tmp_path / "existing.csv").mkdir()
+    _fails([*model, "--out", str(tmp_path / "existing.csv")], capsys, "is a directory; give a file in it")
+    _fails([*model, "--out", str(tmp_path)], capsys, f"is a directory; give a file in it, e.g. {tmp_path / 'table.csv'}")
+    (tmp_path / "plain").write_text("a file")
+    _fails([*model, "--out", str(tmp_path / "plain" / "sub" / "r.csv")], capsys, "plain is a file, not a directory")
+    _fails([*model, "--out", str(tmp_path / "r.txt")], capsys, "--out must end in .csv or .json")
+
+
+def test_unwritable_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys, monkeypatch, no_measuring):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.geteuid() == 0:  # root writes anywhere: let the permission check see what a user would
+        access = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and access(path, mode))
+    _fails(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS,
+            "--out", str(locked / "new" / "r.csv")], capsys, "no write permission in")
+
+
+def test_out_in_a_missing_directory_is_created_and_written_whole(model_dirs, text_file, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "new" / "dir" / "r.csv"
+    args = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
+    assert main(args) == 0
+    before = out.read_text()
+    assert [p.name for p in out.parent.iterdir()] == ["r.csv"]  # no temporary file left beside it
+
+    def half_written(self, path, **kwargs):
+        Path(path).write_text("block,r2")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", half_written)
+    _fails(args, capsys, f"could not write {out}", "No space left on device")
+    assert out.read_text() == before and [p.name for p in out.parent.iterdir()] == ["r.csv"]
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps", "tpu"])
+def test_missing_device_fails_first(device, model_dirs, tmp_path, monkeypatch, capsys, no_measuring):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    _fails(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(tmp_path / "not-read.txt"), "--device", device],
+           capsys, f"device '{device}' is not available on this machine; available: cpu")
+
+
+def test_model_directory_problems_are_one_message(model_dirs, text_file, tmp_path, capsys, no_measuring):
+    """Missing weights, a truncated safetensors file, no tokenizer, no such directory: a message, never a traceback."""
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dirs["gpt2"], broken)
+    args = ["profile", "--model", str(broken), "--text-file", str(text_file), *ROWS]
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    _fails(args, capsys, f"{weights} is truncated or corrupt")
+    weights.unlink()
+    _fails(args, capsys, "has a config but no weights")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(model_dirs["gpt2"] / name, bare / name)
+    _fails(["profile", "--model", str(bare), "--text-file", str(text_file), *ROWS], capsys, "has no usable tokenizer")
+    _fails(["profile", "--model", str(tmp_path / "nope"), "--text-file", str(text_file)], capsys, "no such directory")
+
+
+def test_version_and_plain_help(capsys):
+    import linrec
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"linrec {linrec.__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", linrec.__version__)
+    for argv in (["--help"], ["profile", "--help"], ["bench", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = capsys.readouterr().out
+        assert "``" not in out and "(default: None)" not in out
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for expected in ("one of: paper, offline, smoke", "stdlib-prose, stdlib-code", "wikitext-2",
+                     "one of: float32, fp32, bfloat16", "sequences per forward pass (default: 8)", "(default: 0)"):
+        assert expected in help_text, expected
+
+
+def test_bench_checks_its_arguments_before_timing(tmp_path, capsys, monkeypatch):
+    import linrec.bench
+
+    monkeypatch.setattr(linrec.bench, "run_bench", lambda *a: (_ for _ in ()).throw(AssertionError("timed")))
+    (tmp_path / "t.csv").mkdir()
+    _fails(["bench", "--out", str(tmp_path / "t.csv")], capsys, "is a directory")
+    with pytest.raises(SystemExit):
+        main(["bench", "--peak-tokens", "20000,-5"])
+    assert "expected a positive integer; got '-5'" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from linrec import __version__
 from linrec.errors import LinrecError
 
 
@@ -25,32 +26,49 @@ def _blocks(value: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"--blocks takes comma-separated block indices like 0,3,5; got '{value}'") from None
 
 
-def _positive(value: str) -> int:
+def positive_int(value: str) -> int:
+    """argparse type: a positive integer."""
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer; got '{value}'")
     return int(value)
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends an option's default to its help, except where it has none (None, or an unset flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_profile_command(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="measure per-block linear recoverability of a model",
+    from linrec.data.corpora import corpus_names
+    from linrec.experiment.profiles import profile_names
+    from linrec.models.loading import DTYPES
+
+    p = sub.add_parser("profile", help="measure per-block linear recoverability of a model", formatter_class=HelpFormatter,
                        description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.")
-    p.add_argument("--model", help="hub id or local directory (default: every model of --profile)")
+    p.add_argument("--model", metavar="ID_OR_DIR", help="hub id or local directory (default: every model of --profile)")
     p.add_argument("--revision", help="hub revision, e.g. step1000 for Pythia checkpoints")
     text = p.add_mutually_exclusive_group()
-    text.add_argument("--text-file", type=Path, help="a local UTF-8 text file to measure on")
-    text.add_argument("--corpus", help="a named corpus (see --profile; e.g. wikitext-2, stdlib-prose)")
-    p.add_argument("--profile", help="a named profile (paper, offline, smoke) supplying models, corpus and counts")
-    p.add_argument("--max-rows", type=_positive, help="token rows per block (default: the profile's, else 20000)")
-    p.add_argument("--seq-len", type=_positive, help="tokens per sequence (default 128)")
-    p.add_argument("--folds", type=_positive, help="k of the k-fold split by sequence (default 5)")
+    text.add_argument("--text-file", type=Path, metavar="FILE", help="a local UTF-8 text file to measure on")
+    text.add_argument("--corpus", choices=corpus_names(), metavar="NAME",
+                      help=f"a named corpus, one of: {', '.join(corpus_names())} (default: the profile's first)")
+    p.add_argument("--profile", choices=profile_names(), metavar="NAME",
+                   help=f"a named profile supplying models, corpus and counts, one of: {', '.join(profile_names())}")
+    p.add_argument("--max-rows", type=positive_int, help="token rows per block (default: the profile's, else 20000)")
+    p.add_argument("--seq-len", type=positive_int, help="tokens per sequence (default: the profile's, else 128)")
+    p.add_argument("--folds", type=positive_int, help="k of the k-fold split by sequence, at least 2 (default: the profile's, else 5)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
     p.add_argument("--blocks", type=_blocks, help="comma-separated block indices (default: all)")
     p.add_argument("--device", help="cuda, mps, cpu, cuda:1 ... (default: the first available of cuda, mps, cpu)")
-    p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: the checkpoint's)")
+    p.add_argument("--dtype", choices=list(DTYPES), metavar="DTYPE",
+                   help=f"one of: {', '.join(DTYPES)} (default: the checkpoint's)")
     p.add_argument("--device-map", help="'auto' to spread a large model over the available devices (accelerate)")
-    p.add_argument("--batch-size", type=_positive, default=8, help="sequences per forward pass")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per forward pass")
     p.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code from the hub (off by default)")
-    p.add_argument("--out", type=Path, help="write the table to a .csv or .json file")
+    p.add_argument("--out", type=Path, metavar="FILE", help="write the table to a .csv or .json file (checked before measuring)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_profile)
 
@@ -75,7 +93,7 @@ def _text(args: argparse.Namespace, profile) -> tuple[str, str, str]:
 def _profile(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
-    from linrec.models.loading import load_model, max_context
+    from linrec.models.loading import load_model, max_context, pick_device
     from linrec.core.measure import measure
     from linrec.data.tokens import make_batches
 
@@ -84,8 +102,8 @@ def _profile(args: argparse.Namespace) -> int:
         from linrec.experiment.profiles import get_profile
 
         profile = get_profile(args.profile)
-    if args.out is not None and args.out.suffix not in (".csv", ".json"):
-        raise LinrecError(f"--out must end in .csv or .json; got '{args.out}'")
+    if args.out is not None:
+        check_output(args.out)
     if args.model is None and profile is None:
         raise LinrecError("give --model ID_OR_PATH, or --profile NAME to measure the profile's models")
     rows = args.max_rows or (profile.rows_per_block if profile else 20_000)
@@ -103,6 +121,8 @@ def _profile(args: argparse.Namespace) -> int:
         if backend == "nccl":
             args.device = args.device or f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     rank = dist.get_rank() if dist.is_initialized() else 0
+    if args.device:
+        pick_device(args.device)  # a device this machine lacks fails here, before any loading
 
     text, corpus_name, corpus_hash = _text(args, profile)
     tables = []
@@ -113,7 +133,8 @@ def _profile(args: argparse.Namespace) -> int:
             model, tokenizer = load_profile_model(profile, model_name)
         else:
             model, tokenizer = load_model(model_name, revision=args.revision, dtype=args.dtype, device=args.device,
-                                          device_map=args.device_map, trust_remote_code=args.trust_remote_code)
+                                          device_map=args.device_map, trust_remote_code=args.trust_remote_code,
+                                          supported_only=True)
         batches = make_batches(tokenizer, text, seq_len=seq_len, max_rows=rows, batch_size=args.batch_size,
                                max_context=max_context(model))
         table = measure(model, batches, blocks=args.blocks, folds=folds, seed=args.seed,
@@ -138,17 +159,44 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_output(path: Path, option: str = "--out") -> None:
+    """Fail before the work when the table could not be written to ``path``: a wrong suffix, a
+    directory in its place, or no directory it could be created in with write access."""
+    if path.is_dir():
+        raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / 'table.csv'}")
+    if path.suffix not in (".csv", ".json"):
+        raise LinrecError(f"{option} must end in .csv or .json; got '{path}'")
+    existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not existing.is_dir():
+        raise LinrecError(f"cannot write {option} {path}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise LinrecError(f"cannot write {option} {path}: no write permission in {existing.resolve()}; choose another place")
+
+
 def write_table(table: pd.DataFrame, path: Path) -> None:
-    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".json":
-        table.to_json(path, orient="records", indent=1, double_precision=15)
-    else:
-        table.to_csv(path, index=False, float_format="%.17g")
+    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision).
+
+    The table goes to a temporary file beside ``path`` that is renamed into place, so an
+    interrupted write never leaves a partial table under the final name.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            table.to_json(tmp, orient="records", indent=1, double_precision=15)
+        else:
+            table.to_csv(tmp, index=False, float_format="%.17g")
+        os.replace(tmp, path)
+    except OSError as err:
+        raise LinrecError(f"could not write {path}: {err}") from err
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="linrec", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="linrec", description=__doc__.splitlines()[0].replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"linrec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_profile_command(sub)
     from linrec import bench

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.models.arch import BlockSpec, ffn_blocks, select_blocks
+from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
 from linrec.errors import LinrecError
 from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments
 from linrec.data.tokens import TokenBatches
@@ -37,6 +37,16 @@ def _first_tensor(args: tuple, kwargs: dict) -> torch.Tensor:
         if isinstance(a, torch.Tensor):
             return a
     raise LinrecError("the FFN input module was called without a tensor argument")
+
+
+def _non_finite_advice(dtype: torch.dtype) -> str:
+    """What to do about NaN/Inf activations, given the dtype the model computes in."""
+    if dtype == torch.float16:
+        return "A float16 model can overflow: load it in float32 or bfloat16 (--dtype float32)."
+    if dtype == torch.bfloat16:
+        return "A bfloat16 model can lose range: load it in float32 (--dtype float32)."
+    return (f"The model already computes in {str(dtype).removeprefix('torch.')}, so this is no low-precision overflow: "
+            "its weights hold NaN/Inf (check torch.isfinite on model.parameters()) or the checkpoint is damaged.")
 
 
 def input_device(model: nn.Module) -> torch.device:
@@ -76,7 +86,7 @@ def run_capture(
             if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
                 raise LinrecError(
                     f"block {block.index}: NaN or Inf activations (batch of sequences "
-                    f"{state['seq'].tolist()[:4]}...). A float16 model can overflow: load it in float32 or bfloat16."
+                    f"{state['seq'].tolist()[:4]}...). {_non_finite_advice(y.dtype)}"
                 )
             fold = state["fold"].to(x.device)
             for sink in sinks:
@@ -134,9 +144,37 @@ class MomentSink:
         return {b: [a.moments().to("cpu") for a in accs] for b, accs in self.accumulators.items()}
 
 
-def rows_needed(width: int, folds: int) -> int:
-    """Rows per block so that every training split (all folds but one) has width + 1 rows."""
-    return math.ceil((width + 1) * folds / (folds - 1))
+def rows_needed(width: int, folds: int, seq_len: int = 1) -> int:
+    """Rows per block, in whole sequences of ``seq_len``, so that every training split has width + 1 rows.
+
+    Folds are whole sequences dealt round-robin, so with n sequences the smallest training split
+    (all folds but the largest) holds n - ceil(n / folds) = floor(n (folds - 1) / folds) of them,
+    and it must hold m = ceil((width + 1) / seq_len): n >= m folds / (folds - 1), and n >= folds.
+    """
+    if folds < 2:
+        raise LinrecError(f"folds must be at least 2; got {folds}")
+    per_split = math.ceil((width + 1) / seq_len)
+    return max(folds, math.ceil(per_split * folds / (folds - 1))) * seq_len
+
+
+def _check_training_rows(batches: TokenBatches, width: int, folds: int, seed: int) -> None:
+    """Every training split of the actual fold assignment must have width + 1 rows (padding excluded)."""
+    need = rows_needed(width, folds, batches.seq_len)
+    n_seq = batches.n_sequences_total
+    found = f"{n_seq} sequences cannot fill {folds} folds"
+    if n_seq >= folds:
+        fold_of_sequence = batches.folds(folds, seed)[batches.seq_index]
+        rows = torch.zeros(folds, dtype=torch.long).index_add_(0, fold_of_sequence, batches.attention_mask.sum(1))
+        smallest = int(rows.sum() - rows.max())
+        if smallest >= width + 1:
+            return
+        found = f"the smallest has {smallest}"
+    raise LinrecError(
+        f"{batches.n_rows} rows per block in {n_seq} sequences of {batches.seq_len} tokens are too few for width {width} "
+        f"with {folds} folds: folds are whole sequences, and every training split (all folds but one) needs "
+        f"width + 1 = {width + 1} rows; {found}. Use at least {need // batches.seq_len} sequences: max_rows={need} "
+        f"(--max-rows {need}), or fewer folds."
+    )
 
 
 def capture_moments(
@@ -145,7 +183,7 @@ def capture_moments(
     blocks: Sequence[int] | None = None,
     folds: int = 5,
     seed: int = 0,
-    spec: Sequence[BlockSpec | tuple[str, str]] | None = None,
+    spec: Spec = None,
     extra_sinks: Sequence[RowSink] = (),
     progress: bool = True,
 ) -> BlockMoments:
@@ -156,12 +194,8 @@ def capture_moments(
     """
     chosen = select_blocks(ffn_blocks(model, spec), blocks)
     width = getattr(getattr(model, "config", None), "hidden_size", None)
-    if width is not None and batches.n_rows < rows_needed(width, folds):
-        raise LinrecError(
-            f"{batches.n_rows} rows per block is too few for width {width} with {folds} folds: each training "
-            f"split needs width + 1 = {width + 1} rows, so at least {rows_needed(width, folds)} rows per block "
-            f"(--max-rows) are needed."
-        )
+    if width is not None:
+        _check_training_rows(batches, width, folds, seed)
     fold_of_sequence = batches.folds(folds, seed)
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     if distributed:

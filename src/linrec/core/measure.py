@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 from torch import nn
 
-from linrec.models.arch import BlockSpec
+from linrec.models.arch import Spec
 from linrec.core.capture import capture_moments
 from linrec.core.fit import DEFAULT_RCOND, recoverability, report_table
 from linrec.data.tokens import TokenBatches
@@ -21,7 +21,7 @@ def measure(
     folds: int = 5,
     seed: int = 0,
     rcond: float = DEFAULT_RCOND,
-    spec: Sequence[BlockSpec | tuple[str, str]] | None = None,
+    spec: Spec = None,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block.

@@ -119,10 +119,15 @@ def make_batches(
     """
     if seq_len < 1:
         raise LinrecError(f"seq_len must be positive; got {seq_len}")
+    if max_rows is not None and max_rows < 1:
+        raise LinrecError(f"max_rows (token rows per block) must be positive, or None for all of the text; got {max_rows}")
     if max_context is not None and seq_len > max_context:
         raise LinrecError(f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; use --seq-len {max_context} or less")
     wanted = None if max_rows is None else math.ceil(max_rows / seq_len)
     ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * seq_len)
+    if ids.numel() == 0 and text.strip():
+        raise LinrecError(f"the tokenizer turned {len(text):,} characters into no tokens: it is empty (a model saved "
+                          "without its tokenizer?). Save one with tokenizer.save_pretrained(directory).")
     available = ids.numel() // seq_len
     wanted = available if wanted is None else wanted
     if wanted == 0 or available < wanted:

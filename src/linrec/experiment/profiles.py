@@ -112,9 +112,10 @@ class Profile:
             if self.seq_len > context:
                 raise LinrecError(f"{where}: seq_len {self.seq_len} exceeds the zoo models' context of {context}; use {context} or less")
             width = max(self.zoo.entry(m).width for m in self.models)
-            if self.rows_per_block < rows_needed(width, self.folds):
+            needed = rows_needed(width, self.folds, self.seq_len)
+            if self.rows_per_block < needed:
                 raise LinrecError(f"{where}: rows_per_block {self.rows_per_block} is too few for width {width} with "
-                                  f"{self.folds} folds; use at least {rows_needed(width, self.folds)}")
+                                  f"{self.folds} folds of whole {self.seq_len}-token sequences; use at least {needed}")
         return self
 
     def check_model(self, model: str) -> None:

@@ -69,6 +69,14 @@ def _resolve(model: nn.Module, relative: str) -> str:
     return names[0]
 
 
+def check_supported(model_type: str | None) -> None:
+    """Raise, listing the supported ones, when ``model_type`` (a config's) has no known FFN layout."""
+    if model_type not in _LAYOUTS:
+        raise LinrecError(
+            f"unsupported architecture '{model_type}'. Supported model types: {', '.join(SUPPORTED)}. {_HOW_TO}"
+        )
+
+
 def ffn_blocks(model: nn.Module, spec: Spec = None) -> list[BlockSpec]:
     """The FFN blocks of ``model`` in depth order, from its architecture or from ``spec``."""
     modules = dict(model.named_modules())
@@ -80,10 +88,7 @@ def ffn_blocks(model: nn.Module, spec: Spec = None) -> list[BlockSpec]:
                     raise LinrecError(f"block {b.index}: the model has no module named '{name}'")
         return blocks
     model_type = getattr(getattr(model, "config", None), "model_type", None)
-    if model_type not in _LAYOUTS:
-        raise LinrecError(
-            f"unsupported architecture '{model_type}'. Supported model types: {', '.join(SUPPORTED)}. {_HOW_TO}"
-        )
+    check_supported(model_type)
     src, dst = _LAYOUTS[model_type]
     n_layers = model.config.num_hidden_layers
     return [BlockSpec(i, _resolve(model, src.format(i=i)), _resolve(model, dst.format(i=i))) for i in range(n_layers)]

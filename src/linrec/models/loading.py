@@ -7,12 +7,13 @@ seconds (``HF_HUB_OFFLINE=1`` is respected), naming the offline profile that nee
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from linrec.models.arch import CAUSAL
+from linrec.models.arch import CAUSAL, check_supported
 from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable
 
@@ -20,15 +21,39 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
           "float16": torch.float16, "fp16": torch.float16}
 
 
+def _mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
+
+def available_devices() -> list[str]:
+    """The devices this machine can run on, in the order :func:`pick_device` prefers them (cpu last)."""
+    cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return [*cuda, *(["mps"] if _mps_available() else []), "cpu"]
+
+
+def _is_available(device: torch.device) -> bool:
+    if device.type == "cpu":
+        return True
+    if device.type == "cuda":
+        return torch.cuda.is_available() and (device.index is None or device.index < torch.cuda.device_count())
+    if device.type == "mps":
+        return _mps_available()
+    backend = getattr(torch, device.type, None)  # torch.xpu and the like report their own availability
+    return bool(getattr(backend, "is_available", lambda: False)())
+
+
 def pick_device(device: str | None = None) -> torch.device:
-    """The requested device, else cuda, then mps, then cpu."""
-    if device:
-        return torch.device(device)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+    """The requested device, else cuda, then mps, then cpu; a device this machine lacks is an error up front."""
+    if not device:
+        return torch.device(available_devices()[0].split(":")[0])
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        chosen = None
+    if chosen is None or not _is_available(chosen):
+        raise LinrecError(f"device '{device}' is not available on this machine; available: {', '.join(available_devices())}. "
+                          "Leave the device out to use the first of them.")
+    return chosen
 
 
 def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
@@ -40,6 +65,51 @@ def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     return DTYPES[dtype]
 
 
+def _local_dir(name_or_path: str) -> Path | None:
+    """The local model directory ``name_or_path`` names, or None for a hub id.
+
+    A name that looks like a path (starts with ./, ../, /, ~, has more parts than org/name, or
+    its parent directory exists here) but is no directory is reported as such, not as a hub error.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise LinrecError(f"'{name_or_path}' is a file; give the model's directory (the one holding config.json)")
+    parts = Path(name_or_path).parts
+    if name_or_path.startswith(("./", "../", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and path.parent.is_dir()):
+        raise LinrecError(f"no such directory: '{name_or_path}'. Give a directory saved with save_pretrained "
+                          "(holding config.json), or a hub id like openai-community/gpt2.")
+    return None
+
+
+def _check_tokenizer(tokenizer, name_or_path: str) -> None:
+    """An empty tokenizer (what transformers builds for a directory without tokenizer files) is an error here."""
+    if not tokenizer("The quick brown fox.", add_special_tokens=False)["input_ids"]:
+        raise LinrecError(f"'{name_or_path}' has no usable tokenizer (it turns text into no tokens). Save the tokenizer "
+                          "beside the model with tokenizer.save_pretrained(directory) (tokenizer.json, or vocab.json + merges.txt).")
+
+
+def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> LinrecError:
+    """What went wrong with the weights, naming the file and what to do."""
+    if local is None:
+        return LinrecError(f"could not load the weights of '{name_or_path}': {err}. The downloaded files may be incomplete: "
+                           "delete the model's folder in the Hugging Face cache (~/.cache/huggingface/hub) and load it again.")
+    files = sorted([*local.glob("*.safetensors"), *local.glob("*.bin")])
+    if not files:
+        return LinrecError(f"'{local}' has a config but no weights (model.safetensors or pytorch_model.bin): "
+                           "save the model there with model.save_pretrained(directory).")
+    from safetensors import SafetensorError, safe_open
+
+    for file in (f for f in files if f.suffix == ".safetensors"):
+        try:
+            with safe_open(str(file), "pt"):
+                pass
+        except (SafetensorError, OSError) as bad:
+            return LinrecError(f"{file} is truncated or corrupt ({bad}): save or download it again.")
+    return LinrecError(f"could not load the weights in '{local}' ({', '.join(f.name for f in files)}): {err}")
+
+
 def load_model(
     name_or_path: str,
     *,
@@ -48,31 +118,45 @@ def load_model(
     device: str | None = None,
     device_map: str | None = None,
     trust_remote_code: bool = False,
+    supported_only: bool = False,
 ) -> tuple[nn.Module, object]:
     """(model, tokenizer), the model frozen in eval mode on ``device`` (or spread by ``device_map="auto"``).
 
     Causal LMs load with their LM head (needed for perplexity); encoders (BERT-style) load bare.
+    Everything that can be checked before the weights load is: the path, the device, the dtype,
+    the tokenizer and, with ``supported_only`` (an architecture :func:`ffn_blocks` knows, as the
+    CLI needs), the architecture read from the config.
     """
+    from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-    local = Path(name_or_path).is_dir()
-    local_only = local or hub_offline()
+    local = _local_dir(name_or_path)
+    source = str(local) if local is not None else name_or_path
+    target = None if device_map else pick_device(device)
+    torch_dtype = parse_dtype(dtype)
+    local_only = local is not None or hub_offline()
     if not local_only and not hub_reachable():
         local_only = True  # a copy in the local cache still works; otherwise fail below, in seconds
     common = {"revision": revision, "trust_remote_code": trust_remote_code, "local_files_only": local_only}
     try:
-        config = AutoConfig.from_pretrained(name_or_path, **common)
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, **common)
+        config = AutoConfig.from_pretrained(source, **common)
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
     except (OSError, ValueError) as err:
         where = "a local directory" if local else ("the hub (unreachable or offline), nor in the local cache" if local_only else "the hub")
         raise LinrecError(f"could not load '{name_or_path}' from {where}: {err}\n{OFFLINE_HINT}") from err
+    if supported_only:
+        check_supported(config.model_type)
+    _check_tokenizer(tokenizer, name_or_path)
     auto = AutoModelForCausalLM if config.model_type in CAUSAL else AutoModel
-    kwargs = dict(common, dtype=parse_dtype(dtype) or "auto", use_safetensors=None)
+    kwargs = dict(common, dtype=torch_dtype or "auto", use_safetensors=None)
     if device_map:
         kwargs["device_map"] = device_map
-    model = auto.from_pretrained(name_or_path, **kwargs)
-    if not device_map:
-        model.to(pick_device(device))
+    try:
+        model = auto.from_pretrained(source, **kwargs)
+    except (OSError, SafetensorError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
+        raise _weights_error(name_or_path, local, err) from err
+    if target is not None:
+        model.to(target)
     model.eval().requires_grad_(False)
     return model, tokenizer
 

@@ -1,0 +1,64 @@
+"""Chapter parameters checked where they are set, so a bad value fails in one line, not cells later.
+
+A chapter's first code cell after its ``parameters`` cell calls, for example::
+
+    check_params(globals(), integer=["SEED"], positive_int=["ROWS", "WIDTH"], folds=["FOLDS"],
+                 positive_int_or_none=["MAX_ROWS"], fraction=["MIN_R2"])
+
+and ``ROWS = -5`` stops there with ``parameter ROWS must be a positive integer; got -5`` instead of
+a tensor-shape error later (or argparse's usage text, when the value is handed to the CLI).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from numbers import Integral, Real
+
+from linrec.errors import LinrecError
+
+
+def _integer(v: object) -> bool:
+    return isinstance(v, Integral) and not isinstance(v, bool)
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _name(v: object) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+RULES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "integer": (_integer, "an integer"),
+    "positive_int": (lambda v: _integer(v) and v >= 1, "a positive integer"),
+    "positive_int_or_none": (lambda v: v is None or (_integer(v) and v >= 1), "a positive integer or None"),
+    "folds": (lambda v: _integer(v) and v >= 2, "an integer of at least 2"),
+    "fraction": (lambda v: _number(v) and 0 <= v <= 1, "a number between 0 and 1"),
+    "positive_number": (lambda v: _number(v) and v > 0, "a positive number"),
+    "flag": (lambda v: isinstance(v, bool), "True or False"),
+    "flag_or_none": (lambda v: v is None or isinstance(v, bool), "True, False or None"),
+    "name_or_none": (lambda v: v is None or _name(v), "a non-empty string or None"),
+    "names_or_none": (lambda v: v is None or (isinstance(v, (list, tuple)) and bool(v) and all(map(_name, v))),
+                      "a non-empty list of names or None"),
+}
+"""rule -> (test, what a passing value is)."""
+
+
+def require(name: str, value: object, rule: str, hint: str = "") -> None:
+    """Raise a one-line :class:`LinrecError` unless ``value`` passes ``rule`` (a key of :data:`RULES`)."""
+    if rule not in RULES:
+        raise LinrecError(f"unknown parameter rule '{rule}'; choose one of {', '.join(RULES)}")
+    test, meaning = RULES[rule]
+    if not test(value):
+        raise LinrecError(f"parameter {name} must be {meaning}; got {value!r}" + (f" ({hint})" if hint else ""))
+
+
+def check_params(values: Mapping[str, object], **rules: Iterable[str]) -> None:
+    """Check each named parameter in ``values`` (a chapter's ``globals()``) against its rule's keyword."""
+    for rule, names in rules.items():
+        for name in names:
+            if name not in values:
+                raise LinrecError(f"parameter {name} is not defined; set it in the parameters cell")
+            require(name, values[name], rule)

@@ -1,0 +1,99 @@
+"""Chapter parameters fail where they are set, in one line; chapter 9 checks its own before any work."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from linrec.errors import LinrecError
+from linrec.report.params import RULES, check_params, require
+
+CHAPTER_9 = Path(__file__).resolve().parents[1] / "notebooks" / "09_your_model.py"
+
+
+@pytest.mark.parametrize(("rule", "good", "bad"), [
+    ("integer", [0, -3, 7], [1.5, "1", True, None]),
+    ("positive_int", [1, 20_000], [0, -5, 2.0, True, None]),
+    ("positive_int_or_none", [None, 3], [0, -100, "3"]),
+    ("folds", [2, 10], [1, 0, 2.5]),
+    ("fraction", [0, 0.95, 1], [-0.1, 1.01, float("nan"), "0.5", True]),
+    ("positive_number", [2.0, 7], [0, -1, float("inf")]),
+    ("flag", [True, False], [0, None, "yes"]),
+    ("flag_or_none", [None, True], [1]),
+    ("name_or_none", [None, "gpt2"], ["", "  ", 3]),
+    ("names_or_none", [None, ["a", "b"], ("a",)], [[], "ab", ["a", ""], [1]]),
+])
+def test_rules_accept_good_and_refuse_bad_values(rule, good, bad):
+    for value in good:
+        require("P", value, rule)
+    for value in bad:
+        with pytest.raises(LinrecError, match=f"^parameter P must be {RULES[rule][1]}; got "):
+            require("P", value, rule)
+
+
+def test_the_message_is_one_readable_line():
+    with pytest.raises(LinrecError) as err:
+        check_params({"ROWS": -5, "SEED": 0}, integer=["SEED"], positive_int=["ROWS"])
+    assert str(err.value) == "parameter ROWS must be a positive integer; got -5"
+    with pytest.raises(LinrecError, match="^parameter MODEL must be a non-empty string or None; got '' \\(a hub id\\)$"):
+        require("MODEL", "", "name_or_none", "a hub id")
+
+
+def test_undefined_parameter_and_unknown_rule():
+    with pytest.raises(LinrecError, match="parameter ROWS is not defined"):
+        check_params({}, positive_int=["ROWS"])
+    with pytest.raises(LinrecError, match="unknown parameter rule 'positive'; choose one of integer, positive_int"):
+        check_params({"ROWS": 5}, positive=["ROWS"])
+
+
+def _cells(source: str) -> list[str]:
+    return source.split("\n# %%")
+
+
+def test_chapter_9_checks_its_parameters_before_any_work():
+    """The parameters cell run with MAX_ROWS = -100, then the check_params call of the next code cell:
+    one LinrecError, never argparse's usage text or SystemExit."""
+    cells = _cells(CHAPTER_9.read_text(encoding="utf-8"))
+    at = next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]'))
+    following = next(c for c in cells[at + 1:] if not c.startswith(" [markdown]"))
+    calls = [node for node in ast.parse(following.split("\n", 1)[1]).body
+             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "check_params"]
+    assert len(calls) == 1, "the first code cell after the parameters cell calls check_params once"
+    namespace = {"check_params": check_params}
+    exec(cells[at].split("\n", 1)[1], namespace)
+    exec(compile(ast.Module(calls, []), "chapter 9", "exec"), namespace)  # the defaults pass
+    namespace["MAX_ROWS"] = -100
+    with pytest.raises(LinrecError, match="^parameter MAX_ROWS must be a positive integer or None; got -100$"):
+        exec(compile(ast.Module(calls, []), "chapter 9", "exec"), namespace)
+
+
+def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch):
+    """The cell that writes the text file and runs the CLI, with the CLI replaced by a stand-in that
+    writes a table: the table is read, and the temporary directory is gone afterwards."""
+    import tempfile
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import linrec
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen = {}
+
+    def fake_cli(args):
+        text = Path(args[args.index("--text-file") + 1])
+        seen["text"] = text.read_text(encoding="utf-8")
+        pd.DataFrame({"block": [0, 1]}).to_csv(args[args.index("--out") + 1], index=False)
+        return 0
+
+    cell = next(c for c in _cells(CHAPTER_9.read_text(encoding="utf-8")) if "linrec_cli(args)" in c)
+    profile = SimpleNamespace(seq_len=16, folds=5, batch_size=8, device=None)
+    namespace = {"tempfile": tempfile, "Path": Path, "pd": pd, "linrec": linrec, "linrec_cli": fake_cli, "where": "m",
+                 "rows": 100, "SEED": 0, "profile": profile, "corpus": SimpleNamespace(fit_text="some text")}
+    exec(cell.split("\n", 1)[1], namespace)
+    assert seen["text"] == "some text" and list(namespace["table"].block) == [0, 1]
+    assert list(tmp_path.iterdir()) == []
+    namespace["linrec_cli"] = lambda args: 2
+    with pytest.raises(LinrecError, match="linrec profile failed"):
+        exec(cell.split("\n", 1)[1], namespace)
+    assert list(tmp_path.iterdir()) == []
