@@ -76,10 +76,16 @@ pd.DataFrame({"family": {m: f for m, (f, _) in identities.items()},
 
 # %% [markdown]
 # ## Trained and untrained profiles
+#
+# {numref}`fig-activation-profiles` draws every model's profile after training and, where the
+# model has an initial checkpoint, at random initialisation; the table below it summarises the shape
+# of each profile.
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
 fig = depth.profiles_figure(profiles, style="checkpoint", order=MODELS,
                             title="R²_lin per block, trained (solid) and at random initialisation (dashed)")
+
+# %%
 shape = depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
 shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]]
 
@@ -89,11 +95,14 @@ shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump"
 # The distance between two profiles of the same depth is the root-mean-square difference of
 # R²_lin over their blocks. Every pair of profiles that differs in exactly one respect is listed:
 # the seed (same architecture), the family (split by whether the MLP activation is the same), or
-# training (a model against its own initialisation).
+# training (a model against its own initialisation). {numref}`fig-activation-distances` shows every
+# distance, the table below it their summary by kind.
 
-# %%
+# %% mystnb={"figure": {"caption": "Root-mean-square difference of $R^2_\\text{lin}$ over blocks between two depth profiles that differ in one respect only (seed, family or training); one dot per pair, the bar is the mean of its kind.", "name": "fig-activation-distances"}}
 distances = distance_table(profiles, identities)
 fig = depth.distance_figure(distances)
+
+# %%
 distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"])
 
 # %% [markdown]
@@ -107,10 +116,13 @@ distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "
 # block: the condition number of the input covariance over its non-null spectrum, the number of
 # null directions (one per LayerNorm-fed block), the effective rank of the inputs (participation
 # ratio of the covariance eigenvalues) and the outlier ratio (largest per-dimension variance over
-# the median one).
+# the median one). {numref}`fig-activation-conditioning` sets R²_lin against the first and the
+# third; the table ranks every statistic by its correlation with R²_lin.
+
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
+fig = depth.conditioning_figure(profiles, order=MODELS)
 
 # %%
-fig = depth.conditioning_figure(profiles, order=MODELS)
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
 predictor_table(trained_blocks)
 
@@ -125,13 +137,15 @@ predictor_table(trained_blocks)
 # (`linrec.interventions.crossfeed.input_transform`): *standardised* (every dimension to the block's average variance) or
 # *whitened* (every non-null direction to that variance, so the covariance becomes isotropic). The
 # means are kept, so the FFN stays near its operating point; R²_lin is then measured on the new
-# (input, output) pairs with the same folds.
+# (input, output) pairs with the same folds ({numref}`fig-activation-normalised`).
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
 nets = {m: load_profile_model(profile, m, progress=False)[0] for m in dict.fromkeys(MODELS + GRID_MODELS)}
 normalised = pd.concat([normalisation_table(nets[m], measured[(m, "final")], NORMALISATIONS) for m in MODELS],
                        ignore_index=True)
 fig = depth.normalisation_figure(normalised, order=MODELS)
+
+# %%
 normalisation_summary(normalised)
 
 # %% [markdown]
@@ -144,11 +158,11 @@ normalisation_summary(normalised)
 #
 # Block $j$ of model $B$ is run on the rows captured at block $i$ of model $A$ (all models here share
 # one width), and R²_lin of those (input, output) pairs is measured with the rows' own folds. The
-# grid holds every pair of the chosen blocks; its diagonal is each block on its own inputs. If
-# R²_lin were a property of the inputs, each row of the grid would be uniform; if it is a property
-# of the weights, each column would.
+# grid ({numref}`fig-activation-crossfeed`) holds every pair of the chosen blocks; its diagonal is
+# each block on its own inputs. If R²_lin were a property of the inputs, each row of the grid would be
+# uniform; if it is a property of the weights, each column would.
 
-# %%
+# %% mystnb={"figure": {"caption": "Cross-feeding: held-out $R^2_\\text{lin}$ of the FFN of each column's block run on the inputs captured at each row's block; white lines separate models, the diagonal is each block on its own inputs.", "name": "fig-activation-crossfeed"}}
 depth_of = min(len(measured[(m, "final")].blocks) for m in GRID_MODELS)
 blocks = None if GRID_BLOCKS is None else sorted({round(x) for x in np.linspace(0, depth_of - 1, GRID_BLOCKS)})
 print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}")
@@ -194,8 +208,7 @@ pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 
 # %%
 verdict = activation_verdict(profiles, distances, shares, normalised, sigmas=SIGMAS)
-with pd.option_context("display.max_colwidth", None):
-    display(verdict)
+display(verdict)
 counts = verdict["supports"].value_counts()
 print(f"Profile '{PROFILE}': {len(verdict)} tests; " + ", ".join(f"{n} point to '{k}'" for k, n in counts.items()) + ".")
 
