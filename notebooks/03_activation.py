@@ -117,7 +117,7 @@ distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "
 # null directions (one per LayerNorm-fed block), the effective rank of the inputs (participation
 # ratio of the covariance eigenvalues) and the outlier ratio (largest per-dimension variance over
 # the median one). {numref}`fig-activation-conditioning` sets R²_lin against the first and the
-# third; the table ranks every statistic by its correlation with R²_lin.
+# third; the table gives the rank correlation of R²_lin with each statistic, with its interval.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
 fig = depth.conditioning_figure(profiles, order=MODELS)
