@@ -23,19 +23,22 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
 
 import linrec
 from linrec.report import chapter
+from linrec.report.params import check_params
 from linrec.core.moments import Moments
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import profile_corpus
 from linrec.core.planted import gelu_r2, recover_rows
-from linrec.plots.method import draw_pipeline
+from linrec.plots import depth, method
 from linrec.core.fit import held_out
 
+check_params(globals(), integer=["SEED"],
+             positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_SEQUENCES", "SEQ_LEN"],
+             folds=["FOLDS"])
 ch = chapter.start("01_method", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
@@ -92,10 +95,10 @@ pd.DataFrame(where)
 # ## The data flow
 #
 # The whole method is one forward pass and one small linear solve per block. The model is never
-# trained or modified; the figure shows what flows where.
+# trained or modified; {numref}`fig-method-pipeline` shows what flows where.
 
-# %%
-fig = draw_pipeline()
+# %% mystnb={"figure": {"caption": "The data flow of one measurement. Rows $(x, y)$ exist only inside the forward pass; below the dashed line everything is computed from float64 moments, whose size does not depend on the number of tokens.", "name": "fig-method-pipeline"}}
+fig = method.draw_pipeline()
 plt.show()
 
 # %% [markdown]
@@ -222,22 +225,19 @@ pd.DataFrame({
 # $v_\text{even}$ add, and
 #
 # $$ R^2_\text{lin}(\alpha) = \frac{(1-\alpha)^2 v_\text{lin}}{(1-\alpha)^2 v_\text{lin} + \alpha^2 v_\text{even}}. $$
+#
+# {numref}`fig-method-mixture` sets the measured value at eleven values of $\alpha$ against this curve.
 
 # %%
 alphas = np.linspace(0, 1, 11)
 mixed = [recover_rows(x, (1 - a) * linear_part + a * even_part, FOLDS) for a in alphas]
-sweep = pd.DataFrame({"alpha": alphas, "R²_lin": [r.r2_lin for r in mixed],
-                      "std": [r.r2_lin_std for r in mixed]})
+sweep = pd.DataFrame({"alpha": alphas, "r2_lin": [r.r2_lin for r in mixed],
+                      "r2_lin_std": [r.r2_lin_std for r in mixed]})
 fine = np.linspace(0, 1, 201)
-theory = (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even)
+theory = pd.DataFrame({"alpha": fine, "r2_lin": (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even)})
 
-fig, ax = plt.subplots(figsize=(7, 4.2))
-ax.plot(fine, theory, color="0.3", lw=1.5, label="exact population value")
-ax.errorbar(sweep["alpha"], sweep["R²_lin"], yerr=sweep["std"], fmt="o", capsize=3,
-            label=f"measured ({FOLDS}-fold mean ± std, {ROWS:,} rows)")
-ax.set(xlabel="α, weight of the even (quadratic) part", ylabel="held-out R²_lin",
-       title="Planted blocks: affine at α = 0, purely even at α = 1")
-ax.legend(loc="lower left")
+# %% mystnb={"figure": {"caption": "Planted blocks mixing an affine and an even part: held-out $R^2_\\text{lin}$ measured by `linrec` (points, $k$-fold mean ± std) against the exact population value (line).", "name": "fig-method-mixture"}}
+fig = method.mixture_figure(sweep, theory, FOLDS, ROWS)
 plt.show()
 
 # %% [markdown]
@@ -250,7 +250,8 @@ plt.show()
 # The architecture is fixed; only the scale $s$ and offset $\beta$, which training would set,
 # change. For one unit the exact answer is $R^2 = \mathrm{Cov}(z, g)^2 / \mathrm{Var}(g)$ with
 # $g = \mathrm{GELU}(sz + \beta)$, and with independent units the whole block has the same value. We
-# compute it by Gauss–Hermite quadrature and compare it with what `linrec` measures on rows.
+# compute it by Gauss–Hermite quadrature ({numref}`fig-method-gelu-map`) and compare it with what
+# `linrec` measures on rows ({numref}`fig-method-gelu-check`).
 
 # %%
 scales = torch.logspace(-1, 1, 41, dtype=torch.float64)
@@ -267,23 +268,12 @@ gelu_table["exact"] = gelu_r2(torch.tensor(gelu_table["scale"].to_numpy()),
 gelu_table["measured"] = [recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
                           for s, b in zip(gelu_table["scale"], gelu_table["offset"])]
 
-fig, ax = plt.subplots(figsize=(8, 5))
-mesh = ax.pcolormesh(scales.numpy(), offsets.numpy(), grid.numpy(), cmap="viridis", vmin=0, vmax=1,
-                     shading="auto")
-ax.scatter(gelu_table["scale"], gelu_table["offset"], color="white", edgecolor="black", s=40,
-           label="measured (next figure)")
-ax.set(xscale="log", xlabel="pre-activation scale s", ylabel="pre-activation offset β",
-       title="Exact R²_lin of a GELU block with N(0, 1) inputs")
-ax.legend(loc="lower right")
-fig.colorbar(mesh, ax=ax, label="R²_lin")
+# %% mystnb={"figure": {"caption": "Exact $R^2_\\text{lin}$ of a GELU block $y = \\mathrm{GELU}(s\\,xQ + \\beta)\\,C$ with Gaussian inputs, over the scale $s$ and offset $\\beta$ of its pre-activations (Gauss–Hermite quadrature). White dots: the blocks measured on rows in {numref}`fig-method-gelu-check`.", "name": "fig-method-gelu-map"}}
+fig = method.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
 plt.show()
 
-fig, ax = plt.subplots(figsize=(6, 5))
-sns.scatterplot(data=gelu_table, x="exact", y="measured", hue="offset", palette="deep", s=70, ax=ax)
-ax.plot([0, 1], [0, 1], color="0.4", lw=1, ls="--", label="measured = exact")
-ax.set(xlabel="exact R²_lin (quadrature)", ylabel=f"measured held-out R²_lin ({ROWS:,} rows)",
-       title="linrec recovers the exact value", xlim=(-0.05, 1.05), ylim=(-0.05, 1.05))
-ax.legend(title="offset β", loc="upper left")
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ that `linrec` measures on rows of the GELU blocks marked in {numref}`fig-method-gelu-map` against the exact value; the dashed diagonal is perfect agreement.", "name": "fig-method-gelu-check"}}
+fig = method.gelu_check_figure(gelu_table, ROWS)
 plt.show()
 
 # %% [markdown]
@@ -322,20 +312,17 @@ table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=False)
 table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
        "null_dims", "n_train", "n_test"]]
 
-# %%
-fig, ax = plt.subplots(figsize=(7, 4))
-ax.errorbar(table["block"], table["r2_lin"], yerr=table["r2_lin_std"], fmt="o-", capsize=3,
-            label=f"random-init GPT-2, {TINY_WIDTH} wide ({FOLDS}-fold mean ± std)")
-ax.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", ylim=(0, 1.05), xticks=table["block"],
-       title="Every block of an untrained GPT-2 is close to linear")
-ax.legend(loc="lower left")
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
+fig = method.untrained_figure(table, f"random-init GPT-2, {TINY_WIDTH} wide",
+                              title="Every block of an untrained GPT-2 is close to linear")
 plt.show()
 
 # %% [markdown]
 # Each LayerNorm-fed block shows one null input direction (`null_dims`), the exact constraint the
-# pseudo-inverse exists for. The blocks of the *untrained* model are nearly linear, as the GELU map
-# above predicts: GPT-2 initialises weights with standard deviation 0.02, so pre-activations are
-# small and every unit sits in the near-linear corner of the map. Whatever nonlinearity a trained
+# pseudo-inverse exists for. The blocks of the *untrained* model are nearly linear
+# ({numref}`fig-method-random-init`), as the GELU map of {numref}`fig-method-gelu-map` predicts:
+# GPT-2 initialises weights with standard deviation 0.02, so pre-activations are small and every
+# unit sits in the near-linear corner of the map. Whatever nonlinearity a trained
 # model shows, training put it there.
 #
 # ## The same instrument on a trained model
@@ -355,22 +342,13 @@ trained_table = trained_run.table()
 trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
                "input_condition", "null_dims", "n_train", "n_test"]]
 
-# %%
-fig, ax = plt.subplots(figsize=(8, 4.2))
-ax.errorbar(trained_table["block"], trained_table["r2_lin"], yerr=trained_table["r2_lin_std"], fmt="o-",
-            capsize=3, label=f"{trained_name} on {corpus.name} ({profile.folds}-fold mean ± std)")
-for level in (0.99, 0.3):
-    ax.axhline(level, color="0.5", lw=1, ls="--")
-ax.text(trained_table["block"].max(), 0.31, "paper: trained blocks span from above 0.99 to below 0.3",
-        ha="right", va="bottom", fontsize=8.5, color="0.35")
-ax.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", ylim=(0, 1.05), xticks=trained_table["block"],
-       title=f"Per-block recoverability of a trained model ({PROFILE} profile)")
-ax.legend(loc="lower left")
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's first trained model on the profile's main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-method-trained"}}
+fig = depth.heterogeneity_reference_figure(trained_table)
 plt.show()
 
 # %% [markdown]
-# Under the `paper` profile the dashed lines bracket what the paper reports for its trained models,
-# so the two can be compared directly. Under `offline` and `smoke` the model is much smaller and
+# Under the `paper` profile the dashed lines of {numref}`fig-method-trained` bracket what the paper
+# reports for its trained models, so the two can be compared directly. Under `offline` and `smoke` the model is much smaller and
 # was trained on different text, so the lines are a reference, not a target: what carries over is
 # the *shape* of the question (are the blocks alike, or not), which later chapters test properly.
 #

@@ -20,12 +20,15 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 import pandas as pd
 
 from linrec.report import chapter, paper
+from linrec.report.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
 from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims
 from linrec.experiment.resolve import profile_corpus
 from linrec.experiment.swaps import affine_swaps
 
+check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], flag=["SWAP"],
+             positive_int_or_none=["SWAP_TOKENS"], fraction=["HIGH", "LOW"], positive_number=["SIGMAS"])
 ch = chapter.start("02_heterogeneity", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
@@ -38,7 +41,8 @@ SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
 # Each model of the profile is run once over the profile's main corpus, and every FFN block's
 # input and output rows are summarised in float64 moments, split into folds by sequence
 # (chapter 1). The closed-form map is fitted on all folds but one and scored on the one held out,
-# once per fold; the figure shows the mean over folds and, as error bars, their standard deviation.
+# once per fold; {numref}`fig-heterogeneity` shows the mean over folds and, as error bars, their
+# standard deviation.
 # The measurements are cached, so later chapters reuse them rather than running the models again.
 
 # %%
@@ -72,13 +76,13 @@ else:
     swaps = pd.DataFrame(columns=["model", "block", "delta_ppl"])
     print("SWAP = False: the swap panel is left empty")
 
-# %%
+# %% mystnb={"figure": {"caption": "Top: held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile ($k$-fold mean ± std), with the paper's reported bounds (0.99 and 0.3) dashed. Bottom: the change in perplexity when that block alone is swapped for its closed-form affine map (zero-shot, symmetric-log axis; empty when `SWAP` is off).", "name": "fig-heterogeneity"}}
 fig = depth.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
 
 # %% [markdown]
 # ## The numbers behind the figure
 #
-# For each model: the lowest and highest block, the range between them, the largest jump between
+# For each model of {numref}`fig-heterogeneity`: the lowest and highest block, the range between them, the largest jump between
 # *adjacent* blocks and its size in units of the combined k-fold spread
 # $\sqrt{s_i^2 + s_{i+1}^2}$, and how many adjacent steps go up or down by more than `SIGMAS` of those
 # units. A profile with at least one such rise and one such fall is called non-monotone.
@@ -130,7 +134,7 @@ print(f"Profile '{PROFILE}': of the paper's four parts of the claim, this run re
 # error bar, how far apart neighbouring blocks are compared with that error bar, whether the profile
 # goes up and down with depth, and what swapping each block for its affine map costs in perplexity
 # on unseen text. Whether high R²_lin and small ΔPPL go together block by block can be read off the
-# two panels.
+# two panels of {numref}`fig-heterogeneity`.
 #
 # **Cannot show.** Why a block is more or less linear: that the differences are *learned* rather than
 # fixed by the architecture or by the inputs each block happens to see is the next chapter's

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from linrec.report import chapter, paper
+from linrec.report.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
 from linrec.analysis.activation import (ACTIVATIONS, activation_verdict, conditioning_table, distance_table, grid_shares,
@@ -30,6 +31,8 @@ from linrec.analysis.depth import depth_summary, training_checkpoints
 from linrec.experiment.resolve import load_profile_model, profile_corpus
 from linrec.interventions.crossfeed import crossfeed_grid
 
+check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
+             positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])
 ch = chapter.start("03_activation", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
@@ -77,10 +80,16 @@ pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
 
 # %% [markdown]
 # ## Trained and untrained profiles
+#
+# {numref}`fig-activation-profiles` draws every model's profile after training and, where the
+# model has an initial checkpoint, at random initialisation; the table below it summarises the shape
+# of each profile.
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
 fig = depth.profiles_figure(profiles, style="checkpoint", order=MODELS,
                             title="R²_lin per block, trained (solid) and at random initialisation (dashed)")
+
+# %%
 shape = depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
 shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]]
 
@@ -90,11 +99,14 @@ shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump"
 # The distance between two profiles of the same depth is the root-mean-square difference of
 # R²_lin over their blocks. Every pair of profiles that differs in exactly one respect is listed:
 # the seed (same architecture), the family (split by whether the MLP activation is the same), or
-# training (a model against its own initialisation).
+# training (a model against its own initialisation). {numref}`fig-activation-distances` shows every
+# distance, the table below it their summary by kind.
 
-# %%
+# %% mystnb={"figure": {"caption": "Root-mean-square difference of $R^2_\\text{lin}$ over blocks between two depth profiles that differ in one respect only (seed, family or training); one dot per pair, the bar is the mean of its kind.", "name": "fig-activation-distances"}}
 distances = distance_table(profiles, identities)
 fig = depth.distance_figure(distances)
+
+# %%
 distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"])
 
 # %% [markdown]
@@ -108,10 +120,13 @@ distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "
 # block: the condition number of the input covariance over its non-null spectrum, the number of
 # null directions (one per LayerNorm-fed block), the effective rank of the inputs (participation
 # ratio of the covariance eigenvalues) and the outlier ratio (largest per-dimension variance over
-# the median one).
+# the median one). {numref}`fig-activation-conditioning` sets R²_lin against the first and the
+# third; the table gives the rank correlation of R²_lin with each statistic, with its interval.
+
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
+fig = depth.conditioning_figure(profiles, order=MODELS)
 
 # %%
-fig = depth.conditioning_figure(profiles, order=MODELS)
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
 predictor_table(trained_blocks)
 
@@ -126,13 +141,15 @@ predictor_table(trained_blocks)
 # (`linrec.interventions.crossfeed.input_transform`): *standardised* (every dimension to the block's average variance) or
 # *whitened* (every non-null direction to that variance, so the covariance becomes isotropic). The
 # means are kept, so the FFN stays near its operating point; R²_lin is then measured on the new
-# (input, output) pairs with the same folds.
+# (input, output) pairs with the same folds ({numref}`fig-activation-normalised`).
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
 nets = {m: load_profile_model(profile, m, progress=False)[0] for m in dict.fromkeys(MODELS + GRID_MODELS)}
 normalised = pd.concat([normalisation_table(nets[m], measured[(m, "final")], NORMALISATIONS) for m in MODELS],
                        ignore_index=True)
 fig = depth.normalisation_figure(normalised, order=MODELS)
+
+# %%
 normalisation_summary(normalised)
 
 # %% [markdown]
@@ -145,11 +162,11 @@ normalisation_summary(normalised)
 #
 # Block $j$ of model $B$ is run on the rows captured at block $i$ of model $A$ (all models here share
 # one width), and R²_lin of those (input, output) pairs is measured with the rows' own folds. The
-# grid holds every pair of the chosen blocks; its diagonal is each block on its own inputs. If
-# R²_lin were a property of the inputs, each row of the grid would be uniform; if it is a property
-# of the weights, each column would.
+# grid ({numref}`fig-activation-crossfeed`) holds every pair of the chosen blocks; its diagonal is
+# each block on its own inputs. If R²_lin were a property of the inputs, each row of the grid would be
+# uniform; if it is a property of the weights, each column would.
 
-# %%
+# %% mystnb={"figure": {"caption": "Cross-feeding: held-out $R^2_\\text{lin}$ of the FFN of each column's block run on the inputs captured at each row's block; white lines separate models, the diagonal is each block on its own inputs.", "name": "fig-activation-crossfeed"}}
 depth_of = min(len(measured[(m, "final")].blocks) for m in GRID_MODELS)
 blocks = None if GRID_BLOCKS is None else sorted({round(x) for x in np.linspace(0, depth_of - 1, GRID_BLOCKS)})
 print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}")
@@ -195,8 +212,7 @@ pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 
 # %%
 verdict = activation_verdict(profiles, distances, shares, normalised, sigmas=SIGMAS)
-with pd.option_context("display.max_colwidth", None):
-    display(verdict)
+display(verdict)
 counts = verdict["supports"].value_counts()
 print(f"Profile '{PROFILE}': {len(verdict)} tests; " + ", ".join(f"{n} point to '{k}'" for k, n in counts.items()) + ".")
 

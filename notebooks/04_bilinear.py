@@ -26,6 +26,7 @@ import torch
 from IPython.display import Markdown, display
 
 from linrec.report import chapter, paper
+from linrec.report.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.plots import residual as figures
 from linrec.interventions.probes import gain_correlation
@@ -34,10 +35,11 @@ from linrec.experiment.resolve import profile_corpus
 from linrec.analysis.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
                              widest_gap)
 
+check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
+             positive_int=["TOP_DIMS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"], positive_number=["LOW_RANK"])
 ch = chapter.start("04_bilinear", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
-pd.set_option("display.max_colwidth", None)
 MODELS = list(MODELS or profile.models)
 config = probe_config(profile.probe, seed=SEED, rank=RANK, steps=STEPS)
 
@@ -103,14 +105,15 @@ pd.Series({
 #
 # Both probes run on every block of every model. A block far from linear has more left over for a
 # quadratic term to explain, so if the residual were mostly low-rank quadratic the gain would grow
-# with $1 - R^2_\text{lin}$. The paper finds no such trend.
+# with $1 - R^2_\text{lin}$. The paper finds no such trend; {numref}`fig-bilinear-gain` shows what
+# this run finds.
 
 # %%
 sweep = probe_sweep(measured, config, progress=False)
 correlations = {column: gain_correlation(sweep, column) for column in ("gain", "gain_seeded")} if len(sweep) >= 4 else {}
 sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]]
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out R² gain of the bilinear probe and of seeded-poly over the closed-form affine map (same test rows) against the block's residual nonlinearity $1 - R^2_\\text{lin}$; one point per block and probe, Pearson $r$ with its 95% interval in the legend.", "name": "fig-bilinear-gain"}}
 fig = figures.gain_figure(sweep, correlations)
 plt.show()
 
@@ -132,9 +135,10 @@ pd.DataFrame({
 #
 # Seeded-poly starts with a small quadratic term switched on. Where the block is already almost
 # affine, that term can only add noise, and gradient descent should shrink the gate; where the
-# affine map leaves structure over that a quadratic term can use, the gate should grow.
+# affine map leaves structure over that a quadratic term can use, the gate should grow
+# ({numref}`fig-bilinear-gate`).
 
-# %%
+# %% mystnb={"figure": {"caption": "Seeded-poly's gate $|g|$ after fitting (log scale) against the block's $R^2_\\text{lin}$, one point per block; the dashed line is the value every gate started from.", "name": "fig-bilinear-gate"}}
 gates = gate_summary(sweep, config.gate_init)
 fig = figures.gate_figure(sweep, config.gate_init)
 plt.show()
@@ -158,9 +162,10 @@ display(Markdown(
 # gives every dim one vote. Where the two agree, the block is linear across the board; where the
 # global value is far above the median, a few high-variance dims are predicted well and most others
 # are not. Point size is the effective rank of the block's outputs (the participation ratio of
-# the output covariance's eigenvalues: 1 when one direction carries everything).
+# the output covariance's eigenvalues: 1 when one direction carries everything) in
+# {numref}`fig-bilinear-features`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Median per-feature R² (every output dim counts once) against global $R^2_\\text{lin}$ (dims weighted by their variance), one point per block; point area is proportional to the effective rank of the block's outputs, the dashed diagonal is where the two agree.", "name": "fig-bilinear-features"}}
 concentration = output_concentration(measured, top=TOP_DIMS)
 fig = figures.feature_figure(concentration)
 plt.show()
@@ -175,14 +180,17 @@ concentration[["model", "block", "r2_lin", "r2_feature_median", "gap", "effectiv
                "uniform_share", "r2_top", "r2_rest"]]
 
 # %% [markdown]
-# The block where global and median per-feature R² differ most, dim by dim:
+# The block where global and median per-feature R² differ most, dim by dim
+# ({numref}`fig-bilinear-dims`, then its highest-variance dims):
 
-# %%
+# %% mystnb={"figure": {"caption": "Every output dim of the block with the widest gap between global and median per-feature R²: its held-out per-feature R² against its share of the block's output variance (log), the highest-variance dims marked.", "name": "fig-bilinear-dims"}}
 widest = widest_gap(concentration)
 dims = output_dims(measured[widest.model], int(widest.block))
 fig = figures.dims_figure(dims, TOP_DIMS, title=f"{widest.model}, block {int(widest.block)}: global R²_lin "
                           f"{widest.r2_lin:.3f}, median per-feature {widest.r2_feature_median:.3f}")
 plt.show()
+
+# %%
 dims.head(TOP_DIMS + 2)
 
 # %% tags=["hide-input"]

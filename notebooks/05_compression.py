@@ -24,6 +24,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from linrec.report import chapter, paper
+from linrec.report.params import check_params
 from linrec.analysis.compression import (affine_signal, best_block, compression_claims, early_blocks, flags,
                                 replacement_sets, signal_correlation, swap_kinds)
 from linrec.experiment.measurement import measurement
@@ -33,10 +34,12 @@ from linrec.experiment.resolve import probe_config
 from linrec.experiment.resolve import load_profile_model
 from linrec.experiment.swaps import eval_batches
 
+check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
+             positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
+             positive_number=["MIN_RATIO"])
 ch = chapter.start("05_compression", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
-pd.set_option("display.max_colwidth", None)
 MODEL = MODEL or profile.models[0]
 SIGNAL_MODELS = list(SIGNAL_MODELS or profile.models)
 EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, profile.eval_tokens // 8)
@@ -79,12 +82,13 @@ print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {
       f"perplexity on {evals.n_rows:,} held-out tokens of {profile.eval_corpus}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
 swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first()
 
-# %%
+# %% mystnb={"figure": {"caption": "Change in perplexity (symmetric-log axis) when one block at a time is replaced by each kind of module; the legend gives each kind's parameter ratio to the original FFN.", "name": "fig-compression-swaps"}}
 fig = figures.swap_figure(swaps)
 plt.show()
 
 # %% [markdown]
-# ΔPPL per block and kind (rows: blocks, with their R²_lin):
+# The numbers behind {numref}`fig-compression-swaps`, ΔPPL per block and kind (rows: blocks, with
+# their R²_lin):
 
 # %%
 grid = swaps.pivot(index="block", columns="kind", values="delta_ppl")[list(sets)]
@@ -115,13 +119,15 @@ pd.DataFrame({
 #
 # One block at a time says little about how far compression can go. Here blocks are swapped for
 # their affine maps cumulatively, greedily in order of R²_lin (most recoverable first), and after
-# each step the model's perplexity is measured with all swaps so far in place. The x axis counts
-# the numbers saved across all FFN blocks.
+# each step the model's perplexity is measured with all swaps so far in place. The x axis of
+# {numref}`fig-compression-frontier` counts the numbers saved across all FFN blocks.
 
-# %%
+# %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
 frontier = compression_frontier(net, evals, sets["affine"], r2_lin, progress=False, base=swaps.base_ppl.iloc[0])
 fig = figures.frontier_figure(frontier)
 plt.show()
+
+# %%
 frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl",
           "delta_ppl"]]
 
@@ -131,9 +137,9 @@ frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "mode
 # If R²_lin is a useful safety signal, blocks with low R²_lin should be the ones whose affine swap
 # hurts most: a negative rank correlation between R²_lin and ΔPPL. The affine swap of every block of
 # `SIGNAL_MODELS` enters one Spearman correlation (pooled over models: a model with a costly block
-# anywhere contributes its ranks like any other).
+# anywhere contributes its ranks like any other), drawn in {numref}`fig-compression-signal`.
 
-# %%
+# %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$, one point per block of every model; the pooled Spearman correlation with its 95% interval is in the title.", "name": "fig-compression-signal"}}
 others = {name: measurement(profile, name, progress=False) for name in SIGNAL_MODELS if name != MODEL}
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
                     affine_signal(profile, others.values(), EVAL_TOKENS, progress=False) if others else None], ignore_index=True)
@@ -141,6 +147,8 @@ signal = signal[signal.model.isin(SIGNAL_MODELS)]
 rho = signal_correlation(signal) if len(signal) >= 4 else None
 fig = figures.signal_figure(signal, rho)
 plt.show()
+
+# %%
 flags(signal)
 
 # %% tags=["hide-input"]

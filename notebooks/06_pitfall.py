@@ -25,16 +25,18 @@ import torch
 from IPython.display import Markdown, display
 
 from linrec.report import chapter, paper
+from linrec.report.params import check_params
 from linrec.experiment.resolve import baseline_config
 from linrec.experiment.measurement import measurement
 from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
 from linrec.plots import pitfall as figures
 from linrec.experiment.resolve import profile_corpus
 
+check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "OPTIMIZERS"], name_or_none=["CURVE_MODEL"],
+             positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])
 ch = chapter.start("06_pitfall", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
-pd.set_option("display.max_colwidth", None)
 MODELS = list(MODELS or profile.models)
 CURVE_MODEL = CURVE_MODEL or MODELS[0]
 config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS), tolerance=TOLERANCE)
@@ -96,11 +98,12 @@ conditioning
 # %% [markdown]
 # ## Learning curves
 #
-# The gap between the closed-form ceiling and the trained map's held-out R², on a log scale, for
-# the two blocks of `CURVE_MODEL`, against optimiser steps (top) and training time (bottom). The
-# dashed line is the tolerance; a curve below it has reached the ceiling.
+# {numref}`fig-pitfall-curves` shows the gap between the closed-form ceiling and the trained map's
+# held-out R², on a log scale, for the two blocks of `CURVE_MODEL`, against optimiser steps (top)
+# and training time (bottom). The dashed line is the tolerance; a curve below it has reached the
+# ceiling.
 
-# %%
+# %% mystnb={"figure": {"caption": "Learning curves of linear maps trained by SGD and Adam on raw and whitened inputs: the gap between the closed-form ceiling and the held-out R² (log scale) against optimiser steps (top) and training wall time (bottom), for the best- and worst-conditioned block of one model; dashed: the tolerance.", "name": "fig-pitfall-curves"}}
 runs, curves = pitfall_runs(measured, chosen, config, OPTIMIZERS, progress=False)
 fig = figures.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
 plt.show()
@@ -118,10 +121,11 @@ reach_table(runs).merge(closed_form_time(measured, chosen), on=["model", "block"
 # %% [markdown]
 # ## Against the condition number
 #
-# The final gap of every run against its block's condition number, raw and whitened (the table
-# above lists the gap of every run that did not reach the ceiling):
+# {numref}`fig-pitfall-condition` sets the final gap of every run against its block's condition
+# number, raw and whitened (the table above lists the gap of every run that did not reach the
+# ceiling).
 
-# %%
+# %% mystnb={"figure": {"caption": "Final gap between the closed-form ceiling and the trained map's held-out R² (log scale) against the condition number of the block's input covariance (log scale), per optimiser, on raw and whitened inputs; dashed: the tolerance.", "name": "fig-pitfall-condition"}}
 fig = figures.condition_figure(runs, TOLERANCE)
 plt.show()
 

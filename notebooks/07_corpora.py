@@ -19,6 +19,7 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 import pandas as pd
 
 from linrec.report import chapter, paper
+from linrec.report.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
 from linrec.interventions.probes import probe_table
@@ -27,6 +28,8 @@ from linrec.analysis.depth import corpus_summary, depth_table
 from linrec.experiment.resolve import profile_corpus
 from linrec.experiment.swaps import affine_swaps
 
+check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CORPORA"], flag_or_none=["SWAP", "SEEDED_POLY"],
+             positive_int_or_none=["SWAP_TOKENS"])
 ch = chapter.start("07_corpora", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
@@ -42,13 +45,14 @@ SEEDED_POLY = PROFILE != "offline" if SEEDED_POLY is None else SEEDED_POLY
 # Every model is measured on every corpus of the profile. Each corpus has a fit text and a disjoint
 # eval text; R²_lin uses the fit text only (k folds by sequence, as everywhere), and the optional
 # swap scores perplexity on that same corpus's eval text, so no domain borrows another's split.
+# {numref}`fig-corpora-profiles` overlays each model's profiles on the corpora.
 
 # %%
 corpora = {c: profile_corpus(profile, c) for c in CORPORA}
 pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit_text),
                "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()])
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model (one panel per model) on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std, each corpus with its own folds).", "name": "fig-corpora-profiles"}}
 measured = {(m, c): measurement(profile, m, corpus=c, progress=False) for m in MODELS for c in CORPORA}
 table = depth_table(measured.values())
 fig = depth.corpus_figure(table, order=MODELS)
@@ -92,7 +96,8 @@ print(f"Profile '{PROFILE}': the corpus spread is below half the depth range for
 # take several times this chapter's time budget on two CPU cores, and they are off there by default
 # (set `SWAP = True`, `SEEDED_POLY = True` to run them). On `smoke` (tiny) and `paper` (a GPU) they run.
 # The swap is shown as ΔPPL relative to the unmodified model's perplexity on the same corpus, since
-# the corpora differ in how predictable they are.
+# the corpora differ in how predictable they are. Each sweep that runs adds a table and a figure
+# in the layout of {numref}`fig-corpora-profiles`.
 
 # %%
 if SEEDED_POLY:
@@ -100,23 +105,29 @@ if SEEDED_POLY:
     probes = pd.concat([probe_table(measured[(m, c)].samples, measured[(m, c)].moments, config=config,
                                     progress=False).assign(model=m, corpus=c)
                         for m in MODELS for c in CORPORA], ignore_index=True)
-    fig = depth.corpus_figure(probes, order=MODELS, value="r2_seeded", error=None,
-                              ylabel="held-out R² of seeded-poly (test fold)",
-                              title="Seeded-poly (closed form + gated rank-r bilinear term) per block and corpus")
     display(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"))
 else:
     print("SEEDED_POLY is off on this profile: the seeded-poly sweep is omitted (see the text above)")
+
+# %% mystnb={"figure": {"caption": "Held-out R² of seeded-poly (the closed form plus a gated rank-$r$ bilinear term) per block of each model on each corpus domain (drawn only when `SEEDED_POLY` is on).", "name": "fig-corpora-seeded-poly"}}
+if SEEDED_POLY:
+    fig = depth.corpus_figure(probes, order=MODELS, value="r2_seeded", error=None,
+                              ylabel="held-out R² of seeded-poly (test fold)",
+                              title="Seeded-poly (closed form + gated rank-r bilinear term) per block and corpus")
 
 # %%
 if SWAP:
     swaps = pd.concat([affine_swaps(profile, [measured[(m, c)]], corpus=c, max_tokens=SWAP_TOKENS, progress=False)
                        for m in MODELS for c in CORPORA], ignore_index=True)
-    fig = depth.corpus_figure(swaps, order=MODELS, value="relative", error=None,
-                              ylabel="ΔPPL / PPL, block → its affine map",
-                              title="Zero-shot swap per block, each corpus scored on its own eval split")
     display(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative"))
 else:
     print("SWAP is off on this profile: the per-corpus swap is omitted (see the text above)")
+
+# %% mystnb={"figure": {"caption": "Relative change in perplexity (ΔPPL / PPL) when each block alone is swapped for its closed-form affine map, per model and corpus domain, each corpus scored on its own eval split (drawn only when `SWAP` is on).", "name": "fig-corpora-swaps"}}
+if SWAP:
+    fig = depth.corpus_figure(swaps, order=MODELS, value="relative", error=None,
+                              ylabel="ΔPPL / PPL, block → its affine map",
+                              title="Zero-shot swap per block, each corpus scored on its own eval split")
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

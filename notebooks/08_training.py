@@ -19,12 +19,15 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 import pandas as pd
 
 from linrec.report import chapter
+from linrec.report.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
 from linrec.analysis.activation import ACTIVATIONS, model_identity
 from linrec.analysis.depth import depth_table, drift_table, training_checkpoints, training_losses, training_summary
 from linrec.experiment.resolve import profile_corpus
 
+check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
+             positive_number=["SIGMAS"])
 ch = chapter.start("08_training", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
@@ -43,19 +46,21 @@ pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedul
 # the same run. Under `paper` they are Pythia-160m's published revisions, a roughly logarithmic
 # subset of its 154 (`linrec.experiment.profiles.PYTHIA_DYNAMICS`); GPT-2 and llama-160m publish no training
 # checkpoints and are left out. Every checkpoint is measured on the same rows of the same corpus,
-# with the same folds, so differences between columns are differences between weights.
+# with the same folds, so differences between columns are differences between weights. The
+# heatmaps of {numref}`fig-training-heatmaps` give every value; {numref}`fig-training-lines` draws
+# the same numbers against the optimiser step.
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block (rows) at every checkpoint (columns, in training order), one heatmap per model.", "name": "fig-training-heatmaps"}}
 measured = [measurement(profile, m, checkpoint=name, progress=False) for m in MODELS for name, _ in schedule[m]]
 table = depth_table(measured, profile)
 fig = depth.training_heatmaps(table, order=MODELS)
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the optimiser step (symmetric-log axis, $k$-fold mean ± std), one panel per model; the dashed grey curve is the model's held-out loss while it trained (zoo models).", "name": "fig-training-lines"}}
 losses = pd.concat([training_losses(profile, m) for m in MODELS], ignore_index=True)
 fig = depth.training_lines(table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS)
 
 # %% [markdown]
-# The dashed grey curve (zoo models) is the model's held-out loss on `LOSS_CORPUS`, recorded while it
+# The dashed grey curve of {numref}`fig-training-lines` (zoo models) is the model's held-out loss on `LOSS_CORPUS`, recorded while it
 # trained: it shows whether the profile moves while the model is still learning or after.
 #
 # ## From the first to the last checkpoint
@@ -63,13 +68,14 @@ fig = depth.training_lines(table, losses if len(losses) else None, loss_corpus=L
 # Per model: mean and range of R²_lin over blocks at the first and the last checkpoint, whether the
 # final profile is non-monotone (steps beyond `SIGMAS` k-fold std both up and down), the RMS distance
 # of the first profile to the final one, and the first step whose profile is within half that
-# distance of the final one: a rough "when did the profile form".
+# distance of the final one: a rough "when did the profile form". {numref}`fig-training-drift` draws
+# the distance to the final profile for every checkpoint.
 
 # %%
 summary = training_summary(table, sigmas=SIGMAS)
 summary
 
-# %%
+# %% mystnb={"figure": {"caption": "Root-mean-square distance of each checkpoint's $R^2_\\text{lin}$ profile to the final one, against the optimiser step (symmetric-log axis), one line per model.", "name": "fig-training-drift"}}
 drift = drift_table(table)
 fig = depth.drift_figure(drift, order=MODELS)
 
@@ -93,8 +99,7 @@ for r in summary.itertuples():
                  "this run (measured)": f"{r.mean_first:.3f} ± range {r.range_first:.3f} at {r.first}; "
                                         f"{'non-monotone' if r.non_monotone_last else 'monotone'} at {r.last} "
                                         f"(range {r.range_last:.3f})"})
-with pd.option_context("display.max_colwidth", None):
-    display(pd.DataFrame(rows))
+display(pd.DataFrame(rows))
 
 # %%
 for r in summary.itertuples():
@@ -125,7 +130,7 @@ print(f"Profile '{PROFILE}': " + "; ".join(
 #
 # ## Exercises
 #
-# **1. Init is not neutral.** Before looking at the heatmaps, predict R²_lin at initialisation for a
+# **1. Init is not neutral.** Before looking at {numref}`fig-training-heatmaps`, predict R²_lin at initialisation for a
 # GELU MLP with GPT-2's default initialisation (weights of standard deviation 0.02) and for a
 # SwiGLU MLP. Then compare with the first column of each heatmap.
 #

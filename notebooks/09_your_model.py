@@ -23,12 +23,12 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 import linrec
 from linrec.report import chapter
 from linrec.report.params import check_params
 from linrec.analysis.advice import cost_table, replacement_candidates
+from linrec.plots.advice import candidates_figure
 from linrec.bench import capture_overhead
 from linrec.cli import main as linrec_cli
 from linrec.models.loading import max_context
@@ -85,20 +85,15 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, f
 #   gradient-trained linear baselines slow (chapter 6); one null direction per LayerNorm is expected.
 #
 # A block is a *candidate* for replacement when its R²_lin is high and the folds agree; the
-# thresholds are parameters of this chapter.
+# thresholds are parameters of this chapter, and {numref}`fig-your-model-candidates` shows which blocks
+# pass them.
 
 # %%
 candidates = replacement_candidates(table, MIN_R2, MAX_STD)
 candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]]
 
-# %%
-fig, ax = plt.subplots(figsize=(8, 4))
-sns.barplot(data=candidates.sort_values("block"), x="block", y="r2_lin", hue="candidate",
-            palette={True: "#55a868", False: "#c44e52"}, ax=ax)
-ax.axhline(MIN_R2, color="0.4", ls="--", lw=1)
-ax.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", ylim=(min(0, table.r2_lin.min() - 0.05), 1.02),
-       title=f"{name}: blocks that pass R²_lin ≥ {MIN_R2} with fold std ≤ {MAX_STD}")
-ax.legend(title="candidate", loc="lower left")
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the model, green where the block is a replacement candidate ($R^2_\\text{lin}$ at least `MIN_R2`, dashed, and fold spread at most `MAX_STD`), red where it is not.", "name": "fig-your-model-candidates"}}
+fig = candidates_figure(candidates, MIN_R2, MAX_STD, name)
 plt.show()
 
 # %% [markdown]

@@ -47,11 +47,11 @@ recorded
 # %% [markdown]
 # ## The headline figure side by side
 #
-# The paper's central figure is a depth profile of R²_lin per model. Below are this run's profiles
-# (the main corpus of the profile, from the same cached measurements the chapters used), with the
+# The paper's central figure is a depth profile of R²_lin per model. {numref}`fig-appendix-profiles`
+# shows this run's profiles (the main corpus of the profile, from the same cached measurements the chapters used), with the
 # paper's reported range drawn as dashed lines: its trained blocks span from above 0.99 to below 0.3.
 
-# %%
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of this run's profile on its main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-appendix-profiles"}}
 runs = [measurement(profile, model, progress=False) for model in profile.models]
 fig = heterogeneity_reference_figure(depth_table(runs))
 plt.show()

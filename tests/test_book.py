@@ -2,11 +2,13 @@
 
 import importlib.util
 import json
+import re
 import sys
 import types
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import torch
 
@@ -135,3 +137,36 @@ def test_error_outputs_are_found(build, tmp_path):
     path.write_text(json.dumps(nb))
     problems = build._output_problems(path)
     assert [p.split(": cell ")[1][0] for p in problems] == ["1", "2"]
+
+
+def test_setup_shows_table_text_in_full():
+    try:
+        pd.set_option("display.max_colwidth", 50)
+        book.setup("smoke", style=False)
+        assert pd.get_option("display.max_colwidth") is None
+    finally:
+        pd.reset_option("display.max_colwidth")
+
+
+FIGURE_CALL = re.compile(r"^\s*fig = ", re.MULTILINE)
+NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?([^`>]+)>?`")
+OPTIONAL_FIGURES = {"fig-corpora-seeded-poly", "fig-corpora-swaps"}  # drawn only when their sweep is on
+
+
+def test_every_figure_is_captioned_named_and_referenced(build):
+    names, referenced = [], set()
+    for source in build.sources():
+        for cell in build.paired_notebook(source).cells:
+            figure = cell.metadata.get("mystnb", {}).get("figure")
+            if cell.cell_type == "code" and FIGURE_CALL.search(cell.source):
+                assert figure and figure.get("caption") and figure.get("name", "").startswith("fig-"), \
+                    f"{source.name}: a figure cell needs mystnb figure metadata with a caption and a fig- name:\n{cell.source}"
+                assert len(FIGURE_CALL.findall(cell.source)) == 1, f"{source.name}: one figure per cell:\n{cell.source}"
+                names.append(figure["name"])
+                referenced |= set(NUMREF.findall(figure["caption"]))
+            elif cell.cell_type == "markdown":
+                referenced |= set(NUMREF.findall(cell.source))
+    assert len(names) == len(set(names)), "figure names must be unique across the book"
+    assert referenced <= set(names), f"references to no figure: {referenced - set(names)}"
+    assert set(names) - referenced <= OPTIONAL_FIGURES, f"figures the text never refers to: {set(names) - referenced}"
+    assert not referenced & OPTIONAL_FIGURES, "a figure that may be absent cannot be referenced (the build would fail)"

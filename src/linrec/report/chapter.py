@@ -57,6 +57,7 @@ def setup(profile: str | None = None, seed: int = 0, style: bool = True) -> str:
         torch.set_num_threads(1)  # the zoo's small matrices run faster on one thread, and far faster on a busy CPU
     torch.manual_seed(seed)
     np.random.seed(seed)
+    pd.set_option("display.max_colwidth", None)  # tables show their text in full, never cut to "..."
     if style:
         try:
             import seaborn as sns

@@ -1,0 +1,98 @@
+"""Chapter 1's and chapter 9's figures: they draw exactly the numbers they are given, on labelled axes."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
+
+from linrec.errors import LinrecError  # noqa: E402
+from linrec.plots import advice, method  # noqa: E402
+from linrec.plots._columns import require  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def points(ax) -> np.ndarray:
+    return np.concatenate([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
+
+
+def test_require_names_the_figure_and_the_missing_columns_or_rows():
+    require(pd.DataFrame({"a": [1]}), ["a"], "a figure")
+    with pytest.raises(LinrecError, match=r"the thing needs the columns \['b'\]; the table has a"):
+        require(pd.DataFrame({"a": [1]}), ["a", "b"], "the thing")
+    with pytest.raises(LinrecError, match="needs at least one row"):
+        require(pd.DataFrame({"a": []}), ["a"], "the thing")
+    require(pd.DataFrame({"a": []}), ["a"], "the thing", rows=False)
+
+
+def test_pipeline_draws_eight_steps_joined_by_seven_arrows():
+    ax = method.draw_pipeline().axes[0]
+    assert len([t for t in ax.texts if t.get_bbox_patch() is not None]) == 8
+    assert len([c for c in ax.get_children() if isinstance(c, matplotlib.text.Annotation)]) == 7
+
+
+def test_mixture_figure_draws_the_measured_points_over_the_exact_curve():
+    measured = pd.DataFrame({"alpha": [0.0, 0.5, 1.0], "r2_lin": [1.0, 0.6, -0.01], "r2_lin_std": [0.0, 0.02, 0.01]})
+    exact = pd.DataFrame({"alpha": np.linspace(0, 1, 5), "r2_lin": [1.0, 0.9, 0.6, 0.3, 0.0]})
+    ax = method.mixture_figure(measured, exact, folds=5, rows=6000).axes[0]
+    curve = ax.get_lines()[0]
+    assert np.allclose(curve.get_xdata(), exact.alpha) and np.allclose(curve.get_ydata(), exact.r2_lin)
+    bars = next(c for c in ax.containers if isinstance(c, ErrorbarContainer))
+    assert np.allclose(bars.lines[0].get_ydata(), measured.r2_lin)
+    assert "5-fold mean ± std, 6,000 rows" in [t.get_text() for t in ax.get_legend().get_texts()][1]
+    assert ax.get_xlabel().startswith("α") and ax.get_ylabel() == "held-out R²_lin"
+    with pytest.raises(LinrecError, match="r2_lin_std"):
+        method.mixture_figure(measured.drop(columns="r2_lin_std"), exact, 5, 6000)
+
+
+def test_gelu_map_colours_the_grid_and_marks_the_measured_points():
+    scales, offsets = np.logspace(-1, 1, 4), np.linspace(-4, 2, 3)
+    grid = np.arange(12.0).reshape(3, 4) / 12
+    marked = pd.DataFrame({"scale": [0.2, 4.0], "offset": [-1.0, 1.5]})
+    fig = method.gelu_map_figure(scales, offsets, grid, marked)
+    ax = fig.axes[0]
+    assert np.allclose(ax.collections[0].get_array().reshape(3, 4), grid)
+    assert np.allclose(ax.collections[1].get_offsets(), marked.to_numpy())
+    assert ax.get_xscale() == "log" and fig.axes[1].get_ylabel() == "R²_lin"  # the colour bar
+
+
+def test_gelu_check_plots_measured_against_exact_with_the_diagonal():
+    table = pd.DataFrame({"scale": [0.2, 4.0, 1.5], "offset": [-1.0, 1.5, 0.0], "exact": [0.1, 0.9, 0.5],
+                          "measured": [0.09, 0.91, 0.5]})
+    ax = method.gelu_check_figure(table, rows=6000).axes[0]
+    assert sorted(map(tuple, points(ax))) == sorted(zip(table.exact, table.measured))
+    assert any(list(line.get_xdata()) == [0, 1] == list(line.get_ydata()) for line in ax.get_lines())
+    assert "6,000 rows" in ax.get_ylabel()
+
+
+def test_untrained_figure_keeps_the_full_scale():
+    table = pd.DataFrame({"block": [0, 1, 2], "r2_lin": [0.974, 0.975, 0.973], "r2_lin_std": [1e-4, 2e-4, 1e-4]})
+    ax = method.untrained_figure(table, "random init", title="T").axes[0]
+    assert ax.get_ylim() == (0, 1.05) and ax.get_title() == "T"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["random init"]
+    assert np.allclose(ax.get_lines()[0].get_ydata(), table.r2_lin)
+
+
+def test_candidates_figure_colours_each_block_by_its_verdict():
+    table = pd.DataFrame({"block": [2, 0, 1], "r2_lin": [0.99, 0.97, -0.2], "candidate": [True, True, False]})
+    ax = advice.candidates_figure(table, min_r2=0.95, max_std=0.02, model="m").axes[0]
+    bars = [p for p in ax.patches if p.get_height() != 0 and p.get_width() > 0]
+    by_block = {round(p.get_x() + p.get_width() / 2): p for p in bars}
+    assert {b: by_block[b].get_height() for b in by_block} == pytest.approx({0: 0.97, 1: -0.2, 2: 0.99})
+    passed, failed = to_rgb(by_block[0].get_facecolor()), to_rgb(by_block[1].get_facecolor())
+    assert to_rgb(by_block[2].get_facecolor()) == passed != failed
+    assert passed[1] > passed[0] and failed[0] > failed[1]  # green passes, red fails
+    assert any(np.allclose(line.get_ydata(), 0.95) for line in ax.get_lines())
+    assert ax.get_ylim()[0] == pytest.approx(-0.25) and ax.get_title().startswith("m: ")
+    with pytest.raises(LinrecError, match="candidate"):
+        advice.candidates_figure(table.drop(columns="candidate"), 0.95, 0.02, "m")
