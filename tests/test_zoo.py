@@ -13,17 +13,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from linrec import LinrecError, ffn_blocks
 from linrec.data.bpe import EOS, train_bpe
+from linrec.cache import cache_dir
+from linrec.commands.zoo import _print_zoo, add_cli
 from linrec.models.zoo import (
     FAMILIES,
+    OFFLINE_MIX,
     ZOOS,
     ZooEntry,
     ZooData,
     TrainJob,
     prepare_zoo,
-    _print_zoo,
-    add_cli,
     build_zoo,
-    cache_dir,
     eval_loss,
     get_zoo,
     train_entry,
@@ -150,7 +150,7 @@ def test_cache_is_reused_and_an_interrupted_build_leaves_nothing(built, monkeypa
     def no_training(*args, **kwargs):
         raise AssertionError("a cached model was retrained")
 
-    monkeypatch.setattr("linrec.models.zoo.train_entry", no_training)
+    monkeypatch.setattr("linrec.models.zoo.build.train_entry", no_training)
     timings = ["train_seconds", "cpu_seconds"]  # the rest is deterministic
     assert build_zoo(spec, workers=1, progress=False).drop(columns=timings).equals(table.drop(columns=timings))
     monkeypatch.undo()
@@ -163,7 +163,7 @@ def test_cache_is_reused_and_an_interrupted_build_leaves_nothing(built, monkeypa
             raise KeyboardInterrupt
         return 1.0
 
-    monkeypatch.setattr("linrec.models.zoo.eval_loss", failing_eval)
+    monkeypatch.setattr("linrec.models.zoo.train.eval_loss", failing_eval)
     with pytest.raises(KeyboardInterrupt):
         build_zoo(broken, workers=1, progress=False)
     assert not zoo_model_path(broken, "zoo-broken").parent.exists()
