@@ -4,7 +4,14 @@ import argparse
 import dataclasses
 import json
 import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,17 +20,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from linrec import LinrecError, ffn_blocks
 from linrec.data.bpe import EOS, train_bpe
+from linrec.cache import cache_dir
+from linrec.commands.zoo import _print_zoo, add_cli
 from linrec.models.zoo import (
     FAMILIES,
+    OFFLINE_MIX,
     ZOOS,
     ZooEntry,
     ZooData,
     TrainJob,
     prepare_zoo,
-    _print_zoo,
-    add_cli,
     build_zoo,
-    cache_dir,
     eval_loss,
     get_zoo,
     train_entry,
@@ -150,7 +157,7 @@ def test_cache_is_reused_and_an_interrupted_build_leaves_nothing(built, monkeypa
     def no_training(*args, **kwargs):
         raise AssertionError("a cached model was retrained")
 
-    monkeypatch.setattr("linrec.models.zoo.train_entry", no_training)
+    monkeypatch.setattr("linrec.models.zoo.build.train_entry", no_training)
     timings = ["train_seconds", "cpu_seconds"]  # the rest is deterministic
     assert build_zoo(spec, workers=1, progress=False).drop(columns=timings).equals(table.drop(columns=timings))
     monkeypatch.undo()
@@ -163,7 +170,7 @@ def test_cache_is_reused_and_an_interrupted_build_leaves_nothing(built, monkeypa
             raise KeyboardInterrupt
         return 1.0
 
-    monkeypatch.setattr("linrec.models.zoo.eval_loss", failing_eval)
+    monkeypatch.setattr("linrec.models.zoo.train.eval_loss", failing_eval)
     with pytest.raises(KeyboardInterrupt):
         build_zoo(broken, workers=1, progress=False)
     assert not zoo_model_path(broken, "zoo-broken").parent.exists()
@@ -208,3 +215,111 @@ def test_entry_validation():
     with pytest.raises(LinrecError, match="divisible"):
         ZooEntry("x", "gpt2", width=30, depth=1, heads=4, ffn=8, seed=0, steps=2, batch_size=1, seq_len=8, lr=1e-3,
                  warmup_steps=1, checkpoints=(0, 2))
+
+
+def test_cache_keys_are_those_of_the_zoo_before_the_split():
+    """Models trained before the zoo became a package are found: every key input is unchanged."""
+    from types import SimpleNamespace
+
+    from linrec.models.zoo.build import _layout
+
+    assert OFFLINE_MIX == (("stdlib-prose", 0.45), ("stdlib-code", 0.45), ("unicode-records", 0.1))
+    known = {  # computed by the single-module zoo (commit 8fe6ae8) from these corpus hashes
+        "offline": ("bf971946fab5b240", ["39e7484b94ad6779", "805c0430d8e3e393", "2a4b7be8740b8dbe", "57dad3b04ff9a485"]),
+        "smoke": ("b6e6d1e88ed43585", ["2a2a339386e1539e", "180866d0b8a50c58", "fe6da3eb372af481", "60ab57e0dd1a8b06"]),
+    }
+    for name, (tokenizer_key, model_keys) in known.items():
+        spec = ZOOS[name]
+        corpora = {c: SimpleNamespace(sha256=f"{i:064x}") for i, c in enumerate(spec.train_corpora)}
+        layout = _layout(spec, corpora)
+        assert layout.tokenizer.name == tokenizer_key
+        assert [p.name for p in layout.models.values()] == [f"{e.name}-{k}" for e, k in zip(spec.entries, model_keys)]
+
+
+def test_train_job_travels_as_json(tmp_path):
+    spec = ZOOS["smoke"]
+    job = TrainJob(spec, spec.entries[1], tmp_path / "tok", tmp_path / "data.safetensors", tmp_path / "out",
+                   {"stdlib-prose": "ab" * 32}, force=True)
+    text = job.to_json()
+    assert json.loads(text)["entry"]["name"] == "zoo-neox"  # plain JSON: nothing to unpickle
+    assert TrainJob.from_json(text) == job
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] not in "ZX":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False
+
+
+_INTERRUPT_ZOO = """
+import dataclasses, sys
+from linrec.cli import main
+from linrec.models.zoo import ZOOS
+
+smoke = ZOOS["smoke"]
+a, b, c, d = (dataclasses.replace(e, steps=n, warmup_steps=2, checkpoints=(0, n))
+              for e, n in zip(smoke.entries, (8, 200, 200, 8)))
+ZOOS["interrupt"] = dataclasses.replace(smoke, name="interrupt", entries=(a, b, c, d))
+sys.exit(main(["zoo", "--profile", "interrupt", "--workers", "2"]))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads worker processes from /proc")
+def test_an_interrupt_stops_all_zoo_work_and_a_rerun_resumes(built, tmp_path):
+    """`linrec zoo` on a smoke-sized zoo (a short model A, long B and C, short D; two workers), in a subprocess:
+    Ctrl-C to its process group, then SIGTERM to it alone, each while a worker trains, then a rerun."""
+    cache = tmp_path / "cache"  # fresh but for the corpora, tokenizer and tokenised data of the smoke zoo
+    for part in ("corpora", "tokenizers", "data"):
+        shutil.copytree(cache_dir() / part, cache / part)
+    models = cache / "zoo"
+    env = {**os.environ, "LINREC_CACHE": str(cache)}
+    entry_dirs = lambda: {p.name.rsplit("-", 1)[0]: p for p in models.glob("zoo-*")}  # noqa: E731
+
+    def interrupted(ready, send) -> subprocess.CompletedProcess:
+        proc = subprocess.Popen([sys.executable, "-c", _INTERRUPT_ZOO], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 240
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, "the zoo build ended before it was interrupted"
+            time.sleep(0.05)
+        workers = _children(proc.pid)
+        assert workers and list(models.glob(".tmp-*"))
+        sent = time.monotonic()
+        send(proc)
+        out, err = proc.communicate(timeout=60)
+        assert time.monotonic() - sent < 15, "the build did not stop promptly"
+        assert proc.returncode == 130, err.decode()
+        assert "interrupted" in err.decode().strip().splitlines()[-1]
+        assert not any(_running(pid) for pid in workers)
+        assert not list(models.glob(".tmp-*"))
+        return proc
+
+    # A finished, B training, C training or queued, D queued: Ctrl-C in a terminal signals the whole group.
+    interrupted(lambda: "zoo-gpt2" in entry_dirs() and list(models.glob(".tmp-*")),
+                lambda p: os.killpg(p.pid, signal.SIGINT))
+    assert list(entry_dirs()) == ["zoo-gpt2"]  # the queued D never started
+    first = (entry_dirs()["zoo-gpt2"] / "zoo.json").stat()
+
+    # Again, now B and C train and D waits; SIGTERM to the command alone: it ends its workers itself.
+    interrupted(lambda: list(models.glob(".tmp-*")), lambda p: p.send_signal(signal.SIGTERM))
+    assert list(entry_dirs()) == ["zoo-gpt2"]
+
+    done = subprocess.run([sys.executable, "-c", _INTERRUPT_ZOO], env=env, capture_output=True, timeout=400)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert sorted(entry_dirs()) == ["zoo-gpt2", "zoo-gpt2-seed1", "zoo-llama", "zoo-neox"]
+    assert (entry_dirs()["zoo-gpt2"] / "zoo.json").stat().st_mtime_ns == first.st_mtime_ns  # kept, not retrained
+    assert not list(models.glob(".tmp-*"))

@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_profile_command(sub)
     from linrec import bench
-    from linrec.models import zoo
+    from linrec.commands import zoo
 
     zoo.add_cli(sub)
     bench.add_cli(sub)

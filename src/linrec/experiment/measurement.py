@@ -20,12 +20,13 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file, save_file
 
-from linrec.cache import atomic_dir, cache_dir, cache_key
+from linrec.cache import build_entry, cache_dir, cache_key
 from linrec.core.moments import BlockMoments, load_moments, merge_folds, save_moments
 from linrec.experiment.profiles import Profile, get_profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine, recoverability, report_table
 from linrec.core.sample import Rows, capture_with_sample
+from linrec.data.corpora import Corpus
 from linrec.models.zoo import zoo_model_path
 
 FORMAT = 1
@@ -86,15 +87,29 @@ def _slug(text: str) -> str:
 
 def measurement(profile: str | Profile, model: str, *, checkpoint: str = "final", corpus: str | None = None,
                 progress: bool = True, refresh: bool = False) -> Measurement:
-    """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the profile's main one by default)."""
+    """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the profile's main one by default).
+
+    A damaged entry is reported and captured again; of two processes that want the same missing
+    measurement, one captures it and the other waits and loads it (:func:`linrec.cache.build_entry`).
+    """
     profile = get_profile(profile)
     text = profile_corpus(profile, corpus)
     weights = str(zoo_model_path(profile.zoo, model, checkpoint)) if profile.zoo is not None else None
     key = cache_key({"format": FORMAT, "profile": repr(profile), "model": model, "checkpoint": checkpoint,
                      "weights": weights, "corpus": text.sha256})  # a zoo path carries its training key
     path = cache_dir() / "measurements" / f"{_slug(profile.name)}-{_slug(model)}-{_slug(checkpoint)}-{_slug(text.name)}-{key}"
-    if path.exists() and not refresh:
-        return _load(path)
+    captured: list[Measurement] = []
+
+    def capture(tmp: Path) -> None:
+        captured.append(_capture(profile, model, checkpoint, text, progress))
+        _save(captured[0], tmp)
+
+    if build_entry(path, capture, refresh=refresh):
+        return captured[0]
+    return _load(path)
+
+
+def _capture(profile: Profile, model: str, checkpoint: str, text: Corpus, progress: bool) -> Measurement:
     start = time.perf_counter()
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
     batches = profile_batches(profile, tokenizer, text, model=net)
@@ -106,13 +121,14 @@ def measurement(profile: str | Profile, model: str, *, checkpoint: str = "final"
         sample_rows=profile.probe.sample_rows, dtype=str(next(net.parameters()).dtype),
         device=str(next(net.parameters()).device), capture_s=time.perf_counter() - start, torch=torch.__version__,
     )
-    samples = {b: sample.rows(b) for b in sample.blocks}
-    with atomic_dir(path) as tmp:
-        save_moments(moments, tmp / "moments.safetensors")
-        save_file({f"{b}.{k}": getattr(r, k).contiguous() for b, r in samples.items() for k in ("x", "y", "fold")},
-                  str(tmp / "samples.safetensors"))
-        (tmp / "info.json").write_text(json.dumps(asdict(info), indent=1))
-    return Measurement(info, moments, samples)
+    return Measurement(info, moments, {b: sample.rows(b) for b in sample.blocks})
+
+
+def _save(result: Measurement, directory: Path) -> None:
+    save_moments(result.moments, directory / "moments.safetensors")
+    save_file({f"{b}.{k}": getattr(r, k).contiguous() for b, r in result.samples.items() for k in ("x", "y", "fold")},
+              str(directory / "samples.safetensors"))
+    (directory / "info.json").write_text(json.dumps(asdict(result.info), indent=1))
 
 
 def _load(path: Path) -> Measurement:

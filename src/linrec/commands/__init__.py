@@ -1,0 +1,1 @@
+"""Subcommands of the `linrec` command line."""

@@ -1,0 +1,280 @@
+"""Building a zoo: its cache layout, the tokenizer and tokenised data, and the training workers.
+
+Cache layout: ``tokenizers/<key>``, ``data/<key>.safetensors`` (the tokenised texts) and
+``zoo/<model>-<key>`` under :func:`linrec.cache.cache_dir`, each key a hash of everything that
+decides the content (entry config, corpus hashes, tokenizer settings, :data:`ZOO_FORMAT`).
+
+Workers. With more than one worker each model trains in a fresh interpreter that gets its
+:class:`TrainJob` as one line of JSON on stdin and prints one line per step. An interrupt
+(Ctrl-C, or SIGTERM to ``linrec zoo``) or a failed model stops the whole build: queued models never
+start, live workers are terminated and their temporary directories removed; finished models stay
+cached, so a rerun trains only the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from safetensors.torch import save_file
+from tqdm.auto import tqdm
+
+from linrec.cache import build_entry, cache_dir, cache_key, entry_complete, remove_stale
+from linrec.data.bpe import train_bpe
+from linrec.data.corpora import Corpus, load_corpus
+from linrec.data.tokens import tokenize
+from linrec.errors import LinrecError
+from linrec.models.zoo.spec import ZOO_FORMAT, ZooEntry, ZooSpec, get_zoo
+from linrec.models.zoo.train import TrainJob, train_entry
+
+
+@dataclass(frozen=True)
+class ZooLayout:
+    """Where one zoo's tokenizer, tokenised data (train and eval streams) and model directories live."""
+
+    tokenizer: Path
+    data: Path
+    models: dict[str, Path]
+    corpora: dict[str, str]  # name -> sha256
+
+
+def _layout(spec: ZooSpec, corpora: dict[str, Corpus]) -> ZooLayout:
+    hashes = {name: corpora[name].sha256 for name in sorted(corpora)}
+    tok_key = cache_key({"format": ZOO_FORMAT, "vocab": spec.vocab_size, "max_chars": spec.max_chars,
+                    "max_length": _max_length(spec), "corpora": {c: hashes[c] for c in spec.train_corpora}})
+    data_key = cache_key({"tokenizer": tok_key, "max_chars": spec.max_chars, "corpora": hashes})
+    root = cache_dir()
+    models = {
+        e.name: root / "zoo" / f"{e.name}-{cache_key({'format': ZOO_FORMAT, 'entry': asdict(e), 'data': data_key, 'mix': spec.train_mix, 'eval': [spec.eval_corpora, spec.eval_tokens]})}"
+        for e in spec.entries
+    }
+    return ZooLayout(root / "tokenizers" / tok_key, root / "data" / f"{data_key}.safetensors", models, hashes)
+
+
+def _max_length(spec: ZooSpec) -> int:
+    """The tokenizer's model_max_length: the longest context of the zoo's models."""
+    return max((e.seq_len for e in spec.entries), default=1024)
+
+
+def _corpora(spec: ZooSpec) -> dict[str, Corpus]:
+    return {name: load_corpus(name) for name in dict.fromkeys([*spec.train_corpora, *spec.eval_corpora])}
+
+
+def _fit_text(spec: ZooSpec, corpus: Corpus) -> str:
+    return corpus.fit_text if spec.max_chars is None else corpus.fit_text[: spec.max_chars]
+
+
+def prepare_zoo(zoo: ZooSpec | str | object, progress: bool = True) -> ZooLayout:
+    """Build (or find in the cache) a zoo's tokenizer and tokenised data; where everything lives."""
+    spec = get_zoo(zoo)
+    corpora = _corpora(spec)
+    layout = _layout(spec, corpora)
+
+    def tokenizer(tmp: Path) -> None:
+        if progress:
+            tqdm.write(f"training a {spec.vocab_size}-token byte-level BPE on {', '.join(spec.train_corpora)}")
+        train_bpe([_fit_text(spec, corpora[c]) for c in spec.train_corpora], spec.vocab_size, tmp,
+                  max_length=_max_length(spec))
+
+    build_entry(layout.tokenizer, tokenizer)
+    if not layout.data.exists():
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(layout.tokenizer))
+        tensors = {}
+        parts = [("train", c, _fit_text(spec, corpora[c])) for c in spec.train_corpora]
+        parts += [("eval", c, corpora[c].eval_text) for c in spec.eval_corpora]
+        for kind, name, text in tqdm(parts, desc="tokenising", disable=not progress):
+            tensors[f"{kind}/{name}"] = tokenize(tok, text).to(torch.int32)
+        layout.data.parent.mkdir(parents=True, exist_ok=True)
+        tmp = layout.data.with_name(f".tmp-{layout.data.name}-{os.getpid()}")
+        try:
+            save_file(tensors, str(tmp), metadata={"corpora": json.dumps(layout.corpora)})
+            os.replace(tmp, layout.data)  # one file: a reader sees it whole or not at all
+        finally:
+            tmp.unlink(missing_ok=True)
+    return layout
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers.
+
+
+def _worker_main() -> None:
+    """Entry point of a training subprocess: a job as one JSON line on stdin, one line per step on stdout."""
+    job = TrainJob.from_json(sys.stdin.buffer.readline().decode())
+    # The parent keeps stdin open while it waits: end-of-file means it is gone, so stop too.
+    stdin = sys.stdin.fileno()  # read unbuffered: a buffered reader's lock would block interpreter shutdown
+    threading.Thread(target=lambda: (os.read(stdin, 1), os._exit(1)), daemon=True).start()
+    train_entry(job, report=lambda n: print(n, flush=True))
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Terminate ``proc`` if it still runs (kill it if it lingers) and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    proc.stdin.close()
+
+
+class _Workers:
+    """The training subprocesses of one build, so that :meth:`stop` can end them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: set[subprocess.Popen] = set()
+        self._stopped = False
+
+    def train(self, job: TrainJob, bar: tqdm) -> None:
+        """Train one job in a fresh interpreter (no fork of this process, no re-import of its main script)."""
+        cmd = [sys.executable, "-c", "from linrec.models.zoo.build import _worker_main; _worker_main()"]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+        with tempfile.TemporaryFile() as err:
+            with self._lock:
+                if self._stopped:
+                    return  # cancelled before it started
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+                self._live.add(proc)
+            try:
+                try:
+                    proc.stdin.write(job.to_json().encode() + b"\n")
+                    proc.stdin.flush()
+                except BrokenPipeError:
+                    pass  # it ended at once: its exit status says why
+                for line in proc.stdout:
+                    bar.update(int(line))
+                proc.wait()
+            finally:
+                _end(proc)
+                with self._lock:
+                    self._live.discard(proc)
+            if proc.returncode != 0:
+                remove_stale(job.out)  # what the ended worker was writing
+                if self._stopped or proc.returncode == -signal.SIGINT:
+                    raise KeyboardInterrupt(f"training zoo model '{job.entry.name}' was interrupted")
+                err.seek(0)
+                tail = err.read().decode(errors="replace")[-3000:]
+                raise LinrecError(f"training zoo model '{job.entry.name}' failed (exit {proc.returncode}):\n{tail}")
+
+    def stop(self) -> None:
+        """Start no more workers and terminate the live ones."""
+        with self._lock:
+            self._stopped = True
+            live = list(self._live)
+        for proc in live:
+            proc.terminate()
+
+
+def _train_all(jobs: list[TrainJob], workers: int, progress: bool) -> None:
+    """Train ``jobs``: in this process when ``workers`` is 1, else ``workers`` subprocesses at a time.
+
+    The first failure or interrupt stops the rest (see the module docstring) and is raised.
+    """
+    bars = {j.entry.name: tqdm(total=j.entry.steps, desc=j.entry.name, unit="step", position=i, disable=not progress)
+            for i, j in enumerate(jobs)}
+    try:
+        if workers <= 1 or len(jobs) == 1:
+            for job in jobs:
+                train_entry(job, report=bars[job.entry.name].update)
+            return
+        pool = _Workers()
+        with ThreadPoolExecutor(max_workers=workers) as executor:
+            futures = [executor.submit(pool.train, job, bars[job.entry.name]) for job in jobs]
+            try:
+                for future in as_completed(futures):
+                    future.result()
+            except BaseException:
+                executor.shutdown(wait=False, cancel_futures=True)  # queued jobs never start
+                pool.stop()
+                raise
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
+def default_workers() -> int:
+    """Models trained at a time: one per core, at most two (the budget the zoo is sized for)."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# The zoo's models and their table.
+
+
+def build_zoo(zoo: ZooSpec | str | object, *, models: list[str] | None = None, force: bool = False,
+              progress: bool = True, workers: int | None = None) -> pd.DataFrame:
+    """Train whatever of the zoo is not cached yet (all of it with ``force``) and return its table.
+
+    ``zoo`` is a :class:`ZooSpec`, a zoo name (``"offline"``, ``"smoke"``) or a profile with a zoo.
+    One row per model (see :func:`zoo_table`). A damaged cached model is reported and retrained.
+    """
+    spec = get_zoo(zoo)
+    entries = [spec.entry(m) for m in (models or spec.names())]
+    layout = prepare_zoo(spec, progress)
+    jobs = [TrainJob(spec, e, layout.tokenizer, layout.data, layout.models[e.name], layout.corpora, force)
+            for e in entries if force or not entry_complete(layout.models[e.name])]
+    if jobs:
+        _train_all(jobs, workers or default_workers(), progress)
+    return zoo_table([json.loads((layout.models[e.name] / "zoo.json").read_text()) for e in entries])
+
+
+def zoo_table(records: list[dict]) -> pd.DataFrame:
+    """One row per model: size, tokens, time, and for each held-out corpus the final loss (nats/token),
+    its perplexity, and the unigram baseline's loss, as ``loss:<corpus>``, ``ppl:<corpus>``, ``unigram:<corpus>``."""
+    rows = []
+    for r in records:
+        final = r["checkpoints"][-1]["eval_loss"]
+        row = {"model": r["name"], "family": r["family"], "width": r["config"]["width"], "depth": r["config"]["depth"],
+               "params": r["params"], "tokens_seen": r["tokens_seen"], "train_seconds": r["train_seconds"],
+               "cpu_seconds": r["cpu_seconds"]}
+        for corpus, loss in final.items():
+            row[f"loss:{corpus}"] = loss
+            row[f"ppl:{corpus}"] = math.exp(loss)
+            row[f"unigram:{corpus}"] = r["unigram_loss"][corpus]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _resolve_checkpoint(entry: ZooEntry, checkpoint: str) -> str:
+    names = entry.checkpoint_names()
+    name = {"init": names[0], "final": names[-1]}.get(checkpoint, checkpoint)
+    if name not in names:
+        raise LinrecError(f"zoo model '{entry.name}' has no checkpoint '{checkpoint}'; choose init, final or one of {', '.join(names)}")
+    return name
+
+
+def zoo_model_path(zoo: ZooSpec | str | object, model: str | ZooEntry, checkpoint: str = "final") -> Path:
+    """Where a checkpoint (``"init"``, ``"final"`` or ``"step<N>"``) of a zoo model is or will be; builds nothing."""
+    spec = get_zoo(zoo)
+    entry = spec.entry(model)
+    return _layout(spec, _corpora(spec)).models[entry.name] / _resolve_checkpoint(entry, checkpoint)
+
+
+def ensure_zoo_model(zoo: ZooSpec | str | object, model: str | ZooEntry, checkpoint: str = "final",
+                     progress: bool = True) -> Path:
+    """The path of a zoo checkpoint, training that model first if it is not cached (or is damaged)."""
+    spec = get_zoo(zoo)
+    path = zoo_model_path(spec, model, checkpoint)
+    if not entry_complete(path.parent):
+        build_zoo(spec, models=[spec.entry(model).name], progress=progress, workers=1)
+    return path
+
+
+def zoo_record(zoo: ZooSpec | str | object, model: str | ZooEntry, progress: bool = True) -> dict:
+    """The training record (``zoo.json``) of a zoo model, training it first if needed."""
+    return json.loads((ensure_zoo_model(zoo, model, "final", progress).parent / "zoo.json").read_text())

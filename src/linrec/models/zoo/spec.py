@@ -1,0 +1,154 @@
+"""What the zoo is: its models (:class:`ZooEntry`), the zoos of the profiles (:data:`ZOOS`) and their configs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from linrec.data.corpora import OFFLINE_CORPORA
+from linrec.errors import LinrecError
+
+ZOO_FORMAT = 1
+"""Bumped whenever the code changes what a given configuration trains to (it is part of every key)."""
+
+FAMILIES = ("gpt2", "gpt_neox", "llama")
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One model of the zoo: architecture, seed and training schedule."""
+
+    name: str
+    family: str
+    width: int
+    depth: int
+    heads: int
+    ffn: int
+    seed: int
+    steps: int
+    batch_size: int
+    seq_len: int
+    lr: float
+    warmup_steps: int
+    checkpoints: tuple[int, ...]  # optimiser steps at which weights are saved, 0 (init) and steps included
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise LinrecError(f"zoo entry '{self.name}': unknown family '{self.family}'; choose one of {', '.join(FAMILIES)}")
+        for attr in ("width", "depth", "heads", "ffn", "steps", "batch_size", "seq_len"):
+            if getattr(self, attr) < 1:
+                raise LinrecError(f"zoo entry '{self.name}': {attr} must be positive; got {getattr(self, attr)}")
+        if self.width % self.heads:
+            raise LinrecError(f"zoo entry '{self.name}': width {self.width} is not divisible by heads {self.heads}")
+        if self.checkpoints[0] != 0 or self.checkpoints[-1] != self.steps or list(self.checkpoints) != sorted(set(self.checkpoints)):
+            raise LinrecError(f"zoo entry '{self.name}': checkpoints must rise strictly from 0 to steps={self.steps}; got {self.checkpoints}")
+
+    @property
+    def tokens_seen(self) -> int:
+        return self.steps * self.batch_size * self.seq_len
+
+    def checkpoint_names(self) -> list[str]:
+        return [f"step{s}" for s in self.checkpoints]
+
+
+@dataclass(frozen=True)
+class ZooSpec:
+    """A zoo: shared tokenizer and data settings, and its entries."""
+
+    name: str
+    vocab_size: int
+    train_mix: tuple[tuple[str, float], ...]  # (offline corpus, share of training sequences)
+    eval_corpora: tuple[str, ...]
+    eval_tokens: int  # held-out tokens per corpus scored at each checkpoint
+    max_chars: int | None  # fit-text characters per corpus used for the tokenizer and training (None: all)
+    entries: tuple[ZooEntry, ...] = field(default=())
+
+    def entry(self, name: str | ZooEntry) -> ZooEntry:
+        if isinstance(name, ZooEntry):
+            return name
+        for e in self.entries:
+            if e.name == name:
+                return e
+        raise LinrecError(f"the '{self.name}' zoo has no model '{name}'; choose one of {', '.join(self.names())}")
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    @property
+    def train_corpora(self) -> list[str]:
+        return [c for c, _ in self.train_mix]
+
+
+def _family_entries(width: int, depth: int, heads: int, steps: int, batch_size: int, seq_len: int, lr: float,
+                    checkpoint_fractions: tuple[float, ...], second_seed: str = "gpt2") -> tuple[ZooEntry, ...]:
+    """One entry per family (seed 0) plus a seed-1 twin of ``second_seed``, all of one size and schedule."""
+    checkpoints = tuple(sorted({0, steps, *(round(f * steps) for f in checkpoint_fractions)}))
+    short = {"gpt2": "gpt2", "gpt_neox": "neox", "llama": "llama"}
+    common = dict(width=width, depth=depth, heads=heads, ffn=4 * width, steps=steps, batch_size=batch_size,
+                  seq_len=seq_len, lr=lr, warmup_steps=max(1, steps // 20), checkpoints=checkpoints)
+    entries = [ZooEntry(f"zoo-{short[f]}", f, seed=0, **common) for f in FAMILIES]
+    entries.append(ZooEntry(f"zoo-{short[second_seed]}-seed1", second_seed, seed=1, **common))
+    return tuple(entries)
+
+
+DOMAIN_SHARES = {"prose": 0.45, "code": 0.45, "records": 0.1}
+"""Share of training sequences from the offline corpus of each domain."""
+
+OFFLINE_MIX = tuple((corpus, DOMAIN_SHARES[domain]) for corpus, domain in OFFLINE_CORPORA.items())
+"""The training mix of the offline zoos: (offline corpus, share), in the order of ``OFFLINE_CORPORA``
+(the order and the shares are part of every cache key)."""
+
+# Sizing. One training step (16 x 128 tokens) of a width-128, 6-layer model costs about 0.33 (NeoX),
+# 0.37 (GPT-2) and 0.41 (Llama) CPU-seconds on one core, so four models of 1000 steps on two
+# workers take about 13 minutes plus a minute of preparation and evaluation: inside the
+# 20-minute budget with room for a slower machine. The smoke zoo trains in seconds.
+ZOOS: dict[str, ZooSpec] = {
+    "offline": ZooSpec(
+        "offline", vocab_size=4096, train_mix=OFFLINE_MIX, eval_corpora=tuple(OFFLINE_CORPORA), eval_tokens=32_768,
+        max_chars=None,
+        entries=_family_entries(width=128, depth=6, heads=4, steps=1000, batch_size=16, seq_len=128, lr=2e-3,
+                                checkpoint_fractions=(1 / 16, 1 / 8, 1 / 4, 1 / 2)),
+    ),
+    "smoke": ZooSpec(
+        "smoke", vocab_size=512, train_mix=OFFLINE_MIX, eval_corpora=tuple(OFFLINE_CORPORA), eval_tokens=2048,
+        max_chars=300_000,
+        entries=_family_entries(width=32, depth=3, heads=2, steps=200, batch_size=8, seq_len=64, lr=3e-3,
+                                checkpoint_fractions=(1 / 4, 1 / 2, 3 / 4)),
+    ),
+}
+
+
+def get_zoo(zoo: ZooSpec | str | object) -> ZooSpec:
+    """A zoo by name, or the zoo of a profile (anything with a ``zoo`` attribute)."""
+    if isinstance(zoo, ZooSpec):
+        return zoo
+    if isinstance(zoo, str):
+        if zoo not in ZOOS:
+            raise LinrecError(f"no zoo named '{zoo}'; zoos exist for the profiles {', '.join(ZOOS)} "
+                              "(the other profiles load hub models)")
+        return ZOOS[zoo]
+    inner = getattr(zoo, "zoo", None)
+    if isinstance(inner, ZooSpec):
+        return inner
+    raise LinrecError(f"profile '{getattr(zoo, 'name', zoo)}' has no model zoo (it loads hub models); "
+                      f"zoos exist for the profiles {', '.join(ZOOS)}")
+
+
+def model_config(entry: ZooEntry, vocab_size: int, eos_id: int):
+    """The transformers config of a zoo entry (dropout off everywhere)."""
+    from transformers import GPT2Config, GPTNeoXConfig, LlamaConfig
+
+    ids = dict(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, vocab_size=vocab_size)
+    if entry.family == "gpt2":
+        return GPT2Config(n_embd=entry.width, n_layer=entry.depth, n_head=entry.heads, n_inner=entry.ffn,
+                          n_positions=entry.seq_len, activation_function="gelu_new", resid_pdrop=0.0,
+                          embd_pdrop=0.0, attn_pdrop=0.0, **ids)
+    if entry.family == "gpt_neox":
+        return GPTNeoXConfig(hidden_size=entry.width, num_hidden_layers=entry.depth, num_attention_heads=entry.heads,
+                             intermediate_size=entry.ffn, hidden_act="gelu", rotary_pct=0.25, use_parallel_residual=True,
+                             max_position_embeddings=entry.seq_len, tie_word_embeddings=False, hidden_dropout=0.0,
+                             attention_dropout=0.0, **ids)
+    return LlamaConfig(hidden_size=entry.width, num_hidden_layers=entry.depth, num_attention_heads=entry.heads,
+                       num_key_value_heads=entry.heads, intermediate_size=entry.ffn, hidden_act="silu",
+                       max_position_embeddings=entry.seq_len, tie_word_embeddings=False, attention_dropout=0.0, **ids)
