@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from linrec.cache import atomic_dir, cache_dir, cache_key
+from linrec.cache import build_entry, cache_dir, cache_key
 from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable
 
@@ -311,14 +311,15 @@ def _offline_corpus(name: str) -> Corpus:
     key = cache_key({"corpus": name, "format": CORPUS_FORMAT, "python": sys.version, "stdlib": sysconfig.get_path("stdlib"),
                      "unicode": unicodedata.unidata_version})
     path = cache_dir() / "corpora" / f"{name}-{key}"
-    if (path / "corpus.json").exists():
-        return Corpus(**json.loads((path / "corpus.json").read_text(encoding="utf-8")))
-    domain = OFFLINE_CORPORA[name]
-    corpus = _unicode_corpus(name) if domain == "records" else _stdlib_corpus(name, domain)
-    with atomic_dir(path) as tmp:
+
+    def build(tmp: Path) -> None:
+        domain = OFFLINE_CORPORA[name]
+        corpus = _unicode_corpus(name) if domain == "records" else _stdlib_corpus(name, domain)
         fields = {f: getattr(corpus, f) for f in ("name", "domain", "fit_text", "eval_text", "source")}
         (tmp / "corpus.json").write_text(json.dumps(fields), encoding="utf-8")
-    return corpus
+
+    build_entry(path, build)
+    return Corpus(**json.loads((path / "corpus.json").read_text(encoding="utf-8")))
 
 
 def load_corpus(name: str, *, loader: Loader | None = None) -> Corpus:
