@@ -18,7 +18,8 @@ $(STAMP): requirements.txt pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests book notebooks/*.py
+	$(VENV)/bin/ruff check src tests book/build.py notebooks/*.py
+	$(VENV)/bin/ruff format --check src tests book/build.py
 
 test: lint
 	$(PY) -m pytest -q tests

@@ -89,7 +89,9 @@ def paired_notebook(source: Path) -> nbformat.NotebookNode:
     if not cells or cells[0].cell_type != "markdown" or not cells[0].source.startswith("# "):
         raise BookError(f"{source.name}: the first cell must be a markdown cell starting with '# Title'")
     if not any("parameters" in c.metadata.get("tags", []) and "PROFILE" in c.source for c in cells):
-        raise BookError(f"{source.name}: needs a cell tagged 'parameters' (# %% tags=[\"parameters\"]) that sets PROFILE")
+        raise BookError(
+            f"{source.name}: needs a cell tagged 'parameters' (# %% tags=[\"parameters\"]) that sets PROFILE"
+        )
     nb.cells = [cells[0], _install_cell(), *cells[1:]]
     for i, cell in enumerate(nb.cells):
         cell.id = f"{source.stem}-{i:03d}"  # stable ids keep the committed notebook diff-free
@@ -146,17 +148,22 @@ def execute(profile: str, only: list[str] | None = None) -> None:
     prepare_models(profile)
     for source in chosen:
         nb = paired_notebook(source)
-        button = f"```{{button-link}} {colab_link(source.stem)}\n:color: primary\n:outline:\nOpen this chapter in Colab\n```"
+        button = (
+            f"```{{button-link}} {colab_link(source.stem)}\n:color: primary\n:outline:\nOpen this chapter in Colab\n```"
+        )
         nb.cells.insert(1, nbformat.v4.new_markdown_cell(button, id=f"{source.stem}-colab"))
         out = CHAPTERS / f"{source.stem}.ipynb"
         start = time.perf_counter()
         print(f"[book] {source.stem}: profile {profile}", flush=True)
         try:
-            papermill.execute_notebook(nb, str(out), parameters={"PROFILE": profile}, kernel_name=name,
-                                       cwd=str(ROOT), progress_bar=True)
+            papermill.execute_notebook(
+                nb, str(out), parameters={"PROFILE": profile}, kernel_name=name, cwd=str(ROOT), progress_bar=True
+            )
         except PapermillExecutionError as err:
-            raise BookError(f"{source.stem}: cell In [{err.exec_count}] raised {err.ename}: {err.evalue}\n"
-                            f"(the executed notebook with the traceback: {out.relative_to(ROOT)})") from None
+            raise BookError(
+                f"{source.stem}: cell In [{err.exec_count}] raised {err.ename}: {err.evalue}\n"
+                f"(the executed notebook with the traceback: {out.relative_to(ROOT)})"
+            ) from None
         print(f"[book] {source.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
 
 
@@ -202,7 +209,9 @@ def _output_problems(executed: Path) -> list[str]:
     nb = nbformat.read(executed, as_version=4)
     for i, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
-            text = output.get("text", "") or "".join(str(v) for k, v in output.get("data", {}).items() if k.startswith("text/"))
+            text = output.get("text", "") or "".join(
+                str(v) for k, v in output.get("data", {}).items() if k.startswith("text/")
+            )
             if output.output_type == "error" or _TRACEBACK.search(text):
                 problems.append(f"{executed.name}: cell {i} has an error or traceback in its output")
     return problems
@@ -224,13 +233,18 @@ def _toc_chapters() -> list[str]:
 def toc_problems() -> list[str]:
     """Chapters missing from _toc.yml, and _toc.yml entries without a chapter source."""
     stems, listed = [s.stem for s in sources()], _toc_chapters()
-    return ([f"notebooks/{s}.py is not listed in _toc.yml (add '- file: book/chapters/{s}')" for s in stems if s not in listed]
-            + [f"_toc.yml lists book/chapters/{s} but there is no notebooks/{s}.py" for s in listed if s not in stems])
+    return [
+        f"notebooks/{s}.py is not listed in _toc.yml (add '- file: book/chapters/{s}')"
+        for s in stems
+        if s not in listed
+    ] + [f"_toc.yml lists book/chapters/{s} but there is no notebooks/{s}.py" for s in listed if s not in stems]
 
 
 def check() -> list[str]:
     """Everything wrong with the built book: stale notebooks, TOC gaps, errors, missing figures or Colab links."""
-    problems = [f"{p.relative_to(ROOT)} is out of date with its .py source: run `make notebooks`" for p in sync(write=False)]
+    problems = [
+        f"{p.relative_to(ROOT)} is out of date with its .py source: run `make notebooks`" for p in sync(write=False)
+    ]
     problems += toc_problems()
     stems = [s.stem for s in sources()]
     for stem in stems:
@@ -263,11 +277,24 @@ def screenshot(page: Path, out: Path) -> Path:
     out.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as profile_dir:
         subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile_dir}", f"--screenshot={out}", "--window-size=1280,2000",
-             page.resolve().as_uri()],
-            check=True, capture_output=True, timeout=120,
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile_dir}",
+                f"--screenshot={out}",
+                "--window-size=1280,2000",
+                page.resolve().as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
     if not out.exists() or out.stat().st_size < 10_000:
         raise BookError(f"Chromium wrote no usable screenshot of {page} to {out}")
@@ -280,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("sync", help="regenerate notebooks/NN_topic.ipynb from the .py sources")
     sub.add_parser("check-sync", help="fail when a committed notebooks/NN_topic.ipynb is stale")
     for step in ("execute", "all"):
-        p = sub.add_parser(step, help="execute the chapters" + (" then sync and render the book" if step == "all" else ""))
+        p = sub.add_parser(
+            step, help="execute the chapters" + (" then sync and render the book" if step == "all" else "")
+        )
         p.add_argument("--profile", default="offline", help="offline (default), smoke or paper")
         p.add_argument("--only", nargs="+", metavar="NN_topic", help="execute only these chapters")
     sub.add_parser("html", help="render the executed chapters with Jupyter Book (-W)")

@@ -19,13 +19,13 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 # %%
 import pandas as pd
 
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.plots import depth
 from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims
+from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import profile_corpus
 from linrec.experiment.swaps import affine_swaps
+from linrec.plots import depth
+from linrec.report import chapter, paper
+from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], flag=["SWAP"],
              positive_int_or_none=["SWAP_TOKENS"], fraction=["HIGH", "LOW"], positive_number=["SIGMAS"])

@@ -21,15 +21,24 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 import numpy as np
 import pandas as pd
 
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.plots import depth
-from linrec.analysis.activation import (ACTIVATIONS, activation_verdict, conditioning_table, distance_table, grid_shares,
-                                         model_identity, normalisation_summary, normalisation_table, predictor_table)
+from linrec.analysis.activation import (
+    ACTIVATIONS,
+    activation_verdict,
+    conditioning_table,
+    distance_table,
+    grid_shares,
+    model_identity,
+    normalisation_summary,
+    normalisation_table,
+    predictor_table,
+)
 from linrec.analysis.depth import depth_summary, training_checkpoints
+from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import load_profile_model, profile_corpus
 from linrec.interventions.crossfeed import crossfeed_grid
+from linrec.plots import depth
+from linrec.report import chapter, paper
+from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
              positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])

@@ -25,15 +25,20 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
+from linrec.analysis.residual import (
+    bilinear_claims,
+    gate_summary,
+    output_concentration,
+    output_dims,
+    probe_sweep,
+    widest_gap,
+)
+from linrec.experiment.measurement import measurement
+from linrec.experiment.resolve import probe_config, profile_corpus
+from linrec.interventions.probes import gain_correlation
+from linrec.plots import residual as figures
 from linrec.report import chapter, paper
 from linrec.report.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.plots import residual as figures
-from linrec.interventions.probes import gain_correlation
-from linrec.experiment.resolve import probe_config
-from linrec.experiment.resolve import profile_corpus
-from linrec.analysis.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
-                             widest_gap)
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
              positive_int=["TOP_DIMS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"], positive_number=["LOW_RANK"])
@@ -294,8 +299,8 @@ print(f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {co
 # :::
 
 # %% tags=["hide-cell"]
-from linrec.interventions.probes import seeded_poly
 from linrec.core.sample import Rows
+from linrec.interventions.probes import seeded_poly
 
 g = torch.Generator().manual_seed(SEED)
 n, d = 4000, 16
@@ -325,8 +330,8 @@ print(f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (
 # :::
 
 # %% tags=["hide-cell"]
-from linrec.core.moments import Moments
 from linrec.core.fit import kfold
+from linrec.core.moments import Moments
 
 q, _ = torch.linalg.qr(torch.randn(int(widest.d_out), int(widest.d_out), generator=g, dtype=torch.float64))
 folds = measured[widest.model].moments[int(widest.block)]

@@ -23,16 +23,23 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
-from linrec.analysis.compression import (affine_signal, best_block, compression_claims, early_blocks, flags,
-                                replacement_sets, signal_correlation, swap_kinds)
+from linrec.analysis.compression import (
+    affine_signal,
+    best_block,
+    compression_claims,
+    early_blocks,
+    flags,
+    replacement_sets,
+    signal_correlation,
+    swap_kinds,
+)
 from linrec.experiment.measurement import measurement
+from linrec.experiment.resolve import load_profile_model, probe_config
+from linrec.experiment.swaps import eval_batches
 from linrec.interventions.perplexity import compression_frontier
 from linrec.plots import compression as figures
-from linrec.experiment.resolve import probe_config
-from linrec.experiment.resolve import load_profile_model
-from linrec.experiment.swaps import eval_batches
+from linrec.report import chapter, paper
+from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
              positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],

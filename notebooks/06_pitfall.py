@@ -24,13 +24,12 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
+from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
+from linrec.experiment.measurement import measurement
+from linrec.experiment.resolve import baseline_config, profile_corpus
+from linrec.plots import pitfall as figures
 from linrec.report import chapter, paper
 from linrec.report.params import check_params
-from linrec.experiment.resolve import baseline_config
-from linrec.experiment.measurement import measurement
-from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
-from linrec.plots import pitfall as figures
-from linrec.experiment.resolve import profile_corpus
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "OPTIMIZERS"], name_or_none=["CURVE_MODEL"],
              positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])

@@ -18,13 +18,13 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 # %%
 import pandas as pd
 
-from linrec.report import chapter
-from linrec.report.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.plots import depth
 from linrec.analysis.activation import ACTIVATIONS, model_identity
 from linrec.analysis.depth import depth_table, drift_table, training_checkpoints, training_losses, training_summary
+from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import profile_corpus
+from linrec.plots import depth
+from linrec.report import chapter
+from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
              positive_number=["SIGMAS"])

@@ -25,17 +25,17 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import linrec
-from linrec.report import chapter
-from linrec.report.params import check_params
 from linrec.analysis.advice import cost_table, replacement_candidates
-from linrec.plots.advice import candidates_figure
 from linrec.bench import capture_overhead
 from linrec.cli import main as linrec_cli
-from linrec.models.loading import max_context
-from linrec.interventions.perplexity import swap_deltas
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.surgery import fit_replacements
+from linrec.models.loading import max_context
 from linrec.models.zoo import ensure_zoo_model
+from linrec.plots.advice import candidates_figure
+from linrec.report import chapter
+from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], positive_int_or_none=["MAX_ROWS"],
              fraction=["MIN_R2", "MAX_STD"], positive_int=["TRY_BLOCKS"])

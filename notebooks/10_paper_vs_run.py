@@ -15,10 +15,10 @@ PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build in
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from linrec.report import chapter, ledger
+from linrec.analysis.depth import depth_table
 from linrec.experiment.measurement import measurement
 from linrec.plots.depth import heterogeneity_reference_figure
-from linrec.analysis.depth import depth_table
+from linrec.report import chapter, ledger
 from linrec.report.paper import CITATION, REPORTED
 
 ch = chapter.start("10_paper_vs_run", PROFILE)

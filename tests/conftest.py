@@ -18,6 +18,8 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
 WIDTH = 32
 
 
@@ -51,8 +53,12 @@ def tokenizer_dir(tmp_path_factory, text) -> Path:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator([text], trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<|pad|>"],
-                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        [text],
+        trainers.BpeTrainer(
+            vocab_size=VOCAB, special_tokens=["<|pad|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>")
     path = tmp_path_factory.mktemp("tokenizer")
     fast.save_pretrained(path)
@@ -70,8 +76,14 @@ def tiny_config(family: str):
     """A 2-layer, width-32 config of ``family`` (the same classes as the paper's models)."""
     import transformers as tf
 
-    common = dict(vocab_size=VOCAB, num_hidden_layers=2, num_attention_heads=4, hidden_size=WIDTH,
-                  intermediate_size=4 * WIDTH, max_position_embeddings=64)
+    common = dict(
+        vocab_size=VOCAB,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        hidden_size=WIDTH,
+        intermediate_size=4 * WIDTH,
+        max_position_embeddings=64,
+    )
     if family == "gpt2":
         return tf.GPT2Config(vocab_size=VOCAB, n_layer=2, n_head=4, n_embd=WIDTH, n_positions=64)
     if family == "gpt_neox":
@@ -87,8 +99,15 @@ def tiny_config(family: str):
     if family == "roberta":
         return tf.RobertaConfig(**dict(common, max_position_embeddings=80), pad_token_id=0)
     if family == "opt":
-        return tf.OPTConfig(vocab_size=VOCAB, num_hidden_layers=2, num_attention_heads=4, hidden_size=WIDTH,
-                            ffn_dim=4 * WIDTH, max_position_embeddings=64, word_embed_proj_dim=WIDTH)
+        return tf.OPTConfig(
+            vocab_size=VOCAB,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            hidden_size=WIDTH,
+            ffn_dim=4 * WIDTH,
+            max_position_embeddings=64,
+            word_embed_proj_dim=WIDTH,
+        )
     raise ValueError(family)
 
 
@@ -123,6 +142,19 @@ def measurement_info(model: str, checkpoint: str = "final", corpus: str = "local
     """A MeasurementInfo for measurements the tests assemble by hand (the fields they do not use are placeholders)."""
     from linrec.experiment.measurement import MeasurementInfo
 
-    return MeasurementInfo(profile="test", model=model, checkpoint=checkpoint, corpus=corpus, corpus_sha256="",
-                           rows=rows, seq_len=0, folds=folds, seed=0, sample_rows=0, dtype="torch.float32",
-                           device="cpu", capture_s=0.0, torch=torch.__version__)
+    return MeasurementInfo(
+        profile="test",
+        model=model,
+        checkpoint=checkpoint,
+        corpus=corpus,
+        corpus_sha256="",
+        rows=rows,
+        seq_len=0,
+        folds=folds,
+        seed=0,
+        sample_rows=0,
+        dtype="torch.float32",
+        device="cpu",
+        capture_s=0.0,
+        torch=torch.__version__,
+    )

@@ -10,8 +10,16 @@ import torch
 
 import tiny_captures
 from conftest import measurement_info
-from linrec.analysis.activation import (Identity, activation_verdict, conditioning_table, distance_table, grid_shares,
-                                        model_identity, normalisation_table, pair_kind)
+from linrec.analysis.activation import (
+    Identity,
+    activation_verdict,
+    conditioning_table,
+    distance_table,
+    grid_shares,
+    model_identity,
+    normalisation_table,
+    pair_kind,
+)
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
@@ -21,9 +29,13 @@ FOLDS = 4
 
 def planted(profiles: dict[tuple[str, str], list[float]], std: float = 0.001, corpus: str = "c") -> pd.DataFrame:
     """A depth table with the given R²_lin per block for each (model, checkpoint)."""
-    return pd.DataFrame([{"model": m, "checkpoint": c, "corpus": corpus, "block": b, "r2_lin": r, "r2_lin_std": std}
-                         for (m, c), values in profiles.items() for b, r in enumerate(values)])
-
+    return pd.DataFrame(
+        [
+            {"model": m, "checkpoint": c, "corpus": corpus, "block": b, "r2_lin": r, "r2_lin_std": std}
+            for (m, c), values in profiles.items()
+            for b, r in enumerate(values)
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,10 +56,15 @@ def test_pair_kinds():
     assert pair_kind(Identity("gpt2", None, True), Identity("gpt_neox", None, True)) == "family, same activation"  # hub
 
 
-
 def test_distance_table_labels_every_single_factor_pair():
-    table = planted({("g", "final"): [0.9, 0.5], ("g1", "final"): [0.9, 0.6], ("n", "final"): [0.5, 0.9],
-                     ("g", "init"): [0.98, 0.98]})
+    table = planted(
+        {
+            ("g", "final"): [0.9, 0.5],
+            ("g1", "final"): [0.9, 0.6],
+            ("n", "final"): [0.5, 0.9],
+            ("g", "init"): [0.98, 0.98],
+        }
+    )
     ids = {"g": Identity("gpt2", 0), "g1": Identity("gpt2", 1), "n": Identity("gpt_neox", 0)}
     d = distance_table(table, ids).set_index(["a", "b"])
     assert set(d["kind"]) == {"seed", "family, same activation", "training"}
@@ -57,7 +74,6 @@ def test_distance_table_labels_every_single_factor_pair():
     assert len(d) == 3 and ("g1 @ final", "n @ final") not in d.index  # family and seed differ at once
     with pytest.raises(LinrecError, match="identities"):
         distance_table(table, {"g": Identity("gpt2", 0)})
-
 
 
 def test_identities():
@@ -73,10 +89,20 @@ def test_identities():
 
 def grid_of(values: np.ndarray, models=("A", "B")) -> pd.DataFrame:
     keys = [(m, b) for m in models for b in range(values.shape[0] // len(models))]
-    return pd.DataFrame([{"input_model": ki[0], "input_block": ki[1], "weight_model": kj[0], "weight_block": kj[1],
-                          "r2_lin": values[i, j], "r2_lin_std": 0.0}
-                         for i, ki in enumerate(keys) for j, kj in enumerate(keys)])
-
+    return pd.DataFrame(
+        [
+            {
+                "input_model": ki[0],
+                "input_block": ki[1],
+                "weight_model": kj[0],
+                "weight_block": kj[1],
+                "r2_lin": values[i, j],
+                "r2_lin_std": 0.0,
+            }
+            for i, ki in enumerate(keys)
+            for j, kj in enumerate(keys)
+        ]
+    )
 
 
 def test_grid_shares_of_planted_grids():
@@ -86,7 +112,10 @@ def test_grid_shares_of_planted_grids():
     assert (s.weights, s.inputs) == (pytest.approx(1), pytest.approx(0, abs=1e-12)) and s.same_activation is None
     assert s.own_gap == pytest.approx(0, abs=1e-12)
     assert grid_shares(grid_of(columns - 0.2 * np.eye(6))).own_gap == pytest.approx(-0.2)  # less linear on own inputs
-    gelu, mixed = {"A": Identity("gpt2", 0), "B": Identity("gpt_neox", 0)}, {"A": Identity("gpt2", 0), "B": Identity("llama", 0)}
+    gelu, mixed = (
+        {"A": Identity("gpt2", 0), "B": Identity("gpt_neox", 0)},
+        {"A": Identity("gpt2", 0), "B": Identity("llama", 0)},
+    )
     assert grid_shares(grid_of(columns), identities=gelu).same_activation
     assert not grid_shares(grid_of(columns), identities=mixed).same_activation
     assert s.follows_weights.r == pytest.approx(1) and s.cells == 36
@@ -120,9 +149,9 @@ def test_normalisation_table_keeps_an_affine_block_linear(two_models):
     assert set(table["normalisation"]) == {"standardise", "whiten"} and (table["model"] == "affine").all()
     block1 = table[table["block"] == 1]
     assert (block1["r2_lin_norm"] > 1 - 1e-6).all() and (block1["change"].abs() < 1e-6).all()
-    torch.testing.assert_close(torch.tensor(table["change"].to_numpy()),
-                               torch.tensor((table["r2_lin_norm"] - table["r2_lin"]).to_numpy()))
-
+    torch.testing.assert_close(
+        torch.tensor(table["change"].to_numpy()), torch.tensor((table["r2_lin_norm"] - table["r2_lin"]).to_numpy())
+    )
 
 
 def test_conditioning_table_of_planted_inputs():
@@ -130,16 +159,19 @@ def test_conditioning_table_of_planted_inputs():
     d, n = 8, 4000
     x = torch.randn(n, d, generator=g, dtype=torch.float64)
     x[:, 0] *= 10  # one outlier dimension: variance 100 against 1
-    y = x @ torch.randn(d, d, generator=g, dtype=torch.float64) + 0.1 * torch.randn(n, d, generator=g, dtype=torch.float64)
+    y = x @ torch.randn(d, d, generator=g, dtype=torch.float64) + 0.1 * torch.randn(
+        n, d, generator=g, dtype=torch.float64
+    )
     fold = torch.arange(n) % FOLDS
     moments = {0: [Moments.from_rows(x[fold == f], y[fold == f]) for f in range(FOLDS)]}
     m = Measurement(measurement_info("p", corpus="c"), moments, {})
     row = conditioning_table(m).iloc[0]
     assert row["outlier_ratio"] == pytest.approx(100, rel=0.15)
-    assert row["effective_rank_in"] == pytest.approx((100 + 7) ** 2 / (100**2 + 7), rel=0.1)  # ≈ 1.1: one dominant direction
+    assert row["effective_rank_in"] == pytest.approx(
+        (100 + 7) ** 2 / (100**2 + 7), rel=0.1
+    )  # ≈ 1.1: one dominant direction
     assert row["input_rms"] == pytest.approx(math.sqrt(107 / 8), rel=0.05)
     assert row["log10_condition"] == pytest.approx(math.log10(row["input_condition"]))
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,31 +179,45 @@ def test_conditioning_table_of_planted_inputs():
 
 
 def test_verdict_follows_the_numbers():
-    profiles = planted({("g", "final"): [0.9, 0.4, 0.8], ("g1", "final"): [0.85, 0.45, 0.8],
-                        ("n", "final"): [0.3, 0.9, 0.5], ("g", "init"): [0.95, 0.95, 0.95],
-                        ("g1", "init"): [0.95, 0.95, 0.951], ("n", "init"): [0.96, 0.96, 0.96]})
+    profiles = planted(
+        {
+            ("g", "final"): [0.9, 0.4, 0.8],
+            ("g1", "final"): [0.85, 0.45, 0.8],
+            ("n", "final"): [0.3, 0.9, 0.5],
+            ("g", "init"): [0.95, 0.95, 0.95],
+            ("g1", "init"): [0.95, 0.95, 0.951],
+            ("n", "init"): [0.96, 0.96, 0.96],
+        }
+    )
     ids = {"g": Identity("gpt2", 0), "g1": Identity("gpt2", 1), "n": Identity("gpt_neox", 0)}
     distances = distance_table(profiles, ids)
     columns = np.tile(np.linspace(0.2, 1, 6), (6, 1))
     same = {"A": Identity("gpt2", 0), "B": Identity("gpt_neox", 0)}
-    shares = {"all": grid_shares(grid_of(columns + 0.01 * columns.T), identities=same),
-              "mixed": grid_shares(grid_of(columns), identities={"A": Identity("gpt2", 0), "B": Identity("llama", 0)}),
-              "inputs": grid_shares(grid_of(columns.T)),
-              "pairs": grid_shares(grid_of(np.outer([1, -1] * 3, [1, -1] * 3) + 0.3 * columns))}
+    shares = {
+        "all": grid_shares(grid_of(columns + 0.01 * columns.T), identities=same),
+        "mixed": grid_shares(grid_of(columns), identities={"A": Identity("gpt2", 0), "B": Identity("llama", 0)}),
+        "inputs": grid_shares(grid_of(columns.T)),
+        "pairs": grid_shares(grid_of(np.outer([1, -1] * 3, [1, -1] * 3) + 0.3 * columns)),
+    }
     normalised = pd.DataFrame({"normalisation": ["whiten"] * 3, "change": [0.01, -0.02, 0.0]})
     v = activation_verdict(profiles, distances, shares, normalised).set_index("test")["supports"]
     assert v["block-to-block differences: trained vs random init"] == "learned"  # all three grew from a flat init
-    flat = profiles.assign(r2_lin=np.where(profiles["checkpoint"] == "init", profiles["r2_lin"] + [0.8, 0, -0.8] * 6,
-                                           profiles["r2_lin"]))
+    flat = profiles.assign(
+        r2_lin=np.where(profiles["checkpoint"] == "init", profiles["r2_lin"] + [0.8, 0, -0.8] * 6, profiles["r2_lin"])
+    )
     shrunk = activation_verdict(flat, distance_table(flat, ids)).set_index("test")["supports"]
-    assert shrunk["block-to-block differences: trained vs random init"] == "architecture"  # init ranges 1.6, trained 0.4-0.6
+    assert (
+        shrunk["block-to-block differences: trained vs random init"] == "architecture"
+    )  # init ranges 1.6, trained 0.4-0.6
     assert v["trained: seed vs family, same activation"] == "architecture"  # families far apart, seeds close
     assert v["cross-feeding (all)"] == "learned"  # one activation (GELU): the weights are what training made
     assert v["cross-feeding (mixed)"] == "weights"  # GELU and SwiGLU: architecture and training not separated
     assert v["cross-feeding (inputs)"] == "inputs"
     assert v["cross-feeding (pairs)"] == "inconclusive"  # the interaction outweighs both main effects
     assert v["inputs whitened"] == "learned"  # |change| 0.01 against a range of ~0.5
-    close = planted({("g", "final"): [0.9, 0.4, 0.8], ("g1", "final"): [0.5, 0.9, 0.4], ("n", "final"): [0.85, 0.45, 0.8]})
+    close = planted(
+        {("g", "final"): [0.9, 0.4, 0.8], ("g1", "final"): [0.5, 0.9, 0.4], ("n", "final"): [0.85, 0.45, 0.8]}
+    )
     v = activation_verdict(close, distance_table(close, ids)).set_index("test")["supports"]
     assert v["trained: seed vs family, same activation"] == "learned"  # seeds differ more than families
     assert len(v) == 1  # no init, no grid, no normalisation: those tests are left out

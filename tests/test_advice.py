@@ -6,8 +6,8 @@ import pytest
 from conftest import tiny_model
 from linrec.analysis.advice import moment_bytes, replacement_candidates
 from linrec.core.capture import capture_moments
-from linrec.errors import LinrecError
 from linrec.data.tokens import make_batches
+from linrec.errors import LinrecError
 
 
 def test_candidates_need_high_and_stable_r2():
@@ -23,6 +23,10 @@ def test_candidates_need_high_and_stable_r2():
 def test_moment_bytes_is_what_capture_keeps(tokenizer, text):
     model = tiny_model("llama")
     moments = capture_moments(model, make_batches(tokenizer, text, seq_len=16, max_rows=512), folds=3, progress=False)
-    kept = sum(getattr(m, f).nbytes for folds in moments.values() for m in folds
-               for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy"))
+    kept = sum(
+        getattr(m, f).nbytes
+        for folds in moments.values()
+        for m in folds
+        for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")
+    )
     assert kept == moment_bytes(32, 32, blocks=2, folds=3)

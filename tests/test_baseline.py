@@ -3,10 +3,18 @@
 import pytest
 import torch
 
-from linrec.interventions.baseline import NOT_WITHIN_BUDGET, BaselineConfig, baseline_runs, curves, largest_curvature, summary, train_linear
-from linrec.errors import LinrecError
 from linrec.core.moments import Moments
-from linrec.core.sample import RowSample, Rows
+from linrec.core.sample import Rows, RowSample
+from linrec.errors import LinrecError
+from linrec.interventions.baseline import (
+    NOT_WITHIN_BUDGET,
+    BaselineConfig,
+    baseline_runs,
+    curves,
+    largest_curvature,
+    summary,
+    train_linear,
+)
 
 D, N = 16, 4000
 CONFIG = BaselineConfig(steps=1000, lr_adam=1e-2)
@@ -38,7 +46,9 @@ def test_optimisers_reach_the_ceiling_on_a_well_conditioned_toy():
 
 def test_optimisers_lag_on_an_ill_conditioned_toy_and_whitening_closes_the_gap():
     rows = toy(3)
-    table = summary([train_linear(rows, optimizer=o, whiten=w, config=CONFIG) for o in ("sgd", "adam") for w in (False, True)])
+    table = summary(
+        [train_linear(rows, optimizer=o, whiten=w, config=CONFIG) for o in ("sgd", "adam") for w in (False, True)]
+    )
     raw, white = table[~table.whitened], table[table.whitened]
     assert (raw.status == NOT_WITHIN_BUDGET).all() and raw.steps_to_ceiling.isna().all()
     assert (raw.gap_final > 0.1).all()
@@ -51,7 +61,9 @@ def test_largest_curvature_is_that_of_the_loss():
     x, y = toy(1).x[:500].double(), toy(1).y[:500, :3].double()
     mse = lambda p: ((x @ p[: D * 3].reshape(D, 3) + p[D * 3 :] - y) ** 2).mean()  # noqa: E731
     hessian = torch.autograd.functional.hessian(mse, torch.zeros(D * 3 + 3, dtype=torch.float64))
-    assert largest_curvature(Moments.from_rows(x, y)) == pytest.approx(float(torch.linalg.eigvalsh(hessian)[-1]), rel=1e-9)
+    assert largest_curvature(Moments.from_rows(x, y)) == pytest.approx(
+        float(torch.linalg.eigvalsh(hessian)[-1]), rel=1e-9
+    )
 
 
 def test_divergence_is_reported():

@@ -1,4 +1,5 @@
-"""The book's helpers: profile resolution and provenance (linrec.report.chapter), and the build script (book/build.py)."""
+"""The book's helpers: profile resolution and provenance (linrec.report.chapter), and the build script
+(book/build.py)."""
 
 import importlib.util
 import json
@@ -64,15 +65,21 @@ def test_digest_depends_on_values_dtype_and_shape_only():
 
 
 def test_provenance_line_names_what_ran():
-    line = str(book.provenance("offline", models=["m1", "m2"], corpus="c", corpus_hash="abc", rows=12345,
-                               device="cpu"))
-    for part in ("profile offline", "models m1, m2", "corpus c (sha256 abc)", "12,345 rows", "device cpu",
-                 f"torch {torch.__version__}", "wall "):
+    line = str(book.provenance("offline", models=["m1", "m2"], corpus="c", corpus_hash="abc", rows=12345, device="cpu"))
+    for part in (
+        "profile offline",
+        "models m1, m2",
+        "corpus c (sha256 abc)",
+        "12,345 rows",
+        "device cpu",
+        f"torch {torch.__version__}",
+        "wall ",
+    ):
         assert part in line
     assert "wall" not in str(book.provenance("offline", device="cpu", wall=False))
 
 
-SOURCE = '''# %% [markdown]
+SOURCE = """# %% [markdown]
 # # A chapter
 
 # %% tags=["parameters"]
@@ -80,7 +87,7 @@ PROFILE = None
 
 # %%
 print(PROFILE)
-'''
+"""
 
 
 def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(build, tmp_path):
@@ -94,13 +101,19 @@ def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(bui
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert nbformat.writes(nb) == nbformat.writes(build.paired_notebook(source))  # stable ids, no random ones
     nbformat.validate(nb)
-    assert build.colab_link("07_demo") == f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/07_demo.ipynb"
+    assert (
+        build.colab_link("07_demo")
+        == f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/07_demo.ipynb"
+    )
 
 
-@pytest.mark.parametrize("text, message", [
-    (SOURCE.replace("# # A chapter", "# A chapter"), "first cell must be a markdown cell"),
-    (SOURCE.replace(' tags=["parameters"]', ""), "tagged 'parameters'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (SOURCE.replace("# # A chapter", "# A chapter"), "first cell must be a markdown cell"),
+        (SOURCE.replace(' tags=["parameters"]', ""), "tagged 'parameters'"),
+    ],
+)
 def test_malformed_chapters_are_rejected_by_name(build, tmp_path, text, message):
     source = tmp_path / "08_bad.py"
     source.write_text(text)
@@ -127,12 +140,20 @@ def test_sync_writes_stale_notebooks_and_then_reports_none(build, tmp_path, monk
 
 
 def test_error_outputs_are_found(build, tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output("stream", name="stdout", text="fine: no Error here\n")]),
-        nbformat.v4.new_code_cell("2", outputs=[nbformat.v4.new_output("stream", name="stderr",
-                                                                        text="Traceback (most recent call last):\n")]),
-        nbformat.v4.new_code_cell("3", outputs=[nbformat.v4.new_output("error", ename="ValueError", evalue="x", traceback=[])]),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "1", outputs=[nbformat.v4.new_output("stream", name="stdout", text="fine: no Error here\n")]
+            ),
+            nbformat.v4.new_code_cell(
+                "2",
+                outputs=[nbformat.v4.new_output("stream", name="stderr", text="Traceback (most recent call last):\n")],
+            ),
+            nbformat.v4.new_code_cell(
+                "3", outputs=[nbformat.v4.new_output("error", ename="ValueError", evalue="x", traceback=[])]
+            ),
+        ]
+    )
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps(nb))
     problems = build._output_problems(path)
@@ -159,8 +180,10 @@ def test_every_figure_is_captioned_named_and_referenced(build):
         for cell in build.paired_notebook(source).cells:
             figure = cell.metadata.get("mystnb", {}).get("figure")
             if cell.cell_type == "code" and FIGURE_CALL.search(cell.source):
-                assert figure and figure.get("caption") and figure.get("name", "").startswith("fig-"), \
-                    f"{source.name}: a figure cell needs mystnb figure metadata with a caption and a fig- name:\n{cell.source}"
+                assert figure and figure.get("caption") and figure.get("name", "").startswith("fig-"), (
+                    f"{source.name}: a figure cell needs mystnb figure metadata with a caption and a fig- name"
+                    f":\n{cell.source}"
+                )
                 assert len(FIGURE_CALL.findall(cell.source)) == 1, f"{source.name}: one figure per cell:\n{cell.source}"
                 names.append(figure["name"])
                 referenced |= set(NUMREF.findall(figure["caption"]))

@@ -18,7 +18,10 @@ KEYS = 30
 
 def content(key: int, version: str = "v1") -> dict[str, bytes]:
     """What entry ``key`` holds: a large file, a small one in a subdirectory (checkpoints are subdirectories)."""
-    return {"weights.bin": bytes([key % 251]) * (50_000 + key), "step0/config.json": json.dumps([key, version]).encode()}
+    return {
+        "weights.bin": bytes([key % 251]) * (50_000 + key),
+        "step0/config.json": json.dumps([key, version]).encode(),
+    }
 
 
 def write(root: Path, files: dict[str, bytes]) -> None:
@@ -28,7 +31,11 @@ def write(root: Path, files: dict[str, bytes]) -> None:
 
 
 def read(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != MARKER}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != MARKER
+    }
 
 
 def _wait(start_at: float) -> None:
@@ -169,11 +176,17 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
 
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     monkeypatch.setattr(m, "_capture", capture)
-    monkeypatch.setattr(m, "profile_corpus", lambda profile, name: Corpus("toy", "prose", "fit text", "eval text", "test"))
+    monkeypatch.setattr(
+        m, "profile_corpus", lambda profile, name: Corpus("toy", "prose", "fit text", "eval text", "test")
+    )
     monkeypatch.setattr(m, "zoo_model_path", lambda zoo, model, checkpoint: tmp_path / "weights")
 
     def same(result: m.Measurement) -> bool:
-        return result.info == known.info and torch.equal(result.samples[0].x, rows.x) and result.table().equals(known.table())
+        return (
+            result.info == known.info
+            and torch.equal(result.samples[0].x, rows.x)
+            and result.table().equals(known.table())
+        )
 
     assert same(m.measurement("smoke", "zoo-gpt2")) and same(m.measurement("smoke", "zoo-gpt2")) and len(captures) == 1
     (entry,) = (tmp_path / "measurements").glob("smoke-zoo-gpt2-*")

@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from conftest import FAMILIES, tiny_model
-from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks, select_blocks
 from linrec.core.capture import capture_moments, rows_needed, run_capture
-from linrec.core.measure import measure
-from linrec.errors import LinrecError
 from linrec.core.fit import recoverability, report_table
+from linrec.core.measure import measure
 from linrec.core.sample import RowSample
 from linrec.data.tokens import TokenBatches, make_batches
+from linrec.errors import LinrecError
+from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks, select_blocks
 
 
 def own_ffn(model, family, i):
@@ -23,7 +23,11 @@ def own_ffn(model, family, i):
     if family == "opt":
         layer = model.model.decoder.layers[i]
         return lambda x: layer.fc2(layer.activation_fn(layer.fc1(x)))
-    layers = model.transformer.h if family == "gpt2" else (model.gpt_neox.layers if family == "gpt_neox" else model.model.layers)
+    layers = (
+        model.transformer.h
+        if family == "gpt2"
+        else (model.gpt_neox.layers if family == "gpt_neox" else model.model.layers)
+    )
     return layers[i].mlp
 
 
@@ -106,10 +110,13 @@ def test_bfloat16_model_gives_float64_moments(tokenizer, text):
     assert all(m.cxx.dtype == torch.float64 for folds in moments.values() for m in folds)
 
 
-@pytest.mark.parametrize(("dtype", "advice"), [
-    (torch.float32, "already computes in float32, so this is no low-precision overflow: its weights hold NaN/Inf"),
-    (torch.bfloat16, "A bfloat16 model can lose range: load it in float32"),
-])
+@pytest.mark.parametrize(
+    ("dtype", "advice"),
+    [
+        (torch.float32, "already computes in float32, so this is no low-precision overflow: its weights hold NaN/Inf"),
+        (torch.bfloat16, "A bfloat16 model can lose range: load it in float32"),
+    ],
+)
 def test_nan_activations_name_the_block_and_advice_fits_the_dtype(tokenizer, text, dtype, advice):
     model = tiny_model("gpt2").to(dtype)
     with torch.no_grad():
@@ -123,7 +130,9 @@ def test_nan_activations_name_the_block_and_advice_fits_the_dtype(tokenizer, tex
 def test_unknown_architecture_lists_supported_and_spec_works(tokenizer, text):
     from transformers import GPTJConfig, GPTJForCausalLM
 
-    model = GPTJForCausalLM(GPTJConfig(vocab_size=320, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64)).eval()
+    model = GPTJForCausalLM(
+        GPTJConfig(vocab_size=320, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64)
+    ).eval()
     with pytest.raises(LinrecError, match="gpt2, gpt_neox, llama.*blocks=\\[\\(input_module_name"):
         ffn_blocks(model)
     spec = [(f"transformer.h.{i}.mlp", f"transformer.h.{i}.mlp") for i in range(2)]
@@ -145,11 +154,14 @@ def _advised_rows(err: pytest.ExceptionInfo) -> int:
     return int(re.search(r"max_rows=(\d+)", str(err.value)).group(1))
 
 
-@pytest.mark.parametrize(("max_rows", "seq_len", "folds", "advised"), [
-    (32, 16, 5, 80),  # 2 sequences cannot fill 5 folds; 5 of 16 tokens leave 4 (64 rows) to train on
-    (40, 8, 5, 56),  # 5 sequences: each training split has 4 x 8 = 32 rows, 33 are needed
-    (48, 48, 2, 96),  # 48 rows exceed width + 1, but one sequence cannot fill 2 folds
-])
+@pytest.mark.parametrize(
+    ("max_rows", "seq_len", "folds", "advised"),
+    [
+        (32, 16, 5, 80),  # 2 sequences cannot fill 5 folds; 5 of 16 tokens leave 4 (64 rows) to train on
+        (40, 8, 5, 56),  # 5 sequences: each training split has 4 x 8 = 32 rows, 33 are needed
+        (48, 48, 2, 96),  # 48 rows exceed width + 1, but one sequence cannot fill 2 folds
+    ],
+)
 def test_too_few_rows_for_width_advice_works_when_followed(tokenizer, text, max_rows, seq_len, folds, advised):
     """Folds are whole sequences: the advised max_rows, followed, gives every training split width + 1 rows."""
     model = tiny_model("gpt2")

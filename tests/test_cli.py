@@ -26,10 +26,22 @@ def text_file(tmp_path_factory, text):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_architecture_through_the_cli(family, model_dirs, text_file, tmp_path, capsys):
     out = tmp_path / "r.csv"
-    assert main(["profile", "--model", str(model_dirs[family]), "--text-file", str(text_file), *ROWS, "--out", str(out)]) == 0
+    assert (
+        main(["profile", "--model", str(model_dirs[family]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
+        == 0
+    )
     table = pd.read_csv(out)
     assert list(table.block) == [0, 1]
-    for column in ("r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition", "null_dims", "n_train", "n_test"):
+    for column in (
+        "r2_lin",
+        "r2_lin_std",
+        "r2_feature_median",
+        "effective_rank_out",
+        "input_condition",
+        "null_dims",
+        "n_train",
+        "n_test",
+    ):
         assert table[column].notna().all(), column
     assert (table.n_train + table.n_test == 384).all()
     assert table.corpus_sha256.nunique() == 1
@@ -38,7 +50,23 @@ def test_every_architecture_through_the_cli(family, model_dirs, text_file, tmp_p
 
 def test_block_subset_and_json(model_dirs, text_file, tmp_path):
     out = tmp_path / "r.json"
-    assert main(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--blocks", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "--model",
+                str(model_dirs["gpt2"]),
+                "--text-file",
+                str(text_file),
+                *ROWS,
+                "--blocks",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert list(pd.read_json(out).block) == [1]
 
 
@@ -53,20 +81,38 @@ def _fails(args, capsys, *patterns):
 def test_unknown_architecture(tmp_path, tokenizer, text_file, capsys):
     from transformers import GPTJConfig, GPTJForCausalLM
 
-    GPTJForCausalLM(GPTJConfig(vocab_size=320, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64)).save_pretrained(tmp_path)
+    GPTJForCausalLM(
+        GPTJConfig(vocab_size=320, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64)
+    ).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    _fails(["profile", "--model", str(tmp_path), "--text-file", str(text_file), *ROWS], capsys,
-           "unsupported architecture 'gptj'", "gpt2, gpt_neox, llama", "blocks=[(input_module_name")
+    _fails(
+        ["profile", "--model", str(tmp_path), "--text-file", str(text_file), *ROWS],
+        capsys,
+        "unsupported architecture 'gptj'",
+        "gpt2, gpt_neox, llama",
+        "blocks=[(input_module_name",
+    )
 
 
 def test_bad_inputs_have_clear_errors(model_dirs, text_file, tmp_path, capsys):
     model = ["profile", "--model", str(model_dirs["gpt2"])]
-    err = _fails([*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"], capsys,
-                 "folds are whole sequences", "--max-rows 56")
-    assert "--max-rows 56" in err and main([*model, "--text-file", str(text_file), "--max-rows", "56", "--seq-len", "8", "--no-progress"]) == 0
+    err = _fails(
+        [*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"],
+        capsys,
+        "folds are whole sequences",
+        "--max-rows 56",
+    )
+    assert (
+        "--max-rows 56" in err
+        and main([*model, "--text-file", str(text_file), "--max-rows", "56", "--seq-len", "8", "--no-progress"]) == 0
+    )
     short = tmp_path / "short.txt"
     short.write_text("just a few words", encoding="utf-8")
-    _fails([*model, "--text-file", str(short), "--max-rows", "400", "--seq-len", "16"], capsys, "are needed for max_rows=400")
+    _fails(
+        [*model, "--text-file", str(short), "--max-rows", "400", "--seq-len", "16"],
+        capsys,
+        "are needed for max_rows=400",
+    )
     _fails([*model, "--text-file", str(text_file), "--seq-len", "128"], capsys, "exceeds the model's context of 64")
     _fails([*model, "--text-file", str(tmp_path / "missing.txt")], capsys, "cannot read --text-file")
     _fails([*model, "--text-file", str(text_file), "--out", "r.xlsx"], capsys, "--out must end in .csv or .json")
@@ -78,18 +124,53 @@ def test_unreachable_hub_fails_in_seconds(offline, text_file, monkeypatch, capsy
     monkeypatch.setenv("HF_HUB_OFFLINE", offline)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: unreachable
     start = time.perf_counter()
-    _fails(["profile", "--model", "no-such-org/no-such-model", "--text-file", str(text_file)], capsys,
-           "could not load 'no-such-org/no-such-model'", "--profile offline")
+    _fails(
+        ["profile", "--model", "no-such-org/no-such-model", "--text-file", str(text_file)],
+        capsys,
+        "could not load 'no-such-org/no-such-model'",
+        "--profile offline",
+    )
     assert time.perf_counter() - start < 15
 
 
 def test_torchrun_two_processes_give_the_single_process_table(model_dirs, text_file, tmp_path):
-    args = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--max-rows", "1024",
-            "--seq-len", "16", "--folds", "5", "--device", "cpu", "--no-progress"]
+    args = [
+        "profile",
+        "--model",
+        str(model_dirs["llama"]),
+        "--text-file",
+        str(text_file),
+        "--max-rows",
+        "1024",
+        "--seq-len",
+        "16",
+        "--folds",
+        "5",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
     assert main([*args, "--out", str(tmp_path / "one.csv")]) == 0
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29531",
-                    "-m", "linrec", *args, "--out", str(tmp_path / "two.csv")], check=True, env=env, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            "29531",
+            "-m",
+            "linrec",
+            *args,
+            "--out",
+            str(tmp_path / "two.csv"),
+        ],
+        check=True,
+        env=env,
+        timeout=300,
+    )
     one, two = pd.read_csv(tmp_path / "one.csv"), pd.read_csv(tmp_path / "two.csv")
     for column in ("r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "effective_rank_map"):
         assert (one[column] - two[column]).abs().max() <= 1e-9, column
@@ -99,10 +180,39 @@ def test_torchrun_two_processes_give_the_single_process_table(model_dirs, text_f
 def test_device_map_auto_loads_and_measures(model_dirs, text_file, tmp_path):
     """Large models load through accelerate's device_map; on a CPU-only machine everything lands on the CPU."""
     out = tmp_path / "r.csv"
-    assert main(["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS,
-                 "--device-map", "auto", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "--model",
+                str(model_dirs["llama"]),
+                "--text-file",
+                str(text_file),
+                *ROWS,
+                "--device-map",
+                "auto",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     reference = tmp_path / "ref.csv"
-    assert main(["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS, "--out", str(reference)]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "--model",
+                str(model_dirs["llama"]),
+                "--text-file",
+                str(text_file),
+                *ROWS,
+                "--out",
+                str(reference),
+            ]
+        )
+        == 0
+    )
     assert (pd.read_csv(out).r2_lin - pd.read_csv(reference).r2_lin).abs().max() <= 1e-10
 
 
@@ -121,7 +231,9 @@ def test_bad_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys,
     model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
     (tmp_path / "existing.csv").mkdir()
     _fails([*model, "--out", str(tmp_path / "existing.csv")], capsys, "is a directory; give a file in it")
-    _fails([*model, "--out", str(tmp_path)], capsys, f"is a directory; give a file in it, e.g. {tmp_path / 'table.csv'}")
+    _fails(
+        [*model, "--out", str(tmp_path)], capsys, f"is a directory; give a file in it, e.g. {tmp_path / 'table.csv'}"
+    )
     (tmp_path / "plain").write_text("a file")
     _fails([*model, "--out", str(tmp_path / "plain" / "sub" / "r.csv")], capsys, "plain is a file, not a directory")
     _fails([*model, "--out", str(tmp_path / "r.txt")], capsys, "--out must end in .csv or .json")
@@ -133,8 +245,20 @@ def test_unwritable_out_fails_before_measuring(model_dirs, text_file, tmp_path, 
     if os.geteuid() == 0:  # root writes anywhere: let the permission check see what a user would
         access = os.access
         monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and access(path, mode))
-    _fails(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS,
-            "--out", str(locked / "new" / "r.csv")], capsys, "no write permission in")
+    _fails(
+        [
+            "profile",
+            "--model",
+            str(model_dirs["gpt2"]),
+            "--text-file",
+            str(text_file),
+            *ROWS,
+            "--out",
+            str(locked / "new" / "r.csv"),
+        ],
+        capsys,
+        "no write permission in",
+    )
 
 
 def test_out_in_a_missing_directory_is_created_and_written_whole(model_dirs, text_file, tmp_path, monkeypatch, capsys):
@@ -159,8 +283,19 @@ def test_missing_device_fails_first(device, model_dirs, tmp_path, monkeypatch, c
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    _fails(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(tmp_path / "not-read.txt"), "--device", device],
-           capsys, f"device '{device}' is not available on this machine; available: cpu")
+    _fails(
+        [
+            "profile",
+            "--model",
+            str(model_dirs["gpt2"]),
+            "--text-file",
+            str(tmp_path / "not-read.txt"),
+            "--device",
+            device,
+        ],
+        capsys,
+        f"device '{device}' is not available on this machine; available: cpu",
+    )
 
 
 def test_model_directory_problems_are_one_message(model_dirs, text_file, tmp_path, capsys, no_measuring):
@@ -198,8 +333,14 @@ def test_version_and_plain_help(capsys):
     with pytest.raises(SystemExit):
         main(["profile", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    for expected in ("one of: paper, offline, smoke", "stdlib-prose, stdlib-code", "wikitext-2",
-                     "one of: float32, fp32, bfloat16", "sequences per forward pass (default: 8)", "(default: 0)"):
+    for expected in (
+        "one of: paper, offline, smoke",
+        "stdlib-prose, stdlib-code",
+        "wikitext-2",
+        "one of: float32, fp32, bfloat16",
+        "sequences per forward pass (default: 8)",
+        "(default: 0)",
+    ):
         assert expected in help_text, expected
 
 

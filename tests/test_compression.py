@@ -9,16 +9,26 @@ from torch import nn
 import linrec.analysis.compression as compression
 import linrec.experiment.swaps as swaps
 from conftest import local_text, measurement_info, tiny_model
-from linrec.analysis.compression import (SWAP_KINDS, affine_signal, best_block, compression_claims, default_rank, early_blocks,
-                                flags, replacement_sets, signal_correlation, swap_kinds)
+from linrec.analysis.compression import (
+    SWAP_KINDS,
+    affine_signal,
+    best_block,
+    compression_claims,
+    default_rank,
+    early_blocks,
+    flags,
+    replacement_sets,
+    signal_correlation,
+    swap_kinds,
+)
+from linrec.core.sample import capture_with_sample
+from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.interventions.perplexity import compression_frontier, perplexity, swap_deltas
 from linrec.interventions.probes import ProbeConfig
-from linrec.stats import correlation
-from linrec.core.sample import capture_with_sample
 from linrec.interventions.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
-from linrec.data.tokens import make_batches
+from linrec.stats import correlation
 
 CONFIG = ProbeConfig(rank=2, steps=40, eval_every=10)
 
@@ -30,8 +40,7 @@ def setup(tokenizer, text):
     model.transformer.h[1].mlp.act = nn.Identity()
     fit = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=16)
     moments, sample = capture_with_sample(model, fit, max_rows=1000, folds=4, progress=False)
-    m = Measurement(measurement_info("tiny"), moments,
-                    {b: sample.rows(b) for b in sample.blocks})
+    m = Measurement(measurement_info("tiny"), moments, {b: sample.rows(b) for b in sample.blocks})
     evals = make_batches(tokenizer, local_text(3000, seed=1), seq_len=32, max_rows=512, batch_size=16)
     return model, m, evals
 
@@ -71,8 +80,13 @@ def test_swap_kinds_scores_the_original_once_and_matches_swap_deltas(setup, monk
 
 
 def test_best_block_is_the_cheapest_early_swap():
-    swaps = pd.DataFrame({"kind": ["affine"] * 4 + ["zero"] * 4, "block": [0, 1, 2, 3] * 2,
-                          "delta_ppl": [0.5, 0.2, 0.1, 0.05, 9.0, 0.0, 9.0, 9.0]})
+    swaps = pd.DataFrame(
+        {
+            "kind": ["affine"] * 4 + ["zero"] * 4,
+            "block": [0, 1, 2, 3] * 2,
+            "delta_ppl": [0.5, 0.2, 0.1, 0.05, 9.0, 0.0, 9.0, 9.0],
+        }
+    )
     assert best_block(swaps, "affine", early=1.0).block == 3
     assert best_block(swaps, "affine", early=0.5).block == 1  # blocks 0 and 1 are the early half
     assert best_block(swaps, "zero", early=0.5).block == 1
@@ -103,8 +117,14 @@ def test_early_blocks_signal_and_flags():
     assert early_blocks([3, 0, 2, 1, 4], 0.5) == [0, 1, 2] and early_blocks([5], 0.1) == [5]
     with pytest.raises(LinrecError, match="fraction"):
         early_blocks([0, 1], 0)
-    signal = pd.DataFrame({"model": ["a"] * 3 + ["b"] * 3, "block": [0, 1, 2] * 2,
-                           "r2_lin": [0.9, 0.5, 0.99, 0.8, 0.95, 0.7], "delta_ppl": [1.0, 5.0, 0.1, 2.0, 0.5, 1.5]})
+    signal = pd.DataFrame(
+        {
+            "model": ["a"] * 3 + ["b"] * 3,
+            "block": [0, 1, 2] * 2,
+            "r2_lin": [0.9, 0.5, 0.99, 0.8, 0.95, 0.7],
+            "delta_ppl": [1.0, 5.0, 0.1, 2.0, 0.5, 1.5],
+        }
+    )
     rho = signal_correlation(signal)
     assert rho.r == pytest.approx(correlation(signal.r2_lin, signal.delta_ppl, "spearman").r) and rho.n == 6
     flagged = flags(signal).set_index("model")

@@ -11,13 +11,13 @@ from linrec.data.corpora import (
     PAPER_CORPORA,
     Corpus,
     HubCorpus,
+    _docstring_nodes,
     _hub_corpus,
     _offline_corpus,
     _stdlib_texts,
     _unicode_record,
     _unicode_texts,
     _without_docstrings,
-    _docstring_nodes,
     corpus_names,
     in_eval_split,
     load_corpus,
@@ -57,7 +57,10 @@ def test_hash_covers_content_and_the_fit_eval_boundary():
 
 def test_unicode_records_are_split_by_block_and_planted_record_is_exact():
     assert _unicode_record("A") == "U+0041 | LATIN CAPITAL LETTER A | Lu | L | Na | 0 | - | - | - | U+0061"
-    assert _unicode_record("\u00bd") == "U+00BD | VULGAR FRACTION ONE HALF | No | ON | A | 0 | <fraction> 0031 2044 0032 | 0.5 | - | -"
+    assert (
+        _unicode_record("\u00bd")
+        == "U+00BD | VULGAR FRACTION ONE HALF | No | ON | A | 0 | <fraction> 0031 2044 0032 | 0.5 | - | -"
+    )
     corpus = load_corpus("unicode-records")
     for text, expect in ((corpus.fit_text, False), (corpus.eval_text, True)):
         lines = text.splitlines()
@@ -127,8 +130,10 @@ def test_wikitext_through_an_injected_loader():
     rows = {"train": [{"text": " = Title = \n"}, {"text": "Body line.\n"}], "test": [{"text": "Held out.\n"}]}
     loader, calls = _fake_rows(rows)
     corpus = load_corpus("wikitext-2", loader=loader)
-    assert calls == [("Salesforce/wikitext", "wikitext-2-raw-v1", "train", True),
-                     ("Salesforce/wikitext", "wikitext-2-raw-v1", "test", True)]
+    assert calls == [
+        ("Salesforce/wikitext", "wikitext-2-raw-v1", "train", True),
+        ("Salesforce/wikitext", "wikitext-2-raw-v1", "test", True),
+    ]
     assert corpus.fit_text == " = Title = \nBody line.\n" and corpus.eval_text == "Held out.\n"
     assert corpus.domain == "prose" and "Salesforce/wikitext" in corpus.source
 

@@ -7,13 +7,13 @@ from transformers import AutoModelForCausalLM
 
 import tiny_captures
 from conftest import tiny_config, tiny_model
-from linrec.interventions.crossfeed import crossfeed, crossfeed_grid, feed, normalised_table
-from linrec.core.normalise import input_transform
-from linrec.errors import LinrecError
-from linrec.core.moments import Moments
 from linrec.core.fit import fit_affine, kfold
+from linrec.core.moments import Moments
+from linrec.core.normalise import input_transform
 from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import make_batches
+from linrec.errors import LinrecError
+from linrec.interventions.crossfeed import crossfeed, crossfeed_grid, feed, normalised_table
 
 FOLDS = 4
 
@@ -124,4 +124,3 @@ def test_crossfeed_grid_agrees_with_the_core(two_models):
         crossfeed_grid({m: c.samples for m, c in captured.items()}, {"gelu": models["gelu"]}, FOLDS)
     with pytest.raises(LinrecError, match="no sampled rows"):
         crossfeed_grid({"gelu": captured["gelu"].samples}, models, FOLDS, blocks=[5])
-

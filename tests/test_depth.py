@@ -7,8 +7,17 @@ import pandas as pd
 import pytest
 
 import tiny_captures
-from linrec.analysis.depth import (corpus_summary, depth_summary, depth_table, drift_table, heterogeneity_claims,
-                                   profile_distance, training_checkpoints, training_losses, training_summary)
+from linrec.analysis.depth import (
+    corpus_summary,
+    depth_summary,
+    depth_table,
+    drift_table,
+    heterogeneity_claims,
+    profile_distance,
+    training_checkpoints,
+    training_losses,
+    training_summary,
+)
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import get_profile
@@ -18,9 +27,13 @@ FOLDS = 4
 
 def planted(profiles: dict[tuple[str, str], list[float]], std: float = 0.001, corpus: str = "c") -> pd.DataFrame:
     """A depth table with the given R²_lin per block for each (model, checkpoint)."""
-    return pd.DataFrame([{"model": m, "checkpoint": c, "corpus": corpus, "block": b, "r2_lin": r, "r2_lin_std": std}
-                         for (m, c), values in profiles.items() for b, r in enumerate(values)])
-
+    return pd.DataFrame(
+        [
+            {"model": m, "checkpoint": c, "corpus": corpus, "block": b, "r2_lin": r, "r2_lin_std": std}
+            for (m, c), values in profiles.items()
+            for b, r in enumerate(values)
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -42,7 +55,6 @@ def test_depth_summary_finds_range_jump_and_shape():
         depth_summary(pd.concat([table, table]))
 
 
-
 def test_heterogeneity_claims_judge_each_part():
     paper_like = heterogeneity_claims(planted({("m", "final"): [0.995, 0.25, 0.9, 0.6]})).set_index("claim")
     assert (paper_like["reproduced"] == "yes").all()
@@ -50,7 +62,6 @@ def test_heterogeneity_claims_judge_each_part():
     assert flat.tolist() == ["no", "no", "no", "no"]
     apart = heterogeneity_claims(planted({("m", "final"): [0.995, 0.6, 0.25]})).set_index("claim")["reproduced"]
     assert apart.tolist() == ["yes", "yes", "no", "no"]  # both extremes, but not adjacent; monotone
-
 
 
 def test_profile_distance_is_the_rms_difference():
@@ -62,10 +73,15 @@ def test_profile_distance_is_the_rms_difference():
         profile_distance(a, planted({("c", "final"): [0.9, 0.8]}))
 
 
-
 def test_drift_and_training_summary():
-    table = planted({("m", "init"): [0.1, 0.1], ("m", "step10"): [0.3, 0.5], ("m", "step20"): [0.5, 0.8],
-                     ("m", "final"): [0.6, 0.9]})
+    table = planted(
+        {
+            ("m", "init"): [0.1, 0.1],
+            ("m", "step10"): [0.3, 0.5],
+            ("m", "step20"): [0.5, 0.8],
+            ("m", "final"): [0.6, 0.9],
+        }
+    )
     table["step"] = table["checkpoint"].map({"init": 0, "step10": 10, "step20": 20, "final": 30})
     drift = drift_table(table).set_index("checkpoint")
     assert drift.loc["final", "distance_to_final"] == 0
@@ -78,19 +94,20 @@ def test_drift_and_training_summary():
         drift_table(table[table["checkpoint"] != "final"])
 
 
-
 def test_corpus_summary():
     same = pd.concat([planted({("m", "final"): [0.9, 0.5, 0.7]}, corpus=c) for c in ("a", "b", "c")])
     s = corpus_summary(same).iloc[0]
-    assert s["corpus_spread_max"] == 0 and s["spearman_min"] == pytest.approx(1) and s["depth_range"] == pytest.approx(0.4)
-    shifted = pd.concat([planted({("m", "final"): [0.9, 0.5, 0.7]}, corpus="a"),
-                         planted({("m", "final"): [0.8, 0.4, 0.6]}, corpus="b")])
+    assert (
+        s["corpus_spread_max"] == 0 and s["spearman_min"] == pytest.approx(1) and s["depth_range"] == pytest.approx(0.4)
+    )
+    shifted = pd.concat(
+        [planted({("m", "final"): [0.9, 0.5, 0.7]}, corpus="a"), planted({("m", "final"): [0.8, 0.4, 0.6]}, corpus="b")]
+    )
     s = corpus_summary(shifted).iloc[0]
     assert s["corpus_spread_mean"] == pytest.approx(0.1) and s["spread_to_range"] == pytest.approx(0.25)
     assert s["spearman_min"] == pytest.approx(1)  # a shift keeps the order of the blocks
     with pytest.raises(LinrecError, match="one corpus"):
         corpus_summary(planted({("m", "final"): [0.9, 0.5]}))
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,15 +130,15 @@ def test_checkpoints():
     assert training_losses("paper", "EleutherAI/pythia-160m").empty
 
 
-
 def test_depth_table_adds_steps(two_models):
     _, captured = two_models
     m = captured["gelu"]
-    renamed = [Measurement(replace(m.info, model="zoo-gpt2", checkpoint=c), m.moments, m.samples) for c in ("init", "final")]
+    renamed = [
+        Measurement(replace(m.info, model="zoo-gpt2", checkpoint=c), m.moments, m.samples) for c in ("init", "final")
+    ]
     table = depth_table(renamed, "smoke")
     steps = dict(zip(table["checkpoint"], table["step"]))
     assert steps == {"init": 0, "final": get_profile("smoke").zoo.entry("zoo-gpt2").steps}
     assert len(table) == 4 and "step" not in depth_table(renamed).columns
     with pytest.raises(LinrecError, match="no measurements"):
         depth_table([])
-

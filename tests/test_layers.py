@@ -104,27 +104,37 @@ def _plant(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_checker_catches_a_planted_upward_import(tmp_path):
-    src = _plant(tmp_path, {
-        "__init__.py": "from linrec.core.fit import solve\n",
-        "errors.py": "class LinrecError(Exception):\n    pass\n",
-        "core/__init__.py": "",
-        # Allowed: own layer, lower layers, relative imports downwards.
-        "core/fit.py": "from linrec.errors import LinrecError\nfrom . import moments\nfrom ..data import tokens\n",
-        "core/moments.py": "import numpy\n",
-        "data/__init__.py": "",
-        # Upward: inside a function, relative, and through the package's __init__.
-        "data/tokens.py": "def f():\n    from ..core import fit\n    import linrec\n",
-    })
+    src = _plant(
+        tmp_path,
+        {
+            "__init__.py": "from linrec.core.fit import solve\n",
+            "errors.py": "class LinrecError(Exception):\n    pass\n",
+            "core/__init__.py": "",
+            # Allowed: own layer, lower layers, relative imports downwards.
+            "core/fit.py": "from linrec.errors import LinrecError\nfrom . import moments\nfrom ..data import tokens\n",
+            "core/moments.py": "import numpy\n",
+            "data/__init__.py": "",
+            # Upward: inside a function, relative, and through the package's __init__.
+            "data/tokens.py": "def f():\n    from ..core import fit\n    import linrec\n",
+        },
+    )
     assert sorted(violations(src)) == [
         "linrec.data.tokens -> linrec (layer top above data)",
         "linrec.data.tokens -> linrec.core.fit (layer core above data)",
     ]
 
 
-@pytest.mark.parametrize(("module", "layer"), [
-    ("linrec", "top"), ("linrec.cli", "top"), ("linrec.cache", "foundation"),
-    ("linrec.models.zoo", "models"), ("linrec.plots.depth", "plots"), ("numpy", None),
-])
+@pytest.mark.parametrize(
+    ("module", "layer"),
+    [
+        ("linrec", "top"),
+        ("linrec.cli", "top"),
+        ("linrec.cache", "foundation"),
+        ("linrec.models.zoo", "models"),
+        ("linrec.plots.depth", "plots"),
+        ("numpy", None),
+    ],
+)
 def test_layer_of_known_modules(module, layer):
     index = layer_of(module)
     assert (LAYERS[index][0] if index is not None else None) == layer

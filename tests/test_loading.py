@@ -1,4 +1,5 @@
-"""Loading fails before the weights, with a message naming the file and what to do: devices, paths, weights, tokenizers."""
+"""Loading fails before the weights, with a message naming the file and what to do: devices, paths, weights,
+tokenizers."""
 
 import pytest
 import torch
@@ -40,7 +41,9 @@ def test_device_is_checked_before_loading(no_accelerator, tmp_path):
         load_model(str(tmp_path), device="cuda")
 
 
-@pytest.mark.parametrize("name", ["./no/such/model", "../no-such-model", "/no/such/model", "~/no-such-linrec-model", "a/b/c"])
+@pytest.mark.parametrize(
+    "name", ["./no/such/model", "../no-such-model", "/no/such/model", "~/no-such-linrec-model", "a/b/c"]
+)
 def test_nonexistent_local_path_is_no_such_directory(name):
     with pytest.raises(LinrecError, match="no such directory: ") as err:
         load_model(name)

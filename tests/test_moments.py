@@ -7,8 +7,13 @@ from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_
 
 def _rows(n=600, d_in=7, d_out=5, seed=0, offset=0.0):
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, d_in, generator=g, dtype=torch.float64) * torch.linspace(0.1, 30, d_in, dtype=torch.float64) + offset
-    y = x @ torch.randn(d_in, d_out, generator=g, dtype=torch.float64) + torch.randn(n, d_out, generator=g, dtype=torch.float64)
+    x = (
+        torch.randn(n, d_in, generator=g, dtype=torch.float64) * torch.linspace(0.1, 30, d_in, dtype=torch.float64)
+        + offset
+    )
+    y = x @ torch.randn(d_in, d_out, generator=g, dtype=torch.float64) + torch.randn(
+        n, d_out, generator=g, dtype=torch.float64
+    )
     return x, y
 
 
@@ -54,6 +59,7 @@ def test_large_offset_does_not_cancel():
         acc.add(far_x[i : i + 64], far_y[i : i + 64])
     merged = merge_folds([Moments.from_rows(far_x[i : i + 64], far_y[i : i + 64]) for i in range(0, 600, 64)])
     reference = Moments.from_rows(x, y)  # same data without the offset (x shifts exactly; y by offset @ A)
+
     def worst_variance_error(cxx):
         return (cxx.diagonal() / reference.cxx.diagonal() - 1).abs().max()
 
@@ -75,7 +81,10 @@ def test_float32_rows_are_accumulated_in_float64():
 
 def test_save_load_and_flat_round_trip(tmp_path):
     x, y = _rows()
-    moments = {0: [Moments.from_rows(x[:300], y[:300]), Moments.from_rows(x[300:], y[300:])], 3: [Moments.zeros(7, 5)] * 2}
+    moments = {
+        0: [Moments.from_rows(x[:300], y[:300]), Moments.from_rows(x[300:], y[300:])],
+        3: [Moments.zeros(7, 5)] * 2,
+    }
     save_moments(moments, tmp_path / "m.safetensors", {"model": "test"})
     loaded = load_moments(tmp_path / "m.safetensors")
     assert sorted(loaded) == [0, 3] and len(loaded[0]) == 2

@@ -79,8 +79,12 @@ def test_requirements_pin_everything_pyproject_declares_within_its_ranges():
     pinned, wanted = pins(), declared()
     assert sorted(set(wanted) - set(pinned)) == [], "declared in pyproject.toml but not pinned in requirements.txt"
     assert sorted(set(pinned) - set(wanted)) == [], "pinned in requirements.txt but not declared in pyproject.toml"
-    outside = [f"{name}=={pinned[name]} outside {req}" for name, reqs in wanted.items() for req in reqs
-               if not req.specifier.contains(pinned[name], prereleases=True)]
+    outside = [
+        f"{name}=={pinned[name]} outside {req}"
+        for name, reqs in wanted.items()
+        for req in reqs
+        if not req.specifier.contains(pinned[name], prereleases=True)
+    ]
     assert outside == []
 
 
@@ -119,8 +123,9 @@ def test_import_linrec_needs_no_plotting_library():
     assert out.stdout.strip() == "[]"
     base = {canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]}
     assert not base & {"matplotlib", "seaborn"}
-    assert {"matplotlib", "seaborn"} <= {canonicalize_name(Requirement(r).name)
-                                         for r in PROJECT["optional-dependencies"]["notebook"]}
+    assert {"matplotlib", "seaborn"} <= {
+        canonicalize_name(Requirement(r).name) for r in PROJECT["optional-dependencies"]["notebook"]
+    }
 
 
 def test_wheel_ships_py_typed_and_the_license(tmp_path):

@@ -11,18 +11,21 @@ from linrec.report.params import RULES, check_params, require
 CHAPTER_9 = Path(__file__).resolve().parents[1] / "notebooks" / "09_your_model.py"
 
 
-@pytest.mark.parametrize(("rule", "good", "bad"), [
-    ("integer", [0, -3, 7], [1.5, "1", True, None]),
-    ("positive_int", [1, 20_000], [0, -5, 2.0, True, None]),
-    ("positive_int_or_none", [None, 3], [0, -100, "3"]),
-    ("folds", [2, 10], [1, 0, 2.5]),
-    ("fraction", [0, 0.95, 1], [-0.1, 1.01, float("nan"), "0.5", True]),
-    ("positive_number", [2.0, 7], [0, -1, float("inf")]),
-    ("flag", [True, False], [0, None, "yes"]),
-    ("flag_or_none", [None, True], [1]),
-    ("name_or_none", [None, "gpt2"], ["", "  ", 3]),
-    ("names_or_none", [None, ["a", "b"], ("a",)], [[], "ab", ["a", ""], [1]]),
-])
+@pytest.mark.parametrize(
+    ("rule", "good", "bad"),
+    [
+        ("integer", [0, -3, 7], [1.5, "1", True, None]),
+        ("positive_int", [1, 20_000], [0, -5, 2.0, True, None]),
+        ("positive_int_or_none", [None, 3], [0, -100, "3"]),
+        ("folds", [2, 10], [1, 0, 2.5]),
+        ("fraction", [0, 0.95, 1], [-0.1, 1.01, float("nan"), "0.5", True]),
+        ("positive_number", [2.0, 7], [0, -1, float("inf")]),
+        ("flag", [True, False], [0, None, "yes"]),
+        ("flag_or_none", [None, True], [1]),
+        ("name_or_none", [None, "gpt2"], ["", "  ", 3]),
+        ("names_or_none", [None, ["a", "b"], ("a",)], [[], "ab", ["a", ""], [1]]),
+    ],
+)
 def test_rules_accept_good_and_refuse_bad_values(rule, good, bad):
     for value in good:
         require("P", value, rule)
@@ -35,7 +38,9 @@ def test_the_message_is_one_readable_line():
     with pytest.raises(LinrecError) as err:
         check_params({"ROWS": -5, "SEED": 0}, integer=["SEED"], positive_int=["ROWS"])
     assert str(err.value) == "parameter ROWS must be a positive integer; got -5"
-    with pytest.raises(LinrecError, match="^parameter MODEL must be a non-empty string or None; got '' \\(a hub id\\)$"):
+    with pytest.raises(
+        LinrecError, match="^parameter MODEL must be a non-empty string or None; got '' \\(a hub id\\)$"
+    ):
         require("MODEL", "", "name_or_none", "a hub id")
 
 
@@ -55,9 +60,14 @@ def test_chapter_9_checks_its_parameters_before_any_work():
     one LinrecError, never argparse's usage text or SystemExit."""
     cells = _cells(CHAPTER_9.read_text(encoding="utf-8"))
     at = next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]'))
-    following = next(c for c in cells[at + 1:] if not c.startswith(" [markdown]"))
-    calls = [node for node in ast.parse(following.split("\n", 1)[1]).body
-             if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "check_params"]
+    following = next(c for c in cells[at + 1 :] if not c.startswith(" [markdown]"))
+    calls = [
+        node
+        for node in ast.parse(following.split("\n", 1)[1]).body
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "id", "") == "check_params"
+    ]
     assert len(calls) == 1, "the first code cell after the parameters cell calls check_params once"
     namespace = {"check_params": check_params}
     exec(cells[at].split("\n", 1)[1], namespace)
@@ -88,8 +98,18 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch):
 
     cell = next(c for c in _cells(CHAPTER_9.read_text(encoding="utf-8")) if "linrec_cli(args)" in c)
     profile = SimpleNamespace(seq_len=16, folds=5, batch_size=8, device=None)
-    namespace = {"tempfile": tempfile, "Path": Path, "pd": pd, "linrec": linrec, "linrec_cli": fake_cli, "where": "m",
-                 "rows": 100, "SEED": 0, "profile": profile, "corpus": SimpleNamespace(fit_text="some text")}
+    namespace = {
+        "tempfile": tempfile,
+        "Path": Path,
+        "pd": pd,
+        "linrec": linrec,
+        "linrec_cli": fake_cli,
+        "where": "m",
+        "rows": 100,
+        "SEED": 0,
+        "profile": profile,
+        "corpus": SimpleNamespace(fit_text="some text"),
+    }
     exec(cell.split("\n", 1)[1], namespace)
     assert seen["text"] == "some text" and list(namespace["table"].block) == [0, 1]
     assert list(tmp_path.iterdir()) == []

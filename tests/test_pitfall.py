@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from conftest import measurement_info
-from linrec.interventions.baseline import BaselineConfig, baseline_runs, summary
-from linrec.experiment.resolve import baseline_config
+from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
+from linrec.core.sample import Rows
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.analysis.pitfall import closed_form_time, pitfall_claims, pitfall_runs, reach_table, representative_blocks
 from linrec.experiment.profiles import ProbeSettings
-from linrec.core.sample import Rows
+from linrec.experiment.resolve import baseline_config
+from linrec.interventions.baseline import BaselineConfig, baseline_runs, summary
 
 N, D, FOLDS = 2000, 8, 5
 
@@ -22,12 +22,15 @@ def toy(decades: float, seed: int = 0) -> Rows:
     z = torch.randn(N, D, generator=g)
     q, _ = torch.linalg.qr(torch.randn(D, D, generator=g))
     x = (z * torch.logspace(0, -decades, D)) @ q.T
-    return Rows(x, z @ torch.randn(D, D, generator=g) + 0.1 * torch.randn(N, D, generator=g), torch.arange(N) // 40 % FOLDS)
+    return Rows(
+        x, z @ torch.randn(D, D, generator=g) + 0.1 * torch.randn(N, D, generator=g), torch.arange(N) // 40 % FOLDS
+    )
 
 
 def fake_measurement(blocks: dict[int, Rows], model: str) -> Measurement:
-    return Measurement(measurement_info(model, corpus="planted"),
-                       {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks))
+    return Measurement(
+        measurement_info(model, corpus="planted"), {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,10 @@ def test_representative_blocks_are_the_extremes(measured):
     table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
     chosen = representative_blocks(table)
     assert list(zip(chosen.model, chosen.block, chosen.role)) == [
-        ("a", 0, "best-conditioned"), ("a", 1, "worst-conditioned"), ("b", 0, "worst-conditioned")]
+        ("a", 0, "best-conditioned"),
+        ("a", 1, "worst-conditioned"),
+        ("b", 0, "worst-conditioned"),
+    ]
     a = table[table.model == "a"].set_index("block").input_condition
     assert chosen.input_condition[1] == a.max() == pytest.approx(1e4, rel=0.3)  # two decades of scale: κ ≈ 10⁴
     with pytest.raises(LinrecError, match="input_condition"):
@@ -51,9 +57,17 @@ def test_pitfall_runs_join_the_conditioning_and_whitening_helps(measured):
     chosen = representative_blocks(table)
     config = BaselineConfig(steps=300, log_every=50)
     runs, curves = pitfall_runs(measured, chosen, config, optimizers=("sgd",), progress=False)
-    assert len(runs) == 3 * 2 and set(runs.columns) >= {"model", "block", "role", "input_condition", "gap_final", "status"}
-    direct = summary(baseline_runs(measured["a"].samples, measured["a"].moments, [0, 1], ("sgd",), config=config,
-                                   progress=False))
+    assert len(runs) == 3 * 2 and set(runs.columns) >= {
+        "model",
+        "block",
+        "role",
+        "input_condition",
+        "gap_final",
+        "status",
+    }
+    direct = summary(
+        baseline_runs(measured["a"].samples, measured["a"].moments, [0, 1], ("sgd",), config=config, progress=False)
+    )
     assert runs[runs.model == "a"].gap_final.tolist() == pytest.approx(direct.gap_final.tolist(), abs=1e-12)
     assert list(curves[(curves.model == "a") & (curves.block == 1)].step.unique()) == [0, 50, 100, 150, 200, 250, 300]
     worst = runs[runs.role == "worst-conditioned"].set_index(["model", "whitened"])
@@ -73,10 +87,20 @@ def test_pitfall_runs_join_the_conditioning_and_whitening_helps(measured):
 
 
 def test_reach_table_cells_and_claims_without_best_blocks():
-    runs = pd.DataFrame({"model": ["m"] * 2, "block": [3, 3], "role": ["worst-conditioned"] * 2,
-                         "input_condition": [1e4] * 2, "optimizer": ["adam"] * 2, "whitened": [False, True],
-                         "gap_final": [0.3, 0.4], "status": ["diverged", "reached"],
-                         "steps_to_ceiling": [None, 125], "seconds_to_ceiling": [None, 0.5]})
+    runs = pd.DataFrame(
+        {
+            "model": ["m"] * 2,
+            "block": [3, 3],
+            "role": ["worst-conditioned"] * 2,
+            "input_condition": [1e4] * 2,
+            "optimizer": ["adam"] * 2,
+            "whitened": [False, True],
+            "gap_final": [0.3, 0.4],
+            "status": ["diverged", "reached"],
+            "steps_to_ceiling": [None, 125],
+            "seconds_to_ceiling": [None, 0.5],
+        }
+    )
     reach = reach_table(runs).iloc[0]
     assert reach["adam, raw"] == "diverged (gap 0.3)" and reach["adam, whitened"] == "125 steps, 0.50 s"
     claims = pitfall_claims(runs).set_index("claim")

@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from drawn import points  # noqa: E402
 
+from drawn import points  # noqa: E402
 from linrec.plots import compression as figures  # noqa: E402
 from linrec.stats import correlation  # noqa: E402
 
@@ -20,9 +20,11 @@ def close_figures():
 
 
 def swaps() -> pd.DataFrame:
-    rows = [{"kind": k, "block": b, "delta_ppl": d, "ratio": r}
-            for k, r, deltas in [("affine", 7.9, [0.1, -0.01, 2.0]), ("zero", float("inf"), [30.0, 0.0, 5.0])]
-            for b, d in enumerate(deltas)]
+    rows = [
+        {"kind": k, "block": b, "delta_ppl": d, "ratio": r}
+        for k, r, deltas in [("affine", 7.9, [0.1, -0.01, 2.0]), ("zero", float("inf"), [30.0, 0.0, 5.0])]
+        for b, d in enumerate(deltas)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -37,8 +39,14 @@ def test_swap_figure_labels_ratios_and_uses_symlog():
 
 
 def test_frontier_and_signal_figures():
-    frontier = pd.DataFrame({"step": [0, 1, 2], "block": pd.array([None, 2, 0], dtype="Int64"),
-                             "ffn_saved_fraction": [0.0, 0.4, 0.8], "delta_ppl": [0.0, 0.1, 3.0]})
+    frontier = pd.DataFrame(
+        {
+            "step": [0, 1, 2],
+            "block": pd.array([None, 2, 0], dtype="Int64"),
+            "ffn_saved_fraction": [0.0, 0.4, 0.8],
+            "delta_ppl": [0.0, 0.1, 3.0],
+        }
+    )
     ax = figures.frontier_figure(frontier).axes[0]
     assert [t.get_text() for t in ax.texts] == ["+2", "+0"]
     assert list(ax.get_lines()[0].get_xdata()) == [0.0, 40.0, 80.0]

@@ -24,9 +24,21 @@ def close_figures():
 
 def table_of(checkpoints=("final",), corpora=("c1",), blocks=3) -> pd.DataFrame:
     rng = np.random.default_rng(0)
-    rows = [{"model": m, "checkpoint": c, "corpus": k, "block": b, "step": {"init": 0, "step5": 5, "final": 10}.get(c),
-             "r2_lin": rng.uniform(0.2, 1), "r2_lin_std": rng.uniform(0.001, 0.02)}
-            for m in MODELS for c in checkpoints for k in corpora for b in range(blocks)]
+    rows = [
+        {
+            "model": m,
+            "checkpoint": c,
+            "corpus": k,
+            "block": b,
+            "step": {"init": 0, "step5": 5, "final": 10}.get(c),
+            "r2_lin": rng.uniform(0.2, 1),
+            "r2_lin_std": rng.uniform(0.001, 0.02),
+        }
+        for m in MODELS
+        for c in checkpoints
+        for k in corpora
+        for b in range(blocks)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -90,7 +102,9 @@ def test_training_heatmaps_show_the_table_in_step_order():
     labels = [t.get_text() for t in maps[0].get_xticklabels()]
     assert labels == ["init (0)", "step5", "final (10)"]
     shown = maps[0].collections[0].get_array().reshape(3, 3)
-    expected = table[table.model == "m-b"].pivot(index="block", columns="checkpoint", values="r2_lin")[["init", "step5", "final"]]
+    expected = table[table.model == "m-b"].pivot(index="block", columns="checkpoint", values="r2_lin")[
+        ["init", "step5", "final"]
+    ]
     np.testing.assert_allclose(shown, expected.to_numpy())
 
 
@@ -113,20 +127,37 @@ def test_training_lines_and_drift():
 def test_crossfeed_heatmap_orders_rows_and_columns_alike():
     keys = [(m, b) for m in MODELS for b in range(2)]
     values = np.arange(16, dtype=float).reshape(4, 4) / 16
-    grid = pd.DataFrame([{"input_model": a[0], "input_block": a[1], "weight_model": w[0], "weight_block": w[1],
-                          "r2_lin": values[i, j]} for i, a in enumerate(keys) for j, w in enumerate(keys)])
+    grid = pd.DataFrame(
+        [
+            {
+                "input_model": a[0],
+                "input_block": a[1],
+                "weight_model": w[0],
+                "weight_block": w[1],
+                "r2_lin": values[i, j],
+            }
+            for i, a in enumerate(keys)
+            for j, w in enumerate(keys)
+        ]
+    )
     ax = depth.crossfeed_heatmap(grid.sample(frac=1, random_state=0), order=MODELS).axes[0]
     np.testing.assert_allclose(ax.collections[0].get_array().reshape(4, 4), values)
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"{m} · {b}" for m, b in keys]
 
 
 def test_distance_normalisation_conditioning_and_profiles_figures():
-    distances = pd.DataFrame({"kind": ["seed", "training", "training"], "a": "x", "b": "y", "distance": [0.1, 0.3, 0.5]})
+    distances = pd.DataFrame(
+        {"kind": ["seed", "training", "training"], "a": "x", "b": "y", "distance": [0.1, 0.3, 0.5]}
+    )
     ax = depth.distance_figure(distances).axes[0]
     np.testing.assert_allclose(sorted(p.get_width() for p in ax.patches), [0.1, 0.4])  # bar = mean per kind
     table = table_of()
-    normalised = pd.concat([table.assign(normalisation=k, r2_lin_norm=table.r2_lin + s, r2_lin_norm_std=0.01)
-                            for k, s in (("standardise", 0.0), ("whiten", -0.1))])
+    normalised = pd.concat(
+        [
+            table.assign(normalisation=k, r2_lin_norm=table.r2_lin + s, r2_lin_norm_std=0.01)
+            for k, s in (("standardise", 0.0), ("whiten", -0.1))
+        ]
+    )
     fig = depth.normalisation_figure(normalised, order=MODELS)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["own inputs", "inputs standardised", "inputs whitened"]

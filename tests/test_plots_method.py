@@ -67,8 +67,9 @@ def test_gelu_map_colours_the_grid_and_marks_the_measured_points():
 
 
 def test_gelu_check_plots_measured_against_exact_with_the_diagonal():
-    table = pd.DataFrame({"scale": [0.2, 4.0, 1.5], "offset": [-1.0, 1.5, 0.0], "exact": [0.1, 0.9, 0.5],
-                          "measured": [0.09, 0.91, 0.5]})
+    table = pd.DataFrame(
+        {"scale": [0.2, 4.0, 1.5], "offset": [-1.0, 1.5, 0.0], "exact": [0.1, 0.9, 0.5], "measured": [0.09, 0.91, 0.5]}
+    )
     ax = method.gelu_check_figure(table, rows=6000).axes[0]
     assert sorted(map(tuple, points(ax))) == sorted(zip(table.exact, table.measured))
     assert any(list(line.get_xdata()) == [0, 1] == list(line.get_ydata()) for line in ax.get_lines())

@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from drawn import points  # noqa: E402
 
+from drawn import points  # noqa: E402
 from linrec.errors import LinrecError  # noqa: E402
 from linrec.plots import pitfall as figures  # noqa: E402
 
@@ -20,10 +20,24 @@ def close_figures():
 
 
 def baseline_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
-    curves = pd.DataFrame([{"model": "m", "block": b, "input_condition": k, "optimizer": o, "whitened": w,
-                            "step": s, "seconds": s / 100, "gap": g / (1 + s) - (0.05 if w else 0)}
-                           for b, k in [(0, 10.0), (3, 1e4)] for o in ("sgd", "adam") for w in (False, True)
-                           for s, g in [(0, 1.0), (10, 1.0), (20, 1.0)]])
+    curves = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "block": b,
+                "input_condition": k,
+                "optimizer": o,
+                "whitened": w,
+                "step": s,
+                "seconds": s / 100,
+                "gap": g / (1 + s) - (0.05 if w else 0),
+            }
+            for b, k in [(0, 10.0), (3, 1e4)]
+            for o in ("sgd", "adam")
+            for w in (False, True)
+            for s, g in [(0, 1.0), (10, 1.0), (20, 1.0)]
+        ]
+    )
     runs = curves[curves.step == 20].rename(columns={"gap": "gap_final"})
     return curves, runs
 
@@ -33,8 +47,12 @@ def test_curve_figure_has_steps_and_seconds_for_each_block_with_a_floor():
     fig = figures.curve_figure(curves, tolerance=0.01, floor=1e-4)
     axes = fig.axes
     assert len(axes) == 4 and all(ax.get_yscale() == "log" for ax in axes)
-    assert [ax.get_xlabel() for ax in axes] == ["optimiser steps", "optimiser steps", "training wall time (s)",
-                                                "training wall time (s)"]
+    assert [ax.get_xlabel() for ax in axes] == [
+        "optimiser steps",
+        "optimiser steps",
+        "training wall time (s)",
+        "training wall time (s)",
+    ]
     assert "κ = 1e+04" in axes[1].get_title()
     lowest = min(min(line.get_ydata()) for ax in axes for line in ax.get_lines() if len(line.get_ydata()) > 2)
     assert lowest == pytest.approx(1e-4)  # negative gaps (beyond the ceiling) sit on the floor

@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from drawn import points  # noqa: E402
 
+from drawn import points  # noqa: E402
 from linrec.errors import LinrecError  # noqa: E402
 from linrec.plots import residual as figures  # noqa: E402
 from linrec.stats import correlation  # noqa: E402
@@ -22,10 +22,16 @@ def close_figures():
 
 
 def sweep() -> pd.DataFrame:
-    return pd.DataFrame({"model": ["a", "a", "b", "b", "b"], "block": [0, 1, 0, 1, 2],
-                         "r2_lin": [0.99, 0.8, 0.95, 0.6, 0.9], "gain": [0.001, 0.01, 0.002, 0.03, 0.004],
-                         "gain_seeded": [0.002, 0.02, 0.001, 0.04, 0.005], "gate": [0.01, 0.2, 0.02, 0.5, 0.08]}
-                        ).assign(nonlinearity=lambda t: 1 - t.r2_lin)
+    return pd.DataFrame(
+        {
+            "model": ["a", "a", "b", "b", "b"],
+            "block": [0, 1, 0, 1, 2],
+            "r2_lin": [0.99, 0.8, 0.95, 0.6, 0.9],
+            "gain": [0.001, 0.01, 0.002, 0.03, 0.004],
+            "gain_seeded": [0.002, 0.02, 0.001, 0.04, 0.005],
+            "gate": [0.01, 0.2, 0.02, 0.5, 0.08],
+        }
+    ).assign(nonlinearity=lambda t: 1 - t.r2_lin)
 
 
 def test_gain_figure_draws_both_probes_and_the_correlations():
@@ -49,8 +55,14 @@ def test_gate_figure_is_log_scaled_with_the_initial_gate():
 
 
 def test_feature_figure_marker_area_is_proportional_to_effective_rank():
-    table = pd.DataFrame({"model": ["a", "a", "b"], "r2_lin": [0.99, 0.9, 0.7], "r2_feature_median": [0.5, 0.88, 0.69],
-                          "effective_rank_out": [1.0, 8.0, 4.0]})
+    table = pd.DataFrame(
+        {
+            "model": ["a", "a", "b"],
+            "r2_lin": [0.99, 0.9, 0.7],
+            "r2_feature_median": [0.5, 0.88, 0.69],
+            "effective_rank_out": [1.0, 8.0, 4.0],
+        }
+    )
     ax = figures.feature_figure(table).axes[0]
     scatter = next(c for c in ax.collections if len(c.get_offsets()) == 3)
     sizes = scatter.get_sizes()
@@ -59,8 +71,14 @@ def test_feature_figure_marker_area_is_proportional_to_effective_rank():
 
 
 def test_dims_figure_marks_the_top_dims():
-    dims = pd.DataFrame({"dim": range(6), "share": [0.5, 0.2, 0.1, 0.1, 0.05, 0.05], "r2": [0.99, 0.9, 0.3, 0.2, 0.1, 0.0],
-                         "rank": range(1, 7)})
+    dims = pd.DataFrame(
+        {
+            "dim": range(6),
+            "share": [0.5, 0.2, 0.1, 0.1, 0.05, 0.05],
+            "r2": [0.99, 0.9, 0.3, 0.2, 0.1, 0.0],
+            "rank": range(1, 7),
+        }
+    )
     ax = figures.dims_figure(dims, top=2).axes[0]
     assert ax.get_xscale() == "log" and len(points(ax)) == 6
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["top 2 by variance", "other dims"]

@@ -5,10 +5,17 @@ import pytest
 import torch
 from scipy import stats
 
+from linrec.core.sample import Rows, RowSample, closed_form
 from linrec.errors import LinrecError
-from linrec.interventions.probes import PolyProbe, ProbeConfig, bilinear_probe, gain_correlation, probe_table, seeded_poly
+from linrec.interventions.probes import (
+    PolyProbe,
+    ProbeConfig,
+    bilinear_probe,
+    gain_correlation,
+    probe_table,
+    seeded_poly,
+)
 from linrec.stats import correlation
-from linrec.core.sample import RowSample, Rows, closed_form
 
 D, N = 24, 4000
 

@@ -10,9 +10,9 @@ from transformers import GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForC
 import linrec
 from linrec import LinrecError
 from linrec.data.bpe import train_bpe
-from linrec.hub import OFFLINE_HINT
 from linrec.experiment.profiles import PROFILES, PYTHIA_DYNAMICS, PYTHIA_REVISIONS, ProbeSettings, get_profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.hub import OFFLINE_HINT
 from linrec.models.zoo import ZOOS
 
 LOCAL_TEXT = "\n".join(
@@ -41,20 +41,23 @@ def test_pythia_revisions_are_the_public_schedule():
     assert PROFILES["paper"].checkpoints("openai-community/gpt2") == ("final",)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"folds": 1}, "folds must be an integer of at least 2"),
-    ({"seq_len": 0}, "seq_len must be a positive integer"),
-    ({"corpora": ["stdlib-prose", "wikipedia"]}, "choose from stdlib-prose, stdlib-code"),
-    ({"models": ["zoo-gpt3"]}, "zoo-gpt2, zoo-neox, zoo-llama"),
-    ({"device": "tpu"}, "cpu, cuda, cuda:N, mps"),
-    ({"dtype": "float8"}, "float32"),
-    ({"seeds": []}, "seeds"),
-    ({"rows_per_block": 100}, "at least 162"),
-    ({"seq_len": 4096}, "context of 128"),
-    ({"probe": {"rank": 0}}, "probe.rank"),
-    ({"probe": {"rnak": 4}}, "valid: rank, sample_rows, steps, lr"),
-    ({"colour": "red"}, "valid fields: name, description, models"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"folds": 1}, "folds must be an integer of at least 2"),
+        ({"seq_len": 0}, "seq_len must be a positive integer"),
+        ({"corpora": ["stdlib-prose", "wikipedia"]}, "choose from stdlib-prose, stdlib-code"),
+        ({"models": ["zoo-gpt3"]}, "zoo-gpt2, zoo-neox, zoo-llama"),
+        ({"device": "tpu"}, "cpu, cuda, cuda:N, mps"),
+        ({"dtype": "float8"}, "float32"),
+        ({"seeds": []}, "seeds"),
+        ({"rows_per_block": 100}, "at least 162"),
+        ({"seq_len": 4096}, "context of 128"),
+        ({"probe": {"rank": 0}}, "probe.rank"),
+        ({"probe": {"rnak": 4}}, "valid: rank, sample_rows, steps, lr"),
+        ({"colour": "red"}, "valid fields: name, description, models"),
+    ],
+)
 def test_bad_values_are_rejected_with_the_valid_ones(overrides, message):
     with pytest.raises(LinrecError, match=message):
         get_profile("offline", **overrides)
@@ -66,8 +69,13 @@ def test_unknown_profile_lists_the_valid_ones():
 
 
 def test_overrides_arrive_as_notebook_parameters():
-    p = get_profile("paper", models=["openai-community/gpt2"], seeds=[3], probe={"rank": 8},
-                    revisions={"openai-community/gpt2": "607a30d"})
+    p = get_profile(
+        "paper",
+        models=["openai-community/gpt2"],
+        seeds=[3],
+        probe={"rank": 8},
+        revisions={"openai-community/gpt2": "607a30d"},
+    )
     assert p.models == ("openai-community/gpt2",) and p.seeds == (3,)
     assert p.probe == ProbeSettings(rank=8) and p.revision("openai-community/gpt2") == "607a30d"
     with pytest.raises(LinrecError, match="not one of its models"):
@@ -76,8 +84,14 @@ def test_overrides_arrive_as_notebook_parameters():
 
 def tiny_same_class(name: str, tokenizer) -> torch.nn.Module:
     """A small model of the class the hub id would load."""
-    common = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=128)
+    common = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     if "gpt2" in name:
         return GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=128))
@@ -111,9 +125,14 @@ def test_paper_loaders_run_end_to_end_through_injected_tiny_models(tmp_path):
     load_profile_model(paper, "EleutherAI/pythia-160m", "init", loader=model_loader)
     pinned = get_profile(paper, revisions={"JackFram/llama-160m": "abc123"})
     load_profile_model(pinned, "JackFram/llama-160m", loader=model_loader)
-    assert calls == [("openai-community/gpt2", None), ("EleutherAI/pythia-160m", None), ("JackFram/llama-160m", None),
-                     ("EleutherAI/pythia-160m", "step1000"), ("EleutherAI/pythia-160m", "step0"),
-                     ("JackFram/llama-160m", "abc123")]
+    assert calls == [
+        ("openai-community/gpt2", None),
+        ("EleutherAI/pythia-160m", None),
+        ("JackFram/llama-160m", None),
+        ("EleutherAI/pythia-160m", "step1000"),
+        ("EleutherAI/pythia-160m", "step0"),
+        ("JackFram/llama-160m", "abc123"),
+    ]
     with pytest.raises(LinrecError, match="no checkpoint 'step999'"):
         load_profile_model(paper, "EleutherAI/pythia-160m", "step999", loader=model_loader)
     with pytest.raises(LinrecError, match="choose final$"):

@@ -7,15 +7,15 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
 from conftest import tiny_model
-from linrec.models.arch import ffn_blocks
 from linrec.core.capture import MomentSink, run_capture
-from linrec.errors import LinrecError
+from linrec.core.fit import fit_affine, held_out
 from linrec.core.moments import Moments, merge_folds
 from linrec.core.planted import recover_rows
-from linrec.core.fit import fit_affine, held_out
-from linrec.stats import participation_ratio
 from linrec.core.sample import RowSample
 from linrec.data.tokens import make_batches
+from linrec.errors import LinrecError
+from linrec.models.arch import ffn_blocks
+from linrec.stats import participation_ratio
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
@@ -74,7 +74,9 @@ def test_pure_noise_is_about_zero_and_not_clipped():
 
 
 def test_kfold_reports_spread_and_counts():
-    report = _planted(lambda x, g: torch.sin(x[:, :3]) + 0.3 * torch.randn(x.shape[0], 3, generator=g, dtype=torch.float64))
+    report = _planted(
+        lambda x, g: torch.sin(x[:, :3]) + 0.3 * torch.randn(x.shape[0], 3, generator=g, dtype=torch.float64)
+    )
     assert 0.2 < report.r2_lin < 0.95 and report.r2_lin_std > 0
     assert (report.n_train, report.n_test) == (3200, 800)
     assert 1 <= report.effective_rank_out <= 3

@@ -32,8 +32,11 @@ def test_reported_values_are_named_constants():
 
 
 def test_claims_table_has_fixed_columns_and_verdicts():
-    claims = [Claim.check("a", paper.R2_RANGE, "x", True), Claim.check("b", "a note", "y", False),
-              Claim.check("c", "n/a", "z", None)]
+    claims = [
+        Claim.check("a", paper.R2_RANGE, "x", True),
+        Claim.check("b", "a note", "y", False),
+        Claim.check("c", "n/a", "z", None),
+    ]
     table = claims_table(claims)
     assert tuple(table.columns) == COLUMNS
     assert list(table.reproduced) == ["yes", "no", "untestable"]

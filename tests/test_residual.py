@@ -5,14 +5,20 @@ import pytest
 import torch
 
 from conftest import measurement_info
+from linrec.analysis.residual import (
+    bilinear_claims,
+    gate_summary,
+    output_concentration,
+    output_dims,
+    probe_sweep,
+    widest_gap,
+)
+from linrec.core.sample import Rows, RowSample
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.interventions.probes import ProbeConfig, probe_table, sample_rows
-from linrec.experiment.resolve import probe_config
 from linrec.experiment.profiles import ProbeSettings
-from linrec.analysis.residual import (bilinear_claims, gate_summary, output_concentration, output_dims, probe_sweep,
-                             widest_gap)
-from linrec.core.sample import RowSample, Rows
+from linrec.experiment.resolve import probe_config
+from linrec.interventions.probes import ProbeConfig, probe_table, sample_rows
 
 N, D, FOLDS = 3000, 8, 5
 
@@ -34,7 +40,9 @@ def concentrated(seed: int = 0) -> Rows:
 def linear(seed: int = 0) -> Rows:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(N, D, generator=g)
-    return Rows(x, x @ torch.randn(D, D, generator=g) + 0.01 * torch.randn(N, D, generator=g), torch.arange(N) // 30 % FOLDS)
+    return Rows(
+        x, x @ torch.randn(D, D, generator=g) + 0.01 * torch.randn(N, D, generator=g), torch.arange(N) // 30 % FOLDS
+    )
 
 
 def test_output_concentration_finds_the_dim_that_carries_global_r2():
@@ -43,7 +51,11 @@ def test_output_concentration_finds_the_dim_that_carries_global_r2():
     var_even = 2.0  # Var(z²) for z ~ N(0, 1)
     assert hot.top_share == pytest.approx(100**2 / (100**2 + (D - 1) * var_even), rel=0.05)
     assert hot.r2_top > 0.9999 and abs(hot.r2_rest) < 0.02  # the hot dim is linear, the rest are not
-    assert hot.r2_lin > 0.99 and abs(hot.r2_feature_median) < 0.02 and hot.gap == pytest.approx(hot.r2_lin - hot.r2_feature_median)
+    assert (
+        hot.r2_lin > 0.99
+        and abs(hot.r2_feature_median) < 0.02
+        and hot.gap == pytest.approx(hot.r2_lin - hot.r2_feature_median)
+    )
     assert hot.uniform_share == 1 / D and hot.effective_rank_out == pytest.approx(1.0, abs=0.01)
     assert flat.gap == pytest.approx(0.0, abs=0.01) and flat.r2_top > 0.99 and flat.r2_rest > 0.99
     assert widest_gap(table).block == 0
@@ -88,7 +100,10 @@ def test_probe_config_takes_the_profile_budget():
 
 
 def test_probe_sweep_labels_models_and_gate_summary():
-    measured = {"a": fake_measurement({0: linear(0), 1: linear(1)}), "b": fake_measurement({0: linear(2), 1: linear(3)})}
+    measured = {
+        "a": fake_measurement({0: linear(0), 1: linear(1)}),
+        "b": fake_measurement({0: linear(2), 1: linear(3)}),
+    }
     config = ProbeConfig(rank=2, steps=100, eval_every=10)
     sweep = probe_sweep(measured, config, progress=False)
     assert list(zip(sweep.model, sweep.block)) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
@@ -99,7 +114,11 @@ def test_probe_sweep_labels_models_and_gate_summary():
     assert summary["shrunk"] == 1.0 and summary["median_ratio"] < 1  # near-linear blocks: the gate de-recruits
     table = pd.DataFrame({"gate": [0.2, 0.05, 0.1, 0.3], "nonlinearity": [0.1, 0.4, 0.2, 0.05]})
     summary = gate_summary(table, 0.1)
-    assert summary["shrunk"] == 0.25 and summary["median_ratio"] == pytest.approx(1.5) and summary["rho"].r == pytest.approx(-1.0)
+    assert (
+        summary["shrunk"] == 0.25
+        and summary["median_ratio"] == pytest.approx(1.5)
+        and summary["rho"].r == pytest.approx(-1.0)
+    )
     assert gate_summary(table.iloc[:3], 0.1)["rho"] is None
     with pytest.raises(LinrecError, match="no measurements"):
         probe_sweep({}, config)

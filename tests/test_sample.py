@@ -5,11 +5,11 @@ import torch
 from sklearn.metrics import r2_score
 
 from conftest import VOCAB, tiny_model
-from linrec.errors import LinrecError
 from linrec.core.moments import merge_folds
-from linrec.core.sample import RowSample, Rows, capture_with_sample, closed_form, minibatches
-from linrec.stats import r2
+from linrec.core.sample import Rows, RowSample, capture_with_sample, closed_form, minibatches
 from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
+from linrec.stats import r2
 
 
 def _model_and_batches(batch_size: int) -> tuple[torch.nn.Module, TokenBatches]:
@@ -19,7 +19,9 @@ def _model_and_batches(batch_size: int) -> tuple[torch.nn.Module, TokenBatches]:
 
 def test_r2_matches_sklearn_variance_weighted():
     g = torch.Generator().manual_seed(0)
-    y = torch.randn(200, 5, generator=g, dtype=torch.float64) * torch.tensor([1.0, 10.0, 0.1, 3.0, 1.0], dtype=torch.float64)
+    y = torch.randn(200, 5, generator=g, dtype=torch.float64) * torch.tensor(
+        [1.0, 10.0, 0.1, 3.0, 1.0], dtype=torch.float64
+    )
     y_hat = y + torch.randn(200, 5, generator=g, dtype=torch.float64)
     expected = r2_score(y.numpy(), y_hat.numpy(), multioutput="variance_weighted")
     assert r2(y, y_hat) == pytest.approx(expected, abs=1e-12)

@@ -9,17 +9,25 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from conftest import local_text, tiny_model
 from linrec.core.capture import capture_moments
-from linrec.errors import LinrecError
+from linrec.core.fit import fit_affine, held_out
 from linrec.core.moments import Moments
+from linrec.core.sample import capture_with_sample
+from linrec.data.tokens import TokenBatches, make_batches
+from linrec.errors import LinrecError
 from linrec.interventions.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
 from linrec.interventions.probes import ProbeConfig, seeded_poly
-from linrec.stats import correlation
-from linrec.core.fit import fit_affine, held_out
-from linrec.core.sample import capture_with_sample
 from linrec.interventions.surgery import (
-    AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, fit_replacements, low_rank_ffn, n_stored, param_table, swapped,
+    AffineFFN,
+    LowRankFFN,
+    MeanFFN,
+    ZeroFFN,
+    fit_replacements,
+    low_rank_ffn,
+    n_stored,
+    param_table,
+    swapped,
 )
-from linrec.data.tokens import TokenBatches, make_batches
+from linrec.stats import correlation
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +109,9 @@ def test_parameter_counts_for_a_gpt2_shaped_ffn():
 def test_low_rank_truncation_is_the_best_rank_k_map():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(3000, 12, generator=g, dtype=torch.float64) @ torch.randn(12, 12, generator=g, dtype=torch.float64)
-    y = x @ torch.randn(12, 10, generator=g, dtype=torch.float64) + torch.randn(3000, 10, generator=g, dtype=torch.float64)
+    y = x @ torch.randn(12, 10, generator=g, dtype=torch.float64) + torch.randn(
+        3000, 10, generator=g, dtype=torch.float64
+    )
     train = Moments.from_rows(x, y)
     fit = fit_affine(train)
     full_sse = held_out(fit, train).sse.sum()

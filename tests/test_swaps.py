@@ -17,9 +17,20 @@ def two_models(tokenizer, text):
     return tiny_captures.two_models(tokenizer, text, FOLDS)
 
 
-PROFILE = Profile(name="tiny", description="a test profile", models=("affine", "gelu"), corpora=("stdlib-prose",),
-                  eval_corpus="stdlib-prose", rows_per_block=1024, seq_len=32, folds=FOLDS, seeds=(0,),
-                  batch_size=16, eval_tokens=1024, device="cpu")
+PROFILE = Profile(
+    name="tiny",
+    description="a test profile",
+    models=("affine", "gelu"),
+    corpora=("stdlib-prose",),
+    eval_corpus="stdlib-prose",
+    rows_per_block=1024,
+    seq_len=32,
+    folds=FOLDS,
+    seeds=(0,),
+    batch_size=16,
+    eval_tokens=1024,
+    device="cpu",
+)
 
 
 @pytest.fixture
@@ -27,8 +38,12 @@ def loaded(two_models, tokenizer, monkeypatch) -> list[tuple[str, str]]:
     """(model, checkpoint) of each load; the loader hands back the captured tiny models (no hub, no zoo)."""
     models, _ = two_models
     calls = []
-    monkeypatch.setattr(swaps, "load_profile_model", lambda profile, model, checkpoint, progress:
-                        calls.append((model, checkpoint)) or (models[model].eval(), tokenizer))
+    monkeypatch.setattr(
+        swaps,
+        "load_profile_model",
+        lambda profile, model, checkpoint, progress: calls.append((model, checkpoint))
+        or (models[model].eval(), tokenizer),
+    )
     return calls
 
 

@@ -19,20 +19,20 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from linrec import LinrecError, ffn_blocks
-from linrec.data.bpe import EOS, train_bpe
 from linrec.cache import cache_dir
 from linrec.commands.zoo import _print_zoo, add_cli
+from linrec.data.bpe import EOS, train_bpe
 from linrec.models.zoo import (
     FAMILIES,
     OFFLINE_MIX,
     ZOOS,
-    ZooEntry,
-    ZooData,
     TrainJob,
-    prepare_zoo,
+    ZooData,
+    ZooEntry,
     build_zoo,
     eval_loss,
     get_zoo,
+    prepare_zoo,
     train_entry,
     zoo_model_path,
 )
@@ -41,8 +41,9 @@ from linrec.models.zoo import (
 def tiny_zoo(steps: int = 12, name: str = "tiny"):
     """The smoke zoo (same tokenizer and data) with a few steps per model, for fast tests."""
     smoke = ZOOS["smoke"]
-    entries = tuple(dataclasses.replace(e, steps=steps, warmup_steps=2, checkpoints=(0, steps // 2, steps))
-                    for e in smoke.entries)
+    entries = tuple(
+        dataclasses.replace(e, steps=steps, warmup_steps=2, checkpoints=(0, steps // 2, steps)) for e in smoke.entries
+    )
     return dataclasses.replace(smoke, name=name, entries=entries)
 
 
@@ -92,16 +93,20 @@ def test_smoke_model_trained_twice_gives_the_same_loss(built, tmp_path):
     spec = ZOOS["smoke"]
     layout = prepare_zoo(spec, progress=False)  # the tiny zoo's tokenizer and data, reused from the cache
     entry = spec.entry("zoo-gpt2")
-    runs = [train_entry(TrainJob(spec, entry, layout.tokenizer, layout.data, tmp_path / run, layout.corpora))
-            for run in ("a", "b")]
+    runs = [
+        train_entry(TrainJob(spec, entry, layout.tokenizer, layout.data, tmp_path / run, layout.corpora))
+        for run in ("a", "b")
+    ]
     a, b = (r["checkpoints"][-1]["eval_loss"] for r in runs)
     for corpus in spec.eval_corpora:
         assert abs(a[corpus] - b[corpus]) < 1e-6
     assert np.allclose(runs[0]["train_loss"], runs[1]["train_loss"], rtol=0, atol=1e-6)
     init = runs[0]["checkpoints"][0]["eval_loss"]
     assert all(a[c] < init[c] - 0.5 for c in spec.eval_corpora)  # it learned something
-    assert all(init[c] == pytest.approx(math.log(len(AutoTokenizer.from_pretrained(str(layout.tokenizer)))), abs=0.3)
-               for c in spec.eval_corpora)
+    assert all(
+        init[c] == pytest.approx(math.log(len(AutoTokenizer.from_pretrained(str(layout.tokenizer)))), abs=0.3)
+        for c in spec.eval_corpora
+    )
 
 
 def test_subprocess_workers_train_the_same_models(built):
@@ -208,13 +213,28 @@ def test_cli_parses_and_prints_the_table(built, capsys):
     out = capsys.readouterr().out
     for word in ("params", "tokens_seen", "train_seconds", "unigram_ppl", "stdlib-prose", "stdlib-code", "zoo-llama"):
         assert word in out
-    assert all(table[f"ppl:{c}"].round(6).equals(np.exp(table[f"loss:{c}"]).round(6)) for c in ZOOS["smoke"].eval_corpora)
+    assert all(
+        table[f"ppl:{c}"].round(6).equals(np.exp(table[f"loss:{c}"]).round(6)) for c in ZOOS["smoke"].eval_corpora
+    )
 
 
 def test_entry_validation():
     with pytest.raises(LinrecError, match="divisible"):
-        ZooEntry("x", "gpt2", width=30, depth=1, heads=4, ffn=8, seed=0, steps=2, batch_size=1, seq_len=8, lr=1e-3,
-                 warmup_steps=1, checkpoints=(0, 2))
+        ZooEntry(
+            "x",
+            "gpt2",
+            width=30,
+            depth=1,
+            heads=4,
+            ffn=8,
+            seed=0,
+            steps=2,
+            batch_size=1,
+            seq_len=8,
+            lr=1e-3,
+            warmup_steps=1,
+            checkpoints=(0, 2),
+        )
 
 
 def test_cache_keys_are_those_of_the_zoo_before_the_split():
@@ -225,7 +245,10 @@ def test_cache_keys_are_those_of_the_zoo_before_the_split():
 
     assert OFFLINE_MIX == (("stdlib-prose", 0.45), ("stdlib-code", 0.45), ("unicode-records", 0.1))
     known = {  # computed by the single-module zoo (commit 8fe6ae8) from these corpus hashes
-        "offline": ("bf971946fab5b240", ["39e7484b94ad6779", "805c0430d8e3e393", "2a4b7be8740b8dbe", "57dad3b04ff9a485"]),
+        "offline": (
+            "bf971946fab5b240",
+            ["39e7484b94ad6779", "805c0430d8e3e393", "2a4b7be8740b8dbe", "57dad3b04ff9a485"],
+        ),
         "smoke": ("b6e6d1e88ed43585", ["2a2a339386e1539e", "180866d0b8a50c58", "fe6da3eb372af481", "60ab57e0dd1a8b06"]),
     }
     for name, (tokenizer_key, model_keys) in known.items():
@@ -238,8 +261,15 @@ def test_cache_keys_are_those_of_the_zoo_before_the_split():
 
 def test_train_job_travels_as_json(tmp_path):
     spec = ZOOS["smoke"]
-    job = TrainJob(spec, spec.entries[1], tmp_path / "tok", tmp_path / "data.safetensors", tmp_path / "out",
-                   {"stdlib-prose": "ab" * 32}, force=True)
+    job = TrainJob(
+        spec,
+        spec.entries[1],
+        tmp_path / "tok",
+        tmp_path / "data.safetensors",
+        tmp_path / "out",
+        {"stdlib-prose": "ab" * 32},
+        force=True,
+    )
     text = job.to_json()
     assert json.loads(text)["entry"]["name"] == "zoo-neox"  # plain JSON: nothing to unpickle
     assert TrainJob.from_json(text) == job
@@ -290,8 +320,13 @@ def test_an_interrupt_stops_all_zoo_work_and_a_rerun_resumes(built, tmp_path):
     entry_dirs = lambda: {p.name.rsplit("-", 1)[0]: p for p in models.glob("zoo-*")}  # noqa: E731
 
     def interrupted(ready, send) -> subprocess.CompletedProcess:
-        proc = subprocess.Popen([sys.executable, "-c", _INTERRUPT_ZOO], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _INTERRUPT_ZOO],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 240
         while not ready():
             assert proc.poll() is None and time.monotonic() < deadline, "the zoo build ended before it was interrupted"
@@ -309,8 +344,9 @@ def test_an_interrupt_stops_all_zoo_work_and_a_rerun_resumes(built, tmp_path):
         return proc
 
     # A finished, B training, C training or queued, D queued: Ctrl-C in a terminal signals the whole group.
-    interrupted(lambda: "zoo-gpt2" in entry_dirs() and list(models.glob(".tmp-*")),
-                lambda p: os.killpg(p.pid, signal.SIGINT))
+    interrupted(
+        lambda: "zoo-gpt2" in entry_dirs() and list(models.glob(".tmp-*")), lambda p: os.killpg(p.pid, signal.SIGINT)
+    )
     assert list(entry_dirs()) == ["zoo-gpt2"]  # the queued D never started
     first = (entry_dirs()["zoo-gpt2"] / "zoo.json").stat()
 

@@ -27,9 +27,28 @@ from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
 from linrec.models.loading import load_model, pick_device
 
 __all__ = [
-    "SUPPORTED", "AffineFit", "BlockSpec", "LinrecError", "Moments", "RowSample", "TokenBatches",
-    "capture_moments", "ffn_blocks", "fit_affine", "fit_replacements", "load_model", "load_moments",
-    "make_batches", "measure", "perplexity", "pick_device", "recoverability", "report_table", "run_capture",
-    "save_moments", "swap_deltas", "swapped",
+    "SUPPORTED",
+    "AffineFit",
+    "BlockSpec",
+    "LinrecError",
+    "Moments",
+    "RowSample",
+    "TokenBatches",
+    "capture_moments",
+    "ffn_blocks",
+    "fit_affine",
+    "fit_replacements",
+    "load_model",
+    "load_moments",
+    "make_batches",
+    "measure",
+    "perplexity",
+    "pick_device",
+    "recoverability",
+    "report_table",
+    "run_capture",
+    "save_moments",
+    "swap_deltas",
+    "swapped",
 ]
 __version__ = "0.1.0"

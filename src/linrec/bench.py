@@ -20,10 +20,10 @@ import pandas as pd
 import torch
 
 from linrec.cli import HelpFormatter, check_output, positive_int, write_table
-from linrec.models.arch import ffn_blocks
 from linrec.core.capture import MomentSink, run_capture
-from linrec.models.loading import pick_device
 from linrec.data.tokens import TokenBatches
+from linrec.models.arch import ffn_blocks
+from linrec.models.loading import pick_device
 
 
 def gpt2_small(device: torch.device, seed: int = 0):
@@ -83,7 +83,11 @@ def _peak_child(n_tokens: int, batch_size: int, seq_len: int, device: str, queue
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     _capture_moments(model, random_batches(n_tokens, batch_size, seq_len, model.config.vocab_size))
-    peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = (
+        torch.cuda.max_memory_allocated(dev)
+        if dev.type == "cuda"
+        else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    )
     queue.put(peak)
 
 
@@ -117,8 +121,13 @@ def capture_overhead(model, batches: TokenBatches, repeats: int = 2) -> dict[str
     }
 
 
-def run_bench(device: str | None = None, n_batches: int = 6, batch_size: int = 8, seq_len: int = 128,
-              peak_tokens: tuple[int, ...] = (20_000, 200_000)) -> pd.DataFrame:
+def run_bench(
+    device: str | None = None,
+    n_batches: int = 6,
+    batch_size: int = 8,
+    seq_len: int = 128,
+    peak_tokens: tuple[int, ...] = (20_000, 200_000),
+) -> pd.DataFrame:
     """One row per measurement: what, tokens/s or MiB, and the time ratio to the bare forward."""
     dev = pick_device(device)
     model = gpt2_small(dev)
@@ -133,18 +142,35 @@ def run_bench(device: str | None = None, n_batches: int = 6, batch_size: int = 8
     times = capture_overhead(model, batches)
     t_bare, t_mom = times["bare_s"], times["capture_s"]
     t_naive = _timed(naive, dev)
-    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads" if dev.type == "cpu" \
+    machine = (
+        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+        if dev.type == "cpu"
         else torch.cuda.get_device_name(dev)
+    )
     rows = [
         {"measure": "bare forward (full model)", "value": tokens / t_bare, "unit": "tokens/s", "ratio_to_bare": 1.0},
-        {"measure": "forward + capture + moments (12 blocks)", "value": tokens / t_mom, "unit": "tokens/s",
-         "ratio_to_bare": t_mom / t_bare},
-        {"measure": "forward + materialise rows + lstsq", "value": tokens / t_naive, "unit": "tokens/s",
-         "ratio_to_bare": t_naive / t_bare},
+        {
+            "measure": "forward + capture + moments (12 blocks)",
+            "value": tokens / t_mom,
+            "unit": "tokens/s",
+            "ratio_to_bare": t_mom / t_bare,
+        },
+        {
+            "measure": "forward + materialise rows + lstsq",
+            "value": tokens / t_naive,
+            "unit": "tokens/s",
+            "ratio_to_bare": t_naive / t_bare,
+        },
     ]
     for n in peak_tokens:
-        rows.append({"measure": f"peak memory, capture + moments, {n} tokens", "value": peak_memory(n, batch_size, seq_len, dev) / 2**20,
-                     "unit": "MiB", "ratio_to_bare": float("nan")})
+        rows.append(
+            {
+                "measure": f"peak memory, capture + moments, {n} tokens",
+                "value": peak_memory(n, batch_size, seq_len, dev) / 2**20,
+                "unit": "MiB",
+                "ratio_to_bare": float("nan"),
+            }
+        )
     table = pd.DataFrame(rows)
     table["device"] = machine
     table["tokens_timed"] = tokens
@@ -157,13 +183,18 @@ def _token_counts(value: str) -> tuple[int, ...]:
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="time capture + moments against the bare forward on a GPT-2-small-sized model",
-                       formatter_class=HelpFormatter)
+    p = sub.add_parser(
+        "bench",
+        help="time capture + moments against the bare forward on a GPT-2-small-sized model",
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("--device", help="cuda, mps or cpu (default: first available)")
     p.add_argument("--batches", type=positive_int, default=6, help="batches timed")
     p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per batch")
     p.add_argument("--seq-len", type=positive_int, default=128, help="tokens per sequence")
-    p.add_argument("--peak-tokens", type=_token_counts, default="20000,200000", help="token counts for the peak-memory runs")
+    p.add_argument(
+        "--peak-tokens", type=_token_counts, default="20000,200000", help="token counts for the peak-memory runs"
+    )
     p.add_argument("--out", type=Path, help="also write the table to this .csv or .json file (checked before timing)")
     p.set_defaults(handler=_bench)
 
@@ -176,7 +207,9 @@ def _bench(args: argparse.Namespace) -> int:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     growth = table[table.unit == "MiB"].value
     if len(growth) >= 2:
-        print(f"peak memory growth {peaks[0]} -> {peaks[-1]} tokens: {100 * (growth.iloc[-1] / growth.iloc[0] - 1):+.1f}%")
+        print(
+            f"peak memory growth {peaks[0]} -> {peaks[-1]} tokens: {100 * (growth.iloc[-1] / growth.iloc[0] - 1):+.1f}%"
+        )
     if args.out is not None:
         write_table(table, args.out)
     return 0

@@ -50,8 +50,11 @@ def cache_key(content: object) -> str:
 
 def _file_sizes(root: Path) -> dict[str, int]:
     """Size of every file under ``root`` but the marker (and a marker being written), by relative path."""
-    return {p.relative_to(root).as_posix(): p.stat().st_size
-            for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith(MARKER)}
+    return {
+        p.relative_to(root).as_posix(): p.stat().st_size
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(MARKER)
+    }
 
 
 def _write_marker(root: Path) -> None:
@@ -108,7 +111,7 @@ def remove_stale(final: Path) -> None:
     """Remove the temporary directories of ``final`` left by processes that are gone (killed writers)."""
     prefix = f".tmp-{final.name}-"
     for stale in final.parent.glob(f"{prefix}*"):
-        pid = stale.name[len(prefix):].split("-", 1)[0]
+        pid = stale.name[len(prefix) :].split("-", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
 

@@ -23,7 +23,9 @@ def _blocks(value: str) -> list[int]:
     try:
         return [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--blocks takes comma-separated block indices like 0,3,5; got '{value}'") from None
+        raise argparse.ArgumentTypeError(
+            f"--blocks takes comma-separated block indices like 0,3,5; got '{value}'"
+        ) from None
 
 
 def positive_int(value: str) -> int:
@@ -47,28 +49,52 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
     from linrec.experiment.profiles import profile_names
     from linrec.models.loading import DTYPES
 
-    p = sub.add_parser("profile", help="measure per-block linear recoverability of a model", formatter_class=HelpFormatter,
-                       description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.")
+    p = sub.add_parser(
+        "profile",
+        help="measure per-block linear recoverability of a model",
+        formatter_class=HelpFormatter,
+        description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.",
+    )
     p.add_argument("--model", metavar="ID_OR_DIR", help="hub id or local directory (default: every model of --profile)")
     p.add_argument("--revision", help="hub revision, e.g. step1000 for Pythia checkpoints")
     text = p.add_mutually_exclusive_group()
     text.add_argument("--text-file", type=Path, metavar="FILE", help="a local UTF-8 text file to measure on")
-    text.add_argument("--corpus", choices=corpus_names(), metavar="NAME",
-                      help=f"a named corpus, one of: {', '.join(corpus_names())} (default: the profile's first)")
-    p.add_argument("--profile", choices=profile_names(), metavar="NAME",
-                   help=f"a named profile supplying models, corpus and counts, one of: {', '.join(profile_names())}")
+    text.add_argument(
+        "--corpus",
+        choices=corpus_names(),
+        metavar="NAME",
+        help=f"a named corpus, one of: {', '.join(corpus_names())} (default: the profile's first)",
+    )
+    p.add_argument(
+        "--profile",
+        choices=profile_names(),
+        metavar="NAME",
+        help=f"a named profile supplying models, corpus and counts, one of: {', '.join(profile_names())}",
+    )
     p.add_argument("--max-rows", type=positive_int, help="token rows per block (default: the profile's, else 20000)")
     p.add_argument("--seq-len", type=positive_int, help="tokens per sequence (default: the profile's, else 128)")
-    p.add_argument("--folds", type=positive_int, help="k of the k-fold split by sequence, at least 2 (default: the profile's, else 5)")
+    p.add_argument(
+        "--folds",
+        type=positive_int,
+        help="k of the k-fold split by sequence, at least 2 (default: the profile's, else 5)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
     p.add_argument("--blocks", type=_blocks, help="comma-separated block indices (default: all)")
     p.add_argument("--device", help="cuda, mps, cpu, cuda:1 ... (default: the first available of cuda, mps, cpu)")
-    p.add_argument("--dtype", choices=list(DTYPES), metavar="DTYPE",
-                   help=f"one of: {', '.join(DTYPES)} (default: the checkpoint's)")
+    p.add_argument(
+        "--dtype",
+        choices=list(DTYPES),
+        metavar="DTYPE",
+        help=f"one of: {', '.join(DTYPES)} (default: the checkpoint's)",
+    )
     p.add_argument("--device-map", help="'auto' to spread a large model over the available devices (accelerate)")
     p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per forward pass")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code from the hub (off by default)")
-    p.add_argument("--out", type=Path, metavar="FILE", help="write the table to a .csv or .json file (checked before measuring)")
+    p.add_argument(
+        "--trust-remote-code", action="store_true", help="allow the model's own code from the hub (off by default)"
+    )
+    p.add_argument(
+        "--out", type=Path, metavar="FILE", help="write the table to a .csv or .json file (checked before measuring)"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_profile)
 
@@ -93,9 +119,9 @@ def _text(args: argparse.Namespace, profile) -> tuple[str, str, str]:
 def _profile(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
-    from linrec.models.loading import load_model, max_context, pick_device
     from linrec.core.measure import measure
     from linrec.data.tokens import make_batches
+    from linrec.models.loading import load_model, max_context, pick_device
 
     profile = None
     if args.profile is not None:
@@ -132,13 +158,21 @@ def _profile(args: argparse.Namespace) -> int:
 
             model, tokenizer = load_profile_model(profile, model_name)
         else:
-            model, tokenizer = load_model(model_name, revision=args.revision, dtype=args.dtype, device=args.device,
-                                          device_map=args.device_map, trust_remote_code=args.trust_remote_code,
-                                          supported_only=True)
-        batches = make_batches(tokenizer, text, seq_len=seq_len, max_rows=rows, batch_size=args.batch_size,
-                               max_context=max_context(model))
-        table = measure(model, batches, blocks=args.blocks, folds=folds, seed=args.seed,
-                        progress=not args.no_progress and rank == 0)
+            model, tokenizer = load_model(
+                model_name,
+                revision=args.revision,
+                dtype=args.dtype,
+                device=args.device,
+                device_map=args.device_map,
+                trust_remote_code=args.trust_remote_code,
+                supported_only=True,
+            )
+        batches = make_batches(
+            tokenizer, text, seq_len=seq_len, max_rows=rows, batch_size=args.batch_size, max_context=max_context(model)
+        )
+        table = measure(
+            model, batches, blocks=args.blocks, folds=folds, seed=args.seed, progress=not args.no_progress and rank == 0
+        )
         table.insert(0, "model", model_name)
         table["revision"] = args.revision
         table["corpus"] = corpus_name
@@ -150,7 +184,11 @@ def _profile(args: argparse.Namespace) -> int:
     result = pd.concat(tables, ignore_index=True)
     if rank == 0:
         with pd.option_context("display.width", 200, "display.max_columns", 20):
-            print(result.drop(columns=["corpus_sha256", "revision"]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            print(
+                result.drop(columns=["corpus_sha256", "revision"]).to_string(
+                    index=False, float_format=lambda v: f"{v:.4g}"
+                )
+            )
         if args.out is not None:
             write_table(result, args.out)
             print(f"wrote {args.out}")
@@ -170,7 +208,9 @@ def check_output(path: Path, option: str = "--out") -> None:
     if not existing.is_dir():
         raise LinrecError(f"cannot write {option} {path}: {existing} is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise LinrecError(f"cannot write {option} {path}: no write permission in {existing.resolve()}; choose another place")
+        raise LinrecError(
+            f"cannot write {option} {path}: no write permission in {existing.resolve()}; choose another place"
+        )
 
 
 def write_table(table: pd.DataFrame, path: Path) -> None:

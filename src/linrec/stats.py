@@ -51,7 +51,9 @@ class Correlation:
     level: float
 
     def __str__(self) -> str:
-        return f"{self.method} r = {self.r:+.3f} [{self.low:+.3f}, {self.high:+.3f}] ({self.level:.0%} CI, n = {self.n})"
+        return (
+            f"{self.method} r = {self.r:+.3f} [{self.low:+.3f}, {self.high:+.3f}] ({self.level:.0%} CI, n = {self.n})"
+        )
 
 
 def correlation(a: Sequence[float], b: Sequence[float], method: str = "pearson", level: float = 0.95) -> Correlation:

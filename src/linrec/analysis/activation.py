@@ -17,6 +17,7 @@ in one respect, and characterises the inputs each block sees:
 * :func:`activation_verdict` turns the chapter's measurements into one row per test whose every
   number, and the direction it points, comes from the data under a fixed rule.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -47,8 +48,13 @@ NORMALISED = {"standardise": "standardised", "whiten": "whitened"}
 # Identities: what separates two profiles.
 
 
-ACTIVATIONS = {"gpt2": "GELU", "gpt_neox": "GELU", "llama": "gated SiLU", "mistral": "gated SiLU",
-               "qwen2": "gated SiLU"}
+ACTIVATIONS = {
+    "gpt2": "GELU",
+    "gpt_neox": "GELU",
+    "llama": "gated SiLU",
+    "mistral": "gated SiLU",
+    "qwen2": "gated SiLU",
+}
 """The MLP nonlinearity of each causal family (GPT-2 and GPT-NeoX: GELU; Llama-style: SwiGLU)."""
 
 
@@ -78,8 +84,9 @@ def model_identity(profile: str | Profile, model: str, net: nn.Module | None = N
         entry = profile.zoo.entry(model)
         return Identity(entry.family, entry.seed)
     if net is None:
-        raise LinrecError(f"'{model}' is a hub model: pass the loaded model (net=...) so its family can be read "
-                          "from its config")
+        raise LinrecError(
+            f"'{model}' is a hub model: pass the loaded model (net=...) so its family can be read from its config"
+        )
     return Identity(net.config.model_type, None)
 
 
@@ -108,8 +115,9 @@ def pair_kind(a: Identity, b: Identity) -> str | None:
     return None if same_seed or a.seed is None or b.seed is None else "seed" + suffix
 
 
-def distance_table(table: pd.DataFrame, identities: Mapping[str, Identity],
-                   untrained: Sequence[str] = ("init",)) -> pd.DataFrame:
+def distance_table(
+    table: pd.DataFrame, identities: Mapping[str, Identity], untrained: Sequence[str] = ("init",)
+) -> pd.DataFrame:
     """RMS distance between every pair of (model, checkpoint) profiles in ``table`` that one factor separates.
 
     ``identities`` maps each model to its :func:`model_identity`; checkpoints named in
@@ -131,8 +139,15 @@ def distance_table(table: pd.DataFrame, identities: Mapping[str, Identity],
             continue
         if kind == "training" and ia.trained:  # list the pair as (init, trained)
             (ma, ca, ga), (mb, cb, gb) = (mb, cb, gb), (ma, ca, ga)
-        rows.append({"kind": kind, "a": f"{ma} @ {ca}", "b": f"{mb} @ {cb}", "distance": profile_distance(ga, gb),
-                     "mean_difference": float(ga["r2_lin"].mean() - gb["r2_lin"].mean())})
+        rows.append(
+            {
+                "kind": kind,
+                "a": f"{ma} @ {ca}",
+                "b": f"{mb} @ {cb}",
+                "distance": profile_distance(ga, gb),
+                "mean_difference": float(ga["r2_lin"].mean() - gb["r2_lin"].mean()),
+            }
+        )
     return pd.DataFrame(rows, columns=["kind", "a", "b", "distance", "mean_difference"])
 
 
@@ -155,27 +170,40 @@ def conditioning_table(measurement: Measurement) -> pd.DataFrame:
         cov = total.cxx / total.n
         var = cov.diagonal().clamp(min=0)
         median = float(var.median())
-        extra.append({"block": b, "input_rms": float(var.mean().sqrt()),
-                      "effective_rank_in": participation_ratio(torch.linalg.eigvalsh(cov)),
-                      "outlier_ratio": float(var.max()) / median if median > 0 else math.inf})
+        extra.append(
+            {
+                "block": b,
+                "input_rms": float(var.mean().sqrt()),
+                "effective_rank_in": participation_ratio(torch.linalg.eigvalsh(cov)),
+                "outlier_ratio": float(var.max()) / median if median > 0 else math.inf,
+            }
+        )
     table = table.merge(pd.DataFrame(extra), on="block")
     table["log10_condition"] = np.log10(table["input_condition"].astype(float))
     return table
 
 
-def predictor_table(table: pd.DataFrame, columns: Sequence[str] = ("log10_condition", "effective_rank_in",
-                                                                     "outlier_ratio", "input_rms"),
-                    method: str = "spearman", level: float = 0.95) -> pd.DataFrame:
+def predictor_table(
+    table: pd.DataFrame,
+    columns: Sequence[str] = ("log10_condition", "effective_rank_in", "outlier_ratio", "input_rms"),
+    method: str = "spearman",
+    level: float = 0.95,
+) -> pd.DataFrame:
     """Correlation of R²_lin with each input statistic in ``columns`` across the table's blocks, with its CI."""
     rows = {}
     for column in columns:
         c = correlation(table["r2_lin"], table[column], method, level)
-        rows[column] = {f"{method} r with R²_lin": c.r, f"{level:.0%} CI": f"[{c.low:+.2f}, {c.high:+.2f}]", "blocks": c.n}
+        rows[column] = {
+            f"{method} r with R²_lin": c.r,
+            f"{level:.0%} CI": f"[{c.low:+.2f}, {c.high:+.2f}]",
+            "blocks": c.n,
+        }
     return pd.DataFrame(rows).T
 
 
-def normalisation_table(net: nn.Module, measurement: Measurement, kinds: Sequence[str] = NORMALISATIONS,
-                        rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
+def normalisation_table(
+    net: nn.Module, measurement: Measurement, kinds: Sequence[str] = NORMALISATIONS, rcond: float = DEFAULT_RCOND
+) -> pd.DataFrame:
     """R²_lin of each block on its own sampled inputs and on them standardised / whitened, one row per (kind, block).
 
     ``net`` is the measured model (its FFNs are run on the transformed rows). Columns as in
@@ -183,7 +211,9 @@ def normalisation_table(net: nn.Module, measurement: Measurement, kinds: Sequenc
     (normalised minus own).
     """
     folds = measurement.info.folds
-    table = pd.concat([normalised_table(net, measurement.samples, kind, folds, rcond=rcond) for kind in kinds], ignore_index=True)
+    table = pd.concat(
+        [normalised_table(net, measurement.samples, kind, folds, rcond=rcond) for kind in kinds], ignore_index=True
+    )
     table.insert(0, "checkpoint", measurement.info.checkpoint)
     table.insert(0, "model", measurement.info.model)
     table["change"] = table["r2_lin_norm"] - table["r2_lin"]
@@ -193,7 +223,8 @@ def normalisation_table(net: nn.Module, measurement: Measurement, kinds: Sequenc
 def normalisation_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per (model, normalisation): mean change of R²_lin, mean and largest absolute change over blocks."""
     return table.groupby(["model", "normalisation"], sort=False)["change"].agg(
-        mean_change="mean", mean_abs_change=lambda c: c.abs().mean(), largest_abs_change=lambda c: c.abs().max())
+        mean_change="mean", mean_abs_change=lambda c: c.abs().mean(), largest_abs_change=lambda c: c.abs().max()
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,18 +245,42 @@ class GridShares:
     same_activation: bool | None = None  # every model of the grid has one MLP activation (None: not known)
 
     def frame(self) -> pd.DataFrame:
-        return pd.DataFrame({
-            "value": [self.weights, self.inputs, self.interaction, self.follows_weights.r, self.follows_inputs.r,
-                      self.own_gap],
-            "95% CI": ["", "", "", f"[{self.follows_weights.low:+.2f}, {self.follows_weights.high:+.2f}]",
-                       f"[{self.follows_inputs.low:+.2f}, {self.follows_inputs.high:+.2f}]", ""],
-        }, index=["variance share: weights (which FFN)", "variance share: inputs (whose activations)",
-                  "variance share: interaction", "r(cross-fed, FFN's own R²)", "r(cross-fed, input block's own R²)",
-                  "own inputs minus other models' inputs (mean ΔR² per FFN)"])
+        return pd.DataFrame(
+            {
+                "value": [
+                    self.weights,
+                    self.inputs,
+                    self.interaction,
+                    self.follows_weights.r,
+                    self.follows_inputs.r,
+                    self.own_gap,
+                ],
+                "95% CI": [
+                    "",
+                    "",
+                    "",
+                    f"[{self.follows_weights.low:+.2f}, {self.follows_weights.high:+.2f}]",
+                    f"[{self.follows_inputs.low:+.2f}, {self.follows_inputs.high:+.2f}]",
+                    "",
+                ],
+            },
+            index=[
+                "variance share: weights (which FFN)",
+                "variance share: inputs (whose activations)",
+                "variance share: interaction",
+                "r(cross-fed, FFN's own R²)",
+                "r(cross-fed, input block's own R²)",
+                "own inputs minus other models' inputs (mean ΔR² per FFN)",
+            ],
+        )
 
 
-def grid_shares(grid: pd.DataFrame, models: Sequence[str] | None = None,
-                identities: Mapping[str, Identity] | None = None, level: float = 0.95) -> GridShares:
+def grid_shares(
+    grid: pd.DataFrame,
+    models: Sequence[str] | None = None,
+    identities: Mapping[str, Identity] | None = None,
+    level: float = 0.95,
+) -> GridShares:
     """Two-way decomposition of a complete cross-feeding grid (restricted to ``models``) and two correlations.
 
     ``grid``: :func:`linrec.interventions.crossfeed.crossfeed_grid`.
@@ -246,8 +301,9 @@ def grid_shares(grid: pd.DataFrame, models: Sequence[str] | None = None,
         if unknown:
             raise LinrecError(f"the grid has no model {unknown}; it has {sorted(grid['input_model'].unique())}")
         grid = grid[grid["input_model"].isin(models) & grid["weight_model"].isin(models)]
-    wide = grid.pivot_table(index=["input_model", "input_block"], columns=["weight_model", "weight_block"],
-                            values="r2_lin", aggfunc="first")
+    wide = grid.pivot_table(
+        index=["input_model", "input_block"], columns=["weight_model", "weight_block"], values="r2_lin", aggfunc="first"
+    )
     if wide.isna().any().any() or list(wide.index) != list(wide.columns):
         raise LinrecError("the grid is not complete: every block's FFN must be run on every block's inputs")
     g = wide.to_numpy(dtype=float)
@@ -268,9 +324,16 @@ def grid_shares(grid: pd.DataFrame, models: Sequence[str] | None = None,
     same = None
     if identities is not None:
         same = len({identities[m].activation for m in set(grid["input_model"])}) == 1
-    return GridShares(weights, inputs, 1 - weights - inputs,
-                      correlation(cross["r2_lin"], weight_own, "pearson", level),
-                      correlation(cross["r2_lin"], input_own, "pearson", level), len(grid), own_gap, same)
+    return GridShares(
+        weights,
+        inputs,
+        1 - weights - inputs,
+        correlation(cross["r2_lin"], weight_own, "pearson", level),
+        correlation(cross["r2_lin"], input_own, "pearson", level),
+        len(grid),
+        own_gap,
+        same,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,9 +355,14 @@ def _lean(a: float, b: float, if_a: str, if_b: str) -> str:
     return if_a if a >= 2 * b else (if_b if b >= 2 * a else "inconclusive")
 
 
-def activation_verdict(profiles: pd.DataFrame, distances: pd.DataFrame,
-                       shares: Mapping[str, GridShares] | None = None, normalised: pd.DataFrame | None = None,
-                       untrained: Sequence[str] = ("init",), sigmas: float = 2.0) -> pd.DataFrame:
+def activation_verdict(
+    profiles: pd.DataFrame,
+    distances: pd.DataFrame,
+    shares: Mapping[str, GridShares] | None = None,
+    normalised: pd.DataFrame | None = None,
+    untrained: Sequence[str] = ("init",),
+    sigmas: float = 2.0,
+) -> pd.DataFrame:
     """The evidence on "learned, not architectural", one row per test: the comparison, its numbers, and which
     way it points (``supports``, one of :data:`SUPPORTS`).
 
@@ -321,42 +389,63 @@ def activation_verdict(profiles: pd.DataFrame, distances: pd.DataFrame,
         grew = [m for m in both if r_trained[m] >= 2 * r_init[m] and steps[m] > 0]
         shrank = [m for m in both if r_init[m] >= 2 * r_trained[m]]
         d_train, n_train = _kind_mean(distances, "training")
-        rows.append({"test": "block-to-block differences: trained vs random init",
-                     "finding": "range of R²_lin over blocks, init → trained: "
-                                + "; ".join(f"{m} {r_init[m]:.3f} → {r_trained[m]:.3f}" for m in both)
-                                + f". {len(grew)} of {len(both)} models gained at least twice their initial range, with "
-                                  f"significant steps; training moved each profile {d_train:.3f} (RMS, mean of "
-                                  f"{n_train}) from its initialisation",
-                     "supports": "learned" if 2 * len(grew) > len(both) else
-                     ("architecture" if 2 * len(shrank) > len(both) else "inconclusive")})
+        rows.append(
+            {
+                "test": "block-to-block differences: trained vs random init",
+                "finding": "range of R²_lin over blocks, init → trained: "
+                + "; ".join(f"{m} {r_init[m]:.3f} → {r_trained[m]:.3f}" for m in both)
+                + f". {len(grew)} of {len(both)} models gained at least twice their initial range, with "
+                f"significant steps; training moved each profile {d_train:.3f} (RMS, mean of "
+                f"{n_train}) from its initialisation",
+                "supports": "learned"
+                if 2 * len(grew) > len(both)
+                else ("architecture" if 2 * len(shrank) > len(both) else "inconclusive"),
+            }
+        )
     for suffix, state in (("", "trained"), (" (init)", "untrained")):
         d_seed, n_seed = _kind_mean(distances, "seed" + suffix)
         for kind in ("family, same activation", "family, other activation"):
             d_family, n_family = _kind_mean(distances, kind + suffix)
             if not (n_seed and n_family):
                 continue
-            rows.append({"test": f"{state}: seed vs {kind}",
-                         "finding": f"RMS distance between {state} profiles {d_seed:.3f} for two seeds (n = {n_seed}) "
-                                    f"and {d_family:.3f} between families (n = {n_family}); ratio "
-                                    f"{d_family / d_seed if d_seed > 0 else math.inf:.1f}",
-                         "supports": "architecture" if d_family >= 2 * d_seed else
-                         ("learned" if d_family <= d_seed else "inconclusive")})
+            rows.append(
+                {
+                    "test": f"{state}: seed vs {kind}",
+                    "finding": f"RMS distance between {state} profiles {d_seed:.3f} for two seeds (n = {n_seed}) "
+                    f"and {d_family:.3f} between families (n = {n_family}); ratio "
+                    f"{d_family / d_seed if d_seed > 0 else math.inf:.1f}",
+                    "supports": "architecture"
+                    if d_family >= 2 * d_seed
+                    else ("learned" if d_family <= d_seed else "inconclusive"),
+                }
+            )
     for label, share in (shares or {}).items():
-        rows.append({"test": f"cross-feeding ({label})",
-                     "finding": f"the FFN's weights explain {share.weights:.0%} of the grid's variance, the inputs' source "
-                                f"{share.inputs:.0%} (interaction {share.interaction:.0%}); across models, cross-fed R² "
-                                f"correlates r = {share.follows_weights.r:+.2f} with the FFN's own R² and "
-                                f"r = {share.follows_inputs.r:+.2f} with the input block's; on its own inputs an FFN "
-                                f"scores {share.own_gap:+.3f} against other models' inputs ({share.cells} cells)",
-                     "supports": _lean(share.weights, share.inputs,
-                                       "learned" if share.same_activation else "weights", "inputs")
-                     if max(share.weights, share.inputs) >= share.interaction else "inconclusive"})
+        rows.append(
+            {
+                "test": f"cross-feeding ({label})",
+                "finding": f"the FFN's weights explain {share.weights:.0%} of the grid's variance, the inputs' source "
+                f"{share.inputs:.0%} (interaction {share.interaction:.0%}); across models, cross-fed R² "
+                f"correlates r = {share.follows_weights.r:+.2f} with the FFN's own R² and "
+                f"r = {share.follows_inputs.r:+.2f} with the input block's; on its own inputs an FFN "
+                f"scores {share.own_gap:+.3f} against other models' inputs ({share.cells} cells)",
+                "supports": _lean(
+                    share.weights, share.inputs, "learned" if share.same_activation else "weights", "inputs"
+                )
+                if max(share.weights, share.inputs) >= share.interaction
+                else "inconclusive",
+            }
+        )
     if normalised is not None and len(normalised) and len(trained):
         spread = float(trained["r2_range"].mean())
         for kind, g in normalised.groupby("normalisation", sort=False):
             change = float(g["change"].abs().mean())
-            rows.append({"test": f"inputs {NORMALISED.get(kind, kind)}",
-                         "finding": f"mean |ΔR²_lin| {change:.3f} when each block's inputs are {NORMALISED.get(kind, kind)}, "
-                                    f"against a mean range of {spread:.3f} across trained blocks",
-                         "supports": _lean(spread, change, "learned", "inputs")})
+            rows.append(
+                {
+                    "test": f"inputs {NORMALISED.get(kind, kind)}",
+                    "finding": f"mean |ΔR²_lin| {change:.3f} when each block's inputs "
+                    "are {NORMALISED.get(kind, kind)}, "
+                    f"against a mean range of {spread:.3f} across trained blocks",
+                    "supports": _lean(spread, change, "learned", "inputs"),
+                }
+            )
     return pd.DataFrame(rows, columns=["test", "finding", "supports"])

@@ -42,7 +42,14 @@ def cost_table(models: dict[str, tuple[int, int]], folds: int = 5) -> pd.DataFra
     """Moment memory for ``{name: (width, n_blocks)}``: all blocks in one pass, and one block per pass."""
     rows = []
     for name, (width, blocks) in models.items():
-        rows.append({"model": name, "width": width, "blocks": blocks, "folds": folds,
-                     "all blocks at once (GiB)": moment_bytes(width, width, blocks, folds) / 2**30,
-                     "one block per pass (GiB)": moment_bytes(width, width, 1, folds) / 2**30})
+        rows.append(
+            {
+                "model": name,
+                "width": width,
+                "blocks": blocks,
+                "folds": folds,
+                "all blocks at once (GiB)": moment_bytes(width, width, blocks, folds) / 2**30,
+                "one block per pass (GiB)": moment_bytes(width, width, 1, folds) / 2**30,
+            }
+        )
     return pd.DataFrame(rows)

@@ -24,19 +24,19 @@ from collections.abc import Iterable, Mapping, Sequence
 import pandas as pd
 from torch import nn
 
+from linrec.core.fit import DEFAULT_RCOND
+from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.report import paper
-from linrec.report.claims import Claim, claims_table
-from linrec.interventions.perplexity import perplexity, rank_correlation, swap_deltas
-from linrec.interventions.probes import ProbeConfig, seeded_poly
-from linrec.stats import Correlation
 from linrec.experiment.profiles import Profile
 from linrec.experiment.swaps import affine_swaps
-from linrec.core.fit import DEFAULT_RCOND
-from linrec.models.arch import Spec
+from linrec.interventions.perplexity import perplexity, rank_correlation, swap_deltas
+from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.interventions.surgery import fit_replacements
-from linrec.data.tokens import TokenBatches
+from linrec.models.arch import Spec
+from linrec.report import paper
+from linrec.report.claims import Claim, claims_table
+from linrec.stats import Correlation
 
 SWAP_KINDS = ("affine", "lowrank", "poly", "mean", "zero")
 """The replacements :func:`replacement_sets` builds (``poly`` included): see the module docstring."""
@@ -47,9 +47,14 @@ def default_rank(width: int) -> int:
     return max(1, width // 8)
 
 
-def replacement_sets(m: Measurement, kinds: Sequence[str] = SWAP_KINDS, rank: int | None = None,
-                     config: ProbeConfig | None = None, blocks: Sequence[int] | None = None,
-                     rcond: float = DEFAULT_RCOND) -> dict[str, dict[int, nn.Module]]:
+def replacement_sets(
+    m: Measurement,
+    kinds: Sequence[str] = SWAP_KINDS,
+    rank: int | None = None,
+    config: ProbeConfig | None = None,
+    blocks: Sequence[int] | None = None,
+    rcond: float = DEFAULT_RCOND,
+) -> dict[str, dict[int, nn.Module]]:
     """{kind: {block: replacement}} for ``blocks`` (all by default) of one measured model.
 
     ``rank``: of ``lowrank`` (default :func:`default_rank` of the width); ``config``: seeded-poly's
@@ -63,7 +68,10 @@ def replacement_sets(m: Measurement, kinds: Sequence[str] = SWAP_KINDS, rank: in
     for kind in kinds:
         if kind == "poly":
             if config is None:
-                raise LinrecError("a 'poly' replacement is trained: pass config=linrec.interventions.probes.probe_config(profile.probe)")
+                raise LinrecError(
+                    "a 'poly' replacement is trained: pass config="
+                    "linrec.interventions.probes.probe_config(profile.probe)"
+                )
             out[kind] = {b: seeded_poly(m.samples[b], m.moments[b], 0, config, b, rcond).probe for b in chosen}
         elif kind == "lowrank":
             k = rank if rank is not None else default_rank(m.moments[chosen[0]][0].d_in)
@@ -73,8 +81,14 @@ def replacement_sets(m: Measurement, kinds: Sequence[str] = SWAP_KINDS, rank: in
     return out
 
 
-def swap_kinds(model: nn.Module, eval_batches: TokenBatches, sets: Mapping[str, Mapping[int, nn.Module]],
-               r2_lin: Mapping[int, float] | None = None, spec: Spec = None, progress: bool = True) -> pd.DataFrame:
+def swap_kinds(
+    model: nn.Module,
+    eval_batches: TokenBatches,
+    sets: Mapping[str, Mapping[int, nn.Module]],
+    r2_lin: Mapping[int, float] | None = None,
+    spec: Spec = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Every block of every kind swapped alone: :func:`swap_deltas`' columns plus ``kind``,
     ``relative`` (ΔPPL / PPL) and, given ``r2_lin``, the block's ``r2_lin``."""
     base = perplexity(model, eval_batches)
@@ -105,8 +119,9 @@ def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5) ->
     return rows.loc[rows.delta_ppl.idxmin()]
 
 
-def affine_signal(profile: str | Profile, measurements: Iterable[Measurement], tokens: int | None = None,
-                  progress: bool = True) -> pd.DataFrame:
+def affine_signal(
+    profile: str | Profile, measurements: Iterable[Measurement], tokens: int | None = None, progress: bool = True
+) -> pd.DataFrame:
     """Each block of each measured model swapped alone for its affine map
     (:func:`linrec.experiment.swaps.affine_swaps` on ``tokens`` of the profile's evaluation text),
     with ``kind`` ("affine") and the block's ``r2_lin``: rows for :func:`signal_correlation`."""
@@ -124,7 +139,9 @@ def signal_correlation(swaps: pd.DataFrame, level: float = 0.95) -> Correlation:
     """
     missing = {"model", "block", "r2_lin", "delta_ppl"} - set(swaps.columns)
     if missing:
-        raise LinrecError(f"the swap table lacks columns {sorted(missing)}; it needs model, block, r2_lin and delta_ppl")
+        raise LinrecError(
+            f"the swap table lacks columns {sorted(missing)}; it needs model, block, r2_lin and delta_ppl"
+        )
     keys = list(zip(swaps.model, swaps.block))
     if len(set(keys)) != len(keys):
         raise LinrecError("one swap per (model, block) is expected; select a single kind first")
@@ -140,19 +157,30 @@ def flags(signal: pd.DataFrame) -> pd.DataFrame:
     """
     missing = {"model", "block", "r2_lin", "delta_ppl"} - set(signal.columns)
     if missing:
-        raise LinrecError(f"the swap table lacks columns {sorted(missing)}; it needs model, block, r2_lin and delta_ppl")
+        raise LinrecError(
+            f"the swap table lacks columns {sorted(missing)}; it needs model, block, r2_lin and delta_ppl"
+        )
     rows = []
     for model, group in signal.groupby("model", sort=False):
         low, worst = group.loc[group.r2_lin.idxmin()], group.loc[group.delta_ppl.idxmax()]
-        rows.append({"model": model, "flagged": int(low.block), "flagged_r2_lin": low.r2_lin,
-                     "flagged_delta_ppl": low.delta_ppl, "costliest": int(worst.block),
-                     "costliest_r2_lin": worst.r2_lin, "costliest_delta_ppl": worst.delta_ppl,
-                     "agree": bool(low.block == worst.block)})
+        rows.append(
+            {
+                "model": model,
+                "flagged": int(low.block),
+                "flagged_r2_lin": low.r2_lin,
+                "flagged_delta_ppl": low.delta_ppl,
+                "costliest": int(worst.block),
+                "costliest_r2_lin": worst.r2_lin,
+                "costliest_delta_ppl": worst.delta_ppl,
+                "agree": bool(low.block == worst.block),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def compression_claims(best: pd.Series, rho: Correlation | None, min_ratio: float = 7.5,
-                       max_relative: float = 0.05) -> pd.DataFrame:
+def compression_claims(
+    best: pd.Series, rho: Correlation | None, min_ratio: float = 7.5, max_relative: float = 0.05
+) -> pd.DataFrame:
     """The paper's compression claims against this run: ``claim, paper (reported), this run (measured),
     reproduced`` ("yes", "no", or "untestable").
 
@@ -161,14 +189,21 @@ def compression_claims(best: pd.Series, rho: Correlation | None, min_ratio: floa
       at 8×; its base perplexity is not in the sources, so the relative cost is the comparable part);
     * signal: Spearman's ρ(R²_lin, ΔPPL) is negative with a 95% CI below 0.
     """
-    replacement = (f"{best.ratio:.2f}× fewer numbers, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%} of "
-                   f"{best.base_ppl:.2f}) at block {int(best.block)}")
+    replacement = (
+        f"{best.ratio:.2f}× fewer numbers, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%} of "
+        f"{best.base_ppl:.2f}) at block {int(best.block)}"
+    )
     ok = best.ratio >= min_ratio and best.relative <= max_relative
     claims = [Claim.check("single-layer replacement, GPT-2 early block", paper.EARLY_SWAP, replacement, ok)]
     claim = ("low R²_lin flags unsafe replacements", "low-recoverability blocks flag where replacement is unsafe")
     if rho is None:
         claims.append(Claim.check(*claim, "too few blocks for a rank correlation", None))
     else:
-        claims.append(Claim.check(*claim, f"Spearman ρ(R²_lin, ΔPPL) = {rho.r:+.3f} [{rho.low:+.3f}, {rho.high:+.3f}], "
-                                  f"n = {rho.n}", rho.high < 0))
+        claims.append(
+            Claim.check(
+                *claim,
+                f"Spearman ρ(R²_lin, ΔPPL) = {rho.r:+.3f} [{rho.low:+.3f}, {rho.high:+.3f}], n = {rho.n}",
+                rho.high < 0,
+            )
+        )
     return claims_table(claims)

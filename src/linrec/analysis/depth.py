@@ -16,6 +16,7 @@ chapter 3 (:mod:`linrec.analysis.activation`) builds on the same summaries and d
 The zero-shot swap these chapters show beside the profiles is
 :func:`linrec.experiment.swaps.affine_swaps`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -71,10 +72,10 @@ def depth_table(measurements: Iterable[Measurement], profile: str | Profile | No
         raise LinrecError("no measurements to tabulate; measure at least one (model, checkpoint, corpus)")
     table = pd.concat(tables, ignore_index=True)
     if profile is not None:
-        steps = {(m, name): step for m in table["model"].unique()
-                 for name, step in training_checkpoints(profile, m)}
-        table.insert(3, "step", [steps.get((m, c), checkpoint_step(c))
-                                 for m, c in zip(table["model"], table["checkpoint"])])
+        steps = {(m, name): step for m in table["model"].unique() for name, step in training_checkpoints(profile, m)}
+        table.insert(
+            3, "step", [steps.get((m, c), checkpoint_step(c)) for m, c in zip(table["model"], table["checkpoint"])]
+        )
         table["step"] = table["step"].astype("Int64")
     return table
 
@@ -86,8 +87,10 @@ def profile_groups(table: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tup
         raise LinrecError(f"the table has no column {missing}; columns: {', '.join(table.columns)}")
     for key, group in table.groupby(list(by), sort=False):
         if group["block"].duplicated().any():
-            raise LinrecError(f"profile {dict(zip(by, key))} has a block more than once; group by more columns "
-                              f"(e.g. {', '.join(c for c in PROFILE_KEYS if c not in by)})")
+            raise LinrecError(
+                f"profile {dict(zip(by, key))} has a block more than once; group by more columns "
+                f"(e.g. {', '.join(c for c in PROFILE_KEYS if c not in by)})"
+            )
         yield key, group.sort_values("block")
 
 
@@ -111,15 +114,29 @@ def depth_summary(table: pd.DataFrame, by: Sequence[str] = ("model",), sigmas: f
         step = np.diff(r2)
         noise = np.sqrt(sd[:-1] ** 2 + sd[1:] ** 2)
         row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        row.update({"blocks": len(r2), "r2_min": r2.min(), "block_min": int(blocks[r2.argmin()]),
-                    "r2_max": r2.max(), "block_max": int(blocks[r2.argmax()]), "r2_range": r2.max() - r2.min(),
-                    "mean_fold_std": sd.mean()})
+        row.update(
+            {
+                "blocks": len(r2),
+                "r2_min": r2.min(),
+                "block_min": int(blocks[r2.argmin()]),
+                "r2_max": r2.max(),
+                "block_max": int(blocks[r2.argmax()]),
+                "r2_range": r2.max() - r2.min(),
+                "mean_fold_std": sd.mean(),
+            }
+        )
         if len(r2) > 1:
             j = int(np.abs(step).argmax())
             big = np.abs(step) > sigmas * noise
-            row.update({"max_jump": abs(step[j]), "jump": f"{blocks[j]}→{blocks[j + 1]}",
-                        "jump_sigma": abs(step[j]) / noise[j] if noise[j] > 0 else math.inf,
-                        "rises": int((big & (step > 0)).sum()), "falls": int((big & (step < 0)).sum())})
+            row.update(
+                {
+                    "max_jump": abs(step[j]),
+                    "jump": f"{blocks[j]}→{blocks[j + 1]}",
+                    "jump_sigma": abs(step[j]) / noise[j] if noise[j] > 0 else math.inf,
+                    "rises": int((big & (step > 0)).sum()),
+                    "falls": int((big & (step < 0)).sum()),
+                }
+            )
         else:
             row.update({"max_jump": 0.0, "jump": "", "jump_sigma": 0.0, "rises": 0, "falls": 0})
         row["non_monotone"] = row["rises"] > 0 and row["falls"] > 0
@@ -127,8 +144,9 @@ def depth_summary(table: pd.DataFrame, by: Sequence[str] = ("model",), sigmas: f
     return pd.DataFrame(rows)
 
 
-def heterogeneity_claims(table: pd.DataFrame, high: float = 0.99, low: float = 0.3,
-                         sigmas: float = 2.0) -> pd.DataFrame:
+def heterogeneity_claims(
+    table: pd.DataFrame, high: float = 0.99, low: float = 0.3, sigmas: float = 2.0
+) -> pd.DataFrame:
     """The paper's heterogeneity claim, part by part, against a depth table of trained models.
 
     One row per part: near-linear blocks (R²_lin > ``high``), strongly nonlinear blocks (< ``low``),
@@ -145,17 +163,35 @@ def heterogeneity_claims(table: pd.DataFrame, high: float = 0.99, low: float = 0
         pairs = np.stack([r2[:-1], r2[1:]])
         adjacent |= bool(((pairs.max(0) > high) & (pairs.min(0) < low)).any())
     shaped = summary[summary["non_monotone"]]
-    return claims_table([
-        Claim.check("near-linear blocks", f"R²_lin > {high}",
-                    f"highest {top['r2_lin']:.3f} ({top['model']}, block {top['block']})", top["r2_lin"] > high),
-        Claim.check("strongly nonlinear blocks", f"R²_lin < {low}",
-                    f"lowest {bottom['r2_lin']:.3f} ({bottom['model']}, block {bottom['block']})", bottom["r2_lin"] < low),
-        Claim.check("both, between adjacent blocks", f"from > {high} to < {low}",
-                    f"largest adjacent jump {best['max_jump']:.3f} ({best['model']}, blocks {best['jump']}, "
-                    f"{best['jump_sigma']:.1f} k-fold std)", adjacent),
-        Claim.check("non-monotone in depth", "yes", f"{len(shaped)} of {len(summary)} models (steps beyond {sigmas:g} "
-                    "k-fold std both up and down)", len(shaped) > 0),
-    ])
+    return claims_table(
+        [
+            Claim.check(
+                "near-linear blocks",
+                f"R²_lin > {high}",
+                f"highest {top['r2_lin']:.3f} ({top['model']}, block {top['block']})",
+                top["r2_lin"] > high,
+            ),
+            Claim.check(
+                "strongly nonlinear blocks",
+                f"R²_lin < {low}",
+                f"lowest {bottom['r2_lin']:.3f} ({bottom['model']}, block {bottom['block']})",
+                bottom["r2_lin"] < low,
+            ),
+            Claim.check(
+                "both, between adjacent blocks",
+                f"from > {high} to < {low}",
+                f"largest adjacent jump {best['max_jump']:.3f} ({best['model']}, blocks {best['jump']}, "
+                f"{best['jump_sigma']:.1f} k-fold std)",
+                adjacent,
+            ),
+            Claim.check(
+                "non-monotone in depth",
+                "yes",
+                f"{len(shaped)} of {len(summary)} models (steps beyond {sigmas:g} k-fold std both up and down)",
+                len(shaped) > 0,
+            ),
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,8 +207,10 @@ def profile_distance(a: pd.DataFrame, b: pd.DataFrame) -> float:
     """Root-mean-square difference of R²_lin between two profiles (tables with block, r2_lin) over their blocks."""
     ra, rb = a.set_index("block")["r2_lin"], b.set_index("block")["r2_lin"]
     if set(ra.index) != set(rb.index):
-        raise LinrecError(f"the profiles cover different blocks ({sorted(ra.index)} and {sorted(rb.index)}); "
-                          "compare models of the same depth")
+        raise LinrecError(
+            f"the profiles cover different blocks ({sorted(ra.index)} and {sorted(rb.index)}); "
+            "compare models of the same depth"
+        )
     return _rms(ra, rb)
 
 
@@ -182,11 +220,20 @@ def drift_table(table: pd.DataFrame, reference: str = "final") -> pd.DataFrame:
     for model, g in table.groupby("model", sort=False):
         ref = g[g["checkpoint"] == reference]
         if ref.empty:
-            raise LinrecError(f"model '{model}' has no '{reference}' checkpoint in the table; checkpoints: "
-                              f"{', '.join(g['checkpoint'].unique())}")
+            raise LinrecError(
+                f"model '{model}' has no '{reference}' checkpoint in the table; checkpoints: "
+                f"{', '.join(g['checkpoint'].unique())}"
+            )
         for checkpoint, h in g.groupby("checkpoint", sort=False):
-            rows.append({"model": model, "checkpoint": checkpoint, "step": h["step"].iloc[0] if "step" in h else None,
-                         "distance_to_" + reference: profile_distance(h, ref), "mean_r2": h["r2_lin"].mean()})
+            rows.append(
+                {
+                    "model": model,
+                    "checkpoint": checkpoint,
+                    "step": h["step"].iloc[0] if "step" in h else None,
+                    "distance_to_" + reference: profile_distance(h, ref),
+                    "mean_r2": h["r2_lin"].mean(),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -211,10 +258,20 @@ def training_summary(table: pd.DataFrame, reference: str = "final", sigmas: floa
         s_last = shape[(shape["model"] == model) & (shape["checkpoint"] == last["checkpoint"])].iloc[0]
         start = first["distance_to_" + reference]
         halfway = d.loc[d["distance_to_" + reference] <= start / 2, "step"]
-        rows.append({"model": model, "first": first["checkpoint"], "last": last["checkpoint"],
-                     "mean_first": first["mean_r2"], "range_first": s_first["r2_range"], "mean_last": last["mean_r2"],
-                     "range_last": s_last["r2_range"], "non_monotone_last": bool(s_last["non_monotone"]),
-                     "distance_first": start, "halfway_step": halfway.iloc[0] if len(halfway) else None})
+        rows.append(
+            {
+                "model": model,
+                "first": first["checkpoint"],
+                "last": last["checkpoint"],
+                "mean_first": first["mean_r2"],
+                "range_first": s_first["r2_range"],
+                "mean_last": last["mean_r2"],
+                "range_last": s_last["r2_range"],
+                "non_monotone_last": bool(s_last["non_monotone"]),
+                "distance_first": start,
+                "halfway_step": halfway.iloc[0] if len(halfway) else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -237,13 +294,19 @@ def corpus_summary(table: pd.DataFrame) -> pd.DataFrame:
         spread = wide.max(axis=1) - wide.min(axis=1)
         depth_range = float((wide.max() - wide.min()).mean())
         pairs = list(itertools.combinations(wide.columns, 2))
-        rows.append({
-            "model": model, "checkpoint": checkpoint, "corpora": wide.shape[1], "depth_range": depth_range,
-            "corpus_spread_mean": float(spread.mean()), "corpus_spread_max": float(spread.max()),
-            "spread_to_range": float(spread.mean() / depth_range) if depth_range > 0 else math.inf,
-            "distance_mean": float(np.mean([_rms(wide[a], wide[b]) for a, b in pairs])),
-            "spearman_min": float(pd.Series([wide[a].corr(wide[b], method="spearman") for a, b in pairs]).min()),
-        })
+        rows.append(
+            {
+                "model": model,
+                "checkpoint": checkpoint,
+                "corpora": wide.shape[1],
+                "depth_range": depth_range,
+                "corpus_spread_mean": float(spread.mean()),
+                "corpus_spread_max": float(spread.max()),
+                "spread_to_range": float(spread.mean() / depth_range) if depth_range > 0 else math.inf,
+                "distance_mean": float(np.mean([_rms(wide[a], wide[b]) for a, b in pairs])),
+                "spearman_min": float(pd.Series([wide[a].corr(wide[b], method="spearman") for a, b in pairs]).min()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -261,5 +324,10 @@ def training_losses(profile: str | Profile, model: str) -> pd.DataFrame:
     if profile.zoo is None:
         return pd.DataFrame(columns=["model", "step", "corpus", "loss"])
     record = zoo_record(profile.zoo, model, progress=False)
-    return pd.DataFrame([{"model": model, "step": c["step"], "corpus": corpus, "loss": loss}
-                         for c in record["checkpoints"] for corpus, loss in c["eval_loss"].items()])
+    return pd.DataFrame(
+        [
+            {"model": model, "step": c["step"], "corpus": corpus, "loss": loss}
+            for c in record["checkpoints"]
+            for corpus, loss in c["eval_loss"].items()
+        ]
+    )

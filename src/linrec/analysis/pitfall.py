@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from linrec.interventions.baseline import OPTIMIZERS, BaselineConfig, baseline_runs, curves, summary
-from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
-from linrec.report import paper
-from linrec.report.claims import Claim, claims_table
 from linrec.core.fit import DEFAULT_RCOND, fit_affine
 from linrec.core.sample import train_moments
+from linrec.errors import LinrecError
+from linrec.experiment.measurement import Measurement
+from linrec.interventions.baseline import OPTIMIZERS, BaselineConfig, baseline_runs, curves, summary
+from linrec.report import paper
+from linrec.report.claims import Claim, claims_table
 
 ROLES = ("best-conditioned", "worst-conditioned")
 
@@ -35,7 +35,9 @@ def representative_blocks(table: pd.DataFrame, column: str = "input_condition") 
     """
     missing = {"model", "block", column} - set(table.columns)
     if missing:
-        raise LinrecError(f"the table lacks columns {sorted(missing)}; pass Measurement.table() rows (model, block, {column})")
+        raise LinrecError(
+            f"the table lacks columns {sorted(missing)}; pass Measurement.table() rows (model, block, {column})"
+        )
     rows = []
     for model, group in table.groupby("model", sort=False):
         low, high = group.loc[group[column].idxmin()], group.loc[group[column].idxmax()]
@@ -44,13 +46,20 @@ def representative_blocks(table: pd.DataFrame, column: str = "input_condition") 
     return pd.DataFrame(rows)
 
 
-def pitfall_runs(measurements: Mapping[str, Measurement], chosen: pd.DataFrame, config: BaselineConfig,
-                 optimizers: Sequence[str] = OPTIMIZERS, whiten: Sequence[bool] = (False, True),
-                 rcond: float = DEFAULT_RCOND, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def pitfall_runs(
+    measurements: Mapping[str, Measurement],
+    chosen: pd.DataFrame,
+    config: BaselineConfig,
+    optimizers: Sequence[str] = OPTIMIZERS,
+    whiten: Sequence[bool] = (False, True),
+    rcond: float = DEFAULT_RCOND,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Baselines on the ``chosen`` blocks (:func:`representative_blocks`) of each model.
 
-    Returns (summary, curves): :func:`linrec.interventions.baseline.summary` and :func:`linrec.interventions.baseline.curves`
-    with the columns of ``chosen`` (model, role, condition number) joined on.
+    Returns (summary, curves): :func:`linrec.interventions.baseline.summary` and
+    :func:`linrec.interventions.baseline.curves` with the columns of ``chosen`` (model, role, condition number)
+    joined on.
     """
     unknown = sorted(set(chosen.model) - set(measurements))
     if unknown:
@@ -68,6 +77,7 @@ def pitfall_runs(measurements: Mapping[str, Measurement], chosen: pd.DataFrame, 
 def reach_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per block, one column per run ("adam, raw", "sgd, whitened", ...): "N steps, S s" when it came within
     the tolerance of the ceiling, else its status ("not within budget" or "diverged") and final gap to the ceiling."""
+
     def cell(r: pd.Series) -> str:
         if r.status != "reached":
             return f"{r.status} (gap {r.gap_final:.3g})"
@@ -81,8 +91,9 @@ def reach_table(runs: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def closed_form_time(measurements: Mapping[str, Measurement], chosen: pd.DataFrame, test_fold: int = 0,
-                     rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
+def closed_form_time(
+    measurements: Mapping[str, Measurement], chosen: pd.DataFrame, test_fold: int = 0, rcond: float = DEFAULT_RCOND
+) -> pd.DataFrame:
     """Wall time of the closed-form fit itself (merging the training folds' moments and solving),
     per chosen block: ``model, block, closed_form_s`` — the cost to set against the trained runs'."""
     rows = []
@@ -102,6 +113,7 @@ def pitfall_claims(runs: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
     * whitening, per optimiser: on the worst-conditioned blocks, the whitened runs' median final gap
       is smaller than the raw runs'.
     """
+
     def median_gap(frame: pd.DataFrame) -> float:
         return float(frame.gap_final.median()) if len(frame) else float("nan")
 
@@ -111,17 +123,26 @@ def pitfall_claims(runs: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
     worst, best = runs[runs.role == ROLES[1]], runs[runs.role == ROLES[0]]
     raw_worst, raw_best = worst[~worst.whitened], best[~best.whitened]
     gap_worst, gap_best = median_gap(raw_worst), median_gap(raw_best)
-    claims = [Claim.check("trained linear baselines", paper.TRAINED_BASELINES,
-                          f"raw inputs, median final gap {gap_worst:.3g} on worst-conditioned blocks vs {gap_best:.3g} on "
-                          f"best-conditioned; within {tolerance:g}: {reached(raw_worst)} vs {reached(raw_best)} of runs",
-                          gap_worst > tolerance and not gap_worst <= gap_best)]
+    claims = [
+        Claim.check(
+            "trained linear baselines",
+            paper.TRAINED_BASELINES,
+            f"raw inputs, median final gap {gap_worst:.3g} on worst-conditioned blocks vs {gap_best:.3g} on "
+            f"best-conditioned; within {tolerance:g}: {reached(raw_worst)} vs {reached(raw_best)} of runs",
+            gap_worst > tolerance and not gap_worst <= gap_best,
+        )
+    ]
     for optimizer, group in worst.groupby("optimizer", sort=False):
         raw, white = group[~group.whitened], group[group.whitened]
         if raw.empty or white.empty:
             continue
-        claims.append(Claim.check(f"whitening narrows the gap ({optimizer})",
-                                  "not reported (the paper recommends the closed form)",
-                                  f"worst-conditioned blocks, median final gap raw {median_gap(raw):.3g} → whitened "
-                                  f"{median_gap(white):.3g}; within {tolerance:g}: {reached(raw)} → {reached(white)} of runs",
-                                  median_gap(white) < median_gap(raw)))
+        claims.append(
+            Claim.check(
+                f"whitening narrows the gap ({optimizer})",
+                "not reported (the paper recommends the closed form)",
+                f"worst-conditioned blocks, median final gap raw {median_gap(raw):.3g} → whitened "
+                f"{median_gap(white):.3g}; within {tolerance:g}: {reached(raw)} → {reached(white)} of runs",
+                median_gap(white) < median_gap(raw),
+            )
+        )
     return claims_table(claims)

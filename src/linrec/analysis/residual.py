@@ -23,18 +23,24 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import torch
 
+from linrec.core.fit import DEFAULT_RCOND, BlockReport, recoverability
+from linrec.core.moments import merge_folds
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.core.moments import merge_folds
+from linrec.interventions.probes import ProbeConfig, gain_correlation, probe_table
 from linrec.report import paper
 from linrec.report.claims import Claim, claims_table
-from linrec.interventions.probes import ProbeConfig, gain_correlation, probe_table
 from linrec.stats import correlation
-from linrec.core.fit import DEFAULT_RCOND, BlockReport, recoverability
 
 
-def probe_sweep(measurements: Mapping[str, Measurement], config: ProbeConfig, blocks: Sequence[int] | None = None,
-                test_fold: int = 0, rcond: float = DEFAULT_RCOND, progress: bool = True) -> pd.DataFrame:
+def probe_sweep(
+    measurements: Mapping[str, Measurement],
+    config: ProbeConfig,
+    blocks: Sequence[int] | None = None,
+    test_fold: int = 0,
+    rcond: float = DEFAULT_RCOND,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Both probes on ``blocks`` (all by default) of every model: ``probe_table``'s columns plus
     ``model`` and ``nonlinearity`` (1 - R²_lin on the probes' test rows)."""
     tables = []
@@ -58,8 +64,12 @@ def gate_summary(table: pd.DataFrame, gate_init: float) -> dict[str, object]:
         raise LinrecError(f"gate_init must be positive to compare the gate with it; got {gate_init}")
     ratio = table["gate"] / gate_init
     rho = correlation(table["gate"], table["nonlinearity"], "spearman") if len(table) >= 4 else None
-    return {"blocks": len(table), "shrunk": float((ratio < 1).mean()), "median_ratio": float(ratio.median()),
-            "rho": rho}
+    return {
+        "blocks": len(table),
+        "shrunk": float((ratio < 1).mean()),
+        "median_ratio": float(ratio.median()),
+        "rho": rho,
+    }
 
 
 def _variance(m: Measurement, block: int) -> torch.Tensor:
@@ -67,8 +77,9 @@ def _variance(m: Measurement, block: int) -> torch.Tensor:
     return total.cyy.diagonal() / total.n
 
 
-def output_concentration(measurements: Mapping[str, Measurement], top: int = 4,
-                         rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
+def output_concentration(
+    measurements: Mapping[str, Measurement], top: int = 4, rcond: float = DEFAULT_RCOND
+) -> pd.DataFrame:
     """Per model and block: global and median per-feature R², effective rank of the outputs, and the
     ``top`` highest-variance output dims' share of the variance and R² against the rest's.
 
@@ -80,16 +91,27 @@ def output_concentration(measurements: Mapping[str, Measurement], top: int = 4,
     for model, m in measurements.items():
         for report in recoverability(m.moments, rcond):
             if not 1 <= top < report.d_out:
-                raise LinrecError(f"top must be between 1 and {report.d_out - 1} (the output width less one); got {top}")
+                raise LinrecError(
+                    f"top must be between 1 and {report.d_out - 1} (the output width less one); got {top}"
+                )
             dims = _dims(m, report)
             head, rest = dims.iloc[:top], dims.iloc[top:]
-            rows.append({
-                "model": model, "block": report.block, "r2_lin": report.r2_lin,
-                "r2_feature_median": report.r2_feature_median, "gap": report.r2_lin - report.r2_feature_median,
-                "effective_rank_out": report.effective_rank_out, "d_out": report.d_out, "top": top,
-                "top_share": float(head.share.sum()), "uniform_share": top / report.d_out,
-                "r2_top": _weighted(head), "r2_rest": _weighted(rest),
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "block": report.block,
+                    "r2_lin": report.r2_lin,
+                    "r2_feature_median": report.r2_feature_median,
+                    "gap": report.r2_lin - report.r2_feature_median,
+                    "effective_rank_out": report.effective_rank_out,
+                    "d_out": report.d_out,
+                    "top": top,
+                    "top_share": float(head.share.sum()),
+                    "uniform_share": top / report.d_out,
+                    "r2_top": _weighted(head),
+                    "r2_rest": _weighted(rest),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -99,8 +121,14 @@ def _weighted(dims: pd.DataFrame) -> float:
 
 def _dims(m: Measurement, report: BlockReport) -> pd.DataFrame:
     variance = _variance(m, report.block).cpu()
-    dims = pd.DataFrame({"dim": range(report.d_out), "variance": variance.numpy(),
-                         "share": (variance / variance.sum()).numpy(), "r2": report.r2_per_feature.numpy()})
+    dims = pd.DataFrame(
+        {
+            "dim": range(report.d_out),
+            "variance": variance.numpy(),
+            "share": (variance / variance.sum()).numpy(),
+            "r2": report.r2_per_feature.numpy(),
+        }
+    )
     dims = dims.sort_values(["variance", "dim"], ascending=[False, True], ignore_index=True)
     return dims.assign(rank=range(1, len(dims) + 1))
 
@@ -121,8 +149,15 @@ def widest_gap(concentration: pd.DataFrame) -> pd.Series:
     return concentration.loc[concentration.gap.abs().idxmax()]
 
 
-def bilinear_claims(sweep: pd.DataFrame, concentration: pd.DataFrame, gate_init: float, few: float = 0.05,
-                    near_linear: float = 0.95, low_rank: float = 1.5, gap: float = 0.05) -> pd.DataFrame:
+def bilinear_claims(
+    sweep: pd.DataFrame,
+    concentration: pd.DataFrame,
+    gate_init: float,
+    few: float = 0.05,
+    near_linear: float = 0.95,
+    low_rank: float = 1.5,
+    gap: float = 0.05,
+) -> pd.DataFrame:
     """The paper's claims about the residual, each against this run: ``claim, paper (reported),
     this run (measured), reproduced`` ("yes", "no", or "untestable" when the run has no case for it).
 
@@ -134,26 +169,47 @@ def bilinear_claims(sweep: pd.DataFrame, concentration: pd.DataFrame, gate_init:
       ``low_rank``) with the two within ``gap``.
     """
     gain = float(sweep.gain.median())
-    claims = [Claim.check("bilinear probe gain", paper.PROBE_GAIN,
-                          f"median {gain:+.4f} (max {sweep.gain.max():+.4f}) over {len(sweep)} blocks", gain <= few)]
+    claims = [
+        Claim.check(
+            "bilinear probe gain",
+            paper.PROBE_GAIN,
+            f"median {gain:+.4f} (max {sweep.gain.max():+.4f}) over {len(sweep)} blocks",
+            gain <= few,
+        )
+    ]
     if len(sweep) >= 4:
         r = gain_correlation(sweep)
         claims.append(Claim.check("Pearson r(gain, 1 − R²_lin)", paper.GAIN_CORRELATION, str(r), r.low <= 0 <= r.high))
     else:
-        claims.append(Claim.check("Pearson r(gain, 1 − R²_lin)", paper.GAIN_CORRELATION,
-                                  f"only {len(sweep)} blocks (a CI needs 4)", None))
+        claims.append(
+            Claim.check(
+                "Pearson r(gain, 1 − R²_lin)", paper.GAIN_CORRELATION, f"only {len(sweep)} blocks (a CI needs 4)", None
+            )
+        )
     gate = ("seeded-poly gate on near-linear blocks", "the gate de-recruits (shrinks) on near-linear targets")
     near = sweep[sweep.r2_lin >= near_linear]
     if len(near):
         shrunk = float((near.gate < gate_init).mean())
-        claims.append(Claim.check(*gate, f"|g| below its initial {gate_init:g} on {shrunk:.0%} of {len(near)} blocks "
-                                  f"with R²_lin ≥ {near_linear:g}", shrunk > 0.5))
+        claims.append(
+            Claim.check(
+                *gate,
+                f"|g| below its initial {gate_init:g} on {shrunk:.0%} of {len(near)} blocks "
+                f"with R²_lin ≥ {near_linear:g}",
+                shrunk > 0.5,
+            )
+        )
     else:
         claims.append(Claim.check(*gate, f"no block with R²_lin ≥ {near_linear:g}", None))
     narrow = concentration[(concentration.effective_rank_out <= low_rank) & (concentration.gap > gap)]
     broad = concentration[(concentration.effective_rank_out > low_rank) & (concentration.gap.abs() <= gap)]
-    claims.append(Claim.check("per-feature vs global R²", paper.FEATURE_VS_GLOBAL,
-                              f"{len(narrow)} low-rank blocks (eff. rank ≤ {low_rank:g}) with global − median > {gap:g}; "
-                              f"{len(broad)} broad blocks within {gap:g}; largest global − median "
-                              f"{concentration.gap.max():+.3f}", bool(len(narrow) and len(broad))))
+    claims.append(
+        Claim.check(
+            "per-feature vs global R²",
+            paper.FEATURE_VS_GLOBAL,
+            f"{len(narrow)} low-rank blocks (eff. rank ≤ {low_rank:g}) with global − median > {gap:g}; "
+            f"{len(broad)} broad blocks within {gap:g}; largest global − median "
+            f"{concentration.gap.max():+.3f}",
+            bool(len(narrow) and len(broad)),
+        )
+    )
     return claims_table(claims)

@@ -16,10 +16,10 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
-from linrec.errors import LinrecError
 from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments
 from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
+from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
 
 
 class RowSink(Protocol):
@@ -45,8 +45,10 @@ def _non_finite_advice(dtype: torch.dtype) -> str:
         return "A float16 model can overflow: load it in float32 or bfloat16 (--dtype float32)."
     if dtype == torch.bfloat16:
         return "A bfloat16 model can lose range: load it in float32 (--dtype float32)."
-    return (f"The model already computes in {str(dtype).removeprefix('torch.')}, so this is no low-precision overflow: "
-            "its weights hold NaN/Inf (check torch.isfinite on model.parameters()) or the checkpoint is damaged.")
+    return (
+        f"The model already computes in {str(dtype).removeprefix('torch.')}, so this is no low-precision overflow: "
+        "its weights hold NaN/Inf (check torch.isfinite on model.parameters()) or the checkpoint is damaged."
+    )
 
 
 def input_device(model: nn.Module) -> torch.device:
@@ -170,7 +172,8 @@ def _check_training_rows(batches: TokenBatches, width: int, folds: int, seed: in
             return
         found = f"the smallest has {smallest}"
     raise LinrecError(
-        f"{batches.n_rows} rows per block in {n_seq} sequences of {batches.seq_len} tokens are too few for width {width} "
+        f"{batches.n_rows} rows per block in {n_seq} sequences of {batches.seq_len} tokens are too few "
+        f"for width {width} "
         f"with {folds} folds: folds are whole sequences, and every training split (all folds but one) needs "
         f"width + 1 = {width + 1} rows; {found}. Use at least {need // batches.seq_len} sequences: max_rows={need} "
         f"(--max-rows {need}), or fewer folds."

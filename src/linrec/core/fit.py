@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from linrec.core.moments import BlockMoments, Moments, merge_folds
 from linrec.errors import LinrecError
 from linrec.stats import participation_ratio
-from linrec.core.moments import BlockMoments, Moments, merge_folds
 
 DEFAULT_RCOND = 1e-10
 """Relative eigenvalue cutoff on the input correlation matrix (float32 activations put an exact
@@ -110,12 +110,7 @@ def held_out(fit: AffineFit, test: Moments) -> HeldOut:
     """Squared errors of ``fit`` on the rows summarised by ``test``, without those rows."""
     w = fit.weight.to(test.cxx.device)
     delta = test.mean_y - (test.mean_x @ w + fit.bias.to(w.device))
-    sse = (
-        test.cyy.diagonal()
-        - 2 * (w * test.cxy).sum(0)
-        + ((test.cxx @ w) * w).sum(0)
-        + test.n * delta**2
-    )
+    sse = test.cyy.diagonal() - 2 * (w * test.cxy).sum(0) + ((test.cxx @ w) * w).sum(0) + test.n * delta**2
     return HeldOut(sse.clamp(min=0), test.cyy.diagonal().clone())
 
 
@@ -167,7 +162,9 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         raise LinrecError(f"k-fold recovery needs at least 2 folds; got {len(folds)}")
     empty = [f for f, m in enumerate(folds) if m.n == 0]
     if empty:
-        raise LinrecError(f"block {block}: folds {empty} received no rows; use more sequences (--max-rows) or fewer folds")
+        raise LinrecError(
+            f"block {block}: folds {empty} received no rows; use more sequences (--max-rows) or fewer folds"
+        )
     r2s, per_feature = [], []
     for f, test in enumerate(folds):
         fit = fit_affine(merge_folds([m for g, m in enumerate(folds) if g != f]), rcond)

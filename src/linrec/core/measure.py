@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import pandas as pd
 from torch import nn
 
-from linrec.models.arch import Spec
 from linrec.core.capture import capture_moments
 from linrec.core.fit import DEFAULT_RCOND, recoverability, report_table
 from linrec.data.tokens import TokenBatches
+from linrec.models.arch import Spec
 
 
 def measure(

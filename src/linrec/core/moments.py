@@ -44,7 +44,9 @@ class Moments:
     def from_rows(cls, x: torch.Tensor, y: torch.Tensor) -> Moments:
         """Moments of the rows of ``x`` (n, d_in) and ``y`` (n, d_out), computed in float64."""
         if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
-            raise LinrecError(f"expected x (n, d_in) and y (n, d_out) with equal n; got {tuple(x.shape)} and {tuple(y.shape)}")
+            raise LinrecError(
+                f"expected x (n, d_in) and y (n, d_out) with equal n; got {tuple(x.shape)} and {tuple(y.shape)}"
+            )
         x = x.detach().to(torch.float64)
         y = y.detach().to(torch.float64)
         n = x.shape[0]
@@ -65,7 +67,9 @@ class Moments:
     def __add__(self, other: Moments) -> Moments:
         """Moments of the union of both streams (Chan et al.'s pairwise merge)."""
         if (self.d_in, self.d_out) != (other.d_in, other.d_out):
-            raise LinrecError(f"cannot merge moments of widths {(self.d_in, self.d_out)} and {(other.d_in, other.d_out)}")
+            raise LinrecError(
+                f"cannot merge moments of widths {(self.d_in, self.d_out)} and {(other.d_in, other.d_out)}"
+            )
         if other.n == 0:
             return self
         if self.n == 0:

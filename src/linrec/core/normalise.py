@@ -60,7 +60,9 @@ def input_transform(
     if kind == "standardise":
         scale = cxx.diagonal().clamp(min=0).sqrt()
         constant = scale == 0
-        matrix = torch.diag(torch.where(constant, torch.zeros_like(scale), 1 / scale.clamp(min=torch.finfo(torch.float64).tiny)))
+        matrix = torch.diag(
+            torch.where(constant, torch.zeros_like(scale), 1 / scale.clamp(min=torch.finfo(torch.float64).tiny))
+        )
         null_dims = int(constant.sum())
     else:
         spec = input_spectrum(cxx, rcond)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from linrec.core.moments import Moments
 from linrec.core.fit import BlockReport, kfold
+from linrec.core.moments import Moments
 
 
 def recover_rows(x: torch.Tensor, y: torch.Tensor, folds: int = 5, block: int = 0) -> BlockReport:

@@ -22,12 +22,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from linrec.models.arch import Spec
 from linrec.core.capture import capture_moments
-from linrec.errors import LinrecError
-from linrec.core.moments import BlockMoments, Moments, merge_folds
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
+from linrec.core.moments import BlockMoments, Moments, merge_folds
 from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
+from linrec.models.arch import Spec
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 

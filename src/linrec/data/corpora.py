@@ -84,8 +84,14 @@ class Corpus:
 
     def summary(self) -> dict[str, object]:
         """What results should record about the corpus (everything but the text)."""
-        return {"corpus": self.name, "domain": self.domain, "sha256": self.sha256, "fit_chars": len(self.fit_text),
-                "eval_chars": len(self.eval_text), "source": self.source}
+        return {
+            "corpus": self.name,
+            "domain": self.domain,
+            "sha256": self.sha256,
+            "fit_chars": len(self.fit_text),
+            "eval_chars": len(self.eval_text),
+            "source": self.source,
+        }
 
 
 def in_eval_split(unit: str, every: int = 10) -> bool:
@@ -118,7 +124,11 @@ def _docstring_nodes(tree: ast.Module) -> list[tuple[ast.AST, ast.Expr]]:
     for node in ast.walk(tree):
         if isinstance(node, owners) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 found.append((node, first))
     return sorted(found, key=lambda pair: pair[1].lineno)
 
@@ -130,7 +140,7 @@ def _without_docstrings(source: str, docstrings: list[tuple[ast.AST, ast.Expr]])
     for owner, doc in docstrings:
         first, last = doc.lineno - 1, doc.end_lineno - 1
         before = lines[first][: doc.col_offset]
-        after = lines[last].encode("utf-8")[doc.end_col_offset:].decode("utf-8", "replace")
+        after = lines[last].encode("utf-8")[doc.end_col_offset :].decode("utf-8", "replace")
         if before.strip() or after.strip():
             continue  # shares a line with code: keep it
         for i in range(first, last + 1):
@@ -157,8 +167,14 @@ def _stdlib_texts() -> dict[str, tuple[str, str]]:
     return {d: ("\n\n".join(parts[d, False]), "\n\n".join(parts[d, True])) for d in ("prose", "code")}
 
 
-_DERIVED_NAMES = ("CJK UNIFIED IDEOGRAPH-", "CJK COMPATIBILITY IDEOGRAPH-", "TANGUT IDEOGRAPH-",
-                  "KHITAN SMALL SCRIPT CHARACTER-", "NUSHU CHARACTER-", "HANGUL SYLLABLE ")
+_DERIVED_NAMES = (
+    "CJK UNIFIED IDEOGRAPH-",
+    "CJK COMPATIBILITY IDEOGRAPH-",
+    "TANGUT IDEOGRAPH-",
+    "KHITAN SMALL SCRIPT CHARACTER-",
+    "NUSHU CHARACTER-",
+    "HANGUL SYLLABLE ",
+)
 
 
 def _code_point(text: str) -> str:
@@ -170,10 +186,16 @@ def _unicode_record(ch: str) -> str:
     decomposition | numeric value | upper-case | lower-case ('-' where there is none)."""
     numeric = unicodedata.numeric(ch, None)
     fields = [
-        _code_point(ch), unicodedata.name(ch), unicodedata.category(ch), unicodedata.bidirectional(ch) or "-",
-        unicodedata.east_asian_width(ch), str(unicodedata.combining(ch)), unicodedata.decomposition(ch) or "-",
+        _code_point(ch),
+        unicodedata.name(ch),
+        unicodedata.category(ch),
+        unicodedata.bidirectional(ch) or "-",
+        unicodedata.east_asian_width(ch),
+        str(unicodedata.combining(ch)),
+        unicodedata.decomposition(ch) or "-",
         "-" if numeric is None else f"{numeric:g}",
-        _code_point(ch.upper()) if ch.upper() != ch else "-", _code_point(ch.lower()) if ch.lower() != ch else "-",
+        _code_point(ch.upper()) if ch.upper() != ch else "-",
+        _code_point(ch.lower()) if ch.lower() != ch else "-",
     ]
     return " | ".join(fields)
 
@@ -192,15 +214,19 @@ def _unicode_texts() -> tuple[str, str]:
 def _stdlib_corpus(name: str, domain: str) -> Corpus:
     fit, held = _stdlib_texts()[domain]
     what = "docstrings" if domain == "prose" else "source code without docstrings"
-    source = (f"{what} of the standard library of Python {platform.python_version()} "
-              f"({sys.implementation.name}) at {sysconfig.get_path('stdlib')}; eval: about 1 module in 10")
+    source = (
+        f"{what} of the standard library of Python {platform.python_version()} "
+        f"({sys.implementation.name}) at {sysconfig.get_path('stdlib')}; eval: about 1 module in 10"
+    )
     return Corpus(name, domain, fit, held, source)
 
 
 def _unicode_corpus(name: str) -> Corpus:
     fit, held = _unicode_texts()
-    source = (f"records of named characters from unicodedata {unicodedata.unidata_version} "
-              f"(Python {platform.python_version()}); eval: about 1 block of 128 code points in 10")
+    source = (
+        f"records of named characters from unicodedata {unicodedata.unidata_version} "
+        f"(Python {platform.python_version()}); eval: about 1 block of 128 code points in 10"
+    )
     return Corpus(name, "records", fit, held, source)
 
 
@@ -232,16 +258,31 @@ class HubCorpus:
     max_eval_chars: int = 1_000_000
 
     def describe(self) -> str:
-        held = f"split '{self.eval_split}'" if self.eval_split else f"every {self.holdout_every}th row of '{self.fit_split}'"
-        return (f"hub dataset {self.path}" + (f" config {self.config}" if self.config else "")
-                + f", field '{self.field}'; fit: split '{self.fit_split}'; eval: {held}; "
-                f"capped at {self.max_fit_chars} / {self.max_eval_chars} characters")
+        held = (
+            f"split '{self.eval_split}'"
+            if self.eval_split
+            else f"every {self.holdout_every}th row of '{self.fit_split}'"
+        )
+        return (
+            f"hub dataset {self.path}"
+            + (f" config {self.config}" if self.config else "")
+            + f", field '{self.field}'; fit: split '{self.fit_split}'; eval: {held}; "
+            f"capped at {self.max_fit_chars} / {self.max_eval_chars} characters"
+        )
 
 
 PAPER_CORPORA: dict[str, HubCorpus] = {
     # The paper's corpus. Raw rows are lines that keep their newline, so they join with "".
-    "wikitext-2": HubCorpus("prose", "Salesforce/wikitext", "wikitext-2-raw-v1", "train", "test", joiner="",
-                            max_fit_chars=20_000_000, max_eval_chars=20_000_000),
+    "wikitext-2": HubCorpus(
+        "prose",
+        "Salesforce/wikitext",
+        "wikitext-2-raw-v1",
+        "train",
+        "test",
+        joiner="",
+        max_fit_chars=20_000_000,
+        max_eval_chars=20_000_000,
+    ),
     "codeparrot": HubCorpus("code", "codeparrot/codeparrot-clean-valid", None, "train", None, field="content"),
     "tinystories": HubCorpus("prose", "roneneldan/TinyStories", None, "train", "validation"),
 }
@@ -251,11 +292,15 @@ def _datasets_loader(path: str, config: str | None, split: str, streaming: bool 
     try:
         import datasets
     except ImportError as err:
-        raise LinrecError(f"hub corpora need the 'datasets' package: pip install 'linrec[paper]'. {OFFLINE_HINT}") from err
+        raise LinrecError(
+            f"hub corpora need the 'datasets' package: pip install 'linrec[paper]'. {OFFLINE_HINT}"
+        ) from err
     return datasets.load_dataset(path, config, split=split, streaming=streaming)
 
 
-def _take(rows: Iterable[Mapping], spec: HubCorpus, limits: tuple[int, int], single_split: bool) -> tuple[list[str], list[str]]:
+def _take(
+    rows: Iterable[Mapping], spec: HubCorpus, limits: tuple[int, int], single_split: bool
+) -> tuple[list[str], list[str]]:
     """Texts for (fit, eval) from ``rows``: all to fit, or every holdout_every-th to eval when ``single_split``."""
     out: tuple[list[str], list[str]] = ([], [])
     size = [0, 0]
@@ -280,13 +325,25 @@ def _hub_corpus(name: str, spec: HubCorpus, loader: Loader | None) -> Corpus:
         loader = _datasets_loader
     try:
         if spec.eval_split is None:
-            fit, held = _take(loader(spec.path, spec.config, split=spec.fit_split, streaming=True), spec,
-                              (spec.max_fit_chars, spec.max_eval_chars), single_split=True)
+            fit, held = _take(
+                loader(spec.path, spec.config, split=spec.fit_split, streaming=True),
+                spec,
+                (spec.max_fit_chars, spec.max_eval_chars),
+                single_split=True,
+            )
         else:
-            fit, _ = _take(loader(spec.path, spec.config, split=spec.fit_split, streaming=True), spec,
-                           (spec.max_fit_chars, 0), single_split=False)
-            held, _ = _take(loader(spec.path, spec.config, split=spec.eval_split, streaming=True), spec,
-                            (spec.max_eval_chars, 0), single_split=False)
+            fit, _ = _take(
+                loader(spec.path, spec.config, split=spec.fit_split, streaming=True),
+                spec,
+                (spec.max_fit_chars, 0),
+                single_split=False,
+            )
+            held, _ = _take(
+                loader(spec.path, spec.config, split=spec.eval_split, streaming=True),
+                spec,
+                (spec.max_eval_chars, 0),
+                single_split=False,
+            )
     except LinrecError:
         raise
     except Exception as err:  # datasets and the hub raise many types; the user needs one message
@@ -308,8 +365,15 @@ CORPUS_FORMAT = 1
 @functools.cache
 def _offline_corpus(name: str) -> Corpus:
     """Built once per Python version and cached on disk (building reads the whole standard library)."""
-    key = cache_key({"corpus": name, "format": CORPUS_FORMAT, "python": sys.version, "stdlib": sysconfig.get_path("stdlib"),
-                     "unicode": unicodedata.unidata_version})
+    key = cache_key(
+        {
+            "corpus": name,
+            "format": CORPUS_FORMAT,
+            "python": sys.version,
+            "stdlib": sysconfig.get_path("stdlib"),
+            "unicode": unicodedata.unidata_version,
+        }
+    )
     path = cache_dir() / "corpora" / f"{name}-{key}"
 
     def build(tmp: Path) -> None:

@@ -64,7 +64,9 @@ class TokenBatches:
         if k < 2:
             raise LinrecError(f"folds must be at least 2; got {k}")
         if self.n_sequences_total < k:
-            raise LinrecError(f"{self.n_sequences_total} sequences cannot fill {k} folds; give more text or fewer folds")
+            raise LinrecError(
+                f"{self.n_sequences_total} sequences cannot fill {k} folds; give more text or fewer folds"
+            )
         perm = torch.randperm(self.n_sequences_total, generator=torch.Generator().manual_seed(seed))
         fold = torch.empty(self.n_sequences_total, dtype=torch.long)
         fold[perm] = torch.arange(self.n_sequences_total) % k
@@ -78,7 +80,11 @@ class TokenBatches:
         """
         order = torch.sort(fold_of_sequence[self.seq_index], stable=True).indices
         return TokenBatches(
-            self.input_ids[order], self.attention_mask[order], self.batch_size, self.seq_index[order], self.n_sequences_total
+            self.input_ids[order],
+            self.attention_mask[order],
+            self.batch_size,
+            self.seq_index[order],
+            self.n_sequences_total,
         )
 
     def shard(self, rank: int, world: int) -> TokenBatches:
@@ -120,14 +126,21 @@ def make_batches(
     if seq_len < 1:
         raise LinrecError(f"seq_len must be positive; got {seq_len}")
     if max_rows is not None and max_rows < 1:
-        raise LinrecError(f"max_rows (token rows per block) must be positive, or None for all of the text; got {max_rows}")
+        raise LinrecError(
+            f"max_rows (token rows per block) must be positive, or None for all of the text; got {max_rows}"
+        )
     if max_context is not None and seq_len > max_context:
-        raise LinrecError(f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; use --seq-len {max_context} or less")
+        raise LinrecError(
+            f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; "
+            f"use --seq-len {max_context} or less"
+        )
     wanted = None if max_rows is None else math.ceil(max_rows / seq_len)
     ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * seq_len)
     if ids.numel() == 0 and text.strip():
-        raise LinrecError(f"the tokenizer turned {len(text):,} characters into no tokens: it is empty (a model saved "
-                          "without its tokenizer?). Save one with tokenizer.save_pretrained(directory).")
+        raise LinrecError(
+            f"the tokenizer turned {len(text):,} characters into no tokens: it is empty (a model saved "
+            "without its tokenizer?). Save one with tokenizer.save_pretrained(directory)."
+        )
     available = ids.numel() // seq_len
     wanted = available if wanted is None else wanted
     if wanted == 0 or available < wanted:

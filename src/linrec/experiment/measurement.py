@@ -21,12 +21,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from linrec.cache import build_entry, cache_dir, cache_key
-from linrec.core.moments import BlockMoments, load_moments, merge_folds, save_moments
-from linrec.experiment.profiles import Profile, get_profile
-from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine, recoverability, report_table
+from linrec.core.moments import BlockMoments, load_moments, merge_folds, save_moments
 from linrec.core.sample import Rows, capture_with_sample
 from linrec.data.corpora import Corpus
+from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.models.zoo import zoo_model_path
 
 FORMAT = 1
@@ -85,8 +85,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
-def measurement(profile: str | Profile, model: str, *, checkpoint: str = "final", corpus: str | None = None,
-                progress: bool = True, refresh: bool = False) -> Measurement:
+def measurement(
+    profile: str | Profile,
+    model: str,
+    *,
+    checkpoint: str = "final",
+    corpus: str | None = None,
+    progress: bool = True,
+    refresh: bool = False,
+) -> Measurement:
     """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the profile's main one by default).
 
     A damaged entry is reported and captured again; of two processes that want the same missing
@@ -95,9 +102,21 @@ def measurement(profile: str | Profile, model: str, *, checkpoint: str = "final"
     profile = get_profile(profile)
     text = profile_corpus(profile, corpus)
     weights = str(zoo_model_path(profile.zoo, model, checkpoint)) if profile.zoo is not None else None
-    key = cache_key({"format": FORMAT, "profile": repr(profile), "model": model, "checkpoint": checkpoint,
-                     "weights": weights, "corpus": text.sha256})  # a zoo path carries its training key
-    path = cache_dir() / "measurements" / f"{_slug(profile.name)}-{_slug(model)}-{_slug(checkpoint)}-{_slug(text.name)}-{key}"
+    key = cache_key(
+        {
+            "format": FORMAT,
+            "profile": repr(profile),
+            "model": model,
+            "checkpoint": checkpoint,
+            "weights": weights,
+            "corpus": text.sha256,
+        }
+    )  # a zoo path carries its training key
+    path = (
+        cache_dir()
+        / "measurements"
+        / f"{_slug(profile.name)}-{_slug(model)}-{_slug(checkpoint)}-{_slug(text.name)}-{key}"
+    )
     captured: list[Measurement] = []
 
     def capture(tmp: Path) -> None:
@@ -113,21 +132,34 @@ def _capture(profile: Profile, model: str, checkpoint: str, text: Corpus, progre
     start = time.perf_counter()
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
     batches = profile_batches(profile, tokenizer, text, model=net)
-    moments, sample = capture_with_sample(net, batches, profile.probe.sample_rows, folds=profile.folds,
-                                          seed=profile.seeds[0], progress=progress)
+    moments, sample = capture_with_sample(
+        net, batches, profile.probe.sample_rows, folds=profile.folds, seed=profile.seeds[0], progress=progress
+    )
     info = MeasurementInfo(
-        profile=profile.name, model=model, checkpoint=checkpoint, corpus=text.name, corpus_sha256=text.sha256,
-        rows=batches.n_rows, seq_len=profile.seq_len, folds=profile.folds, seed=profile.seeds[0],
-        sample_rows=profile.probe.sample_rows, dtype=str(next(net.parameters()).dtype),
-        device=str(next(net.parameters()).device), capture_s=time.perf_counter() - start, torch=torch.__version__,
+        profile=profile.name,
+        model=model,
+        checkpoint=checkpoint,
+        corpus=text.name,
+        corpus_sha256=text.sha256,
+        rows=batches.n_rows,
+        seq_len=profile.seq_len,
+        folds=profile.folds,
+        seed=profile.seeds[0],
+        sample_rows=profile.probe.sample_rows,
+        dtype=str(next(net.parameters()).dtype),
+        device=str(next(net.parameters()).device),
+        capture_s=time.perf_counter() - start,
+        torch=torch.__version__,
     )
     return Measurement(info, moments, {b: sample.rows(b) for b in sample.blocks})
 
 
 def _save(result: Measurement, directory: Path) -> None:
     save_moments(result.moments, directory / "moments.safetensors")
-    save_file({f"{b}.{k}": getattr(r, k).contiguous() for b, r in result.samples.items() for k in ("x", "y", "fold")},
-              str(directory / "samples.safetensors"))
+    save_file(
+        {f"{b}.{k}": getattr(r, k).contiguous() for b, r in result.samples.items() for k in ("x", "y", "fold")},
+        str(directory / "samples.safetensors"),
+    )
     (directory / "info.json").write_text(json.dumps(asdict(result.info), indent=1))
 
 

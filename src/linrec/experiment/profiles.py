@@ -33,10 +33,24 @@ from linrec.models.zoo import ZOOS, ZooSpec
 PYTHIA_REVISIONS: tuple[str, ...] = (
     ("step0",) + tuple(f"step{2**i}" for i in range(10)) + tuple(f"step{1000 * k}" for k in range(1, 144))
 )
-"""The 154 public checkpoints of every Pythia model: step0, step1, 2, 4, ..., 512, then every 1000 to step143000 (= main)."""
+"""The 154 public checkpoints of every Pythia model: step0, step1, 2, 4, ..., 512, then every 1000 to step143000
+(= main)."""
 
-PYTHIA_DYNAMICS = ("step0", "step1", "step8", "step64", "step512", "step1000", "step2000", "step4000", "step8000",
-                   "step16000", "step32000", "step64000", "step143000")
+PYTHIA_DYNAMICS = (
+    "step0",
+    "step1",
+    "step8",
+    "step64",
+    "step512",
+    "step1000",
+    "step2000",
+    "step4000",
+    "step8000",
+    "step16000",
+    "step32000",
+    "step64000",
+    "step143000",
+)
 """A roughly log-spaced subset of :data:`PYTHIA_REVISIONS` for the chapter on linearity over training."""
 
 
@@ -81,7 +95,9 @@ class Profile:
         if self.zoo is not None:
             unknown = [m for m in self.models if m not in self.zoo.names()]
             if unknown:
-                raise LinrecError(f"{where}: no zoo model {unknown}; the '{self.zoo.name}' zoo has {', '.join(self.zoo.names())}")
+                raise LinrecError(
+                    f"{where}: no zoo model {unknown}; the '{self.zoo.name}' zoo has {', '.join(self.zoo.names())}"
+                )
         valid = corpus_names()
         for c in [*self.corpora, self.eval_corpus]:
             if c not in valid:
@@ -92,30 +108,43 @@ class Profile:
             if not isinstance(getattr(self, attr), int) or getattr(self, attr) < 1:
                 raise LinrecError(f"{where}: {attr} must be a positive integer; got {getattr(self, attr)!r}")
         if not isinstance(self.folds, int) or self.folds < 2:
-            raise LinrecError(f"{where}: folds must be an integer of at least 2 (each fold is held out once); got {self.folds!r}")
+            raise LinrecError(
+                f"{where}: folds must be an integer of at least 2 (each fold is held out once); got {self.folds!r}"
+            )
         if not self.seeds or not all(isinstance(s, int) for s in self.seeds):
             raise LinrecError(f"{where}: seeds must be a non-empty list of integers; got {self.seeds!r}")
         for attr in ("rank", "sample_rows", "steps"):
             if not isinstance(getattr(self.probe, attr), int) or getattr(self.probe, attr) < 1:
-                raise LinrecError(f"{where}: probe.{attr} must be a positive integer; got {getattr(self.probe, attr)!r}")
+                raise LinrecError(
+                    f"{where}: probe.{attr} must be a positive integer; got {getattr(self.probe, attr)!r}"
+                )
         if not self.probe.lr > 0:
             raise LinrecError(f"{where}: probe.lr must be positive; got {self.probe.lr!r}")
         if self.device is not None and self.device.split(":")[0] not in ("cpu", "cuda", "mps"):
-            raise LinrecError(f"{where}: unknown device '{self.device}'; choose cpu, cuda, cuda:N, mps or None (automatic)")
+            raise LinrecError(
+                f"{where}: unknown device '{self.device}'; choose cpu, cuda, cuda:N, mps or None (automatic)"
+            )
         if self.dtype not in DTYPES:
             raise LinrecError(f"{where}: unknown dtype '{self.dtype}'; choose one of {', '.join(DTYPES)}")
         for model, _ in self.revisions:  # (training_checkpoints is a catalogue: models left out are ignored)
             if model not in self.models:
-                raise LinrecError(f"{where}: a revision is given for '{model}', which is not one of its models {list(self.models)}")
+                raise LinrecError(
+                    f"{where}: a revision is given for '{model}', which is not one of its models {list(self.models)}"
+                )
         if self.zoo is not None:
             context = min(self.zoo.entry(m).seq_len for m in self.models)
             if self.seq_len > context:
-                raise LinrecError(f"{where}: seq_len {self.seq_len} exceeds the zoo models' context of {context}; use {context} or less")
+                raise LinrecError(
+                    f"{where}: seq_len {self.seq_len} exceeds the zoo models' context of {context}; "
+                    f"use {context} or less"
+                )
             width = max(self.zoo.entry(m).width for m in self.models)
             needed = rows_needed(width, self.folds, self.seq_len)
             if self.rows_per_block < needed:
-                raise LinrecError(f"{where}: rows_per_block {self.rows_per_block} is too few for width {width} with "
-                                  f"{self.folds} folds of whole {self.seq_len}-token sequences; use at least {needed}")
+                raise LinrecError(
+                    f"{where}: rows_per_block {self.rows_per_block} is too few for width {width} with "
+                    f"{self.folds} folds of whole {self.seq_len}-token sequences; use at least {needed}"
+                )
         return self
 
     def check_model(self, model: str) -> None:

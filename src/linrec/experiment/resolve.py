@@ -20,11 +20,18 @@ from linrec.models.loading import load_model, max_context
 from linrec.models.zoo import ensure_zoo_model
 
 ModelLoader = Callable[..., tuple]
-"""``loader(name_or_path, revision=..., dtype=..., device=...)`` -> (model, tokenizer); :func:`linrec.load_model` by default."""
+"""``loader(name_or_path, revision=..., dtype=..., device=...)`` -> (model, tokenizer); :func:`linrec.load_model` by
+default."""
 
 
-def load_profile_model(profile: str | Profile, model: str, checkpoint: str = "final", *,
-                       loader: ModelLoader | None = None, progress: bool = True) -> tuple:
+def load_profile_model(
+    profile: str | Profile,
+    model: str,
+    checkpoint: str = "final",
+    *,
+    loader: ModelLoader | None = None,
+    progress: bool = True,
+) -> tuple:
     """(model, tokenizer) of one of the profile's models at ``checkpoint``, frozen in eval mode.
 
     Zoo models: ``checkpoint`` is ``"init"``, ``"final"`` or ``"step<N>"`` (see
@@ -44,14 +51,17 @@ def load_profile_model(profile: str | Profile, model: str, checkpoint: str = "fi
         available = profile.checkpoints(model)
         name = available[0] if checkpoint == "init" else checkpoint
         if name not in available or name == "final":
-            raise LinrecError(f"profile '{profile.name}' lists no checkpoint '{checkpoint}' of '{model}'; choose final"
-                              + (f", init or one of {', '.join(available)}" if available != ("final",) else ""))
+            raise LinrecError(
+                f"profile '{profile.name}' lists no checkpoint '{checkpoint}' of '{model}'; choose final"
+                + (f", init or one of {', '.join(available)}" if available != ("final",) else "")
+            )
         revision = name
     return loader(model, revision=revision, dtype=profile.dtype, device=profile.device)
 
 
 def profile_corpus(profile: str | Profile, name: str | None = None, *, loader: Loader | None = None) -> Corpus:
-    """One of the profile's corpora (its main one by default); ``loader`` as in :func:`linrec.data.corpora.load_corpus`."""
+    """One of the profile's corpora (its main one by default); ``loader`` as in
+    :func:`linrec.data.corpora.load_corpus`."""
     profile = get_profile(profile)
     name = name or profile.corpora[0]
     allowed = dict.fromkeys([*profile.corpora, profile.eval_corpus])
@@ -60,17 +70,26 @@ def profile_corpus(profile: str | Profile, name: str | None = None, *, loader: L
     return load_corpus(name, loader=loader)
 
 
-def profile_batches(profile: str | Profile, tokenizer, corpus: Corpus, *, split: str = "fit",
-                    max_rows: int | None = None, model=None) -> TokenBatches:
+def profile_batches(
+    profile: str | Profile, tokenizer, corpus: Corpus, *, split: str = "fit", max_rows: int | None = None, model=None
+) -> TokenBatches:
     """Token batches of ``corpus`` at the profile's sizes: ``rows_per_block`` rows of the fit text, or
     ``eval_tokens`` of the eval text (``max_rows`` overrides); ``model`` bounds seq_len by its context."""
     profile = get_profile(profile)
     rows = max_rows or (profile.rows_per_block if split == "fit" else profile.eval_tokens)
-    return make_batches(tokenizer, corpus.text(split), seq_len=profile.seq_len, max_rows=rows,
-                        batch_size=profile.batch_size, max_context=None if model is None else max_context(model))
+    return make_batches(
+        tokenizer,
+        corpus.text(split),
+        seq_len=profile.seq_len,
+        max_rows=rows,
+        batch_size=profile.batch_size,
+        max_context=None if model is None else max_context(model),
+    )
 
 
-def probe_config(settings: ProbeSettings, seed: int = 0, rank: int | None = None, steps: int | None = None) -> ProbeConfig:
+def probe_config(
+    settings: ProbeSettings, seed: int = 0, rank: int | None = None, steps: int | None = None
+) -> ProbeConfig:
     """A :class:`ProbeConfig` with a profile's rank and step budget (``profile.probe``; ``rank`` and
     ``steps`` override them).
 

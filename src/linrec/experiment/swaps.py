@@ -28,8 +28,13 @@ LABELS = ("model", "checkpoint", "corpus")
 """The measurement's labels that lead each row of :func:`affine_swaps` (those of the fitted rows)."""
 
 
-def eval_batches(profile: str | Profile, tokenizer, model: nn.Module | None = None, tokens: int | None = None,
-                 corpus: str | None = None) -> TokenBatches:
+def eval_batches(
+    profile: str | Profile,
+    tokenizer,
+    model: nn.Module | None = None,
+    tokens: int | None = None,
+    corpus: str | None = None,
+) -> TokenBatches:
     """``tokens`` (default: the profile's ``eval_tokens``) of the eval split of ``corpus`` (default: the
     profile's ``eval_corpus``), a split never used for fitting; ``model`` bounds the sequence length."""
     profile = get_profile(profile)
@@ -37,8 +42,13 @@ def eval_batches(profile: str | Profile, tokenizer, model: nn.Module | None = No
     return profile_batches(profile, tokenizer, text, split="eval", max_rows=tokens, model=model)
 
 
-def affine_swaps(profile: str | Profile, measurements: Iterable[Measurement], corpus: str | None = None,
-                 max_tokens: int | None = None, progress: bool = True) -> pd.DataFrame:
+def affine_swaps(
+    profile: str | Profile,
+    measurements: Iterable[Measurement],
+    corpus: str | None = None,
+    max_tokens: int | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """ΔPPL of each block of each measured model swapped alone for its closed-form affine map.
 
     Each measurement's model is loaded at its checkpoint, its affine maps are fitted on all its

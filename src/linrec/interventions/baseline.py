@@ -38,13 +38,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.core.normalise import input_transform
-from linrec.errors import LinrecError
-from linrec.core.moments import BlockMoments, Moments
 from linrec.core.fit import DEFAULT_RCOND, fit_affine
+from linrec.core.moments import BlockMoments, Moments
+from linrec.core.normalise import input_transform
 from linrec.core.sample import Rows, Samples, minibatches, sample_rows, train_moments
+from linrec.errors import LinrecError
 from linrec.stats import r2
-
 
 OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("cosine", "constant")
@@ -139,7 +138,9 @@ def train_linear(
 
     log = [{"step": 0, "seconds": 0.0, "r2": score()}]
     seconds, diverged = 0.0, False
-    for step, idx in zip(range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False):
+    for step, idx in zip(
+        range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False
+    ):
         start = time.perf_counter()
         loss = F.mse_loss(model(x_train[idx]), train.y[idx])
         opt.zero_grad()
@@ -157,8 +158,14 @@ def train_linear(
     near = frame[frame.r2 >= ceiling - config.tolerance]
     first = near.iloc[0] if len(near) else None
     return BaselineRun(
-        block, optimizer, whiten, ceiling, frame,
-        None if first is None else int(first.step), None if first is None else float(first.seconds), diverged,
+        block,
+        optimizer,
+        whiten,
+        ceiling,
+        frame,
+        None if first is None else int(first.step),
+        None if first is None else float(first.seconds),
+        diverged,
     )
 
 
@@ -185,16 +192,32 @@ def baseline_runs(
 def summary(runs: Sequence[BaselineRun]) -> pd.DataFrame:
     """One row per run: ``block, optimizer, whitened, ceiling, r2_final, gap_final`` (ceiling - final R²),
     ``steps_to_ceiling, seconds_to_ceiling`` (None when not reached) and ``status``."""
-    return pd.DataFrame([{
-        "block": run.block, "optimizer": run.optimizer, "whitened": run.whitened, "ceiling": run.ceiling,
-        "r2_final": float(run.log.r2.iloc[-1]), "gap_final": run.ceiling - float(run.log.r2.iloc[-1]),
-        "steps_to_ceiling": run.steps_to_ceiling, "seconds_to_ceiling": run.seconds_to_ceiling, "status": run.status,
-    } for run in runs])
+    return pd.DataFrame(
+        [
+            {
+                "block": run.block,
+                "optimizer": run.optimizer,
+                "whitened": run.whitened,
+                "ceiling": run.ceiling,
+                "r2_final": float(run.log.r2.iloc[-1]),
+                "gap_final": run.ceiling - float(run.log.r2.iloc[-1]),
+                "steps_to_ceiling": run.steps_to_ceiling,
+                "seconds_to_ceiling": run.seconds_to_ceiling,
+                "status": run.status,
+            }
+            for run in runs
+        ]
+    )
 
 
 def curves(runs: Sequence[BaselineRun]) -> pd.DataFrame:
     """All learning curves in one long table: ``block, optimizer, whitened, step, seconds, r2, gap``."""
-    return pd.concat([
-        run.log.assign(block=run.block, optimizer=run.optimizer, whitened=run.whitened, gap=run.ceiling - run.log.r2)
-        for run in runs
-    ], ignore_index=True)
+    return pd.concat(
+        [
+            run.log.assign(
+                block=run.block, optimizer=run.optimizer, whitened=run.whitened, gap=run.ceiling - run.log.r2
+            )
+            for run in runs
+        ],
+        ignore_index=True,
+    )

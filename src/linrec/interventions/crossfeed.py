@@ -24,7 +24,8 @@ others get identity covariance. The result is rotated back to the input basis
 = V Λ Vᵀ over its non-null eigenvalues), so it can be fed to the FFN; its covariance is
 ``variance`` times the projector onto the non-null directions.
 
-Rows come from a row sample (a :class:`~linrec.core.sample.RowSample` or a mapping block -> Rows), so these R² are on the sampled rows.
+Rows come from a row sample (a :class:`~linrec.core.sample.RowSample` or a mapping block -> Rows), so these R² are
+on the sampled rows.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.errors import LinrecError
-from linrec.core.normalise import input_transform
-from linrec.core.moments import Moments
 from linrec.core.fit import DEFAULT_RCOND, BlockReport, kfold
+from linrec.core.moments import Moments
+from linrec.core.normalise import input_transform
 from linrec.core.sample import Rows, Samples, sample_rows
-from linrec.models.arch import Spec
+from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site
+from linrec.models.arch import Spec
 
 
 def _module_dtype(module: nn.Module) -> tuple[torch.device, torch.dtype]:
@@ -63,7 +64,8 @@ def feed(ffn: nn.Module, x: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
                 y = ffn(part[None])  # a (1, n, d) "batch", as the model calls it
             except RuntimeError as err:
                 raise LinrecError(
-                    f"the FFN cannot take rows of width {x.shape[1]} ({err}); cross-feeding needs models of the same width"
+                    f"the FFN cannot take rows of width {x.shape[1]} ({err}); "
+                    f"cross-feeding needs models of the same width"
                 ) from err
             y = y[0] if isinstance(y, tuple) else y
             outs.append(y[0].to("cpu", torch.float32))
@@ -79,9 +81,14 @@ def crossfeed(rows: Rows, ffn: nn.Module, folds: int, block: int = 0, rcond: flo
     return _recover(block, rows, feed(ffn, rows.x), folds, rcond)
 
 
-def crossfeed_grid(samples: Mapping[str, Mapping[int, Rows]], models: Mapping[str, nn.Module], folds: int,
-                   blocks: Sequence[int] | None = None, rcond: float = DEFAULT_RCOND,
-                   progress: bool = False) -> pd.DataFrame:
+def crossfeed_grid(
+    samples: Mapping[str, Mapping[int, Rows]],
+    models: Mapping[str, nn.Module],
+    folds: int,
+    blocks: Sequence[int] | None = None,
+    rcond: float = DEFAULT_RCOND,
+    progress: bool = False,
+) -> pd.DataFrame:
     """k-fold R²_lin of every block's FFN on every block's captured inputs (every model of ``samples``).
 
     ``samples[m]`` are model m's sampled rows per block (``Measurement.samples``) and ``models[m]``
@@ -101,8 +108,16 @@ def crossfeed_grid(samples: Mapping[str, Mapping[int, Rows]], models: Mapping[st
     rows = []
     for (ma, i), (mb, j) in tqdm(cells, desc="cross-feeding", disable=not progress):
         report = crossfeed(samples[ma][i], ffn_site(models[mb], j)[2], folds, j, rcond)
-        rows.append({"input_model": ma, "input_block": i, "weight_model": mb, "weight_block": j,
-                     "r2_lin": report.r2_lin, "r2_lin_std": report.r2_lin_std})
+        rows.append(
+            {
+                "input_model": ma,
+                "input_block": i,
+                "weight_model": mb,
+                "weight_block": j,
+                "r2_lin": report.r2_lin,
+                "r2_lin_std": report.r2_lin_std,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -127,8 +142,14 @@ def normalised_table(
         z = transform(rows.x).to(torch.float32)
         normed = _recover(b, Rows(z, rows.y, rows.fold), feed(ffn_site(model, b, spec)[2], z), folds, rcond)
         own = kfold(b, rows.fold_moments(folds), rcond)
-        out.append({
-            "block": b, "r2_lin": own.r2_lin, "r2_lin_norm": normed.r2_lin, "r2_lin_norm_std": normed.r2_lin_std,
-            "normalisation": kind, "null_dims": transform.null_dims,
-        })
+        out.append(
+            {
+                "block": b,
+                "r2_lin": own.r2_lin,
+                "r2_lin_norm": normed.r2_lin,
+                "r2_lin_norm_std": normed.r2_lin_std,
+                "normalisation": kind,
+                "null_dims": transform.null_dims,
+            }
+        )
     return pd.DataFrame(out)

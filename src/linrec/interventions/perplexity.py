@@ -25,18 +25,20 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.models.arch import Spec, ffn_blocks
 from linrec.core.capture import input_device
-from linrec.errors import LinrecError
-from linrec.stats import Correlation, correlation
-from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
 from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
+from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
+from linrec.models.arch import Spec, ffn_blocks
+from linrec.stats import Correlation, correlation
 
 
 def perplexity(model: nn.Module, batches: TokenBatches, progress: bool = False) -> float:
     """exp(mean next-token NLL) of ``model`` over ``batches`` (held-out text)."""
     if model.training:
-        raise LinrecError("the model is in training mode (dropout would make perplexity random); call model.eval() first")
+        raise LinrecError(
+            "the model is in training mode (dropout would make perplexity random); call model.eval() first"
+        )
     device = input_device(model)
     total, count = 0.0, 0
     with torch.no_grad():
@@ -105,16 +107,35 @@ def compression_frontier(
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
     base = perplexity(model, eval_batches) if base is None else base
-    rows = [{"step": 0, "block": None, "r2_lin": None, "params_saved": 0, "ffn_saved_fraction": 0.0,
-             "model_saved_fraction": 0.0, "ppl": base, "delta_ppl": 0.0}]
+    rows = [
+        {
+            "step": 0,
+            "block": None,
+            "r2_lin": None,
+            "params_saved": 0,
+            "ffn_saved_fraction": 0.0,
+            "model_saved_fraction": 0.0,
+            "ppl": base,
+            "delta_ppl": 0.0,
+        }
+    ]
     saved = 0
     for step, b in enumerate(tqdm(order, desc="frontier", disable=not progress), start=1):
         saved += n_stored(ffn_site(model, b, spec)[2]) - n_stored(replacements[b])
         with swapped(model, {c: replacements[c] for c in order[:step]}, spec):
             ppl = perplexity(model, eval_batches)
-        rows.append({"step": step, "block": b, "r2_lin": r2_lin[b], "params_saved": saved,
-                     "ffn_saved_fraction": saved / ffn_total, "model_saved_fraction": saved / model_total,
-                     "ppl": ppl, "delta_ppl": ppl - base})
+        rows.append(
+            {
+                "step": step,
+                "block": b,
+                "r2_lin": r2_lin[b],
+                "params_saved": saved,
+                "ffn_saved_fraction": saved / ffn_total,
+                "model_saved_fraction": saved / model_total,
+                "ppl": ppl,
+                "delta_ppl": ppl - base,
+            }
+        )
     return pd.DataFrame(rows).astype({"block": "Int64"})
 
 

@@ -54,16 +54,13 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.errors import LinrecError
-from linrec.stats import Correlation, correlation
-from linrec.core.moments import BlockMoments, Moments
 from linrec.core.fit import DEFAULT_RCOND, AffineFit
+from linrec.core.moments import BlockMoments, Moments
 from linrec.core.sample import Rows, Samples, closed_form, minibatches, sample_rows
-from linrec.stats import r2
-
+from linrec.errors import LinrecError
+from linrec.stats import Correlation, correlation, r2
 
 GATES = ("scalar", "output")
-
 
 
 class PolyProbe(nn.Module):
@@ -176,7 +173,9 @@ def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, t
 
     best, best_step, best_state, since = val_loss(), 0, copy.deepcopy(probe.state_dict()), 0
     step = 0
-    for step, idx in zip(range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False):
+    for step, idx in zip(
+        range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False
+    ):
         loss = loss_of(train.select(idx))
         opt.zero_grad()
         loss.backward()
@@ -194,8 +193,15 @@ def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, t
     return step, best_step
 
 
-def _probe(block: int, rows: Rows, folds: list[Moments] | None, test_fold: int, config: ProbeConfig,
-           train_linear: bool, rcond: float) -> ProbeResult:
+def _probe(
+    block: int,
+    rows: Rows,
+    folds: list[Moments] | None,
+    test_fold: int,
+    config: ProbeConfig,
+    train_linear: bool,
+    rcond: float,
+) -> ProbeResult:
     train, test = rows.split(test_fold)
     fit = closed_form(train, folds, test_fold, rcond)
     fit_rows, val = train.holdout(config.val_fraction, config.seed)
@@ -203,12 +209,28 @@ def _probe(block: int, rows: Rows, folds: list[Moments] | None, test_fold: int, 
     steps, best_step = train_probe(probe, fit_rows, val, config, train_linear)
     with torch.no_grad():
         r2_poly = r2(test.y, probe(test.x))
-    return ProbeResult(block, r2(test.y, fit(test.x)), r2_poly, probe.gate_value, steps, best_step,
-                       len(fit_rows), len(val), len(test), probe)
+    return ProbeResult(
+        block,
+        r2(test.y, fit(test.x)),
+        r2_poly,
+        probe.gate_value,
+        steps,
+        best_step,
+        len(fit_rows),
+        len(val),
+        len(test),
+        probe,
+    )
 
 
-def bilinear_probe(rows: Rows, folds: list[Moments] | None = None, test_fold: int = 0, config: ProbeConfig = ProbeConfig(),
-                   block: int = 0, rcond: float = DEFAULT_RCOND) -> ProbeResult:
+def bilinear_probe(
+    rows: Rows,
+    folds: list[Moments] | None = None,
+    test_fold: int = 0,
+    config: ProbeConfig = ProbeConfig(),
+    block: int = 0,
+    rcond: float = DEFAULT_RCOND,
+) -> ProbeResult:
     """The rank-r bilinear probe of the closed-form residual (linear part frozen).
 
     ``folds``: the block's captured per-fold moments for the closed form (else the sampled
@@ -217,15 +239,27 @@ def bilinear_probe(rows: Rows, folds: list[Moments] | None = None, test_fold: in
     return _probe(block, rows, folds, test_fold, config, False, rcond)
 
 
-def seeded_poly(rows: Rows, folds: list[Moments] | None = None, test_fold: int = 0, config: ProbeConfig = ProbeConfig(),
-                block: int = 0, rcond: float = DEFAULT_RCOND) -> ProbeResult:
+def seeded_poly(
+    rows: Rows,
+    folds: list[Moments] | None = None,
+    test_fold: int = 0,
+    config: ProbeConfig = ProbeConfig(),
+    block: int = 0,
+    rcond: float = DEFAULT_RCOND,
+) -> ProbeResult:
     """Seeded-poly: linear part from the closed form, trained jointly with the gated bilinear term."""
     return _probe(block, rows, folds, test_fold, config, True, rcond)
 
 
-def probe_table(sample: Samples, moments: BlockMoments | None = None, blocks: Sequence[int] | None = None,
-                test_fold: int = 0, config: ProbeConfig = ProbeConfig(), rcond: float = DEFAULT_RCOND,
-                progress: bool = True) -> pd.DataFrame:
+def probe_table(
+    sample: Samples,
+    moments: BlockMoments | None = None,
+    blocks: Sequence[int] | None = None,
+    test_fold: int = 0,
+    config: ProbeConfig = ProbeConfig(),
+    rcond: float = DEFAULT_RCOND,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Per block: both probes on the sampled rows, one row each.
 
     Columns: ``block, r2_lin`` (closed form on the test rows), ``r2_poly, gain`` (the probe),
@@ -237,11 +271,20 @@ def probe_table(sample: Samples, moments: BlockMoments | None = None, blocks: Se
         folds = None if moments is None else moments[b]
         plain = bilinear_probe(rows, folds, test_fold, config, b, rcond)
         seeded = seeded_poly(rows, folds, test_fold, config, b, rcond)
-        out.append({
-            "block": b, "r2_lin": plain.r2_lin, "r2_poly": plain.r2_poly, "gain": plain.gain,
-            "r2_seeded": seeded.r2_poly, "gain_seeded": seeded.gain, "gate": seeded.gate,
-            "n_train": plain.n_train, "n_val": plain.n_val, "n_test": plain.n_test,
-        })
+        out.append(
+            {
+                "block": b,
+                "r2_lin": plain.r2_lin,
+                "r2_poly": plain.r2_poly,
+                "gain": plain.gain,
+                "r2_seeded": seeded.r2_poly,
+                "gain_seeded": seeded.gain,
+                "gate": seeded.gate,
+                "n_train": plain.n_train,
+                "n_val": plain.n_val,
+                "n_test": plain.n_test,
+            }
+        )
     return pd.DataFrame(out)
 
 

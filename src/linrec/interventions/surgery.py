@@ -38,10 +38,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from linrec.models.arch import Spec, ffn_blocks, select_blocks
-from linrec.errors import LinrecError
-from linrec.core.moments import BlockMoments, Moments, merge_folds
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
+from linrec.core.moments import BlockMoments, Moments, merge_folds
+from linrec.errors import LinrecError
+from linrec.models.arch import Spec, ffn_blocks, select_blocks
 
 FROM_MOMENTS = ("affine", "lowrank", "mean", "zero")
 """Replacements :func:`fit_replacements` builds from moments alone (a poly needs rows: see probes)."""
@@ -71,7 +71,9 @@ class AffineFFN(nn.Module):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
-        self.weight = nn.Parameter(weight.detach().T.to(dtype).contiguous(), requires_grad=False)  # (d_out, d_in), as nn.Linear
+        self.weight = nn.Parameter(
+            weight.detach().T.to(dtype).contiguous(), requires_grad=False
+        )  # (d_out, d_in), as nn.Linear
         self.bias = nn.Parameter(bias.detach().to(dtype).clone(), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,7 +83,9 @@ class AffineFFN(nn.Module):
 class LowRankFFN(nn.Module):
     """ŷ = (x D) E + b with D (d_in, k) and E (k, d_out)."""
 
-    def __init__(self, down: torch.Tensor, up: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, down: torch.Tensor, up: torch.Tensor, bias: torch.Tensor, dtype: torch.dtype = torch.float32
+    ) -> None:
         super().__init__()
         self.down = nn.Parameter(down.detach().T.to(dtype).contiguous(), requires_grad=False)
         self.up = nn.Parameter(up.detach().T.to(dtype).contiguous(), requires_grad=False)
@@ -153,7 +157,8 @@ def fit_replacements(
     """
     if kind not in FROM_MOMENTS:
         raise LinrecError(
-            f"unknown replacement kind '{kind}'; choose one of {', '.join(FROM_MOMENTS)} (a poly comes from probes.seeded_poly)"
+            f"unknown replacement kind '{kind}'; choose one of {', '.join(FROM_MOMENTS)} "
+            f"(a poly comes from probes.seeded_poly)"
         )
     if (kind == "lowrank") != (rank is not None):
         raise LinrecError("give rank=k for kind 'lowrank', and only for it")
@@ -184,14 +189,16 @@ def param_table(model: nn.Module, replacements: Mapping[int, nn.Module], spec: S
     for b in sorted(replacements):
         original = n_stored(ffn_site(model, b, spec)[2])
         params = n_stored(replacements[b])
-        rows.append({
-            "block": b,
-            "replacement": type(replacements[b]).__name__,
-            "params": params,
-            "original_params": original,
-            "ratio": original / params if params else float("inf"),
-            "saved": original - params,
-        })
+        rows.append(
+            {
+                "block": b,
+                "replacement": type(replacements[b]).__name__,
+                "params": params,
+                "original_params": original,
+                "ratio": original / params if params else float("inf"),
+                "saved": original - params,
+            }
+        )
     return pd.DataFrame(rows, columns=["block", "replacement", "params", "original_params", "ratio", "saved"])
 
 

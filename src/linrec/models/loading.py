@@ -13,12 +13,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from linrec.models.arch import CAUSAL, check_supported
 from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable
+from linrec.models.arch import CAUSAL, check_supported
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 
 
 def _mps_available() -> bool:
@@ -51,8 +57,10 @@ def pick_device(device: str | None = None) -> torch.device:
     except RuntimeError:
         chosen = None
     if chosen is None or not _is_available(chosen):
-        raise LinrecError(f"device '{device}' is not available on this machine; available: {', '.join(available_devices())}. "
-                          "Leave the device out to use the first of them.")
+        raise LinrecError(
+            f"device '{device}' is not available on this machine; available: {', '.join(available_devices())}. "
+            "Leave the device out to use the first of them."
+        )
     return chosen
 
 
@@ -78,27 +86,35 @@ def _local_dir(name_or_path: str) -> Path | None:
         raise LinrecError(f"'{name_or_path}' is a file; give the model's directory (the one holding config.json)")
     parts = Path(name_or_path).parts
     if name_or_path.startswith(("./", "../", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and path.parent.is_dir()):
-        raise LinrecError(f"no such directory: '{name_or_path}'. Give a directory saved with save_pretrained "
-                          "(holding config.json), or a hub id like openai-community/gpt2.")
+        raise LinrecError(
+            f"no such directory: '{name_or_path}'. Give a directory saved with save_pretrained "
+            "(holding config.json), or a hub id like openai-community/gpt2."
+        )
     return None
 
 
 def _check_tokenizer(tokenizer, name_or_path: str) -> None:
     """An empty tokenizer (what transformers builds for a directory without tokenizer files) is an error here."""
     if not tokenizer("The quick brown fox.", add_special_tokens=False)["input_ids"]:
-        raise LinrecError(f"'{name_or_path}' has no usable tokenizer (it turns text into no tokens). Save the tokenizer "
-                          "beside the model with tokenizer.save_pretrained(directory) (tokenizer.json, or vocab.json + merges.txt).")
+        raise LinrecError(
+            f"'{name_or_path}' has no usable tokenizer (it turns text into no tokens). Save the tokenizer "
+            "beside the model with tokenizer.save_pretrained(directory) (tokenizer.json, or vocab.json + merges.txt)."
+        )
 
 
 def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> LinrecError:
     """What went wrong with the weights, naming the file and what to do."""
     if local is None:
-        return LinrecError(f"could not load the weights of '{name_or_path}': {err}. The downloaded files may be incomplete: "
-                           "delete the model's folder in the Hugging Face cache (~/.cache/huggingface/hub) and load it again.")
+        return LinrecError(
+            f"could not load the weights of '{name_or_path}': {err}. The downloaded files may be incomplete: "
+            "delete the model's folder in the Hugging Face cache (~/.cache/huggingface/hub) and load it again."
+        )
     files = sorted([*local.glob("*.safetensors"), *local.glob("*.bin")])
     if not files:
-        return LinrecError(f"'{local}' has a config but no weights (model.safetensors or pytorch_model.bin): "
-                           "save the model there with model.save_pretrained(directory).")
+        return LinrecError(
+            f"'{local}' has a config but no weights (model.safetensors or pytorch_model.bin): "
+            "save the model there with model.save_pretrained(directory)."
+        )
     from safetensors import SafetensorError, safe_open
 
     for file in (f for f in files if f.suffix == ".safetensors"):
@@ -142,7 +158,11 @@ def load_model(
         config = AutoConfig.from_pretrained(source, **common)
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
     except (OSError, ValueError) as err:
-        where = "a local directory" if local else ("the hub (unreachable or offline), nor in the local cache" if local_only else "the hub")
+        where = (
+            "a local directory"
+            if local
+            else ("the hub (unreachable or offline), nor in the local cache" if local_only else "the hub")
+        )
         raise LinrecError(f"could not load '{name_or_path}' from {where}: {err}\n{OFFLINE_HINT}") from err
     if supported_only:
         check_supported(config.model_type)

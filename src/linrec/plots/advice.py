@@ -20,10 +20,20 @@ def candidates_figure(candidates: pd.DataFrame, min_r2: float, max_std: float, m
     """
     require(candidates, ["block", "r2_lin", "candidate"], "the candidates figure")
     fig, ax = plt.subplots(figsize=(8, 4))
-    sns.barplot(data=candidates.sort_values("block"), x="block", y="r2_lin", hue="candidate",
-                palette={True: PASS, False: FAIL}, ax=ax)
+    sns.barplot(
+        data=candidates.sort_values("block"),
+        x="block",
+        y="r2_lin",
+        hue="candidate",
+        palette={True: PASS, False: FAIL},
+        ax=ax,
+    )
     ax.axhline(min_r2, color="0.4", ls="--", lw=1)
-    ax.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", ylim=(min(0, candidates.r2_lin.min() - 0.05), 1.02),
-           title=f"{model}: blocks that pass R²_lin ≥ {min_r2} with fold std ≤ {max_std}")
+    ax.set(
+        xlabel="FFN block (depth)",
+        ylabel="held-out R²_lin",
+        ylim=(min(0, candidates.r2_lin.min() - 0.05), 1.02),
+        title=f"{model}: blocks that pass R²_lin ≥ {min_r2} with fold std ≤ {max_std}",
+    )
     ax.legend(title="candidate", loc="lower left")
     return fig

@@ -8,7 +8,6 @@ symmetric-log axis.
 
 from __future__ import annotations
 
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -17,7 +16,6 @@ from matplotlib.figure import Figure
 
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
 from linrec.stats import Correlation
-
 
 DELTA_LABEL = "ΔPPL (swapped − original perplexity)"
 
@@ -39,12 +37,17 @@ def swap_figure(swaps: pd.DataFrame) -> Figure:
     label = {k: f"{k} ({'removed' if np.isinf(r) else f'{r:.1f}× fewer numbers'})" for k, r in ratios.items()}
     data = swaps.assign(replacement=swaps.kind.map(label))
     fig, ax = plt.subplots(figsize=(8.5, 4.6))
-    sns.lineplot(data=data, x="block", y="delta_ppl", hue="replacement", style="replacement", markers=True,
-                 dashes=False, ax=ax)
+    sns.lineplot(
+        data=data, x="block", y="delta_ppl", hue="replacement", style="replacement", markers=True, dashes=False, ax=ax
+    )
     ax.axhline(0, color="0.4", lw=1, zorder=0)
     _symlog(ax, data.delta_ppl)
-    ax.set(xlabel="FFN block swapped (alone)", ylabel=DELTA_LABEL + " (symlog)", xticks=sorted(data.block.unique()),
-           title="One block at a time: what each replacement costs")
+    ax.set(
+        xlabel="FFN block swapped (alone)",
+        ylabel=DELTA_LABEL + " (symlog)",
+        xticks=sorted(data.block.unique()),
+        title="One block at a time: what each replacement costs",
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
@@ -60,8 +63,11 @@ def frontier_figure(frontier: pd.DataFrame) -> Figure:
         if not pd.isna(block):
             ax.annotate(f"+{int(block)}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
     _symlog(ax, frontier.delta_ppl)
-    ax.set(xlabel="FFN numbers saved, cumulative (% of all FFN blocks)", ylabel=DELTA_LABEL + " (symlog)",
-           title="Greedy frontier: affine swaps added in order of R²_lin (+block)")
+    ax.set(
+        xlabel="FFN numbers saved, cumulative (% of all FFN blocks)",
+        ylabel=DELTA_LABEL + " (symlog)",
+        title="Greedy frontier: affine swaps added in order of R²_lin (+block)",
+    )
     fig.tight_layout()
     return fig
 
@@ -73,8 +79,12 @@ def signal_figure(swaps: pd.DataFrame, rho: Correlation | None = None) -> Figure
     sns.scatterplot(data=swaps, x="r2_lin", y="delta_ppl", hue="model", s=60, ax=ax)
     ax.axhline(0, color="0.4", lw=1, zorder=0)
     _symlog(ax, swaps.delta_ppl)
-    ax.set(xlabel=R2_GLOBAL_LABEL, ylabel=DELTA_LABEL + ", affine swap (symlog)",
-           title="Does R²_lin flag the unsafe swaps?" + (f"\nSpearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]" if rho else ""))
+    ax.set(
+        xlabel=R2_GLOBAL_LABEL,
+        ylabel=DELTA_LABEL + ", affine swap (symlog)",
+        title="Does R²_lin flag the unsafe swaps?"
+        + (f"\nSpearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]" if rho else ""),
+    )
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig

@@ -18,8 +18,8 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from linrec.errors import LinrecError
 from linrec.analysis.activation import NORMALISED
+from linrec.errors import LinrecError
 from linrec.plots._columns import require
 
 BLOCK_LABEL = "FFN block (depth)"
@@ -33,7 +33,9 @@ def _order(table: pd.DataFrame, column: str, order: Sequence[str] | None) -> lis
     return [v for v in order if v in present] if order is not None else present
 
 
-def _grid(n: int, width: float = 5.0, height: float = 3.6, cols: int = 2, sharey: bool = True) -> tuple[Figure, list[Axes]]:
+def _grid(
+    n: int, width: float = 5.0, height: float = 3.6, cols: int = 2, sharey: bool = True
+) -> tuple[Figure, list[Axes]]:
     """A figure with ``n`` panels in rows of ``cols`` (spare panels removed); :func:`_outer` tidies shared y labels."""
     cols = min(cols, n)
     rows = -(-n // cols)
@@ -51,9 +53,17 @@ def _outer(axes: Sequence[Axes], cols: int = 2) -> None:
             ax.set_ylabel("")
 
 
-def profile_axes(ax: Axes, table: pd.DataFrame, hue: str = "model", style: str | None = None,
-                 hue_order: Sequence[str] | None = None, value: str = "r2_lin", error: str | None = "r2_lin_std",
-                 ylabel: str = R2_LABEL, label: str = "{hue}") -> Axes:
+def profile_axes(
+    ax: Axes,
+    table: pd.DataFrame,
+    hue: str = "model",
+    style: str | None = None,
+    hue_order: Sequence[str] | None = None,
+    value: str = "r2_lin",
+    error: str | None = "r2_lin_std",
+    ylabel: str = R2_LABEL,
+    label: str = "{hue}",
+) -> Axes:
     """One line of ``value`` against block per value of ``hue`` (and of ``style``, by line style), with
     ``error`` as error bars (None: none). ``label`` formats each legend entry from ``{hue}`` and ``{style}``."""
     require(table, ["block", value, hue, *([style] if style else []), *([error] if error else [])], "a depth profile")
@@ -65,19 +75,27 @@ def profile_axes(ax: Axes, table: pd.DataFrame, hue: str = "model", style: str |
             g = table[(table[hue] == h) & ((table[style] == s) if style else True)].sort_values("block")
             if g.empty:
                 continue
-            ax.errorbar(g["block"], g[value], yerr=g[error] if error else None, capsize=3, color=colours[h],
-                        ls=LINESTYLES[k % len(LINESTYLES)], marker=MARKERS[k % len(MARKERS)], ms=5,
-                        label=label.format(hue=h, style=s))
+            ax.errorbar(
+                g["block"],
+                g[value],
+                yerr=g[error] if error else None,
+                capsize=3,
+                color=colours[h],
+                ls=LINESTYLES[k % len(LINESTYLES)],
+                marker=MARKERS[k % len(MARKERS)],
+                ms=5,
+                label=label.format(hue=h, style=s),
+            )
     ax.set(xlabel=BLOCK_LABEL, ylabel=ylabel, xticks=sorted(table["block"].unique()))
     return ax
 
 
-def profiles_figure(table: pd.DataFrame, style: str | None = None, order: Sequence[str] | None = None,
-                    title: str = "R²_lin per block") -> Figure:
+def profiles_figure(
+    table: pd.DataFrame, style: str | None = None, order: Sequence[str] | None = None, title: str = "R²_lin per block"
+) -> Figure:
     """All profiles of ``table`` on one axes: a colour per model, a line style per value of ``style``."""
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    profile_axes(ax, table, hue="model", style=style, hue_order=order,
-                 label="{hue} ({style})" if style else "{hue}")
+    profile_axes(ax, table, hue="model", style=style, hue_order=order, label="{hue} ({style})" if style else "{hue}")
     ax.set_title(title)
     ax.legend(fontsize=8, ncol=2, loc="best")
     fig.tight_layout()
@@ -87,8 +105,9 @@ def profiles_figure(table: pd.DataFrame, style: str | None = None, order: Sequen
 def _reference_lines(ax: Axes, levels: Sequence[float], text: str) -> None:
     for level in levels:
         ax.axhline(level, color="0.55", lw=1, ls="--", zorder=0)
-    ax.text(0.99, min(levels), text, transform=ax.get_yaxis_transform(), ha="right", va="bottom", fontsize=8,
-            color="0.35")
+    ax.text(
+        0.99, min(levels), text, transform=ax.get_yaxis_transform(), ha="right", va="bottom", fontsize=8, color="0.35"
+    )
 
 
 def heterogeneity_reference_figure(table: pd.DataFrame, reference: Sequence[float] = (0.99, 0.3)) -> Figure:
@@ -98,8 +117,12 @@ def heterogeneity_reference_figure(table: pd.DataFrame, reference: Sequence[floa
     return fig
 
 
-def heterogeneity_figure(table: pd.DataFrame, swaps: pd.DataFrame, reference: Sequence[float] = (0.99, 0.3),
-                         order: Sequence[str] | None = None) -> Figure:
+def heterogeneity_figure(
+    table: pd.DataFrame,
+    swaps: pd.DataFrame,
+    reference: Sequence[float] = (0.99, 0.3),
+    order: Sequence[str] | None = None,
+) -> Figure:
     """The paper's Fig. 2 layout: R²_lin per block per model above, zero-shot swap ΔPPL per block beneath.
 
     ``reference`` draws the paper's reported bounds as dashed lines (labelled "paper (reported)").
@@ -109,31 +132,51 @@ def heterogeneity_figure(table: pd.DataFrame, swaps: pd.DataFrame, reference: Se
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     profile_axes(top, table, hue_order=order)
     if reference:
-        _reference_lines(top, reference, f"paper (reported): adjacent blocks from > {max(reference)} to < {min(reference)}")
+        _reference_lines(
+            top, reference, f"paper (reported): adjacent blocks from > {max(reference)} to < {min(reference)}"
+        )
     top.set(xlabel="", title="Closed-form recoverability per block (this run, measured)")
     top.legend(loc="best", fontsize=8)
     models = _order(table, "model", order)
-    sns.barplot(data=swaps, x="block", y="delta_ppl", hue="model", hue_order=[m for m in models if m in set(swaps["model"])],
-                ax=bottom, native_scale=True, legend=False, saturation=1)
+    sns.barplot(
+        data=swaps,
+        x="block",
+        y="delta_ppl",
+        hue="model",
+        hue_order=[m for m in models if m in set(swaps["model"])],
+        ax=bottom,
+        native_scale=True,
+        legend=False,
+        saturation=1,
+    )
     bottom.axhline(0, color="0.3", lw=0.8)
     bottom.set_yscale("symlog", linthresh=max(1e-3, float(swaps["delta_ppl"].abs().min()) or 1e-3))
-    bottom.set(xlabel=BLOCK_LABEL, ylabel="ΔPPL, block → its affine map",
-               title="Zero-shot swap: each block alone replaced by its closed-form map (eval text)")
+    bottom.set(
+        xlabel=BLOCK_LABEL,
+        ylabel="ΔPPL, block → its affine map",
+        title="Zero-shot swap: each block alone replaced by its closed-form map (eval text)",
+    )
     fig.tight_layout()
     return fig
 
 
-def corpus_figure(table: pd.DataFrame, order: Sequence[str] | None = None, value: str = "r2_lin",
-                  error: str | None = "r2_lin_std", ylabel: str = R2_LABEL,
-                  title: str = "R²_lin per block on each corpus domain, each with its own held-out folds") -> Figure:
+def corpus_figure(
+    table: pd.DataFrame,
+    order: Sequence[str] | None = None,
+    value: str = "r2_lin",
+    error: str | None = "r2_lin_std",
+    ylabel: str = R2_LABEL,
+    title: str = "R²_lin per block on each corpus domain, each with its own held-out folds",
+) -> Figure:
     """The paper's Fig. 5 layout: one panel per model, one line (colour) per corpus, of ``value`` per block."""
     require(table, ["model", "corpus"], "the corpus overlay")
     models = _order(table, "model", order)
     corpora = _order(table, "corpus", None)
     fig, axes = _grid(len(models))
     for ax, model in zip(axes, models):
-        profile_axes(ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error,
-                     ylabel=ylabel)
+        profile_axes(
+            ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error, ylabel=ylabel
+        )
         ax.set_title(model)
         ax.legend(title="corpus", fontsize=8, loc="best")
     _outer(axes)
@@ -159,19 +202,34 @@ def training_heatmaps(table: pd.DataFrame, order: Sequence[str] | None = None) -
         g = table[table["model"] == model]
         cols = _checkpoint_order(g)
         steps = g.drop_duplicates("checkpoint").set_index("checkpoint")["step"] if "step" in g else {}
-        labels = [f"{c} ({steps[c]})" if c in ("init", "final") and c in steps and pd.notna(steps[c]) else c
-                  for c in cols]
+        labels = [
+            f"{c} ({steps[c]})" if c in ("init", "final") and c in steps and pd.notna(steps[c]) else c for c in cols
+        ]
         wide = g.pivot(index="block", columns="checkpoint", values="r2_lin")[cols]
-        sns.heatmap(wide, ax=ax, vmin=vmin, vmax=1, cmap="viridis", annot=True, fmt=".2f", annot_kws={"fontsize": 7},
-                    cbar_kws={"label": "R²_lin"}, xticklabels=labels)
+        sns.heatmap(
+            wide,
+            ax=ax,
+            vmin=vmin,
+            vmax=1,
+            cmap="viridis",
+            annot=True,
+            fmt=".2f",
+            annot_kws={"fontsize": 7},
+            cbar_kws={"label": "R²_lin"},
+            xticklabels=labels,
+        )
         ax.set(title=model, xlabel="checkpoint (optimiser step)", ylabel=BLOCK_LABEL)
         ax.tick_params(axis="x", labelrotation=45, labelsize=7)
     fig.tight_layout()
     return fig
 
 
-def training_lines(table: pd.DataFrame, losses: pd.DataFrame | None = None, loss_corpus: str | None = None,
-                   order: Sequence[str] | None = None) -> Figure:
+def training_lines(
+    table: pd.DataFrame,
+    losses: pd.DataFrame | None = None,
+    loss_corpus: str | None = None,
+    order: Sequence[str] | None = None,
+) -> Figure:
     """One panel per model: R²_lin of each block against the optimiser step (symlog), with k-fold error bars.
 
     With ``losses`` (:func:`linrec.analysis.depth.training_losses`), the held-out loss of
@@ -188,9 +246,19 @@ def training_lines(table: pd.DataFrame, losses: pd.DataFrame | None = None, loss
         colours = sns.color_palette("rocket", n_colors=len(blocks))
         for colour, b in zip(colours, blocks):
             h = g[g["block"] == b].sort_values("step")
-            ax.errorbar(h["step"], h["r2_lin"], yerr=h["r2_lin_std"], color=colour, marker="o", ms=4, capsize=2,
-                        label=f"block {b}")
-        ax.set_xscale("symlog", linthresh=max(1.0, float(g.loc[g["step"] > 0, "step"].min()) if (g["step"] > 0).any() else 1.0))
+            ax.errorbar(
+                h["step"],
+                h["r2_lin"],
+                yerr=h["r2_lin_std"],
+                color=colour,
+                marker="o",
+                ms=4,
+                capsize=2,
+                label=f"block {b}",
+            )
+        ax.set_xscale(
+            "symlog", linthresh=max(1.0, float(g.loc[g["step"] > 0, "step"].min()) if (g["step"] > 0).any() else 1.0)
+        )
         ax.set(title=model, xlabel="optimiser step (symlog)", ylabel=R2_LABEL)
         if losses is not None and not losses[losses["model"] == model].empty:
             ell = losses[losses["model"] == model]
@@ -217,8 +285,11 @@ def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, refere
         ax.plot(g["step"], g[column], marker="o", color=colour, label=model)
     positive = drift.loc[drift["step"] > 0, "step"]
     ax.set_xscale("symlog", linthresh=max(1.0, float(positive.min())) if len(positive) else 1.0)
-    ax.set(xlabel="optimiser step (symlog)", ylabel=f"RMS distance of R²_lin profile to {reference}",
-           title=f"How far each checkpoint's profile is from the {reference} one")
+    ax.set(
+        xlabel="optimiser step (symlog)",
+        ylabel=f"RMS distance of R²_lin profile to {reference}",
+        title=f"How far each checkpoint's profile is from the {reference} one",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -228,21 +299,34 @@ def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) ->
     """R²_lin of every FFN (columns: model, block) on every block's inputs (rows), with model boundaries."""
     require(grid, ["input_model", "input_block", "weight_model", "weight_block", "r2_lin"], "the cross-feeding heatmap")
     models = _order(grid, "input_model", order)
-    wide = grid.pivot_table(index=["input_model", "input_block"], columns=["weight_model", "weight_block"],
-                            values="r2_lin", aggfunc="first")
+    wide = grid.pivot_table(
+        index=["input_model", "input_block"], columns=["weight_model", "weight_block"], values="r2_lin", aggfunc="first"
+    )
     keys = [(m, b) for m in models for b in sorted(grid.loc[grid["input_model"] == m, "input_block"].unique())]
     wide = wide.loc[keys, keys]
     size = 0.32 * len(keys) + 3
     fig, ax = plt.subplots(figsize=(size + 1.5, size))
     labels = [f"{m} · {b}" for m, b in keys]
-    sns.heatmap(wide.to_numpy(), ax=ax, cmap="viridis", vmin=min(0.0, float(np.nanmin(wide.to_numpy()))), vmax=1,
-                xticklabels=labels, yticklabels=labels, cbar_kws={"label": "cross-fed R²_lin"}, square=True)
+    sns.heatmap(
+        wide.to_numpy(),
+        ax=ax,
+        cmap="viridis",
+        vmin=min(0.0, float(np.nanmin(wide.to_numpy()))),
+        vmax=1,
+        xticklabels=labels,
+        yticklabels=labels,
+        cbar_kws={"label": "cross-fed R²_lin"},
+        square=True,
+    )
     edges = np.cumsum([sum(1 for k in keys if k[0] == m) for m in models])[:-1]
     for e in edges:
         ax.axhline(e, color="white", lw=2)
         ax.axvline(e, color="white", lw=2)
-    ax.set(xlabel="FFN that runs (model · block): the weights", ylabel="whose captured inputs (model · block)",
-           title="Cross-feeding: block j's FFN on block i's inputs (diagonal: a block on its own inputs)")
+    ax.set(
+        xlabel="FFN that runs (model · block): the weights",
+        ylabel="whose captured inputs (model · block)",
+        title="Cross-feeding: block j's FFN on block i's inputs (diagonal: a block on its own inputs)",
+    )
     ax.tick_params(labelsize=7)
     fig.tight_layout()
     return fig
@@ -254,17 +338,34 @@ def distance_figure(distances: pd.DataFrame, kinds: Sequence[str] | None = None)
     order = _order(distances, "kind", kinds)
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(order) + 1.6))
     sns.barplot(data=distances, y="kind", x="distance", order=order, color="0.85", errorbar=None, ax=ax)
-    sns.stripplot(data=distances, y="kind", x="distance", order=order, hue="kind", hue_order=order, size=7, ax=ax,
-                  legend=False, jitter=0.15)
-    ax.set(xlabel="RMS difference of R²_lin over blocks", ylabel="what separates the two profiles",
-           title="How far apart are two depth profiles?")
+    sns.stripplot(
+        data=distances,
+        y="kind",
+        x="distance",
+        order=order,
+        hue="kind",
+        hue_order=order,
+        size=7,
+        ax=ax,
+        legend=False,
+        jitter=0.15,
+    )
+    ax.set(
+        xlabel="RMS difference of R²_lin over blocks",
+        ylabel="what separates the two profiles",
+        title="How far apart are two depth profiles?",
+    )
     fig.tight_layout()
     return fig
 
 
 def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """One panel per model: R²_lin per block on its own inputs and on them standardised / whitened."""
-    require(table, ["model", "block", "normalisation", "r2_lin", "r2_lin_norm", "r2_lin_norm_std"], "the normalisation figure")
+    require(
+        table,
+        ["model", "block", "normalisation", "r2_lin", "r2_lin_norm", "r2_lin_norm_std"],
+        "the normalisation figure",
+    )
     models = _order(table, "model", order)
     fig, axes = _grid(len(models), width=5.0, height=3.4)
     for ax, model in zip(axes, models):
@@ -273,8 +374,15 @@ def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None
         ax.plot(own["block"], own["r2_lin"], color="0.2", marker="o", lw=2, label="own inputs")
         for k, (kind, h) in enumerate(g.groupby("normalisation", sort=False), start=1):
             h = h.sort_values("block")
-            ax.errorbar(h["block"], h["r2_lin_norm"], yerr=h["r2_lin_norm_std"], ls=LINESTYLES[k % 4],
-                        marker=MARKERS[k], capsize=3, label=f"inputs {NORMALISED.get(kind, kind)}")
+            ax.errorbar(
+                h["block"],
+                h["r2_lin_norm"],
+                yerr=h["r2_lin_norm_std"],
+                ls=LINESTYLES[k % 4],
+                marker=MARKERS[k],
+                capsize=3,
+                label=f"inputs {NORMALISED.get(kind, kind)}",
+            )
         ax.set(title=model, xlabel=BLOCK_LABEL, ylabel=R2_LABEL, xticks=sorted(g["block"].unique()))
         ax.legend(fontsize=8)
     _outer(axes)
@@ -287,10 +395,22 @@ def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None)
     require(table, ["model", "checkpoint", "r2_lin", "log10_condition", "effective_rank_in"], "the conditioning figure")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     hue_order = _order(table, "model", order)
-    for ax, x, label in zip(axes, ("log10_condition", "effective_rank_in"),
-                            ("log10 condition number of the input covariance", "effective rank of the inputs (participation ratio)")):
-        sns.scatterplot(data=table, x=x, y="r2_lin", hue="model", hue_order=hue_order, style="checkpoint", s=60, ax=ax,
-                        legend=ax is axes[-1])
+    for ax, x, label in zip(
+        axes,
+        ("log10_condition", "effective_rank_in"),
+        ("log10 condition number of the input covariance", "effective rank of the inputs (participation ratio)"),
+    ):
+        sns.scatterplot(
+            data=table,
+            x=x,
+            y="r2_lin",
+            hue="model",
+            hue_order=hue_order,
+            style="checkpoint",
+            s=60,
+            ax=ax,
+            legend=ax is axes[-1],
+        )
         ax.set(xlabel=label, ylabel="held-out R²_lin")
     axes[-1].legend(fontsize=8, loc="best")
     fig.suptitle("Does the shape of a block's inputs predict its recoverability?")

@@ -32,19 +32,41 @@ def draw_pipeline() -> Figure:
         (0.28, 0.22, "held-out R²_lin\non the k-th fold,\nfrom its moments alone"),
         (0.05, 0.22, "mean ± std\nover k folds"),
     ]
-    boxes = [ax.text(x, y, text, ha="center", va="center", fontsize=9,
-                     bbox=dict(boxstyle="round,pad=0.5", facecolor="#eef3fb", edgecolor="#4c72b0"))
-             for x, y, text in steps]
+    boxes = [
+        ax.text(
+            x,
+            y,
+            text,
+            ha="center",
+            va="center",
+            fontsize=9,
+            bbox=dict(boxstyle="round,pad=0.5", facecolor="#eef3fb", edgecolor="#4c72b0"),
+        )
+        for x, y, text in steps
+    ]
     fig.canvas.draw()  # box sizes are known only after a draw
     for (x0, y0, _), (x1, y1, _), a, b in zip(steps, steps[1:], boxes, boxes[1:]):
         if y0 != y1:
             start, end = (0.5, 0.0), (0.5, 1.0)  # straight down
         else:
             start, end = ((1.0, 0.5), (0.0, 0.5)) if x1 > x0 else ((0.0, 0.5), (1.0, 0.5))
-        ax.annotate("", xy=end, xycoords=b, xytext=start, textcoords=a,
-                    arrowprops=dict(arrowstyle="-|>", color="#333333", lw=1.3, shrinkA=4, shrinkB=4))
-    ax.text(0.5, 0.47, "below the line only moments exist: memory does not grow with the token count",
-            ha="center", fontsize=8.5, style="italic", color="#555555")
+        ax.annotate(
+            "",
+            xy=end,
+            xycoords=b,
+            xytext=start,
+            textcoords=a,
+            arrowprops=dict(arrowstyle="-|>", color="#333333", lw=1.3, shrinkA=4, shrinkB=4),
+        )
+    ax.text(
+        0.5,
+        0.47,
+        "below the line only moments exist: memory does not grow with the token count",
+        ha="center",
+        fontsize=8.5,
+        style="italic",
+        color="#555555",
+    )
     ax.axhline(0.43, xmin=0.02, xmax=0.98, color="#bbbbbb", lw=0.8, ls="--")
     ax.set(xlim=(-0.05, 1.02), ylim=(0.0, 0.95))
     ax.axis("off")
@@ -62,10 +84,19 @@ def mixture_figure(measured: pd.DataFrame, exact: pd.DataFrame, folds: int, rows
     require(exact, ["alpha", "r2_lin"], "the mixture figure's exact curve")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.plot(exact["alpha"], exact["r2_lin"], color="0.3", lw=1.5, label="exact population value")
-    ax.errorbar(measured["alpha"], measured["r2_lin"], yerr=measured["r2_lin_std"], fmt="o", capsize=3,
-                label=f"measured ({folds}-fold mean ± std, {rows:,} rows)")
-    ax.set(xlabel="α, weight of the even (quadratic) part", ylabel=R2_LABEL,
-           title="Planted blocks: affine at α = 0, purely even at α = 1")
+    ax.errorbar(
+        measured["alpha"],
+        measured["r2_lin"],
+        yerr=measured["r2_lin_std"],
+        fmt="o",
+        capsize=3,
+        label=f"measured ({folds}-fold mean ± std, {rows:,} rows)",
+    )
+    ax.set(
+        xlabel="α, weight of the even (quadratic) part",
+        ylabel=R2_LABEL,
+        title="Planted blocks: affine at α = 0, purely even at α = 1",
+    )
     ax.legend(loc="lower left")
     fig.tight_layout()
     return fig
@@ -76,12 +107,18 @@ def gelu_map_figure(scales: np.ndarray, offsets: np.ndarray, grid: np.ndarray, p
     (``scale``, ``offset``) pairs of ``points`` marked; ``grid[i, j]`` belongs to ``offsets[i]``, ``scales[j]``."""
     require(points, ["scale", "offset"], "the GELU map's marked points")
     fig, ax = plt.subplots(figsize=(8, 5))
-    mesh = ax.pcolormesh(np.asarray(scales), np.asarray(offsets), np.asarray(grid), cmap="viridis", vmin=0, vmax=1,
-                         shading="auto")
-    ax.scatter(points["scale"], points["offset"], color="white", edgecolor="black", s=40,
-               label="measured (next figure)")
-    ax.set(xscale="log", xlabel="pre-activation scale s", ylabel="pre-activation offset β",
-           title="Exact R²_lin of a GELU block with N(0, 1) inputs")
+    mesh = ax.pcolormesh(
+        np.asarray(scales), np.asarray(offsets), np.asarray(grid), cmap="viridis", vmin=0, vmax=1, shading="auto"
+    )
+    ax.scatter(
+        points["scale"], points["offset"], color="white", edgecolor="black", s=40, label="measured (next figure)"
+    )
+    ax.set(
+        xscale="log",
+        xlabel="pre-activation scale s",
+        ylabel="pre-activation offset β",
+        title="Exact R²_lin of a GELU block with N(0, 1) inputs",
+    )
     ax.legend(loc="lower right")
     fig.colorbar(mesh, ax=ax, label="R²_lin")
     return fig
@@ -93,13 +130,20 @@ def gelu_check_figure(points: pd.DataFrame, rows: int) -> Figure:
     fig, ax = plt.subplots(figsize=(6, 5))
     sns.scatterplot(data=points, x="exact", y="measured", hue="offset", palette="deep", s=70, ax=ax)
     ax.plot([0, 1], [0, 1], color="0.4", lw=1, ls="--", label="measured = exact")
-    ax.set(xlabel="exact R²_lin (quadrature)", ylabel=f"measured {R2_LABEL} ({rows:,} rows)",
-           title="linrec recovers the exact value", xlim=(-0.05, 1.05), ylim=(-0.05, 1.05))
+    ax.set(
+        xlabel="exact R²_lin (quadrature)",
+        ylabel=f"measured {R2_LABEL} ({rows:,} rows)",
+        title="linrec recovers the exact value",
+        xlim=(-0.05, 1.05),
+        ylim=(-0.05, 1.05),
+    )
     ax.legend(title="offset β", loc="upper left")
     return fig
 
 
-def untrained_figure(table: pd.DataFrame, label: str, title: str = "R²_lin per block at random initialisation") -> Figure:
+def untrained_figure(
+    table: pd.DataFrame, label: str, title: str = "R²_lin per block at random initialisation"
+) -> Figure:
     """The depth profile of one untrained model (a :func:`linrec.core.measure` table), labelled ``label``,
     on the full scale 0 to 1: at its own scale a spread of a few thousandths would look like a swing."""
     require(table, ["block", "r2_lin", "r2_lin_std"], "the untrained profile")

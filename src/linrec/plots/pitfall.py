@@ -7,14 +7,12 @@ drawn at the floor.
 
 from __future__ import annotations
 
-
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import require
-
 
 INPUTS = {False: "raw inputs", True: "whitened inputs"}
 
@@ -35,11 +33,22 @@ def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1
         condition = f", κ = {panel.input_condition.iloc[0]:.3g}" if "input_condition" in panel else ""
         for row, x in enumerate(("step", "seconds")):
             ax = axes[row, col]
-            sns.lineplot(data=panel, x=x, y="gap_shown", hue="optimizer", style="inputs", ax=ax,
-                         legend=(row == 0 and col == len(panels) - 1))
+            sns.lineplot(
+                data=panel,
+                x=x,
+                y="gap_shown",
+                hue="optimizer",
+                style="inputs",
+                ax=ax,
+                legend=(row == 0 and col == len(panels) - 1),
+            )
             ax.axhline(tolerance, color="0.4", lw=1, ls="--", zorder=0)
-            ax.set(yscale="log", xlabel="optimiser steps" if x == "step" else "training wall time (s)",
-                   ylabel=f"ceiling − held-out R² (log, ≥ {floor:g})", title=f"{model}, block {block}{condition}")
+            ax.set(
+                yscale="log",
+                xlabel="optimiser steps" if x == "step" else "training wall time (s)",
+                ylabel=f"ceiling − held-out R² (log, ≥ {floor:g})",
+                title=f"{model}, block {block}{condition}",
+            )
     axes[0, -1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"Trained linear maps against the closed-form ceiling (dashed: tolerance {tolerance:g})")
     fig.tight_layout()
@@ -53,9 +62,13 @@ def condition_figure(runs: pd.DataFrame, tolerance: float = 0.01, floor: float =
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     sns.scatterplot(data=data, x="input_condition", y="gap_shown", hue="optimizer", style="inputs", s=70, ax=ax)
     ax.axhline(tolerance, color="0.4", lw=1, ls="--", zorder=0)
-    ax.set(xscale="log", yscale="log", xlabel="condition number of the input covariance κ (log)",
-           ylabel=f"ceiling − final held-out R² (log, ≥ {floor:g})",
-           title=f"Where the trained map falls short (dashed: tolerance {tolerance:g})")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="condition number of the input covariance κ (log)",
+        ylabel=f"ceiling − final held-out R² (log, ≥ {floor:g})",
+        title=f"Where the trained map falls short (dashed: tolerance {tolerance:g})",
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig

@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
 from linrec.stats import Correlation
 
-
 NONLINEARITY_LABEL = "residual nonlinearity 1 − R²_lin (held-out)"
 PROBES = {"gain": "bilinear probe (closed form frozen)", "gain_seeded": "seeded-poly (all trained)"}
 AREA = 400.0  # marker area (points²) of the largest effective rank in the per-feature figure
@@ -30,15 +29,21 @@ def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | N
     Pearson r with CI}, printed in the legend.
     """
     require(table, ["model", "block", "nonlinearity", *PROBES], "the gain figure")
-    long = table.melt(id_vars=["model", "block", "nonlinearity"], value_vars=list(PROBES), var_name="column",
-                      value_name="R² gain")
-    labels = {c: name + (f"\n{correlations[c]}" if correlations and c in correlations else "") for c, name in PROBES.items()}
+    long = table.melt(
+        id_vars=["model", "block", "nonlinearity"], value_vars=list(PROBES), var_name="column", value_name="R² gain"
+    )
+    labels = {
+        c: name + (f"\n{correlations[c]}" if correlations and c in correlations else "") for c, name in PROBES.items()
+    }
     long["probe"] = long.column.map(labels)
     fig, ax = plt.subplots(figsize=(8.5, 4.8))
     sns.scatterplot(data=long, x="nonlinearity", y="R² gain", hue="model", style="probe", s=60, ax=ax)
     ax.axhline(0, color="0.4", lw=1, ls="--", zorder=0)
-    ax.set(xlabel=NONLINEARITY_LABEL, ylabel="R² gain over the closed form (same test rows)",
-           title="What a rank-r bilinear term adds, block by block")
+    ax.set(
+        xlabel=NONLINEARITY_LABEL,
+        ylabel="R² gain over the closed form (same test rows)",
+        title="What a rank-r bilinear term adds, block by block",
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
@@ -50,10 +55,21 @@ def gate_figure(table: pd.DataFrame, gate_init: float) -> Figure:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     sns.scatterplot(data=table, x="r2_lin", y="gate", hue="model", s=60, ax=ax)
     ax.axhline(gate_init, color="0.4", lw=1, ls="--", zorder=0)
-    ax.text(0.01, gate_init, f" initial |g| = {gate_init:g}", transform=ax.get_yaxis_transform(), va="bottom",
-            fontsize=8, color="0.35")
-    ax.set(yscale="log", xlabel="R²_lin of the block (probe test rows)", ylabel="seeded-poly gate |g| after fitting",
-           title="Is the bilinear term recruited or de-recruited?")
+    ax.text(
+        0.01,
+        gate_init,
+        f" initial |g| = {gate_init:g}",
+        transform=ax.get_yaxis_transform(),
+        va="bottom",
+        fontsize=8,
+        color="0.35",
+    )
+    ax.set(
+        yscale="log",
+        xlabel="R²_lin of the block (probe test rows)",
+        ylabel="seeded-poly gate |g| after fitting",
+        title="Is the bilinear term recruited or de-recruited?",
+    )
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
@@ -65,12 +81,24 @@ def feature_figure(concentration: pd.DataFrame) -> Figure:
     data = concentration.rename(columns={"effective_rank_out": "effective rank"})
     fig, ax = plt.subplots(figsize=(7.5, 5))
     top = float(data["effective rank"].max())
-    sns.scatterplot(data=data, x="r2_lin", y="r2_feature_median", hue="model", size="effective rank",
-                    sizes=(0, AREA), size_norm=(0, top), alpha=0.75, ax=ax)  # area ∝ effective rank
+    sns.scatterplot(
+        data=data,
+        x="r2_lin",
+        y="r2_feature_median",
+        hue="model",
+        size="effective rank",
+        sizes=(0, AREA),
+        size_norm=(0, top),
+        alpha=0.75,
+        ax=ax,
+    )  # area ∝ effective rank
     low = float(min(data.r2_lin.min(), data.r2_feature_median.min()))
     ax.plot([low, 1], [low, 1], color="0.4", lw=1, ls="--", zorder=0, label="median = global")
-    ax.set(xlabel=R2_GLOBAL_LABEL, ylabel="median per-feature R² (equal weight per output dim)",
-           title="Global against per-feature recoverability")
+    ax.set(
+        xlabel=R2_GLOBAL_LABEL,
+        ylabel="median per-feature R² (equal weight per output dim)",
+        title="Global against per-feature recoverability",
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
@@ -82,10 +110,15 @@ def dims_figure(dims: pd.DataFrame, top: int, title: str = "") -> Figure:
     require(dims, ["share", "r2", "rank"], "the output-dims figure")
     data = dims.assign(group=np.where(dims["rank"] <= top, f"top {top} by variance", "other dims"))
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    sns.scatterplot(data=data, x="share", y="r2", hue="group", hue_order=[f"top {top} by variance", "other dims"],
-                    s=45, ax=ax)
-    ax.set(xscale="log", xlabel="share of the block's output variance (log)", ylabel="per-feature held-out R²",
-           title=title or "Which output dims carry the variance, and how linear they are")
+    sns.scatterplot(
+        data=data, x="share", y="r2", hue="group", hue_order=[f"top {top} by variance", "other dims"], s=45, ax=ax
+    )
+    ax.set(
+        xscale="log",
+        xlabel="share of the block's output variance (log)",
+        ylabel="per-feature held-out R²",
+        title=title or "Which output dims carry the variance, and how linear they are",
+    )
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig

@@ -26,8 +26,8 @@ import pandas as pd
 import torch
 
 from linrec.errors import LinrecError
-from linrec.models.loading import pick_device
 from linrec.experiment.profiles import Profile, get_profile, profile_names
+from linrec.models.loading import pick_device
 from linrec.report import ledger
 from linrec.report.claims import verdict_sentence
 from linrec.report.paper import Reported
@@ -160,8 +160,9 @@ class Chapter:
     profile: Profile
     seed: int
 
-    def record(self, quantity: str | Reported, measured: object, *, paper: str = "", unit: str = "",
-               note: str = "") -> dict:
+    def record(
+        self, quantity: str | Reported, measured: object, *, paper: str = "", unit: str = "", note: str = ""
+    ) -> dict:
         """Add a headline number to the ledger the appendix reads (:func:`linrec.report.ledger.record`)."""
         return ledger.record(self.profile.name, self.name, quantity, measured, paper=paper, unit=unit, note=note)
 

@@ -60,5 +60,7 @@ def verdict_sentence(profile: str, claims: pd.DataFrame) -> str:
     """One sentence naming which of a chapter's claims (a :func:`claims_table`) this run reproduces."""
     groups = {v.value: "; ".join(claims.loc[claims.reproduced == v.value, "claim"]) or "none" for v in Verdict}
     reproduced = int((claims.reproduced == Verdict.YES.value).sum())
-    return (f"Profile `{profile}`: of the paper's {len(claims)} claims checked here, this run reproduces {reproduced} "
-            f"({groups['yes']}); not reproduced: {groups['no']}; untestable in this run: {groups['untestable']}.")
+    return (
+        f"Profile `{profile}`: of the paper's {len(claims)} claims checked here, this run reproduces {reproduced} "
+        f"({groups['yes']}); not reproduced: {groups['no']}; untestable in this run: {groups['untestable']}."
+    )

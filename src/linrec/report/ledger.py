@@ -29,15 +29,29 @@ def start(profile: str, chapter: str) -> None:
     path.write_text("[]")
 
 
-def record(profile: str, chapter: str, quantity: str | Reported, measured: object, *, paper: str = "",
-           unit: str = "", note: str = "") -> dict:
+def record(
+    profile: str,
+    chapter: str,
+    quantity: str | Reported,
+    measured: object,
+    *,
+    paper: str = "",
+    unit: str = "",
+    note: str = "",
+) -> dict:
     """Add one measured value. For a quantity the paper reports, pass its :class:`Reported` constant as
     ``quantity``: its name and the paper's value are written beside the measurement; otherwise ``paper``
     may say what the paper has instead (e.g. "not reported")."""
     if isinstance(quantity, Reported):
         quantity, paper = quantity.quantity, quantity.value
-    entry = {"chapter": chapter, "quantity": quantity, "measured": measured if isinstance(measured, str) else float(measured),
-             "unit": unit, "paper (reported)": paper, "note": note}
+    entry = {
+        "chapter": chapter,
+        "quantity": quantity,
+        "measured": measured if isinstance(measured, str) else float(measured),
+        "unit": unit,
+        "paper (reported)": paper,
+        "note": note,
+    }
     path = _path(profile, chapter)
     entries = json.loads(path.read_text()) if path.exists() else []
     entries = [e for e in entries if e["quantity"] != quantity] + [entry]

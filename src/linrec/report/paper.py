@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CITATION = "Whipp, S. (2026). How Linear Is a Transformer Feed-Forward Block? Per-Block Linear Recoverability Is Learned, Not Architectural. arXiv:2606.19379."
+CITATION = (
+    "Whipp, S. (2026). How Linear Is a Transformer Feed-Forward Block? Per-Block Linear Recoverability Is Learned, "
+    "Not Architectural. arXiv:2606.19379."
+)
 
 
 @dataclass(frozen=True)
@@ -24,16 +27,33 @@ class Reported:
 
 R2_RANGE = Reported("R²_lin range across blocks", "from > 0.99 to < 0.3, between adjacent blocks", "abstract; Fig. 2")
 PROFILE_SHAPE = Reported("depth profile shape", "non-monotone in depth", "Fig. 2")
-GPT2_VS_PYTHIA = Reported("GPT-2 vs Pythia-160m profiles", "sharply different at the same width and activation", "abstract")
+GPT2_VS_PYTHIA = Reported(
+    "GPT-2 vs Pythia-160m profiles", "sharply different at the same width and activation", "abstract"
+)
 PROBE_GAIN = Reported("bilinear probe gain", "a few points of R² over the linear ceiling", "Fig. 3")
 GAIN_CORRELATION = Reported("Pearson r(gain, 1 − R²_lin)", "≈ 0", "Fig. 3")
-FEATURE_VS_GLOBAL = Reported("per-feature vs global R²",
-                             "two regimes: broad linear blocks and low-rank outlier blocks (eff. rank ≈ 1)", "Fig. 4")
-EARLY_SWAP = Reported("single-layer replacement, GPT-2 early block", "8× fewer parameters, +0.77 perplexity", "abstract")
-TRAINED_BASELINES = Reported("trained linear baselines", "badly under-converge on ill-conditioned activations", "abstract")
+FEATURE_VS_GLOBAL = Reported(
+    "per-feature vs global R²", "two regimes: broad linear blocks and low-rank outlier blocks (eff. rank ≈ 1)", "Fig. 4"
+)
+EARLY_SWAP = Reported(
+    "single-layer replacement, GPT-2 early block", "8× fewer parameters, +0.77 perplexity", "abstract"
+)
+TRAINED_BASELINES = Reported(
+    "trained linear baselines", "badly under-converge on ill-conditioned activations", "abstract"
+)
 CORPUS_ROBUSTNESS = Reported("corpus robustness", "depth profiles overlay across three domains", "Fig. 5")
 ROWS_PER_BLOCK = Reported("rows per block", "about 15,000–30,000 token rows, sequence length 128", "setup")
 
-REPORTED: tuple[Reported, ...] = (R2_RANGE, PROFILE_SHAPE, GPT2_VS_PYTHIA, PROBE_GAIN, GAIN_CORRELATION,
-                                  FEATURE_VS_GLOBAL, EARLY_SWAP, TRAINED_BASELINES, CORPUS_ROBUSTNESS, ROWS_PER_BLOCK)
+REPORTED: tuple[Reported, ...] = (
+    R2_RANGE,
+    PROFILE_SHAPE,
+    GPT2_VS_PYTHIA,
+    PROBE_GAIN,
+    GAIN_CORRELATION,
+    FEATURE_VS_GLOBAL,
+    EARLY_SWAP,
+    TRAINED_BASELINES,
+    CORPUS_ROBUSTNESS,
+    ROWS_PER_BLOCK,
+)
 """Every reported figure, in the order the appendix lists them."""

@@ -40,8 +40,10 @@ RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "flag": (lambda v: isinstance(v, bool), "True or False"),
     "flag_or_none": (lambda v: v is None or isinstance(v, bool), "True, False or None"),
     "name_or_none": (lambda v: v is None or _name(v), "a non-empty string or None"),
-    "names_or_none": (lambda v: v is None or (isinstance(v, (list, tuple)) and bool(v) and all(map(_name, v))),
-                      "a non-empty list of names or None"),
+    "names_or_none": (
+        lambda v: v is None or (isinstance(v, (list, tuple)) and bool(v) and all(map(_name, v))),
+        "a non-empty list of names or None",
+    ),
 }
 """rule -> (test, what a passing value is)."""
 

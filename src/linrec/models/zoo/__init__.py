@@ -56,7 +56,24 @@ from linrec.models.zoo.spec import FAMILIES, OFFLINE_MIX, ZOO_FORMAT, ZOOS, ZooE
 from linrec.models.zoo.train import TrainJob, ZooData, eval_loss, train_entry
 
 __all__ = [
-    "FAMILIES", "OFFLINE_MIX", "ZOO_FORMAT", "ZOOS", "TrainJob", "ZooData", "ZooEntry", "ZooLayout", "ZooSpec",
-    "build_zoo", "default_workers", "ensure_zoo_model", "eval_loss", "get_zoo", "model_config", "prepare_zoo",
-    "train_entry", "zoo_model_path", "zoo_record", "zoo_table",
+    "FAMILIES",
+    "OFFLINE_MIX",
+    "ZOO_FORMAT",
+    "ZOOS",
+    "TrainJob",
+    "ZooData",
+    "ZooEntry",
+    "ZooLayout",
+    "ZooSpec",
+    "build_zoo",
+    "default_workers",
+    "ensure_zoo_model",
+    "eval_loss",
+    "get_zoo",
+    "model_config",
+    "prepare_zoo",
+    "train_entry",
+    "zoo_model_path",
+    "zoo_record",
+    "zoo_table",
 ]

@@ -51,14 +51,25 @@ class ZooLayout:
 
 def _layout(spec: ZooSpec, corpora: dict[str, Corpus]) -> ZooLayout:
     hashes = {name: corpora[name].sha256 for name in sorted(corpora)}
-    tok_key = cache_key({"format": ZOO_FORMAT, "vocab": spec.vocab_size, "max_chars": spec.max_chars,
-                    "max_length": _max_length(spec), "corpora": {c: hashes[c] for c in spec.train_corpora}})
+    tok_key = cache_key(
+        {
+            "format": ZOO_FORMAT,
+            "vocab": spec.vocab_size,
+            "max_chars": spec.max_chars,
+            "max_length": _max_length(spec),
+            "corpora": {c: hashes[c] for c in spec.train_corpora},
+        }
+    )
     data_key = cache_key({"tokenizer": tok_key, "max_chars": spec.max_chars, "corpora": hashes})
     root = cache_dir()
-    models = {
-        e.name: root / "zoo" / f"{e.name}-{cache_key({'format': ZOO_FORMAT, 'entry': asdict(e), 'data': data_key, 'mix': spec.train_mix, 'eval': [spec.eval_corpora, spec.eval_tokens]})}"
+    evaluation = [spec.eval_corpora, spec.eval_tokens]
+    model_keys = {
+        e.name: cache_key(
+            {"format": ZOO_FORMAT, "entry": asdict(e), "data": data_key, "mix": spec.train_mix, "eval": evaluation}
+        )
         for e in spec.entries
     }
+    models = {name: root / "zoo" / f"{name}-{key}" for name, key in model_keys.items()}
     return ZooLayout(root / "tokenizers" / tok_key, root / "data" / f"{data_key}.safetensors", models, hashes)
 
 
@@ -84,8 +95,12 @@ def prepare_zoo(zoo: ZooSpec | str | object, progress: bool = True) -> ZooLayout
     def tokenizer(tmp: Path) -> None:
         if progress:
             tqdm.write(f"training a {spec.vocab_size}-token byte-level BPE on {', '.join(spec.train_corpora)}")
-        train_bpe([_fit_text(spec, corpora[c]) for c in spec.train_corpora], spec.vocab_size, tmp,
-                  max_length=_max_length(spec))
+        train_bpe(
+            [_fit_text(spec, corpora[c]) for c in spec.train_corpora],
+            spec.vocab_size,
+            tmp,
+            max_length=_max_length(spec),
+        )
 
     build_entry(layout.tokenizer, tokenizer)
     if not layout.data.exists():
@@ -185,8 +200,10 @@ def _train_all(jobs: list[TrainJob], workers: int, progress: bool) -> None:
 
     The first failure or interrupt stops the rest (see the module docstring) and is raised.
     """
-    bars = {j.entry.name: tqdm(total=j.entry.steps, desc=j.entry.name, unit="step", position=i, disable=not progress)
-            for i, j in enumerate(jobs)}
+    bars = {
+        j.entry.name: tqdm(total=j.entry.steps, desc=j.entry.name, unit="step", position=i, disable=not progress)
+        for i, j in enumerate(jobs)
+    }
     try:
         if workers <= 1 or len(jobs) == 1:
             for job in jobs:
@@ -216,8 +233,14 @@ def default_workers() -> int:
 # The zoo's models and their table.
 
 
-def build_zoo(zoo: ZooSpec | str | object, *, models: list[str] | None = None, force: bool = False,
-              progress: bool = True, workers: int | None = None) -> pd.DataFrame:
+def build_zoo(
+    zoo: ZooSpec | str | object,
+    *,
+    models: list[str] | None = None,
+    force: bool = False,
+    progress: bool = True,
+    workers: int | None = None,
+) -> pd.DataFrame:
     """Train whatever of the zoo is not cached yet (all of it with ``force``) and return its table.
 
     ``zoo`` is a :class:`ZooSpec`, a zoo name (``"offline"``, ``"smoke"``) or a profile with a zoo.
@@ -226,8 +249,11 @@ def build_zoo(zoo: ZooSpec | str | object, *, models: list[str] | None = None, f
     spec = get_zoo(zoo)
     entries = [spec.entry(m) for m in (models or spec.names())]
     layout = prepare_zoo(spec, progress)
-    jobs = [TrainJob(spec, e, layout.tokenizer, layout.data, layout.models[e.name], layout.corpora, force)
-            for e in entries if force or not entry_complete(layout.models[e.name])]
+    jobs = [
+        TrainJob(spec, e, layout.tokenizer, layout.data, layout.models[e.name], layout.corpora, force)
+        for e in entries
+        if force or not entry_complete(layout.models[e.name])
+    ]
     if jobs:
         _train_all(jobs, workers or default_workers(), progress)
     return zoo_table([json.loads((layout.models[e.name] / "zoo.json").read_text()) for e in entries])
@@ -239,9 +265,16 @@ def zoo_table(records: list[dict]) -> pd.DataFrame:
     rows = []
     for r in records:
         final = r["checkpoints"][-1]["eval_loss"]
-        row = {"model": r["name"], "family": r["family"], "width": r["config"]["width"], "depth": r["config"]["depth"],
-               "params": r["params"], "tokens_seen": r["tokens_seen"], "train_seconds": r["train_seconds"],
-               "cpu_seconds": r["cpu_seconds"]}
+        row = {
+            "model": r["name"],
+            "family": r["family"],
+            "width": r["config"]["width"],
+            "depth": r["config"]["depth"],
+            "params": r["params"],
+            "tokens_seen": r["tokens_seen"],
+            "train_seconds": r["train_seconds"],
+            "cpu_seconds": r["cpu_seconds"],
+        }
         for corpus, loss in final.items():
             row[f"loss:{corpus}"] = loss
             row[f"ppl:{corpus}"] = math.exp(loss)
@@ -254,7 +287,10 @@ def _resolve_checkpoint(entry: ZooEntry, checkpoint: str) -> str:
     names = entry.checkpoint_names()
     name = {"init": names[0], "final": names[-1]}.get(checkpoint, checkpoint)
     if name not in names:
-        raise LinrecError(f"zoo model '{entry.name}' has no checkpoint '{checkpoint}'; choose init, final or one of {', '.join(names)}")
+        raise LinrecError(
+            f"zoo model '{entry.name}' has no checkpoint '{checkpoint}'; choose "
+            f"init, final or one of {', '.join(names)}"
+        )
     return name
 
 
@@ -265,8 +301,9 @@ def zoo_model_path(zoo: ZooSpec | str | object, model: str | ZooEntry, checkpoin
     return _layout(spec, _corpora(spec)).models[entry.name] / _resolve_checkpoint(entry, checkpoint)
 
 
-def ensure_zoo_model(zoo: ZooSpec | str | object, model: str | ZooEntry, checkpoint: str = "final",
-                     progress: bool = True) -> Path:
+def ensure_zoo_model(
+    zoo: ZooSpec | str | object, model: str | ZooEntry, checkpoint: str = "final", progress: bool = True
+) -> Path:
     """The path of a zoo checkpoint, training that model first if it is not cached (or is damaged)."""
     spec = get_zoo(zoo)
     path = zoo_model_path(spec, model, checkpoint)

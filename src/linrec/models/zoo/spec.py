@@ -35,14 +35,23 @@ class ZooEntry:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            raise LinrecError(f"zoo entry '{self.name}': unknown family '{self.family}'; choose one of {', '.join(FAMILIES)}")
+            raise LinrecError(
+                f"zoo entry '{self.name}': unknown family '{self.family}'; choose one of {', '.join(FAMILIES)}"
+            )
         for attr in ("width", "depth", "heads", "ffn", "steps", "batch_size", "seq_len"):
             if getattr(self, attr) < 1:
                 raise LinrecError(f"zoo entry '{self.name}': {attr} must be positive; got {getattr(self, attr)}")
         if self.width % self.heads:
             raise LinrecError(f"zoo entry '{self.name}': width {self.width} is not divisible by heads {self.heads}")
-        if self.checkpoints[0] != 0 or self.checkpoints[-1] != self.steps or list(self.checkpoints) != sorted(set(self.checkpoints)):
-            raise LinrecError(f"zoo entry '{self.name}': checkpoints must rise strictly from 0 to steps={self.steps}; got {self.checkpoints}")
+        if (
+            self.checkpoints[0] != 0
+            or self.checkpoints[-1] != self.steps
+            or list(self.checkpoints) != sorted(set(self.checkpoints))
+        ):
+            raise LinrecError(
+                f"zoo entry '{self.name}': checkpoints must rise strictly from 0 to steps={self.steps}; "
+                f"got {self.checkpoints}"
+            )
 
     @property
     def tokens_seen(self) -> int:
@@ -80,13 +89,32 @@ class ZooSpec:
         return [c for c, _ in self.train_mix]
 
 
-def _family_entries(width: int, depth: int, heads: int, steps: int, batch_size: int, seq_len: int, lr: float,
-                    checkpoint_fractions: tuple[float, ...], second_seed: str = "gpt2") -> tuple[ZooEntry, ...]:
+def _family_entries(
+    width: int,
+    depth: int,
+    heads: int,
+    steps: int,
+    batch_size: int,
+    seq_len: int,
+    lr: float,
+    checkpoint_fractions: tuple[float, ...],
+    second_seed: str = "gpt2",
+) -> tuple[ZooEntry, ...]:
     """One entry per family (seed 0) plus a seed-1 twin of ``second_seed``, all of one size and schedule."""
     checkpoints = tuple(sorted({0, steps, *(round(f * steps) for f in checkpoint_fractions)}))
     short = {"gpt2": "gpt2", "gpt_neox": "neox", "llama": "llama"}
-    common = dict(width=width, depth=depth, heads=heads, ffn=4 * width, steps=steps, batch_size=batch_size,
-                  seq_len=seq_len, lr=lr, warmup_steps=max(1, steps // 20), checkpoints=checkpoints)
+    common = dict(
+        width=width,
+        depth=depth,
+        heads=heads,
+        ffn=4 * width,
+        steps=steps,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        lr=lr,
+        warmup_steps=max(1, steps // 20),
+        checkpoints=checkpoints,
+    )
     entries = [ZooEntry(f"zoo-{short[f]}", f, seed=0, **common) for f in FAMILIES]
     entries.append(ZooEntry(f"zoo-{short[second_seed]}-seed1", second_seed, seed=1, **common))
     return tuple(entries)
@@ -105,16 +133,40 @@ OFFLINE_MIX = tuple((corpus, DOMAIN_SHARES[domain]) for corpus, domain in OFFLIN
 # 20-minute budget with room for a slower machine. The smoke zoo trains in seconds.
 ZOOS: dict[str, ZooSpec] = {
     "offline": ZooSpec(
-        "offline", vocab_size=4096, train_mix=OFFLINE_MIX, eval_corpora=tuple(OFFLINE_CORPORA), eval_tokens=32_768,
+        "offline",
+        vocab_size=4096,
+        train_mix=OFFLINE_MIX,
+        eval_corpora=tuple(OFFLINE_CORPORA),
+        eval_tokens=32_768,
         max_chars=None,
-        entries=_family_entries(width=128, depth=6, heads=4, steps=1000, batch_size=16, seq_len=128, lr=2e-3,
-                                checkpoint_fractions=(1 / 16, 1 / 8, 1 / 4, 1 / 2)),
+        entries=_family_entries(
+            width=128,
+            depth=6,
+            heads=4,
+            steps=1000,
+            batch_size=16,
+            seq_len=128,
+            lr=2e-3,
+            checkpoint_fractions=(1 / 16, 1 / 8, 1 / 4, 1 / 2),
+        ),
     ),
     "smoke": ZooSpec(
-        "smoke", vocab_size=512, train_mix=OFFLINE_MIX, eval_corpora=tuple(OFFLINE_CORPORA), eval_tokens=2048,
+        "smoke",
+        vocab_size=512,
+        train_mix=OFFLINE_MIX,
+        eval_corpora=tuple(OFFLINE_CORPORA),
+        eval_tokens=2048,
         max_chars=300_000,
-        entries=_family_entries(width=32, depth=3, heads=2, steps=200, batch_size=8, seq_len=64, lr=3e-3,
-                                checkpoint_fractions=(1 / 4, 1 / 2, 3 / 4)),
+        entries=_family_entries(
+            width=32,
+            depth=3,
+            heads=2,
+            steps=200,
+            batch_size=8,
+            seq_len=64,
+            lr=3e-3,
+            checkpoint_fractions=(1 / 4, 1 / 2, 3 / 4),
+        ),
     ),
 }
 
@@ -125,14 +177,18 @@ def get_zoo(zoo: ZooSpec | str | object) -> ZooSpec:
         return zoo
     if isinstance(zoo, str):
         if zoo not in ZOOS:
-            raise LinrecError(f"no zoo named '{zoo}'; zoos exist for the profiles {', '.join(ZOOS)} "
-                              "(the other profiles load hub models)")
+            raise LinrecError(
+                f"no zoo named '{zoo}'; zoos exist for the profiles {', '.join(ZOOS)} "
+                "(the other profiles load hub models)"
+            )
         return ZOOS[zoo]
     inner = getattr(zoo, "zoo", None)
     if isinstance(inner, ZooSpec):
         return inner
-    raise LinrecError(f"profile '{getattr(zoo, 'name', zoo)}' has no model zoo (it loads hub models); "
-                      f"zoos exist for the profiles {', '.join(ZOOS)}")
+    raise LinrecError(
+        f"profile '{getattr(zoo, 'name', zoo)}' has no model zoo (it loads hub models); "
+        f"zoos exist for the profiles {', '.join(ZOOS)}"
+    )
 
 
 def model_config(entry: ZooEntry, vocab_size: int, eos_id: int):
@@ -141,14 +197,42 @@ def model_config(entry: ZooEntry, vocab_size: int, eos_id: int):
 
     ids = dict(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, vocab_size=vocab_size)
     if entry.family == "gpt2":
-        return GPT2Config(n_embd=entry.width, n_layer=entry.depth, n_head=entry.heads, n_inner=entry.ffn,
-                          n_positions=entry.seq_len, activation_function="gelu_new", resid_pdrop=0.0,
-                          embd_pdrop=0.0, attn_pdrop=0.0, **ids)
+        return GPT2Config(
+            n_embd=entry.width,
+            n_layer=entry.depth,
+            n_head=entry.heads,
+            n_inner=entry.ffn,
+            n_positions=entry.seq_len,
+            activation_function="gelu_new",
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            **ids,
+        )
     if entry.family == "gpt_neox":
-        return GPTNeoXConfig(hidden_size=entry.width, num_hidden_layers=entry.depth, num_attention_heads=entry.heads,
-                             intermediate_size=entry.ffn, hidden_act="gelu", rotary_pct=0.25, use_parallel_residual=True,
-                             max_position_embeddings=entry.seq_len, tie_word_embeddings=False, hidden_dropout=0.0,
-                             attention_dropout=0.0, **ids)
-    return LlamaConfig(hidden_size=entry.width, num_hidden_layers=entry.depth, num_attention_heads=entry.heads,
-                       num_key_value_heads=entry.heads, intermediate_size=entry.ffn, hidden_act="silu",
-                       max_position_embeddings=entry.seq_len, tie_word_embeddings=False, attention_dropout=0.0, **ids)
+        return GPTNeoXConfig(
+            hidden_size=entry.width,
+            num_hidden_layers=entry.depth,
+            num_attention_heads=entry.heads,
+            intermediate_size=entry.ffn,
+            hidden_act="gelu",
+            rotary_pct=0.25,
+            use_parallel_residual=True,
+            max_position_embeddings=entry.seq_len,
+            tie_word_embeddings=False,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+            **ids,
+        )
+    return LlamaConfig(
+        hidden_size=entry.width,
+        num_hidden_layers=entry.depth,
+        num_attention_heads=entry.heads,
+        num_key_value_heads=entry.heads,
+        intermediate_size=entry.ffn,
+        hidden_act="silu",
+        max_position_embeddings=entry.seq_len,
+        tie_word_embeddings=False,
+        attention_dropout=0.0,
+        **ids,
+    )

@@ -65,7 +65,9 @@ class ZooData:
         for c in which.tolist():
             stream = self.streams[c]
             if stream.numel() < seq_len:
-                raise LinrecError(f"corpus '{self.names[c]}' has {stream.numel()} training tokens, fewer than seq_len={seq_len}")
+                raise LinrecError(
+                    f"corpus '{self.names[c]}' has {stream.numel()} training tokens, fewer than seq_len={seq_len}"
+                )
             start = int(torch.randint(stream.numel() - seq_len + 1, (1,), generator=gen))
             rows.append(stream[start : start + seq_len])
         return torch.stack(rows)
@@ -135,11 +137,20 @@ class TrainJob:
         job = json.loads(text)
         spec = job["spec"]
         return cls(
-            spec=ZooSpec(**{**spec, "train_mix": tuple(tuple(pair) for pair in spec["train_mix"]),
-                            "eval_corpora": tuple(spec["eval_corpora"]),
-                            "entries": tuple(_entry_from_dict(e) for e in spec["entries"])}),
-            entry=_entry_from_dict(job["entry"]), tokenizer=Path(job["tokenizer"]), data=Path(job["data"]),
-            out=Path(job["out"]), corpora=job["corpora"], force=job["force"],
+            spec=ZooSpec(
+                **{
+                    **spec,
+                    "train_mix": tuple(tuple(pair) for pair in spec["train_mix"]),
+                    "eval_corpora": tuple(spec["eval_corpora"]),
+                    "entries": tuple(_entry_from_dict(e) for e in spec["entries"]),
+                }
+            ),
+            entry=_entry_from_dict(job["entry"]),
+            tokenizer=Path(job["tokenizer"]),
+            data=Path(job["data"]),
+            out=Path(job["out"]),
+            corpora=job["corpora"],
+            force=job["force"],
         )
 
 
@@ -169,10 +180,17 @@ def _train_into(job: TrainJob, tmp: Path, report: Callable[[int], None] | None) 
     windows = {c: data.windows(c, entry.seq_len, spec.eval_tokens) for c in spec.eval_corpora}
     vocab = len(tokenizer)
     record = {
-        "name": entry.name, "family": entry.family, "zoo": spec.name, "config": asdict(entry), "corpora": job.corpora,
-        "train_mix": dict(spec.train_mix), "eval_tokens": {c: int(w[:, 1:].numel()) for c, w in windows.items()},
+        "name": entry.name,
+        "family": entry.family,
+        "zoo": spec.name,
+        "config": asdict(entry),
+        "corpora": job.corpora,
+        "train_mix": dict(spec.train_mix),
+        "eval_tokens": {c: int(w[:, 1:].numel()) for c, w in windows.items()},
         "unigram_loss": {c: data.unigram_loss(w, vocab) for c, w in windows.items()},
-        "versions": {"torch": torch.__version__, "zoo_format": ZOO_FORMAT}, "checkpoints": [], "train_loss": [],
+        "versions": {"torch": torch.__version__, "zoo_format": ZOO_FORMAT},
+        "checkpoints": [],
+        "train_loss": [],
     }
     with _deterministic_cpu(threads=1), _quiet_saves():
         torch.manual_seed(entry.seed)
@@ -181,8 +199,11 @@ def _train_into(job: TrainJob, tmp: Path, report: Callable[[int], None] | None) 
         gen = torch.Generator().manual_seed(entry.seed)
         decay = [p for p in model.parameters() if p.ndim >= 2]
         no_decay = [p for p in model.parameters() if p.ndim < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": entry.weight_decay},
-                                 {"params": no_decay, "weight_decay": 0.0}], lr=entry.lr, betas=(0.9, 0.95))
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": entry.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=entry.lr,
+            betas=(0.9, 0.95),
+        )
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_factor(entry))
         start_wall, start_cpu = time.perf_counter(), time.process_time()
 
@@ -190,10 +211,14 @@ def _train_into(job: TrainJob, tmp: Path, report: Callable[[int], None] | None) 
             name = f"step{step}"
             model.save_pretrained(str(tmp / name))
             tokenizer.save_pretrained(str(tmp / name))
-            record["checkpoints"].append({
-                "checkpoint": name, "step": step, "tokens": step * entry.batch_size * entry.seq_len,
-                "eval_loss": {c: eval_loss(model, w) for c, w in windows.items()},
-            })
+            record["checkpoints"].append(
+                {
+                    "checkpoint": name,
+                    "step": step,
+                    "tokens": step * entry.batch_size * entry.seq_len,
+                    "eval_loss": {c: eval_loss(model, w) for c, w in windows.items()},
+                }
+            )
 
         model.train()
         checkpoint(0)
