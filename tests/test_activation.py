@@ -200,8 +200,13 @@ def test_verdict_follows_the_numbers():
         "pairs": grid_shares(grid_of(np.outer([1, -1] * 3, [1, -1] * 3) + 0.3 * columns)),
     }
     normalised = pd.DataFrame({"normalisation": ["whiten"] * 3, "change": [0.01, -0.02, 0.0]})
-    v = activation_verdict(profiles, distances, shares, normalised).set_index("test")["supports"]
+    verdict = activation_verdict(profiles, distances, shares, normalised).set_index("test")
+    v = verdict["supports"]
     assert v["block-to-block differences: trained vs random init"] == "learned"  # all three grew from a flat init
+    assert verdict.loc["inputs whitened", "finding"].startswith(
+        "mean |ΔR²_lin| 0.010 when each block's inputs are whitened"
+    )
+    assert not verdict["finding"].str.contains("{").any()  # every finding is filled in
     flat = profiles.assign(
         r2_lin=np.where(profiles["checkpoint"] == "init", profiles["r2_lin"] + [0.8, 0, -0.8] * 6, profiles["r2_lin"])
     )

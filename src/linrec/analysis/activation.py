@@ -443,7 +443,7 @@ def activation_verdict(
                 {
                     "test": f"inputs {NORMALISED.get(kind, kind)}",
                     "finding": f"mean |ΔR²_lin| {change:.3f} when each block's inputs "
-                    "are {NORMALISED.get(kind, kind)}, "
+                    f"are {NORMALISED.get(kind, kind)}, "
                     f"against a mean range of {spread:.3f} across trained blocks",
                     "supports": _lean(spread, change, "learned", "inputs"),
                 }
