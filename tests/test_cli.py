@@ -61,13 +61,17 @@ def test_block_subset_and_json(model_dirs, text_file, tmp_path):
                 *ROWS,
                 "--blocks",
                 "1",
+                "--dtype",
+                "bfloat16",
                 "--out",
                 str(out),
             ]
         )
         == 0
     )
-    assert list(pd.read_json(out).block) == [1]
+    table = pd.read_json(out)
+    assert list(table.block) == [1]
+    assert list(table.dtype) == ["bfloat16"] and list(table.device) == ["cpu"]  # what was captured, and where
 
 
 def _fails(args, capsys, *patterns):
@@ -353,3 +357,34 @@ def test_bench_checks_its_arguments_before_timing(tmp_path, capsys, monkeypatch)
     with pytest.raises(SystemExit):
         main(["bench", "--peak-tokens", "20000,-5"])
     assert "expected a positive integer; got '-5'" in capsys.readouterr().err
+
+
+def test_profile_options_are_honoured_or_refused(model_dirs, text_file, monkeypatch, capsys, no_measuring):
+    import linrec.experiment.resolve
+
+    for option in (["--revision", "step1000"], ["--device-map", "auto"], ["--trust-remote-code"]):
+        _fails(["profile", "--profile", "smoke", *option], capsys, f"{option[0]} apply to --model", "Drop them")
+    _fails(
+        ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--revision", "main"],
+        capsys,
+        "--revision selects a hub revision",
+        "is a local directory",
+    )
+    import linrec.data.tokens
+    from linrec.models.loading import load_model
+
+    seen = {}
+
+    def load_profile_model(profile, model, checkpoint="final", **kwargs):
+        seen.update(device=profile.device, dtype=profile.dtype)
+        return load_model(str(model_dirs["gpt2"]))
+
+    def make_batches(*args, batch_size, **kwargs):
+        seen["batch_size"] = batch_size
+        raise AssertionError("stop before measuring")
+
+    monkeypatch.setattr(linrec.experiment.resolve, "load_profile_model", load_profile_model)
+    monkeypatch.setattr(linrec.data.tokens, "make_batches", make_batches)
+    with pytest.raises(AssertionError, match="stop before"):
+        main(["profile", "--profile", "offline", "--dtype", "bfloat16", "--device", "cpu", "--no-progress"])
+    assert seen == {"device": "cpu", "dtype": "bfloat16", "batch_size": 16}  # the offline profile's batch size

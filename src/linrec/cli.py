@@ -88,7 +88,9 @@ def add_profile_command(sub: argparse._SubParsersAction) -> None:
         help=f"one of: {', '.join(DTYPES)} (default: the checkpoint's)",
     )
     p.add_argument("--device-map", help="'auto' to spread a large model over the available devices (accelerate)")
-    p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per forward pass")
+    p.add_argument(
+        "--batch-size", type=positive_int, help="sequences per forward pass (default: the profile's, else 8)"
+    )
     p.add_argument(
         "--trust-remote-code", action="store_true", help="allow the model's own code from the hub (off by default)"
     )
@@ -123,11 +125,7 @@ def _profile(args: argparse.Namespace) -> int:
     from linrec.data.tokens import make_batches
     from linrec.models.loading import load_model, max_context, pick_device
 
-    profile = None
-    if args.profile is not None:
-        from linrec.experiment.profiles import get_profile
-
-        profile = get_profile(args.profile)
+    profile = None if args.profile is None else _cli_profile(args)
     if args.out is not None:
         check_output(args.out)
     if args.model is None and profile is None:
@@ -156,8 +154,10 @@ def _profile(args: argparse.Namespace) -> int:
         if profile is not None and args.model is None:
             from linrec.experiment.resolve import load_profile_model
 
-            model, tokenizer = load_profile_model(profile, model_name)
+            model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
         else:
+            if args.revision is not None and Path(model_name).expanduser().is_dir():
+                raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
             model, tokenizer = load_model(
                 model_name,
                 revision=args.revision,
@@ -167,14 +167,18 @@ def _profile(args: argparse.Namespace) -> int:
                 trust_remote_code=args.trust_remote_code,
                 supported_only=True,
             )
+        batch_size = args.batch_size or (profile.batch_size if profile else 8)
         batches = make_batches(
-            tokenizer, text, seq_len=seq_len, max_rows=rows, batch_size=args.batch_size, max_context=max_context(model)
+            tokenizer, text, seq_len=seq_len, max_rows=rows, batch_size=batch_size, max_context=max_context(model)
         )
         table = measure(
             model, batches, blocks=args.blocks, folds=folds, seed=args.seed, progress=not args.no_progress and rank == 0
         )
         table.insert(0, "model", model_name)
         table["revision"] = args.revision
+        weights = next(model.parameters())
+        table["dtype"] = str(weights.dtype).removeprefix("torch.")
+        table["device"] = str(weights.device)
         table["corpus"] = corpus_name
         table["corpus_sha256"] = corpus_hash
         table["seq_len"] = seq_len
@@ -195,6 +199,31 @@ def _profile(args: argparse.Namespace) -> int:
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
+
+
+def _cli_profile(args: argparse.Namespace):
+    """The ``--profile`` named, with ``--device`` and ``--dtype`` as overrides of its own when its models are
+    measured; options that only apply to ``--model`` are refused rather than silently ignored."""
+    from linrec.experiment.profiles import get_profile
+
+    if args.model is not None:
+        return get_profile(args.profile)
+    given = [
+        option
+        for option, value in (
+            ("--revision", args.revision),
+            ("--device-map", args.device_map),
+            ("--trust-remote-code", args.trust_remote_code),
+        )
+        if value
+    ]
+    if given:
+        raise LinrecError(
+            f"{', '.join(given)} apply to --model; the profile '{args.profile}' loads its own models "
+            "(its revisions are pinned in linrec.experiment.profiles). Drop them, or add --model."
+        )
+    overrides = {name: value for name, value in (("device", args.device), ("dtype", args.dtype)) if value}
+    return get_profile(args.profile, **overrides)
 
 
 def check_output(path: Path, option: str = "--out") -> None:
