@@ -23,19 +23,9 @@ from linrec.analysis.activation import (
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
+from tiny_captures import planted
 
 FOLDS = 4
-
-
-def planted(profiles: dict[tuple[str, str], list[float]], std: float = 0.001, corpus: str = "c") -> pd.DataFrame:
-    """A depth table with the given R²_lin per block for each (model, checkpoint)."""
-    return pd.DataFrame(
-        [
-            {"model": m, "checkpoint": c, "corpus": corpus, "block": b, "r2_lin": r, "r2_lin_std": std}
-            for (m, c), values in profiles.items()
-            for b, r in enumerate(values)
-        ]
-    )
 
 
 # ---------------------------------------------------------------------------------------------

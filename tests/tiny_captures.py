@@ -1,5 +1,7 @@
-"""Tiny models with known FFNs and their measurements, for the depth, activation, cross-feeding and swap tests."""
+"""Tiny models with known FFNs and their measurements, and planted depth tables, for the depth, activation,
+cross-feeding and swap tests."""
 
+import pandas as pd
 from torch import nn
 
 from conftest import measurement_info, tiny_model
@@ -19,3 +21,14 @@ def two_models(tokenizer, text, folds: int) -> tuple[dict[str, nn.Module], dict[
         info = measurement_info(name, folds=folds, rows=batches.n_rows)
         captured[name] = Measurement(info, moments, {b: sample.rows(b) for b in sample.blocks})
     return models, captured
+
+
+def planted(profiles: dict[tuple[str, str], list[float]], std: float = 0.001, corpus: str = "c") -> pd.DataFrame:
+    """A depth table with the given R²_lin per block for each (model, checkpoint)."""
+    return pd.DataFrame(
+        [
+            {"model": m, "checkpoint": c, "corpus": corpus, "block": b, "r2_lin": r, "r2_lin_std": std}
+            for (m, c), values in profiles.items()
+            for b, r in enumerate(values)
+        ]
+    )
