@@ -342,7 +342,7 @@ def test_version_and_plain_help(capsys):
         "stdlib-prose, stdlib-code",
         "wikitext-2",
         "one of: float32, fp32, bfloat16",
-        "sequences per forward pass (default: 8)",
+        "sequences per forward pass (default: the profile's, else 8)",
         "(default: 0)",
     ):
         assert expected in help_text, expected
