@@ -7,8 +7,8 @@ within seconds, with the offline profile named as the way to run without it.
 from __future__ import annotations
 
 import os
-import socket
-from urllib.parse import urlparse
+import urllib.error
+import urllib.request
 
 OFFLINE_HINT = "The 'offline' profile needs no network: `linrec profile --profile offline` or `make book`."
 
@@ -18,11 +18,17 @@ def hub_offline() -> bool:
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether a TCP connection to the hub endpoint (HF_ENDPOINT) opens within ``timeout`` seconds."""
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    port = url.port or (443 if url.scheme == "https" else 80)
+    """Whether the hub endpoint (``HF_ENDPOINT``) answers an HTTP request within ``timeout`` seconds.
+
+    The request goes through the proxies the environment names (``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``NO_PROXY``), as the hub client's own do; any HTTP answer counts, and an endpoint that accepts
+    the connection but never answers counts as unreachable rather than hanging what follows.
+    """
+    request = urllib.request.Request(os.environ.get("HF_ENDPOINT", "https://huggingface.co"), method="HEAD")
     try:
-        with socket.create_connection((url.hostname, port), timeout=timeout):
-            return True
-    except OSError:
+        urllib.request.build_opener().open(request, timeout=timeout).close()  # reads the proxies now
+    except urllib.error.HTTPError:
+        return True  # it answered, if not with 200
+    except (OSError, ValueError):  # refused, unresolvable, timed out (URLError is an OSError), malformed URL
         return False
+    return True
