@@ -8,7 +8,7 @@ texts and settings.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from linrec.errors import LinrecError
@@ -25,24 +25,34 @@ def _line_batches(texts: Iterable[str], lines_per_batch: int = 2000) -> Iterator
             yield lines[start : start + lines_per_batch]
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path | None = None, max_length: int = 1024):
-    """A ``PreTrainedTokenizerFast`` trained on ``texts`` (saved to ``out_dir`` when given)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+def byte_level_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (EOS,)):
+    """A bare ``tokenizers.Tokenizer``: byte-level BPE of ``vocab_size`` tokens (``special_tokens`` first) on ``texts``.
 
-    if vocab_size < MIN_VOCAB:
-        raise LinrecError(f"vocab_size must be at least {MIN_VOCAB} (256 bytes and {EOS}); got {vocab_size}")
+    It may hold fewer tokens when the texts cannot yield that many merges.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     core.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[EOS],
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     core.train_from_iterator(_line_batches(texts), trainer=trainer)
+    return core
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path | None = None, max_length: int = 1024):
+    """A ``PreTrainedTokenizerFast`` trained on ``texts`` (saved to ``out_dir`` when given)."""
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < MIN_VOCAB:
+        raise LinrecError(f"vocab_size must be at least {MIN_VOCAB} (256 bytes and {EOS}); got {vocab_size}")
+    core = byte_level_bpe(texts, vocab_size)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         bos_token=EOS,

@@ -110,6 +110,27 @@ def tokenize(tokenizer, text: str, chunk_chars: int = 200_000, max_tokens: int |
     return torch.tensor(ids, dtype=torch.long)
 
 
+_PROBE = "The quick brown fox jumps over the lazy dog."
+
+
+def bos_id(tokenizer) -> int | None:
+    """The token id the tokenizer puts before a text (Llama's ``<s>`` when ``add_bos_token``), or None when it adds
+    nothing there (GPT-2, Pythia and the zoo's tokenizers, whose ``<|endoftext|>`` is never added)."""
+    bare = tokenizer(_PROBE, add_special_tokens=False)["input_ids"]
+    full = tokenizer(_PROBE)["input_ids"]
+    if len(full) > len(bare) and full[1 : len(bare) + 1] == bare:
+        return full[0]
+    return None
+
+
+def bos_policy(tokenizer) -> str:
+    """What :func:`make_batches` puts at the start of every window, for a provenance line."""
+    bos = bos_id(tokenizer)
+    if bos is None:
+        return "no BOS"
+    return f"{tokenizer.convert_ids_to_tokens(bos)} (id {bos}) at position 0 of every window"
+
+
 def make_batches(
     tokenizer,
     text: str,
@@ -118,13 +139,17 @@ def make_batches(
     batch_size: int = 8,
     max_context: int | None = None,
 ) -> TokenBatches:
-    """Cut ``text`` into consecutive non-overlapping sequences of ``seq_len`` tokens.
+    """Cut ``text`` into consecutive non-overlapping windows of ``seq_len`` tokens.
 
+    A tokenizer that starts every text with a BOS token (:func:`bos_id`) gets it at position 0 of
+    every window, followed by ``seq_len - 1`` text tokens, as the model saw its training texts;
+    otherwise the windows are text tokens only (:func:`bos_policy` says which).
     ``max_rows`` is the number of token rows per block wanted (rounded up to whole sequences;
     None takes all full sequences). ``max_context``, when given (the model's), bounds seq_len.
     """
-    if seq_len < 1:
-        raise LinrecError(f"seq_len must be positive; got {seq_len}")
+    bos = bos_id(tokenizer)
+    if seq_len < 1 + (bos is not None):
+        raise LinrecError(f"seq_len must be at least {1 + (bos is not None)}; got {seq_len}")
     if max_rows is not None and max_rows < 1:
         raise LinrecError(
             f"max_rows (token rows per block) must be positive, or None for all of the text; got {max_rows}"
@@ -134,21 +159,24 @@ def make_batches(
             f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; "
             f"use --seq-len {max_context} or less"
         )
+    body = seq_len - (bos is not None)  # text tokens per window
     wanted = None if max_rows is None else math.ceil(max_rows / seq_len)
-    ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * seq_len)
+    ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * body)
     if ids.numel() == 0 and text.strip():
         raise LinrecError(
             f"the tokenizer turned {len(text):,} characters into no tokens: it is empty (a model saved "
             "without its tokenizer?). Save one with tokenizer.save_pretrained(directory)."
         )
-    available = ids.numel() // seq_len
+    available = ids.numel() // body
     wanted = available if wanted is None else wanted
     if wanted == 0 or available < wanted:
         raise LinrecError(
             f"the text has {ids.numel()} tokens, {available} full sequences of {seq_len}; "
-            f"{max(wanted, 1)} sequences ({max(wanted, 1) * seq_len} tokens) are needed"
+            f"{max(wanted, 1)} sequences ({max(wanted, 1) * body} text tokens) are needed"
             + (f" for max_rows={max_rows}" if max_rows is not None else "")
             + ". Give a longer text, or lower max_rows or seq_len."
         )
-    input_ids = ids[: wanted * seq_len].reshape(wanted, seq_len)
+    input_ids = ids[: wanted * body].reshape(wanted, body)
+    if bos is not None:
+        input_ids = torch.cat([torch.full((wanted, 1), bos, dtype=input_ids.dtype), input_ids], dim=1)
     return TokenBatches(input_ids, torch.ones_like(input_ids), batch_size)

@@ -102,6 +102,48 @@ def _check_tokenizer(tokenizer, name_or_path: str) -> None:
         )
 
 
+TOKENIZER_PACKAGES = ("sentencepiece", "protobuf")
+"""What transformers needs to convert a checkpoint that ships only a sentencepiece ``tokenizer.model`` (Llama's)."""
+
+
+def _missing_packages() -> list[str]:
+    import importlib.util
+
+    modules = {"sentencepiece": "sentencepiece", "protobuf": "google.protobuf"}
+    missing = []
+    for package in TOKENIZER_PACKAGES:
+        try:
+            found = importlib.util.find_spec(modules[package]) is not None
+        except (ImportError, ValueError):  # a parent package that is absent, or a module set to None
+            found = False
+        if not found:
+            missing.append(package)
+    return missing
+
+
+def load_tokenizer(source: str, name_or_path: str | None = None, **kwargs) -> object:
+    """``AutoTokenizer.from_pretrained(source, **kwargs)``; a missing sentencepiece or protobuf is named.
+
+    Without them transformers fails on a ``tokenizer.model``-only checkpoint with an error about
+    tiktoken or sentencepiece that does not say what to install; this one does.
+    """
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(source, **kwargs)
+    except (OSError, ValueError, ImportError) as err:
+        text = str(err).lower()
+        missing = _missing_packages()
+        if missing and any(word in text for word in ("sentencepiece", "tiktoken", "protobuf")):
+            raise LinrecError(
+                f"the tokenizer of '{name_or_path or source}' is a sentencepiece model (tokenizer.model), which "
+                f"transformers can only load with the packages {' and '.join(TOKENIZER_PACKAGES)}; missing: "
+                f"{', '.join(missing)}. Install them: pip install 'linrec[paper]' "
+                "(or pip install sentencepiece protobuf)."
+            ) from err
+        raise
+
+
 def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> LinrecError:
     """What went wrong with the weights, naming the file and what to do."""
     if local is None:
@@ -144,7 +186,7 @@ def load_model(
     CLI needs), the architecture read from the config.
     """
     from safetensors import SafetensorError
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     local = _local_dir(name_or_path)
     source = str(local) if local is not None else name_or_path
@@ -156,7 +198,7 @@ def load_model(
     common = {"revision": revision, "trust_remote_code": trust_remote_code, "local_files_only": local_only}
     try:
         config = AutoConfig.from_pretrained(source, **common)
-        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        tokenizer = load_tokenizer(source, name_or_path, **common)
     except (OSError, ValueError) as err:
         where = (
             "a local directory"

@@ -1,0 +1,185 @@
+"""Real-shaped models: the paper's configurations with random weights and local tokenizers of the real sizes.
+
+The three tokenizers are trained once into the cache (about 25 s on two cores); later runs load them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+
+import pytest
+import torch
+
+import linrec
+from conftest import local_text
+from linrec.core.capture import capture_moments, rows_needed
+from linrec.data.corpora import load_corpus
+from linrec.data.tokens import bos_id, bos_policy, make_batches
+from linrec.errors import LinrecError
+from linrec.interventions.perplexity import swap_deltas
+from linrec.interventions.surgery import fit_replacements
+from linrec.models.arch import ffn_blocks
+from linrec.models.loading import load_tokenizer
+from linrec.models.shapes import (
+    SHAPES,
+    load_shaped,
+    shaped_config,
+    shaped_seed,
+    shaped_tokenizer_dir,
+    train_gpt2_tokenizer,
+    train_llama_tokenizer,
+    train_neox_tokenizer,
+)
+
+GPT2, PYTHIA, LLAMA = "openai-community/gpt2", "EleutherAI/pythia-160m", "JackFram/llama-160m"
+# (embedding rows, tokens in the tokenizer, BOS id put at the start of every window)
+EXPECTED = {GPT2: (50257, 50257, None), PYTHIA: (50304, 50254, None), LLAMA: (32000, 32000, 1)}
+SEQ_LEN, FOLDS = 64, 3
+
+
+@pytest.fixture(scope="module")
+def loaded() -> dict[str, tuple]:
+    return {name: load_shaped(name, device="cpu") for name in SHAPES}
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus("stdlib-prose")
+
+
+def test_the_paper_models_have_their_real_shapes(loaded):
+    for name, (model, tokenizer) in loaded.items():
+        rows, size, _ = EXPECTED[name]
+        assert [b.index for b in ffn_blocks(model)] == list(range(12)), name
+        assert model.config.hidden_size == 768, name
+        assert model.get_input_embeddings().weight.shape == (rows, 768), name
+        assert model.get_output_embeddings().weight.shape == (rows, 768), name
+        assert len(tokenizer) == size, name
+        assert json.loads((shaped_tokenizer_dir(name) / "shapes.json").read_text())["placeholders"] == 0
+        assert not model.training and not any(p.requires_grad for p in model.parameters())
+    gpt2, pythia, llama = (loaded[n][0] for n in (GPT2, PYTHIA, LLAMA))
+    assert gpt2.lm_head.weight is gpt2.transformer.wte.weight  # tied, as GPT-2's; the others untied
+    assert pythia.config.rope_parameters["partial_rotary_factor"] == 0.25 and pythia.config.use_parallel_residual
+    assert llama.model.layers[0].mlp.gate_proj.out_features == 3072 and llama.config.rms_norm_eps == 1e-6
+    assert loaded[LLAMA][1].eos_token_id == 2 and loaded[PYTHIA][1].eos_token_id == 0
+    assert loaded[GPT2][1].eos_token_id == 50256 == gpt2.config.eos_token_id
+    assert loaded[LLAMA][1].convert_ids_to_tokens([0, 1, 2, 3]) == ["<unk>", "<s>", "</s>", "<0x00>"]
+    assert loaded[PYTHIA][1].convert_ids_to_tokens([0, 1]) == ["<|endoftext|>", "<|padding|>"]
+
+
+def test_the_llama_tokenizer_is_converted_from_tokenizer_model_alone():
+    path = shaped_tokenizer_dir(LLAMA)
+    assert sorted(p.name for p in path.iterdir() if not p.name.startswith(".")) == [
+        "shapes.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
+    ]
+    tokenizer = load_tokenizer(str(path))
+    assert type(tokenizer).__name__ == "LlamaTokenizer"
+    text = "Return the 42 items, ok?"
+    assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+    assert tokenizer.convert_ids_to_tokens(tokenizer("é€")["input_ids"])[0] == "<s>"
+
+
+def test_measure_and_a_swap_at_full_size(loaded, corpus):
+    rows = rows_needed(768, FOLDS, SEQ_LEN)  # the fewest rows that leave every training split width + 1 rows
+    for name, (model, tokenizer) in loaded.items():
+        fit = make_batches(tokenizer, corpus.fit_text, seq_len=SEQ_LEN, max_rows=rows, batch_size=8)
+        table = linrec.measure(model, fit, blocks=[0, 11], folds=FOLDS, progress=False)  # first and last of 12
+        assert list(table.block) == [0, 11] and set(table.d_in) == set(table.d_out) == {768}, name
+        assert all(math.isfinite(r) and r <= 1 for r in table.r2_lin), name
+        moments = capture_moments(model, fit, blocks=[5], folds=FOLDS, progress=False)
+        held = make_batches(tokenizer, corpus.eval_text, seq_len=SEQ_LEN, max_rows=2 * SEQ_LEN)
+        swap = swap_deltas(model, held, fit_replacements(moments, "affine"), progress=False)
+        assert math.isfinite(swap.delta_ppl[0]) and swap.delta_ppl[0] != 0, name
+        assert swap.params[0] == 768 * 768 + 768  # the closed-form affine map that replaced block 5
+
+
+def test_weights_are_seeded_by_name_and_revision(loaded):
+    final = load_shaped(PYTHIA, revision="step143000", device="cpu")[0]
+    for a, b in zip(final.state_dict().values(), loaded[PYTHIA][0].state_dict().values()):
+        assert torch.equal(a, b)  # the final checkpoint is the default branch
+    early = load_shaped(PYTHIA, revision="step1000", device="cpu")[0]
+    assert not torch.equal(early.gpt_neox.embed_in.weight, final.gpt_neox.embed_in.weight)
+    assert shaped_seed(PYTHIA, "main") == shaped_seed(PYTHIA) != shaped_seed(PYTHIA, "step2000")
+    assert len({shaped_seed(name) for name in SHAPES}) == 3
+    half = load_shaped(LLAMA, dtype="bf16", device="cpu")[0]
+    assert half.lm_head.weight.dtype == torch.bfloat16
+    assert torch.equal(half.lm_head.weight, loaded[LLAMA][0].lm_head.weight.to(torch.bfloat16))
+    with pytest.raises(LinrecError, match="choose one of openai-community/gpt2, EleutherAI/pythia-160m"):
+        load_shaped("EleutherAI/pythia-70m")
+
+
+def test_bos_policy_per_tokenizer(loaded, corpus, tokenizer):
+    for name, (_, tok) in loaded.items():
+        bos = EXPECTED[name][2]
+        assert bos_id(tok) == bos, name
+        windows = make_batches(tok, corpus.eval_text, seq_len=16, max_rows=64).input_ids
+        if bos is None:
+            assert bos_policy(tok) == "no BOS"
+            assert (windows[:, 0] != tok.bos_token_id).all()
+        else:
+            assert bos_policy(tok) == "<s> (id 1) at position 0 of every window"
+            assert (windows[:, 0] == bos).all() and (windows[:, 1:] != bos).all()
+            text = tok(corpus.eval_text[:20_000], add_special_tokens=False)["input_ids"]
+            assert windows[:, 1:].flatten().tolist() == text[: windows.shape[0] * 15]  # 15 text tokens a window
+    assert bos_id(tokenizer) is None  # a plain byte-level BPE (conftest's) gets nothing either
+
+
+def test_zoo_tokenizers_add_no_bos(tmp_path):
+    """The zoo's tokenizers (data/bpe.py) have a BOS token but never put it before a text: windows stay text only."""
+    from linrec.data.bpe import train_bpe
+    from linrec.data.tokens import tokenize
+
+    text = local_text(3000)
+    tokenizer = train_bpe([text], 400, tmp_path)
+    assert tokenizer.bos_token == "<|endoftext|>" and bos_id(tokenizer) is None and bos_policy(tokenizer) == "no BOS"
+    windows = make_batches(tokenizer, text, seq_len=32, max_rows=256)
+    assert windows.input_ids.flatten().tolist() == tokenize(tokenizer, text)[: 8 * 32].tolist()
+
+
+@pytest.mark.parametrize(
+    "train, size, reserved",
+    [
+        (train_gpt2_tokenizer, 2000, "<|reserved_0|>"),
+        (train_neox_tokenizer, 2000, "<|reserved_0|>"),
+        (train_llama_tokenizer, 1200, "<reserved_0>"),
+    ],
+)
+def test_a_short_text_is_filled_to_the_exact_size_deterministically(tmp_path, train, size, reserved):
+    text = [local_text(3000)]  # about 70 distinct words: far fewer merges than the size asks for
+    missing = train(text, size, tmp_path / "a")
+    assert missing > 0
+    assert train(text, size, tmp_path / "b") == missing
+    for file in (tmp_path / "a").iterdir():
+        assert file.read_bytes() == (tmp_path / "b" / file.name).read_bytes(), file.name
+    tokenizer = load_tokenizer(str(tmp_path / "a"))
+    assert len(tokenizer) == size and reserved in tokenizer.get_vocab()
+    assert tokenizer.decode(tokenizer(text[0][:500], add_special_tokens=False)["input_ids"]) == text[0][:500]
+
+
+def test_a_missing_sentencepiece_is_named(monkeypatch, tmp_path):
+    """Without sentencepiece and protobuf, transformers fails on tokenizer.model with a word on tiktoken."""
+    import transformers.utils.import_utils as import_utils
+
+    path = shaped_tokenizer_dir(LLAMA)
+    checkpoint = tmp_path / "llama"  # a checkpoint as JackFram/llama-160m ships it: config and tokenizer.model
+    shaped_config(LLAMA).save_pretrained(checkpoint)
+    for name in ("tokenizer.model", "tokenizer_config.json"):
+        shutil.copy(path / name, checkpoint / name)
+    checks = (import_utils.is_sentencepiece_available, import_utils.is_protobuf_available)
+    for module in ("sentencepiece", "google.protobuf"):
+        monkeypatch.setitem(sys.modules, module, None)
+    for check in checks:
+        check.cache_clear()
+    try:
+        with pytest.raises(LinrecError, match=r"missing: sentencepiece, protobuf.*pip install 'linrec\[paper\]'"):
+            load_tokenizer(str(path), LLAMA)
+        with pytest.raises(LinrecError, match="sentencepiece"):
+            linrec.load_model(str(checkpoint))
+    finally:
+        for check in checks:
+            check.cache_clear()
