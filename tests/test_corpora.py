@@ -151,7 +151,9 @@ def test_single_split_dataset_holds_out_every_tenth_row_and_respects_caps():
     assert small.eval_text == "file0"
 
 
-def test_loader_failure_and_unreachable_hub_are_linrec_errors(monkeypatch):
+def test_loader_failure_and_unreachable_hub_are_linrec_errors(monkeypatch, tmp_path):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))  # no cached slice to fall back on
+
     def broken(*args, **kwargs):
         raise ConnectionError("boom")
 
