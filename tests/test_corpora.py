@@ -14,6 +14,7 @@ from linrec.data.corpora import (
     _docstring_nodes,
     _hub_corpus,
     _offline_corpus,
+    _stdlib_modules,
     _stdlib_texts,
     _unicode_record,
     _unicode_texts,
@@ -26,7 +27,7 @@ from linrec.hub import OFFLINE_HINT
 
 
 def _forget_built_corpora():
-    for cache in (_offline_corpus, _stdlib_texts, _unicode_texts):
+    for cache in (_offline_corpus, _stdlib_modules, _stdlib_texts, _unicode_texts):
         cache.cache_clear()
 
 

@@ -166,8 +166,16 @@ def _without_docstrings(source: str, docstrings: list[tuple[ast.AST, ast.Expr]])
     return "".join(replace.get(i, line) for i, line in enumerate(lines))
 
 
-def _stdlib_modules() -> Iterator[tuple[str, Path, list[str], str]]:
-    """(module, path, docstrings, source without them) of every parseable standard-library module, sorted."""
+@functools.cache
+def _stdlib_modules() -> tuple[tuple[str, Path, list[str], str], ...]:
+    """(module, path, docstrings, source without them) of every parseable standard-library module, sorted.
+
+    Read once per process: both offline stdlib corpora and the shaped CodeParrot files are built from it.
+    """
+    return tuple(_parsed_modules())
+
+
+def _parsed_modules() -> Iterator[tuple[str, Path, list[str], str]]:
     for module, path in _stdlib_files():
         try:
             source = importlib.util.decode_source(path.read_bytes())
