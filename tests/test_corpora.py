@@ -14,6 +14,7 @@ from linrec.data.corpora import (
     _docstring_nodes,
     _hub_corpus,
     _offline_corpus,
+    _stdlib_modules,
     _stdlib_texts,
     _unicode_record,
     _unicode_texts,
@@ -26,7 +27,7 @@ from linrec.hub import OFFLINE_HINT
 
 
 def _forget_built_corpora():
-    for cache in (_offline_corpus, _stdlib_texts, _unicode_texts):
+    for cache in (_offline_corpus, _stdlib_modules, _stdlib_texts, _unicode_texts):
         cache.cache_clear()
 
 
@@ -151,7 +152,9 @@ def test_single_split_dataset_holds_out_every_tenth_row_and_respects_caps():
     assert small.eval_text == "file0"
 
 
-def test_loader_failure_and_unreachable_hub_are_linrec_errors(monkeypatch):
+def test_loader_failure_and_unreachable_hub_are_linrec_errors(monkeypatch, tmp_path):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))  # no cached slice to fall back on
+
     def broken(*args, **kwargs):
         raise ConnectionError("boom")
 

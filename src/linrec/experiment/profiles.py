@@ -53,6 +53,10 @@ PYTHIA_DYNAMICS = (
 )
 """A roughly log-spaced subset of :data:`PYTHIA_REVISIONS` for the chapter on linearity over training."""
 
+SAME_AS_MAIN: dict[str, str] = {"EleutherAI/pythia-160m": "step143000"}
+"""Hub model -> the training-checkpoint revision whose weights are those of its main branch (Pythia's last step),
+so that :meth:`Profile.canonical_checkpoint` names the two alike."""
+
 
 @dataclass(frozen=True)
 class ProbeSettings:
@@ -163,6 +167,40 @@ class Profile:
         if self.zoo is not None:
             return tuple(self.zoo.entry(model).checkpoint_names())
         return dict(self.training_checkpoints).get(model, ("final",))
+
+    def hub_revision(self, model: str, checkpoint: str = "final") -> str | None:
+        """The hub revision a hub model is loaded at for ``checkpoint``: ``"final"`` is the pinned revision (None:
+        the default branch), ``"init"`` the first of :meth:`checkpoints`, any other one of them itself."""
+        if self.zoo is not None:
+            raise LinrecError(f"profile '{self.name}' has zoo models, which have no hub revisions")
+        revision = self.revision(model)
+        if checkpoint == "final":
+            return revision
+        available = self.checkpoints(model)
+        name = available[0] if checkpoint == "init" else checkpoint
+        if name not in available or name == "final":
+            raise LinrecError(
+                f"profile '{self.name}' lists no checkpoint '{checkpoint}' of '{model}'; choose final"
+                + (f", init or one of {', '.join(available)}" if available != ("final",) else "")
+            )
+        return name
+
+    def canonical_checkpoint(self, model: str, checkpoint: str) -> str:
+        """One name per distinct weights, to key measurements on: ``checkpoint`` of ``model`` as measured.
+
+        Hub models: a checkpoint loading the same revision as ``"final"`` (Pythia's ``step143000`` is
+        its main branch, :data:`SAME_AS_MAIN`) is ``"final"``; ``"init"`` is the first listed
+        checkpoint (``step0``). Zoo checkpoints keep their names, as their cached measurements do.
+        """
+        self.check_model(model)
+        if self.zoo is not None:
+            return checkpoint
+
+        def branch(revision: str | None) -> str | None:
+            return None if revision == SAME_AS_MAIN.get(model) else revision
+
+        revision = self.hub_revision(model, checkpoint)
+        return "final" if branch(revision) == branch(self.revision(model)) else revision
 
     def summary(self) -> dict[str, object]:
         """The profile as plain values, for recording beside results."""

@@ -14,6 +14,7 @@ from linrec.data.corpora import Corpus, Loader, load_corpus
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import ProbeSettings, Profile, get_profile
+from linrec.hub import hub_offline, hub_reachable, resolve_revision
 from linrec.interventions.baseline import BaselineConfig
 from linrec.interventions.probes import ProbeConfig
 from linrec.models.loading import load_model, max_context
@@ -46,17 +47,21 @@ def load_profile_model(
     if profile.zoo is not None:
         path = ensure_zoo_model(profile.zoo, model, checkpoint, progress)
         return loader(str(path), revision=None, dtype=profile.dtype, device=profile.device)
-    revision = profile.revision(model)
-    if checkpoint != "final":
-        available = profile.checkpoints(model)
-        name = available[0] if checkpoint == "init" else checkpoint
-        if name not in available or name == "final":
-            raise LinrecError(
-                f"profile '{profile.name}' lists no checkpoint '{checkpoint}' of '{model}'; choose final"
-                + (f", init or one of {', '.join(available)}" if available != ("final",) else "")
-            )
-        revision = name
-    return loader(model, revision=revision, dtype=profile.dtype, device=profile.device)
+    return loader(model, revision=profile.hub_revision(model, checkpoint), dtype=profile.dtype, device=profile.device)
+
+
+def model_revision(profile: str | Profile, model: str, checkpoint: str = "final") -> str | None:
+    """The commit a hub model is loaded at for ``checkpoint`` (see :func:`load_profile_model`), for cache keys
+    and provenance: asked of the hub, or read from the local hub cache when offline or unreachable.
+
+    None for zoo models, and for a hub model the local cache has no record of while offline.
+    """
+    profile = get_profile(profile)
+    profile.check_model(model)
+    if profile.zoo is not None:
+        return None
+    revision = profile.hub_revision(model, checkpoint)
+    return resolve_revision(model, revision, local_files_only=hub_offline() or not hub_reachable())
 
 
 def profile_corpus(profile: str | Profile, name: str | None = None, *, loader: Loader | None = None) -> Corpus:

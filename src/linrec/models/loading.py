@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from linrec.errors import LinrecError
-from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable
+from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable, resolve_revision, use_hub_timeouts
 from linrec.models.arch import CAUSAL, check_supported
 
 DTYPES = {
@@ -195,6 +195,9 @@ def load_model(
     local_only = local is not None or hub_offline()
     if not local_only and not hub_reachable():
         local_only = True  # a copy in the local cache still works; otherwise fail below, in seconds
+    if local is None:  # load the commit the revision resolves to, when known, so config and weights agree
+        use_hub_timeouts()
+        revision = resolve_revision(name_or_path, revision, local_files_only=local_only) or revision
     common = {"revision": revision, "trust_remote_code": trust_remote_code, "local_files_only": local_only}
     try:
         config = AutoConfig.from_pretrained(source, **common)
