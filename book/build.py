@@ -2,10 +2,16 @@
 
 The percent-format ``.py`` files are the sources. ``sync`` turns each into a plain, unexecuted
 notebook ``notebooks/NN_topic.ipynb`` (committed, so Colab can open it) with an install cell added
-after the title. ``execute`` runs those notebooks with papermill for one profile, adding an
-"Open in Colab" button built from ``repository.url`` in ``_config.yml``, and writes the executed
-chapters that ``_toc.yml`` lists. ``html`` renders them with Jupyter Book, warnings as errors.
-``check`` verifies the result; ``screenshot`` photographs a page with headless Chromium.
+after the title. That cell installs linrec pinned to the last commit that changed its sources
+(:data:`PINNED_SOURCES`), not to HEAD: a commit cannot name itself, whereas the source commit is
+already known when the notebooks are regenerated, and a commit of only the regenerated notebooks
+leaves it unchanged, so sync, commit, sync again is stable. Change sources, commit them, then run
+``make notebooks`` and commit the notebooks; ``check-sync`` and ``check`` name a stale pin.
+``execute`` runs those notebooks with papermill for one profile (with ``LINREC_PROGRESS=0``: no
+progress bars in the built pages), adding an "Open in Colab" button built from ``repository.url``
+in ``_config.yml``, and writes the executed chapters that ``_toc.yml`` lists. ``html`` renders them
+with Jupyter Book, warnings as errors. ``check`` verifies the result; ``screenshot`` photographs a
+page with headless Chromium.
 
     python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)
     python book/build.py check --screenshot _build/screenshots/01_method.png
@@ -14,8 +20,10 @@ chapters that ``_toc.yml`` lists. ``html`` renders them with Jupyter Book, warni
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,6 +44,8 @@ CHAPTERS = ROOT / "book" / "chapters"
 HTML = ROOT / "_build" / "html"
 KERNEL = "linrec-venv"
 INSTALL_EXTRAS = "paper,notebook"
+PINNED_SOURCES = ("src", "notebooks/*.py", "pyproject.toml")  # what the install cell's commit pins
+_PIN = re.compile(r'^COMMIT = "([0-9a-f]{40})"$', re.MULTILINE)
 COLAB = "https://colab.research.google.com"
 NOTEBOOK_METADATA = {
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
@@ -70,16 +80,85 @@ def colab_link(stem: str) -> str:
     return f"{COLAB}/github/{slug}/blob/{branch}/notebooks/{stem}.ipynb"
 
 
+def _git(*args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        detail = getattr(err, "stderr", "") or err
+        raise BookError(
+            f"the install cells pin linrec to a commit, which needs git and this repository's history: "
+            f"`git {' '.join(args)}` failed ({str(detail).strip()})"
+        ) from None
+    return done.stdout.rstrip("\n")
+
+
+@functools.cache
+def source_commit() -> str:
+    """The last commit that changed linrec's sources (:data:`PINNED_SOURCES`): what the install cells pin."""
+    if _git("rev-parse", "--is-shallow-repository") == "true":
+        raise BookError("a shallow clone cannot tell which commit last changed the sources: git fetch --unshallow")
+    commit = _git("log", "-1", "--format=%H", "--", *PINNED_SOURCES)
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise BookError(f"no commit touches {', '.join(PINNED_SOURCES)}: commit the sources first")
+    return commit
+
+
+def uncommitted_sources() -> list[str]:
+    """Sources changed since the last commit (the install cells cannot pin those changes)."""
+    return [line[3:] for line in _git("status", "--porcelain", "--", *PINNED_SOURCES).splitlines()]
+
+
 def _install_cell() -> nbformat.NotebookNode:
-    slug, branch = repository()
-    source = (
-        "# Installs linrec where it is missing (e.g. on Colab); an installed torch is kept.\n"
-        "try:\n"
-        "    import linrec\n"
-        "except ImportError:\n"
-        f'    %pip install --quiet "linrec[{INSTALL_EXTRAS}] @ git+https://github.com/{slug}@{branch}"'
+    slug, _ = repository()
+    spec = f"linrec[{INSTALL_EXTRAS}] @ git+https://github.com/{slug}@{{COMMIT}}"
+    source = f"""\
+# Installs linrec at the commit this notebook was built from (e.g. on Colab; an installed torch is kept),
+# then checks that the linrec imported is this project's; a local checkout's linrec is used as it is.
+import importlib.util, json, subprocess, sys
+from importlib import metadata
+
+COMMIT = "{source_commit()}"
+
+
+def installed_commit():
+    \"\"\"The commit a git install of linrec came from; "" for any other install; None when there is none.\"\"\"
+    if importlib.util.find_spec("linrec") is None:
+        return None
+    try:
+        url = json.loads(metadata.distribution("linrec").read_text("direct_url.json") or "{{}}")
+    except metadata.PackageNotFoundError:  # a source tree on the path
+        return ""
+    return url.get("vcs_info", {{}}).get("commit_id", "")
+
+
+if installed_commit() not in ("", COMMIT):
+    spec = f"{spec}"
+    print("pip install", spec)
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "install", spec], check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as err:
+        print(err.stdout, err.stderr, sep="\\n")
+        raise RuntimeError(f"pip could not install {{spec}}; its output is above") from None
+    if "linrec" in sys.modules:
+        raise RuntimeError("linrec changed after it was imported: Runtime → Restart session, then run again")
+    importlib.invalidate_caches()
+import linrec
+
+if not hasattr(linrec, "measure") or installed_commit() not in ("", COMMIT):
+    raise RuntimeError(
+        f"the linrec at {{linrec.__file__}} is not this book's ({slug} at {{COMMIT[:12]}}): "
+        "pip uninstall -y linrec, restart the runtime (Runtime → Restart session) and run again"
     )
+print(f"linrec {{linrec.__version__}} from {{linrec.__file__}}")"""
     return nbformat.v4.new_code_cell(source, metadata={"tags": ["hide-input"]})
+
+
+def pinned_commit(notebook: Path) -> str | None:
+    """The commit the install cell of a written notebook pins (None: no notebook, or no pin in it)."""
+    if not notebook.exists():
+        return None
+    cells = nbformat.read(notebook, as_version=4).cells
+    return next((m.group(1) for c in cells if c.cell_type == "code" and (m := _PIN.search(c.source))), None)
 
 
 def paired_notebook(source: Path) -> nbformat.NotebookNode:
@@ -144,6 +223,7 @@ def execute(profile: str, only: list[str] | None = None) -> None:
     if only and len(chosen) != len(set(only)):
         raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources()]}")
     name = kernel()
+    os.environ["LINREC_PROGRESS"] = "0"  # the kernels papermill starts inherit it: no progress bars in the pages
     CHAPTERS.mkdir(parents=True, exist_ok=True)
     prepare_models(profile)
     for source in chosen:
@@ -240,12 +320,25 @@ def toc_problems() -> list[str]:
     ] + [f"_toc.yml lists book/chapters/{s} but there is no notebooks/{s}.py" for s in listed if s not in stems]
 
 
+def sync_problems() -> list[str]:
+    """Why each committed notebook differs from what ``sync`` would write: a stale pin, or stale cells."""
+    problems = []
+    for path in sync(write=False):
+        pinned, name = pinned_commit(path), path.relative_to(ROOT)
+        if pinned is not None and pinned != source_commit():
+            problems.append(
+                f"{name} installs linrec at {pinned[:12]}, but the sources last changed in {source_commit()[:12]}: "
+                "run `make notebooks` and commit"
+            )
+        else:
+            problems.append(f"{name} is out of date with its .py source: run `make notebooks` and commit")
+    return problems
+
+
 def check() -> list[str]:
-    """Everything wrong with the built book: stale notebooks, TOC gaps, errors, missing figures or Colab links."""
-    problems = [
-        f"{p.relative_to(ROOT)} is out of date with its .py source: run `make notebooks`" for p in sync(write=False)
-    ]
-    problems += toc_problems()
+    """Everything wrong with the built book: stale notebooks or pins, TOC gaps, errors, missing figures or Colab
+    links."""
+    problems = sync_problems() + toc_problems()
     stems = [s.stem for s in sources()]
     for stem in stems:
         executed, page = CHAPTERS / f"{stem}.ipynb", HTML / "book" / "chapters" / f"{stem}.html"
@@ -323,8 +416,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.step in ("sync", "all"):
             for path in sync():
                 print(f"[book] wrote {path.relative_to(ROOT)}")
-        if args.step == "check-sync" and (stale := sync(write=False)):
-            raise BookError("stale notebooks (run `make notebooks` and commit): " + ", ".join(p.name for p in stale))
+            if changed := uncommitted_sources():
+                print(
+                    f"[book] note: the install cells pin {source_commit()[:12]}, which lacks the uncommitted changes "
+                    f"to {', '.join(changed)}: commit them, then run `make notebooks` again"
+                )
+        if args.step == "check-sync" and (problems := sync_problems()):
+            raise BookError("stale notebooks:\n  " + "\n  ".join(problems))
         if args.step in ("execute", "all"):
             execute(args.profile, args.only)
         if args.step in ("html", "all"):

@@ -301,14 +301,14 @@ batches = linrec.TokenBatches(ids, torch.ones_like(ids), batch_size=16)
 
 sink = linrec.RowSample(max_rows=batches.n_rows, seed=SEED)  # keeps every row here; measure() keeps only moments
 blocks = linrec.ffn_blocks(gpt)
-linrec.run_capture(gpt, batches, blocks[:1], [sink], batches.folds(FOLDS, SEED), progress=False)
+linrec.run_capture(gpt, batches, blocks[:1], [sink], batches.folds(FOLDS, SEED), progress=ch.progress)
 X0, Y0 = sink.rows(0).x.to(DEVICE), sink.rows(0).y.to(DEVICE)
 mlp0 = dict(gpt.named_modules())[blocks[0].input]
 gap = (mlp0(X0) - Y0).abs().max()
 print(f"block 0: X {tuple(X0.shape)}, Y {tuple(Y0.shape)}; max |MLP(X) - Y| = {gap:.2e}")
 
 # %%
-table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=False)
+table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=ch.progress)
 table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
        "null_dims", "n_train", "n_test"]]
 
@@ -337,7 +337,7 @@ plt.show()
 profile = ch.profile
 trained_name = profile.models[0]
 corpus = profile_corpus(profile)
-trained_run = measurement(profile, trained_name, progress=False)  # cached: later chapters reuse this capture
+trained_run = measurement(profile, trained_name, progress=ch.progress)  # cached: later chapters reuse this capture
 trained_table = trained_run.table()
 trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
                "input_condition", "null_dims", "n_train", "n_test"]]
@@ -460,7 +460,7 @@ pd.DataFrame({
     "block": table["block"],
     "R²_lin, init std 0.02": table["r2_lin"],
     "R²_lin, init std 0.2": linrec.measure(wide, batches, folds=FOLDS, seed=SEED,
-                                           progress=False)["r2_lin"],
+                                           progress=ch.progress)["r2_lin"],
 })
 
 # %% [markdown]

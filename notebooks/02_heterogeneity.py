@@ -46,7 +46,7 @@ SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
 # The measurements are cached, so later chapters reuse them rather than running the models again.
 
 # %%
-measured = {m: measurement(profile, m, progress=False) for m in MODELS}
+measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 table = depth_table(measured.values(), profile)
 info = next(iter(measured.values())).info
 print(f"{len(MODELS)} models, {info.rows:,} rows per block on {info.corpus}, "
@@ -66,7 +66,7 @@ table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_con
 
 # %%
 if SWAP:
-    swaps = affine_swaps(profile, measured.values(), max_tokens=SWAP_TOKENS, progress=False)
+    swaps = affine_swaps(profile, measured.values(), max_tokens=SWAP_TOKENS, progress=ch.progress)
     print(f"perplexity on {swaps['eval_tokens'].iloc[0]:,} tokens of {swaps['eval_corpus'].iloc[0]} (eval split)")
     wide = swaps.pivot(index="model", columns="block", values="delta_ppl").loc[MODELS]
     wide.columns = [f"ΔPPL, block {b}" for b in wide.columns]

@@ -76,11 +76,11 @@ GRID_MODELS = list(GRID_MODELS or MODELS)
 # Pythia publishes its initial checkpoint.
 
 # %%
-identities = {m: model_identity(profile, m, load_profile_model(profile, m, progress=False)[0]
+identities = {m: model_identity(profile, m, load_profile_model(profile, m, progress=ch.progress)[0]
                                 if profile.zoo is None else None) for m in MODELS}
 untrained = [m for m in MODELS if len(training_checkpoints(profile, m)) > 1]
-measured = {(m, "final"): measurement(profile, m, progress=False) for m in MODELS}
-measured |= {(m, "init"): measurement(profile, m, checkpoint="init", progress=False) for m in untrained}
+measured = {(m, "final"): measurement(profile, m, progress=ch.progress) for m in MODELS}
+measured |= {(m, "init"): measurement(profile, m, checkpoint="init", progress=ch.progress) for m in untrained}
 profiles = pd.concat([conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
 pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
               "activation": {m: ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
@@ -153,7 +153,7 @@ predictor_table(trained_blocks)
 # (input, output) pairs with the same folds ({numref}`fig-activation-normalised`).
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
-nets = {m: load_profile_model(profile, m, progress=False)[0] for m in dict.fromkeys(MODELS + GRID_MODELS)}
+nets = {m: load_profile_model(profile, m, progress=ch.progress)[0] for m in dict.fromkeys(MODELS + GRID_MODELS)}
 normalised = pd.concat([normalisation_table(nets[m], measured[(m, "final")], NORMALISATIONS) for m in MODELS],
                        ignore_index=True)
 fig = depth.normalisation_figure(normalised, order=MODELS)

@@ -91,7 +91,7 @@ config = probe_config(profile.probe, seed=SEED, rank=RANK, steps=STEPS)
 # block). The settings of this run:
 
 # %%
-measured = {m: measurement(profile, m, progress=False) for m in MODELS}
+measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 info = next(iter(measured.values())).info
 pd.Series({
     "models": ", ".join(MODELS),
@@ -114,7 +114,7 @@ pd.Series({
 # this run finds.
 
 # %%
-sweep = probe_sweep(measured, config, progress=False)
+sweep = probe_sweep(measured, config, progress=ch.progress)
 correlations = {column: gain_correlation(sweep, column) for column in ("gain", "gain_seeded")} if len(sweep) >= 4 else {}
 sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]]
 

@@ -77,14 +77,14 @@ EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, profile.eval_tokens // 8)
 # eighth of the profile's `eval_tokens`; set `EVAL_TOKENS` to the full number for tighter values.
 
 # %%
-m = measurement(profile, MODEL, progress=False)
+m = measurement(profile, MODEL, progress=ch.progress)
 table = m.table()
 r2_lin = dict(zip(table.block, table.r2_lin))
-net, tokenizer = load_profile_model(profile, MODEL, progress=False)
+net, tokenizer = load_profile_model(profile, MODEL, progress=ch.progress)
 evals = eval_batches(profile, tokenizer, net, EVAL_TOKENS)
 config = probe_config(profile.probe, seed=SEED)
 sets = replacement_sets(m, KINDS, LOW_RANK, config)
-swaps = swap_kinds(net, evals, sets, r2_lin, progress=False)
+swaps = swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
 print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "
       f"perplexity on {evals.n_rows:,} held-out tokens of {profile.eval_corpus}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
 swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first()
@@ -130,7 +130,7 @@ pd.DataFrame({
 # {numref}`fig-compression-frontier` counts the numbers saved across all FFN blocks.
 
 # %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
-frontier = compression_frontier(net, evals, sets["affine"], r2_lin, progress=False, base=swaps.base_ppl.iloc[0])
+frontier = compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress, base=swaps.base_ppl.iloc[0])
 fig = figures.frontier_figure(frontier)
 plt.show()
 
@@ -147,9 +147,9 @@ frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "mode
 # anywhere contributes its ranks like any other), drawn in {numref}`fig-compression-signal`.
 
 # %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$, one point per block of every model; the pooled Spearman correlation with its 95% interval is in the title.", "name": "fig-compression-signal"}}
-others = {name: measurement(profile, name, progress=False) for name in SIGNAL_MODELS if name != MODEL}
+others = {name: measurement(profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
-                    affine_signal(profile, others.values(), EVAL_TOKENS, progress=False) if others else None], ignore_index=True)
+                    affine_signal(profile, others.values(), EVAL_TOKENS, progress=ch.progress) if others else None], ignore_index=True)
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
 rho = signal_correlation(signal) if len(signal) >= 4 else None
 fig = figures.signal_figure(signal, rho)
@@ -244,7 +244,7 @@ from linrec.interventions.surgery import fit_replacements
 width = int(table.d_in.iloc[0])
 ranks = sorted({min(width, 2**i) for i in range(width.bit_length() + 1)})
 block = int(best.block)
-sweep = pd.concat([swap_deltas(net, evals, fit_replacements(m.moments, "lowrank", k, [block]), progress=False,
+sweep = pd.concat([swap_deltas(net, evals, fit_replacements(m.moments, "lowrank", k, [block]), progress=ch.progress,
                                base=best.base_ppl).assign(rank=k) for k in ranks], ignore_index=True)
 print(f"block {block}: effective rank of the map's predictions {float(table.effective_rank_map[table.block == block].iloc[0]):.2f}; "
       f"full affine ΔPPL {best.delta_ppl:+.3f}")

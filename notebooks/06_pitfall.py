@@ -77,7 +77,7 @@ config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS), toleran
 # contributes its best- and worst-conditioned block. The budget of this run:
 
 # %%
-measured = {m: measurement(profile, m, progress=False) for m in MODELS}
+measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
 chosen = representative_blocks(table)
 pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_size, "Adam learning rate": config.lr_adam,
@@ -103,7 +103,7 @@ conditioning
 # ceiling.
 
 # %% mystnb={"figure": {"caption": "Learning curves of linear maps trained by SGD and Adam on raw and whitened inputs: the gap between the closed-form ceiling and the held-out R² (log scale) against optimiser steps (top) and training wall time (bottom), for the best- and worst-conditioned block of one model; dashed: the tolerance.", "name": "fig-pitfall-curves"}}
-runs, curves = pitfall_runs(measured, chosen, config, OPTIMIZERS, progress=False)
+runs, curves = pitfall_runs(measured, chosen, config, OPTIMIZERS, progress=ch.progress)
 fig = figures.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
 plt.show()
 

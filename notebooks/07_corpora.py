@@ -52,7 +52,7 @@ pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit
                "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()])
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model (one panel per model) on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std, each corpus with its own folds).", "name": "fig-corpora-profiles"}}
-measured = {(m, c): measurement(profile, m, corpus=c, progress=False) for m in MODELS for c in CORPORA}
+measured = {(m, c): measurement(profile, m, corpus=c, progress=ch.progress) for m in MODELS for c in CORPORA}
 table = depth_table(measured.values())
 fig = depth.corpus_figure(table, order=MODELS)
 
@@ -102,7 +102,7 @@ print(f"Profile '{PROFILE}': the corpus spread is below half the depth range for
 if SEEDED_POLY:
     config = probe_config(profile.probe, seed=SEED)
     probes = pd.concat([probe_table(measured[(m, c)].samples, measured[(m, c)].moments, config=config,
-                                    progress=False).assign(model=m, corpus=c)
+                                    progress=ch.progress).assign(model=m, corpus=c)
                         for m in MODELS for c in CORPORA], ignore_index=True)
     display(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"))
 else:
@@ -116,7 +116,7 @@ if SEEDED_POLY:
 
 # %%
 if SWAP:
-    swaps = pd.concat([affine_swaps(profile, [measured[(m, c)]], corpus=c, max_tokens=SWAP_TOKENS, progress=False)
+    swaps = pd.concat([affine_swaps(profile, [measured[(m, c)]], corpus=c, max_tokens=SWAP_TOKENS, progress=ch.progress)
                        for m in MODELS for c in CORPORA], ignore_index=True)
     display(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative"))
 else:

@@ -44,7 +44,7 @@ profile = ch.profile
 PROFILE = profile.name
 name = MODEL or profile.models[0]
 # a zoo model is a local directory like any model you trained yourself; a hub id stays an id
-where = str(ensure_zoo_model(profile.zoo, name, progress=False)) if profile.zoo is not None and MODEL is None else name
+where = str(ensure_zoo_model(profile.zoo, name, progress=ch.progress)) if profile.zoo is not None and MODEL is None else name
 rows = MAX_ROWS or profile.rows_per_block
 corpus = profile_corpus(profile)
 print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file below")
@@ -64,9 +64,11 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, f
     text_file.write_text(corpus.fit_text, encoding="utf-8")
     args = ["profile", "--model", where, "--text-file", str(text_file), "--max-rows", str(rows),
             "--seq-len", str(profile.seq_len), "--folds", str(profile.folds), "--seed", str(SEED),
-            "--batch-size", str(profile.batch_size), "--out", str(Path(workdir) / "table.csv"), "--no-progress"]
+            "--batch-size", str(profile.batch_size), "--out", str(Path(workdir) / "table.csv")]
     if profile.device:
         args += ["--device", profile.device]
+    if not ch.progress:
+        args.append("--no-progress")
     print("$ linrec " + " ".join(args))
     if linrec_cli(args) != 0:
         raise linrec.LinrecError("linrec profile failed; its message is printed above")
@@ -105,16 +107,16 @@ plt.show()
 # the worst block for contrast, and with the parameters each replacement stores.
 
 # %%
-model, tokenizer = load_profile_model(profile, name, progress=False) if MODEL is None else \
+model, tokenizer = load_profile_model(profile, name, progress=ch.progress) if MODEL is None else \
     linrec.load_model(MODEL, dtype=profile.dtype, device=profile.device)
 batches = linrec.make_batches(tokenizer, corpus.fit_text, seq_len=profile.seq_len, max_rows=rows,
                               batch_size=profile.batch_size, max_context=max_context(model))
-moments = linrec.capture_moments(model, batches, folds=profile.folds, seed=SEED, progress=False)
+moments = linrec.capture_moments(model, batches, folds=profile.folds, seed=SEED, progress=ch.progress)
 eval_batches = profile_batches(profile, tokenizer, corpus, split="eval", model=model)
 ranked = candidates.block.tolist()
 chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 affine = fit_replacements(moments, "affine", blocks=chosen)
-check = swap_deltas(model, eval_batches, affine, progress=False).merge(table[["block", "r2_lin"]], on="block")
+check = swap_deltas(model, eval_batches, affine, progress=ch.progress).merge(table[["block", "r2_lin"]], on="block")
 best = check.sort_values("r2_lin", ascending=False).iloc[0]
 ch.record("ΔPPL of the highest-R² block swapped for its affine map", best.delta_ppl,
           paper="+0.77 (GPT-2 early block, 8× fewer parameters)", unit="perplexity",

@@ -1,11 +1,14 @@
 """The book's helpers: profile resolution and provenance (linrec.report.chapter), and the build script
 (book/build.py)."""
 
+import importlib.metadata
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -14,6 +17,7 @@ import pytest
 import torch
 
 from linrec import LinrecError
+from linrec.errors import LinrecWarning
 from linrec.report import chapter as book
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +100,7 @@ def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(bui
     nb = build.paired_notebook(source)
     slug, branch = build.repository()
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]
-    assert f"git+https://github.com/{slug}@{branch}" in nb.cells[1].source
+    assert f"git+https://github.com/{slug}@{{COMMIT}}" in nb.cells[1].source
     assert nb.cells[1].metadata["tags"] == ["hide-input"]
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert nbformat.writes(nb) == nbformat.writes(build.paired_notebook(source))  # stable ids, no random ones
@@ -193,3 +197,152 @@ def test_every_figure_is_captioned_named_and_referenced(build):
     assert referenced <= set(names), f"references to no figure: {referenced - set(names)}"
     assert set(names) - referenced <= OPTIONAL_FIGURES, f"figures the text never refers to: {set(names) - referenced}"
     assert not referenced & OPTIONAL_FIGURES, "a figure that may be absent cannot be referenced (the build would fail)"
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_install_cell_pins_the_last_commit_that_changed_the_sources(build):
+    pin = build.source_commit()
+    cell = build._install_cell().source
+    assert f'COMMIT = "{pin}"' in cell and build._PIN.search(cell).group(1) == pin
+    git("merge-base", "--is-ancestor", pin, "HEAD")  # on this branch's history
+    sources = ["--", *build.PINNED_SOURCES]
+    assert git("diff", "--name-only", pin, "HEAD", *sources) == ""  # no source changed since
+    assert git("diff", "--name-only", f"{pin}^", pin, *sources) != ""  # and the pinned commit changed one
+
+
+def test_committed_notebooks_pin_the_source_commit(build):
+    pins = {build.pinned_commit(s.with_suffix(".ipynb")) for s in build.sources()}
+    assert pins == {build.source_commit()}, "run `make notebooks` and commit"
+
+
+def test_a_stale_pin_is_named_with_the_fix(build, tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "NOTEBOOKS", tmp_path)
+    monkeypatch.setattr(build, "ROOT", tmp_path)
+    monkeypatch.setattr(build, "repository", lambda: ("owner/name", "main"))
+    (tmp_path / "01_demo.py").write_text(SOURCE)
+    monkeypatch.setattr(build, "source_commit", lambda: "a" * 40)
+    build.sync()
+    assert build.sync_problems() == []
+    monkeypatch.setattr(build, "source_commit", lambda: "b" * 40)
+    (problem,) = build.sync_problems()
+    assert "01_demo.ipynb installs linrec at aaaaaaaaaaaa" in problem and "bbbbbbbbbbbb" in problem
+    assert "make notebooks" in problem
+
+
+def test_the_pin_needs_git_history(build, tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "ROOT", tmp_path)  # no repository here
+    with pytest.raises(build.BookError, match="needs git and this repository's history"):
+        build.source_commit()
+    monkeypatch.setattr(build, "_git", lambda *args: "true")
+    build.source_commit.cache_clear()
+    with pytest.raises(build.BookError, match="git fetch --unshallow"):
+        build.source_commit()
+
+
+class FakeDistribution:
+    def __init__(self, commit: str) -> None:
+        self.commit = commit
+
+    def read_text(self, name: str) -> str:
+        return json.dumps({"url": "https://github.com/o/n", "vcs_info": {"vcs": "git", "commit_id": self.commit}})
+
+
+@pytest.fixture
+def install_cell(build, monkeypatch):
+    """Run the install cell as Colab would, pip replaced by a recorder (set ``pip.fail`` to make it fail)."""
+    calls = []
+
+    def pip(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        if pip.fail:
+            raise subprocess.CalledProcessError(1, cmd, output="pip out", stderr="ERROR: no such commit")
+
+    pip.fail, pip.calls = False, calls
+    source = build._install_cell().source
+    monkeypatch.setattr(subprocess, "run", pip)
+
+    def run():
+        exec(compile(source, "install-cell", "exec"), {})
+
+    run.pip, run.commit = pip, build.source_commit()
+    return run
+
+
+def test_install_cell_keeps_a_local_checkout(install_cell, capsys):
+    install_cell()  # linrec is this source tree: nothing is installed
+    assert install_cell.pip.calls == []
+    assert "linrec 0.1.0 from" in capsys.readouterr().out
+
+
+def test_install_cell_installs_the_pinned_commit_and_stops_when_pip_fails(install_cell, monkeypatch, capsys):
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: FakeDistribution("0" * 40))
+    install_cell.pip.fail = True
+    with pytest.raises(RuntimeError, match="pip could not install"):
+        install_cell()
+    ((cmd, kwargs),) = install_cell.pip.calls
+    assert cmd[:4] == [sys.executable, "-m", "pip", "install"] and cmd[4].endswith(f"@{install_cell.commit}")
+    assert kwargs["check"] is True
+    assert "ERROR: no such commit" in capsys.readouterr().out  # pip's own words are shown
+
+
+def test_install_cell_asks_for_a_restart_when_an_older_linrec_was_imported(install_cell, monkeypatch):
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: FakeDistribution("0" * 40))
+    with pytest.raises(RuntimeError, match="Restart session"):
+        install_cell()  # linrec is in sys.modules (these tests imported it)
+    assert len(install_cell.pip.calls) == 1
+
+
+def test_install_cell_rejects_another_package_called_linrec(install_cell, monkeypatch):
+    other = types.ModuleType("linrec")
+    other.__spec__, other.__file__ = importlib.machinery.ModuleSpec("linrec", None), "/elsewhere/linrec.py"
+    monkeypatch.setitem(sys.modules, "linrec", other)
+    with pytest.raises(RuntimeError, match="/elsewhere/linrec.py is not this book's"):
+        install_cell()
+    assert install_cell.pip.calls == []
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: FakeDistribution(install_cell.commit))
+    with pytest.raises(RuntimeError, match="is not this book's"):  # the pinned commit, but no linrec.measure
+        install_cell()
+
+
+def test_a_gpu_profile_on_the_cpu_warns_with_the_way_out(monkeypatch, capsys):
+    monkeypatch.setattr(book, "pick_device", lambda device=None: torch.device("cpu"))
+    with pytest.warns(LinrecWarning, match="will take hours"):
+        book.setup("paper", style=False)
+    out = capsys.readouterr().out
+    assert "WARNING" in out and "Runtime → Change runtime type" in out and "PROFILE = 'offline'" in out
+
+
+@pytest.mark.parametrize("profile, device", [("paper", "cuda"), ("offline", "cpu"), ("smoke", "cpu")])
+def test_no_cpu_warning_on_a_gpu_or_for_a_cpu_profile(monkeypatch, capsys, profile, device):
+    monkeypatch.setattr(book, "pick_device", lambda d=None: torch.device(device))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LinrecWarning)
+        book.setup(profile, style=False)
+    assert "WARNING" not in capsys.readouterr().out
+
+
+def test_the_cpu_warning_follows_a_device_override(monkeypatch):
+    monkeypatch.setattr(book, "pick_device", lambda d=None: torch.device(d or "cuda"))
+    with pytest.warns(LinrecWarning):
+        book.setup("paper", style=False, device="cpu")
+
+
+def test_progress_bars_are_on_unless_the_build_turns_them_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    monkeypatch.delenv("LINREC_PROGRESS", raising=False)
+    assert book.start("02_x", "smoke", style=False).progress is True
+    monkeypatch.setenv("LINREC_PROGRESS", "0")
+    assert book.start("02_x", "smoke", style=False).progress is False
+    monkeypatch.setenv("LINREC_PROGRESS", "maybe")
+    with pytest.raises(LinrecError, match="LINREC_PROGRESS must be one of"):
+        book.progress_bars()
+
+
+def test_the_build_runs_chapters_without_progress_bars():
+    text = (ROOT / "book" / "build.py").read_text()
+    assert 'os.environ["LINREC_PROGRESS"] = "0"' in text
+    chapters = "".join(p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")))
+    assert "progress=False" not in chapters and "progress=ch.progress" in chapters

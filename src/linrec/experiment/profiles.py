@@ -90,6 +90,7 @@ class Profile:
     zoo: ZooSpec | None = None  # the zoo the models come from; None: the hub
     revisions: tuple[tuple[str, str], ...] = ()  # (hub id, pinned revision: tag, branch or commit)
     training_checkpoints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (hub id, revisions along training)
+    wants_gpu: bool = False  # sized for a GPU: on a CPU it takes hours, and chapters say so when they start
 
     def validate(self) -> Profile:
         """This profile, or a LinrecError naming the first bad field and what is valid."""
@@ -224,6 +225,7 @@ PROFILES: dict[str, Profile] = {
         eval_tokens=131_072,
         probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
         training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
+        wants_gpu=True,
     ),
     "offline": Profile(
         name="offline",

@@ -7,16 +7,21 @@ prints its provenance, without repeating its name and profile at every call.
 ``setup`` resolves the profile (an explicit name wins, e.g. the ``PROFILE`` papermill injects;
 otherwise ``paper`` on Google Colab, where a GPU and the model hubs are at hand, and ``offline``
 everywhere else), seeds torch and numpy, applies the book's plot style, restarts the chapter's wall
-clock and prints a header. ``provenance`` is the line a chapter ends with: profile, models, corpus
-and its hash, rows, device, library versions and wall time, so every figure can be traced to a run.
+clock and prints a header; a profile sized for a GPU that is about to run on the CPU is warned about
+there, with the way to switch. ``Chapter.progress`` says whether long cells show progress bars: yes,
+unless ``$LINREC_PROGRESS`` is ``0`` (the book's build sets it, so the built pages stay free of bars).
+``provenance`` is the line a chapter ends with: profile, models, corpus and its hash, rows, device,
+library versions and wall time, so every figure can be traced to a run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -25,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
 from linrec.report import ledger
@@ -34,6 +39,7 @@ from linrec.report.paper import Reported
 
 _LIBRARIES = ("linrec", "torch", "transformers", "numpy", "pandas")
 _clock = {"start": time.perf_counter()}
+_YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def on_colab() -> bool:
@@ -50,10 +56,38 @@ def resolve_profile(profile: str | None) -> str:
     return profile
 
 
-def setup(profile: str | None = None, seed: int = 0, style: bool = True) -> str:
-    """Resolve the profile, seed torch and numpy, set the plot style, print a header; return the profile."""
+def progress_bars() -> bool:
+    """Whether chapters show progress bars: ``$LINREC_PROGRESS`` as a yes/no, yes when it is unset."""
+    value = os.environ.get("LINREC_PROGRESS", "1").strip().lower()
+    if value not in _YES + _NO:
+        raise LinrecError(f"LINREC_PROGRESS must be one of {', '.join(_YES + _NO)}; got {value!r}")
+    return value in _YES
+
+
+def warn_if_cpu(profile: Profile) -> bool:
+    """Warn (a :class:`LinrecWarning` and a printed banner) when ``profile`` wants a GPU but will run on the
+    CPU; return whether it did."""
+    if not profile.wants_gpu or pick_device(profile.device).type != "cpu":
+        return False
+    message = (
+        f"profile '{profile.name}' is sized for a GPU but will run on the CPU: this chapter will take hours. "
+        "Switch to a GPU (on Colab: Runtime → Change runtime type → a GPU, then run again), "
+        "or set PROFILE = 'offline' in the parameters cell: small models trained here, sized for a CPU."
+    )
+    print(f"{'!' * 80}\n!! WARNING: {message}\n{'!' * 80}")
+    warnings.warn(message, LinrecWarning, stacklevel=3)
+    return True
+
+
+def setup(profile: str | None = None, seed: int = 0, style: bool = True, **overrides: object) -> str:
+    """Resolve the profile, seed torch and numpy, set the plot style, print a header; return the profile.
+
+    ``overrides`` change profile fields as :func:`start` does; setup reads them for the thread count and
+    the CPU warning (:func:`warn_if_cpu`).
+    """
     resolved = resolve_profile(profile)
-    if get_profile(resolved).zoo is not None:
+    chosen = get_profile(resolved, **overrides)
+    if chosen.zoo is not None:
         torch.set_num_threads(1)  # the zoo's small matrices run faster on one thread, and far faster on a busy CPU
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -67,6 +101,7 @@ def setup(profile: str | None = None, seed: int = 0, style: bool = True) -> str:
     _clock["start"] = time.perf_counter()
     chosen_by = "given" if profile is not None else ("default on Colab" if on_colab() else "default off Colab")
     print(f"{provenance(resolved, wall=False)} | profile {chosen_by}, seed {seed}")
+    warn_if_cpu(chosen)
     return resolved
 
 
@@ -154,11 +189,13 @@ def provenance(
 
 @dataclass(frozen=True)
 class Chapter:
-    """One chapter's run: its name (``NN_topic``), the resolved and validated profile, and the seed."""
+    """One chapter's run: its name (``NN_topic``), the resolved and validated profile, the seed, and whether
+    long cells show progress bars (pass ``progress=ch.progress`` on; see :func:`progress_bars`)."""
 
     name: str
     profile: Profile
     seed: int
+    progress: bool = True
 
     def record(
         self, quantity: str | Reported, measured: object, *, paper: str = "", unit: str = "", note: str = ""
@@ -185,6 +222,6 @@ def start(name: str, profile: str | None = None, seed: int = 0, style: bool = Tr
 
     ``overrides`` change profile fields (:func:`linrec.experiment.profiles.get_profile`).
     """
-    resolved = setup(profile, seed=seed, style=style)
+    resolved = setup(profile, seed=seed, style=style, **overrides)
     ledger.start(resolved, name)
-    return Chapter(name, get_profile(resolved, **overrides), seed)
+    return Chapter(name, get_profile(resolved, **overrides), seed, progress_bars())
