@@ -214,17 +214,42 @@ def prepare_models(profile: str) -> None:
         print(f"[book] zoo '{zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def execute(profile: str, only: list[str] | None = None) -> None:
-    """Execute each chapter with papermill into book/chapters/, failing on the first cell error."""
+def assignments(pairs: list[str] | None, what: str) -> dict[str, object]:
+    """``NAME=VALUE`` pairs as a dict, each value read as YAML (``20`` an int, ``[a, b]`` a list, ``x`` a string)."""
+    out: dict[str, object] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BookError(f"{what} '{pair}' is not NAME=VALUE")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def execute(
+    profile: str,
+    only: list[str] | None = None,
+    fields: dict[str, object] | None = None,
+    params: dict[str, object] | None = None,
+    out_dir: Path = CHAPTERS,
+) -> None:
+    """Execute each chapter with papermill into ``out_dir`` (book/chapters/), failing on the first cell error.
+
+    ``fields`` change the profile's fields (passed as ``PROFILE = {"name": profile, **fields}``); ``params``
+    set other parameters, each in the chapters whose parameters cell defines it.
+    """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     chosen = [s for s in sources() if not only or s.stem in only]
     if only and len(chosen) != len(set(only)):
         raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources()]}")
+    declared = {s.stem: set(papermill.inspect_notebook(str(s.with_suffix(".ipynb")))) for s in chosen}
+    unknown = sorted(set(params or {}) - set().union(*declared.values()))
+    if unknown:
+        raise BookError(f"no chapter of {[s.stem for s in chosen]} has the parameters {unknown}")
     name = kernel()
     os.environ["LINREC_PROGRESS"] = "0"  # the kernels papermill starts inherit it: no progress bars in the pages
-    CHAPTERS.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     prepare_models(profile)
     for source in chosen:
         nb = paired_notebook(source)
@@ -232,17 +257,25 @@ def execute(profile: str, only: list[str] | None = None) -> None:
             f"```{{button-link}} {colab_link(source.stem)}\n:color: primary\n:outline:\nOpen this chapter in Colab\n```"
         )
         nb.cells.insert(1, nbformat.v4.new_markdown_cell(button, id=f"{source.stem}-colab"))
-        out = CHAPTERS / f"{source.stem}.ipynb"
+        out = out_dir / f"{source.stem}.ipynb"
         start = time.perf_counter()
         print(f"[book] {source.stem}: profile {profile}", flush=True)
         try:
             papermill.execute_notebook(
-                nb, str(out), parameters={"PROFILE": profile}, kernel_name=name, cwd=str(ROOT), progress_bar=True
+                nb,
+                str(out),
+                parameters={
+                    "PROFILE": {"name": profile, **fields} if fields else profile,
+                    **{k: v for k, v in (params or {}).items() if k in declared[source.stem]},
+                },
+                kernel_name=name,
+                cwd=str(ROOT),
+                progress_bar=True,
             )
         except PapermillExecutionError as err:
             raise BookError(
                 f"{source.stem}: cell In [{err.exec_count}] raised {err.ename}: {err.evalue}\n"
-                f"(the executed notebook with the traceback: {out.relative_to(ROOT)})"
+                f"(the executed notebook with the traceback: {out})"
             ) from None
         print(f"[book] {source.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
 
@@ -405,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         p.add_argument("--profile", default="offline", help="offline (default), smoke or paper")
         p.add_argument("--only", nargs="+", metavar="NN_topic", help="execute only these chapters")
+        p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="change a profile field (repeatable)")
+        p.add_argument(
+            "--param", action="append", metavar="NAME=VALUE", help="set a chapter parameter where defined (repeatable)"
+        )
+        if step == "execute":
+            p.add_argument("--out", type=Path, default=CHAPTERS, help="where the executed chapters go (book/chapters)")
     sub.add_parser("html", help="render the executed chapters with Jupyter Book (-W)")
     c = sub.add_parser("check", help="check the built book")
     c.add_argument("--screenshot", type=Path, help="also photograph the first chapter into this PNG")
@@ -424,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.step == "check-sync" and (problems := sync_problems()):
             raise BookError("stale notebooks:\n  " + "\n  ".join(problems))
         if args.step in ("execute", "all"):
-            execute(args.profile, args.only)
+            fields, params = assignments(args.set, "--set"), assignments(args.param, "--param")
+            execute(args.profile, args.only, fields, params, getattr(args, "out", CHAPTERS))
         if args.step in ("html", "all"):
             html()
         if args.step == "check":

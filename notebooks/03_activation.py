@@ -80,7 +80,8 @@ identities = {m: model_identity(profile, m, load_profile_model(profile, m, progr
                                 if profile.zoo is None else None) for m in MODELS}
 untrained = [m for m in MODELS if len(training_checkpoints(profile, m)) > 1]
 measured = {(m, "final"): measurement(profile, m, progress=ch.progress) for m in MODELS}
-measured |= {(m, "init"): measurement(profile, m, checkpoint="init", progress=ch.progress) for m in untrained}
+measured |= {(m, "init"): measurement(profile, m, checkpoint="init", keep="moments", progress=ch.progress)
+             for m in untrained}
 profiles = pd.concat([conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
 pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
               "activation": {m: ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},

@@ -21,8 +21,7 @@ import pandas as pd
 from linrec.analysis.depth import corpus_summary, depth_table
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config, profile_corpus
-from linrec.experiment.swaps import affine_swaps
-from linrec.interventions.probes import probe_table
+from linrec.experiment.sweeps import corpus_sweep
 from linrec.plots import depth
 from linrec.report import chapter, paper
 from linrec.report.params import check_params
@@ -52,7 +51,7 @@ pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit
                "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()])
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model (one panel per model) on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std, each corpus with its own folds).", "name": "fig-corpora-profiles"}}
-measured = {(m, c): measurement(profile, m, corpus=c, progress=ch.progress) for m in MODELS for c in CORPORA}
+measured = {(m, c): measurement(profile, m, corpus=c, keep="table", progress=ch.progress) for m in MODELS for c in CORPORA}
 table = depth_table(measured.values())
 fig = depth.corpus_figure(table, order=MODELS)
 
@@ -99,11 +98,11 @@ print(f"Profile '{PROFILE}': the corpus spread is below half the depth range for
 # in the layout of {numref}`fig-corpora-profiles`.
 
 # %%
+config = probe_config(profile.probe, seed=SEED) if SEEDED_POLY else None
+sweeps = [corpus_sweep(profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None,
+                      progress=ch.progress) for m in MODELS for c in CORPORA]
 if SEEDED_POLY:
-    config = probe_config(profile.probe, seed=SEED)
-    probes = pd.concat([probe_table(measured[(m, c)].samples, measured[(m, c)].moments, config=config,
-                                    progress=ch.progress).assign(model=m, corpus=c)
-                        for m in MODELS for c in CORPORA], ignore_index=True)
+    probes = pd.concat([s["probes"] for s in sweeps], ignore_index=True)
     display(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"))
 else:
     print("SEEDED_POLY is off on this profile: the seeded-poly sweep is omitted (see the text above)")
@@ -116,8 +115,7 @@ if SEEDED_POLY:
 
 # %%
 if SWAP:
-    swaps = pd.concat([affine_swaps(profile, [measured[(m, c)]], corpus=c, max_tokens=SWAP_TOKENS, progress=ch.progress)
-                       for m in MODELS for c in CORPORA], ignore_index=True)
+    swaps = pd.concat([s["swaps"] for s in sweeps], ignore_index=True)
     display(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative"))
 else:
     print("SWAP is off on this profile: the per-corpus swap is omitted (see the text above)")

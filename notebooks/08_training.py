@@ -51,7 +51,8 @@ pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedul
 # the same numbers against the optimiser step.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block (rows) at every checkpoint (columns, in training order), one heatmap per model.", "name": "fig-training-heatmaps"}}
-measured = [measurement(profile, m, checkpoint=name, progress=ch.progress) for m in MODELS for name, _ in schedule[m]]
+measured = [measurement(profile, m, checkpoint=name, keep="table", progress=ch.progress)
+            for m in MODELS for name, _ in schedule[m]]
 table = depth_table(measured, profile)
 fig = depth.training_heatmaps(table, order=MODELS)
 

@@ -52,7 +52,7 @@ recorded
 # paper's reported range drawn as dashed lines: its trained blocks span from above 0.99 to below 0.3.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of this run's profile on its main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-appendix-profiles"}}
-runs = [measurement(profile, model, progress=ch.progress) for model in profile.models]
+runs = [measurement(profile, model, keep="table", progress=ch.progress) for model in profile.models]
 fig = heterogeneity_reference_figure(depth_table(runs))
 plt.show()
 

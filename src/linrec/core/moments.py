@@ -12,11 +12,12 @@ All products run in float64, so TF32 (a float32-only mode) and bf16 never touch 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from linrec.errors import LinrecError
 
@@ -178,16 +179,31 @@ def save_moments(moments: BlockMoments, path: str | Path, metadata: dict[str, st
     save_file(tensors, str(path), metadata=metadata or {})
 
 
-def load_moments(path: str | Path) -> BlockMoments:
-    """Read what :func:`save_moments` wrote."""
-    tensors = load_file(str(path))
-    keys = sorted({tuple(int(p) for p in k.split(".")[:2]) for k in tensors})
-    out: BlockMoments = {}
-    for block, f in keys:
-        key = f"{block}.{f}"
-        m = Moments(int(tensors[f"{key}.n"].item()), *(tensors[f"{key}.{name}"] for name in _FIELDS))
-        out.setdefault(block, []).append(m)
+def load_moments(path: str | Path, blocks: Iterable[int] | None = None) -> BlockMoments:
+    """Read what :func:`save_moments` wrote: every block, or only ``blocks`` (the rest is never read)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        names = list(f.keys())
+        wanted = None if blocks is None else set(blocks)
+        keys = sorted({tuple(int(p) for p in k.split(".")[:2]) for k in names})
+        out: BlockMoments = {}
+        for block, fold in keys:
+            if wanted is not None and block not in wanted:
+                continue
+            key = f"{block}.{fold}"
+            n = int(f.get_tensor(f"{key}.n").item())
+            out.setdefault(block, []).append(Moments(n, *(f.get_tensor(f"{key}.{name}") for name in _FIELDS)))
     return out
+
+
+def saved_blocks(path: str | Path) -> list[int]:
+    """The blocks a file written by :func:`save_moments` or :func:`linrec.core.sample.save_rows` holds
+    (read from its header only)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return sorted({int(k.split(".")[0]) for k in f.keys()})
 
 
 def all_reduce_moments(moments: BlockMoments) -> BlockMoments:

@@ -15,8 +15,9 @@ rank samples its own shard.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -209,3 +210,23 @@ def sample_rows(sample: Samples, blocks: Sequence[int] | None = None) -> dict[in
     if missing:
         raise LinrecError(f"no rows sampled for blocks {missing}; sampled blocks: {sorted(sample)}")
     return {b: sample[b] for b in chosen}
+
+
+_ROW_FIELDS = ("x", "y", "fold")
+
+
+def save_rows(samples: Mapping[int, Rows], path: str | Path) -> None:
+    """Write sampled rows per block to one safetensors file, in their own dtypes."""
+    from safetensors.torch import save_file
+
+    save_file({f"{b}.{k}": getattr(r, k).contiguous() for b, r in samples.items() for k in _ROW_FIELDS}, str(path))
+
+
+def load_rows(path: str | Path, blocks: Iterable[int] | None = None) -> dict[int, Rows]:
+    """Read what :func:`save_rows` wrote: every block, or only ``blocks`` (the rest is never read)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        held = sorted({int(k.split(".")[0]) for k in f.keys()})
+        chosen = held if blocks is None else [b for b in held if b in set(blocks)]
+        return {b: Rows(*(f.get_tensor(f"{b}.{k}") for k in _ROW_FIELDS)) for b in chosen}

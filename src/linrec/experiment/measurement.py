@@ -6,6 +6,14 @@ gradient) and stores them under the cache directory, keyed by everything that de
 (the profile's settings, the model and checkpoint, the corpus hash and the format). A second call,
 from this chapter or another, loads them instead of running the model. Entries are written
 atomically, so an interrupted capture is simply redone.
+
+A measurement keeps what its callers need and no more (``keep``): its k-fold table only
+(``"table"``, a few kilobytes), the moments too (``"moments"``, what swaps and closed-form fits
+need), or the row sample as well (``"samples"``, for probes). At the paper's sizes the moments of
+one model are about 0.85 GB and its sample 1.2 GB, so chapters that read only tables keep only
+tables, and an entry asked for more than it holds is captured again with more. A returned
+:class:`Measurement` is a handle: its moments and samples are read from disk one block at a time
+when asked for and never held, so holding many measurements costs little more than their tables.
 """
 
 from __future__ import annotations
@@ -13,23 +21,29 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 import torch
-from safetensors.torch import load_file, save_file
 
 from linrec.cache import build_entry, cache_dir, cache_key
+from linrec.core.capture import capture_moments
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine, recoverability, report_table
-from linrec.core.moments import BlockMoments, load_moments, merge_folds, save_moments
-from linrec.core.sample import Rows, capture_with_sample
+from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
+from linrec.core.sample import Rows, capture_with_sample, load_rows, save_rows
 from linrec.data.corpora import Corpus
+from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile, get_profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 1
+FORMAT = 2
+"""Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``."""
+
+KEEPS = ("table", "moments", "samples")
+"""What a measurement can keep, each level including the ones before it."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,7 @@ class MeasurementInfo:
     device: str
     capture_s: float
     torch: str
+    keep: str = "samples"
 
     @property
     def rows_per_fold(self) -> int:
@@ -57,50 +72,109 @@ class MeasurementInfo:
         return self.rows // self.folds
 
 
+class _OnDisk(Mapping):
+    """Block -> value of one safetensors file, read from disk at each access and not kept."""
+
+    def __init__(self, path: Path, read: Callable[[Path, list[int]], dict]) -> None:
+        self._path, self._read, self._blocks = path, read, saved_blocks(path)
+
+    def __getitem__(self, block: int):
+        if block not in self._blocks:
+            raise KeyError(block)
+        return self._read(self._path, [block])[block]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._blocks)
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+
+class _NotKept(Mapping):
+    """What a measurement did not keep: any use says how to ask for it."""
+
+    def __init__(self, info: MeasurementInfo, wanted: str) -> None:
+        self._message = (
+            f"the measurement of '{info.model}' ({info.checkpoint}) on '{info.corpus}' kept only its "
+            f"{info.keep}, not its {wanted}; ask for them with measurement(..., keep='{wanted}')"
+        )
+
+    def __getitem__(self, block: int):
+        raise LinrecError(self._message)
+
+    def __iter__(self) -> Iterator[int]:
+        raise LinrecError(self._message)
+
+    def __len__(self) -> int:
+        raise LinrecError(self._message)
+
+
 @dataclass
 class Measurement:
-    """Moments and row samples of every FFN block of one model on one corpus, with provenance."""
+    """Moments and row samples of every FFN block of one model on one corpus, with provenance.
+
+    ``moments`` and ``samples`` map block -> per-fold moments and block -> sampled rows: in memory
+    for a measurement assembled by hand, read from disk block by block for one :func:`measurement`
+    returns. ``kept_table`` is the stored k-fold table (at the default rcond), when there is one.
+    """
 
     info: MeasurementInfo
-    moments: BlockMoments
-    samples: dict[int, Rows]
+    moments: Mapping[int, list[Moments]]
+    samples: Mapping[int, Rows]
+    kept_table: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def blocks(self) -> list[int]:
-        return sorted(self.moments)
+        return sorted(int(b) for b in self.kept_table["block"]) if self.kept_table is not None else sorted(self.moments)
 
     def table(self, rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
         """The k-fold recoverability table (:func:`linrec.core.fit.report_table`), labelled with model and corpus."""
-        table = report_table(recoverability(self.moments, rcond))
-        for column in ("model", "checkpoint", "corpus"):
-            table.insert(0, column, getattr(self.info, column))
-        return table
+        if self.kept_table is not None and rcond == DEFAULT_RCOND:
+            return self.kept_table.copy()
+        return _labelled(report_table(recoverability(self.moments, rcond)), self.info)
 
     def fits(self, rcond: float = DEFAULT_RCOND) -> dict[int, AffineFit]:
         """The closed-form map of each block, fitted on all captured rows (for surgery)."""
         return {b: fit_affine(merge_folds(self.moments[b]), rcond) for b in self.blocks}
 
 
+def write_frame(table: pd.DataFrame, path: Path) -> None:
+    """Write a table as JSON, column by column: floats keep every bit (JSON writes their shortest exact repr)."""
+    path.write_text(json.dumps({c: table[c].tolist() for c in table.columns}))
+
+
+def read_frame(path: Path) -> pd.DataFrame:
+    """Read what :func:`write_frame` wrote."""
+    return pd.DataFrame(json.loads(path.read_text()))
+
+
+def _labelled(table: pd.DataFrame, info: MeasurementInfo) -> pd.DataFrame:
+    for column in ("model", "checkpoint", "corpus"):
+        table.insert(0, column, getattr(info, column))
+    return table
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
-def measurement(
-    profile: str | Profile,
-    model: str,
-    *,
-    checkpoint: str = "final",
-    corpus: str | None = None,
-    progress: bool = True,
-    refresh: bool = False,
-) -> Measurement:
-    """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the profile's main one by default).
+def _check_keep(keep: str) -> int:
+    if keep not in KEEPS:
+        raise LinrecError(f"unknown keep '{keep}'; choose one of {', '.join(KEEPS)}")
+    return KEEPS.index(keep)
 
-    A damaged entry is reported and captured again; of two processes that want the same missing
-    measurement, one captures it and the other waits and loads it (:func:`linrec.cache.build_entry`).
-    """
-    profile = get_profile(profile)
-    text = profile_corpus(profile, corpus)
+
+def _kept(path: Path) -> int:
+    """The keep level an entry at ``path`` says it has (-1 when it says nothing; damage is build_entry's to find)."""
+    try:
+        return KEEPS.index(json.loads((path / "info.json").read_text()).get("keep", "samples"))
+    except (OSError, ValueError):
+        return -1
+
+
+def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus) -> Path:
+    """Where the measurement of ``model`` at ``checkpoint`` on ``text`` lives in the cache, keyed by everything
+    that determines it (a zoo model's path carries its training key)."""
     weights = str(zoo_model_path(profile.zoo, model, checkpoint)) if profile.zoo is not None else None
     key = cache_key(
         {
@@ -111,30 +185,63 @@ def measurement(
             "weights": weights,
             "corpus": text.sha256,
         }
-    )  # a zoo path carries its training key
-    path = (
-        cache_dir()
-        / "measurements"
-        / f"{_slug(profile.name)}-{_slug(model)}-{_slug(checkpoint)}-{_slug(text.name)}-{key}"
     )
-    captured: list[Measurement] = []
+    name = f"{_slug(profile.name)}-{_slug(model)}-{_slug(checkpoint)}-{_slug(text.name)}-{key}"
+    return cache_dir() / "measurements" / name
 
-    def capture(tmp: Path) -> None:
-        captured.append(_capture(profile, model, checkpoint, text, progress))
-        _save(captured[0], tmp)
 
-    if build_entry(path, capture, refresh=refresh):
-        return captured[0]
+def measurement(
+    profile: str | Profile,
+    model: str,
+    *,
+    checkpoint: str = "final",
+    corpus: str | None = None,
+    keep: str = "samples",
+    store: str | None = None,
+    progress: bool = True,
+    refresh: bool = False,
+) -> Measurement:
+    """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the profile's main one by default).
+
+    ``keep`` says what the caller needs (:data:`KEEPS`); an entry that holds less is captured again.
+    ``store`` (default: ``keep``) may say to write less than that: the measurement is then returned
+    from memory and only ``store`` of it is cached, for work whose own results are cached instead.
+    A damaged entry is reported and captured again; of two processes that want the same missing
+    measurement, one captures it and the other waits and loads it (:func:`linrec.cache.build_entry`).
+    """
+    level = _check_keep(keep)
+    stored = level if store is None else _check_keep(store)
+    if stored > level:
+        raise LinrecError(f"store '{store}' keeps more than keep '{keep}'; store at most what is kept")
+    profile = get_profile(profile)
+    text = profile_corpus(profile, corpus)
+    path = entry_path(profile, model, checkpoint, text)
+    held = _kept(path)
+    if stored < level and (refresh or held < level):
+        result = _capture(profile, model, checkpoint, text, keep, progress)
+        narrow = Measurement(replace(result.info, keep=KEEPS[stored]), result.moments, result.samples)
+        build_entry(path, lambda tmp: _save(narrow, tmp), refresh=refresh or -1 < held < stored)
+        return result
+    build_entry(
+        path,
+        lambda tmp: _save(_capture(profile, model, checkpoint, text, keep, progress), tmp),
+        refresh=refresh or -1 < held < level,
+    )
     return _load(path)
 
 
-def _capture(profile: Profile, model: str, checkpoint: str, text: Corpus, progress: bool) -> Measurement:
+def _capture(profile: Profile, model: str, checkpoint: str, text: Corpus, keep: str, progress: bool) -> Measurement:
     start = time.perf_counter()
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
     batches = profile_batches(profile, tokenizer, text, model=net)
-    moments, sample = capture_with_sample(
-        net, batches, profile.probe.sample_rows, folds=profile.folds, seed=profile.seeds[0], progress=progress
-    )
+    seed = profile.seeds[0]
+    if keep == "samples":
+        moments, sample = capture_with_sample(
+            net, batches, profile.probe.sample_rows, folds=profile.folds, seed=seed, progress=progress
+        )
+        samples = {b: sample.rows(b) for b in sample.blocks}
+    else:
+        moments, samples = capture_moments(net, batches, folds=profile.folds, seed=seed, progress=progress), {}
     info = MeasurementInfo(
         profile=profile.name,
         model=model,
@@ -144,28 +251,34 @@ def _capture(profile: Profile, model: str, checkpoint: str, text: Corpus, progre
         rows=batches.n_rows,
         seq_len=profile.seq_len,
         folds=profile.folds,
-        seed=profile.seeds[0],
-        sample_rows=profile.probe.sample_rows,
+        seed=seed,
+        sample_rows=profile.probe.sample_rows if keep == "samples" else 0,
         dtype=str(next(net.parameters()).dtype),
         device=str(next(net.parameters()).device),
         capture_s=time.perf_counter() - start,
         torch=torch.__version__,
+        keep=keep,
     )
-    return Measurement(info, moments, {b: sample.rows(b) for b in sample.blocks})
+    return Measurement(info, moments, samples)
 
 
 def _save(result: Measurement, directory: Path) -> None:
-    save_moments(result.moments, directory / "moments.safetensors")
-    save_file(
-        {f"{b}.{k}": getattr(r, k).contiguous() for b, r in result.samples.items() for k in ("x", "y", "fold")},
-        str(directory / "samples.safetensors"),
-    )
+    """Write what ``result.info.keep`` says to keep: the table always, then moments, then samples."""
+    level = KEEPS.index(result.info.keep)
+    table = result.table()
+    write_frame(table, directory / "table.json")
+    if level >= KEEPS.index("moments"):
+        save_moments(dict(result.moments), directory / "moments.safetensors")
+    if level >= KEEPS.index("samples"):
+        save_rows(result.samples, directory / "samples.safetensors")
     (directory / "info.json").write_text(json.dumps(asdict(result.info), indent=1))
 
 
 def _load(path: Path) -> Measurement:
+    """A handle on the entry at ``path``: its table in memory, its moments and samples on disk."""
     info = MeasurementInfo(**json.loads((path / "info.json").read_text()))
-    tensors = load_file(str(path / "samples.safetensors"))
-    blocks = sorted({int(k.split(".")[0]) for k in tensors})
-    samples = {b: Rows(tensors[f"{b}.x"], tensors[f"{b}.y"], tensors[f"{b}.fold"]) for b in blocks}
-    return Measurement(info, load_moments(path / "moments.safetensors"), samples)
+    table = read_frame(path / "table.json")
+    level = KEEPS.index(info.keep)
+    moments = _OnDisk(path / "moments.safetensors", load_moments) if level >= 1 else _NotKept(info, "moments")
+    samples = _OnDisk(path / "samples.safetensors", load_rows) if level >= 2 else _NotKept(info, "samples")
+    return Measurement(info, moments, samples, table)

@@ -30,7 +30,6 @@ on the sampled rows.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -104,20 +103,24 @@ def crossfeed_grid(
         if absent:
             raise LinrecError(f"model '{m}' has no sampled rows for blocks {absent}; it has {sorted(samples[m])}")
     inputs = [(m, b) for m in samples for b in sorted(samples[m]) if blocks is None or b in blocks]
-    cells = list(itertools.product(inputs, inputs))
     rows = []
-    for (ma, i), (mb, j) in tqdm(cells, desc="cross-feeding", disable=not progress):
-        report = crossfeed(samples[ma][i], ffn_site(models[mb], j)[2], folds, j, rcond)
-        rows.append(
-            {
-                "input_model": ma,
-                "input_block": i,
-                "weight_model": mb,
-                "weight_block": j,
-                "r2_lin": report.r2_lin,
-                "r2_lin_std": report.r2_lin_std,
-            }
-        )
+    bar = tqdm(total=len(inputs) ** 2, desc="cross-feeding", disable=not progress)
+    for ma, i in inputs:
+        fed = samples[ma][i]  # read once per input block (a measurement's samples come from disk)
+        for mb, j in inputs:
+            report = crossfeed(fed, ffn_site(models[mb], j)[2], folds, j, rcond)
+            bar.update()
+            rows.append(
+                {
+                    "input_model": ma,
+                    "input_block": i,
+                    "weight_model": mb,
+                    "weight_block": j,
+                    "r2_lin": report.r2_lin,
+                    "r2_lin_std": report.r2_lin_std,
+                }
+            )
+    bar.close()
     return pd.DataFrame(rows)
 
 

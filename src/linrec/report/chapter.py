@@ -22,7 +22,7 @@ import platform
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
@@ -217,11 +217,27 @@ class Chapter:
         return provenance(self.profile.name, **details)
 
 
-def start(name: str, profile: str | None = None, seed: int = 0, style: bool = True, **overrides: object) -> Chapter:
+def start(
+    name: str, profile: str | Mapping[str, object] | None = None, seed: int = 0, style: bool = True, **overrides: object
+) -> Chapter:
     """Begin chapter ``name``: :func:`setup`, forget its earlier ledger entries, and return its :class:`Chapter`.
 
-    ``overrides`` change profile fields (:func:`linrec.experiment.profiles.get_profile`).
+    ``profile`` is a profile's name, or a dict ``{"name": <profile>, <field>: <value>, ...}`` that changes some
+    of its fields (how a notebook parameter carries a reduced profile, e.g. fewer eval tokens);
+    ``overrides`` change fields too (:func:`linrec.experiment.profiles.get_profile`).
     """
+    if isinstance(profile, Mapping):
+        fields = dict(profile)
+        if not isinstance(fields.get("name"), str):
+            raise LinrecError(
+                "a PROFILE given as a dict needs its profile's name under 'name' "
+                f"(one of {', '.join(profile_names())}); got {profile!r}"
+            )
+        profile = str(fields.pop("name"))
+        overrides = {**fields, **overrides}
+        get_profile(profile, **overrides)  # a bad field fails here, before anything runs
     resolved = setup(profile, seed=seed, style=style, **overrides)
+    if overrides:
+        print(f"profile fields changed: {', '.join(f'{k}={v!r}' for k, v in overrides.items())}")
     ledger.start(resolved, name)
     return Chapter(name, get_profile(resolved, **overrides), seed, progress_bars())

@@ -1,0 +1,168 @@
+"""The measurement cache keeps what is asked for, and a returned measurement is a handle that holds no tensors."""
+
+from __future__ import annotations
+
+import gc
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import measurement_info
+from linrec.core.fit import recoverability, report_table
+from linrec.core.sample import Rows
+from linrec.data.corpora import Corpus
+from linrec.errors import LinrecError
+from linrec.experiment import measurement as m
+
+
+def _known(blocks: int = 3, width: int = 6, n: int = 400) -> m.Measurement:
+    g = torch.Generator().manual_seed(0)
+    samples = {}
+    for b in range(blocks):
+        x = torch.randn(n, width, generator=g)
+        samples[b] = Rows(
+            x, x @ torch.randn(width, width, generator=g) + torch.randn(n, width, generator=g) ** 2, torch.arange(n) % 5
+        )
+    return m.Measurement(
+        measurement_info("zoo-gpt2", corpus="toy"), {b: r.fold_moments(5) for b, r in samples.items()}, samples
+    )
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """measurement() with its capture replaced by a known one (narrowed to the keep asked for); (known, capture log)."""
+    known = _known()
+    captures: list[str] = []
+
+    def capture(profile, model, checkpoint, text, keep, progress) -> m.Measurement:
+        captures.append(keep)
+        info = m.MeasurementInfo(**{**m.asdict(known.info), "keep": keep})
+        return m.Measurement(info, known.moments, known.samples if keep == "samples" else {})
+
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    monkeypatch.setattr(m, "_capture", capture)
+    monkeypatch.setattr(m, "profile_corpus", lambda p, name: Corpus("toy", "prose", "fit", "eval", "test"))
+    monkeypatch.setattr(m, "zoo_model_path", lambda zoo, model, checkpoint: tmp_path / "weights")
+    return known, captures
+
+
+def test_a_table_only_entry_keeps_the_table_and_refuses_the_rest_with_advice(store, tmp_path):
+    known, captures = store
+    result = m.measurement("smoke", "zoo-gpt2", keep="table")
+    pd.testing.assert_frame_equal(result.table(), known.table())
+    assert result.blocks == [0, 1, 2]
+    for part in (result.moments, result.samples):
+        with pytest.raises(LinrecError, match="keep='(moments|samples)'"):
+            part[0]
+    (entry,) = (tmp_path / "measurements").glob("smoke-*")
+    assert sorted(p.name for p in entry.iterdir() if not p.name.startswith(".")) == ["info.json", "table.json"]
+
+
+def test_asking_for_more_than_an_entry_keeps_captures_again_and_less_reuses_it(store):
+    known, captures = store
+    m.measurement("smoke", "zoo-gpt2", keep="table")
+    fuller = m.measurement("smoke", "zoo-gpt2", keep="moments")
+    assert captures == ["table", "moments"]
+    assert torch.equal(fuller.moments[1][2].cxy, known.moments[1][2].cxy)
+    with pytest.raises(LinrecError, match="keep='samples'"):
+        fuller.samples[0]
+    m.measurement("smoke", "zoo-gpt2", keep="table")
+    m.measurement("smoke", "zoo-gpt2", keep="moments")
+    full = m.measurement("smoke", "zoo-gpt2")
+    assert captures == ["table", "moments", "samples"]
+    assert torch.equal(full.samples[2].y, known.samples[2].y) and full.samples[2].y.dtype == torch.float32
+    with pytest.raises(LinrecError, match="unknown keep"):
+        m.measurement("smoke", "zoo-gpt2", keep="everything")
+
+
+def test_a_reloaded_measurement_gives_the_same_tables_and_fits(store):
+    known, _ = store
+    lazy = m.measurement("smoke", "zoo-gpt2")
+    recomputed = report_table(recoverability(lazy.moments))  # from the moments read back, not the stored table
+    expected = report_table(recoverability(known.moments))
+    pd.testing.assert_frame_equal(recomputed, expected, rtol=1e-12, atol=1e-12)
+    pd.testing.assert_frame_equal(lazy.table(), known.table())  # the stored table, bit for bit
+    pd.testing.assert_frame_equal(lazy.table(rcond=1e-3), known.table(rcond=1e-3))
+    for b, fit in lazy.fits().items():
+        assert torch.equal(fit.weight, known.fits()[b].weight)
+
+
+def _tensor_bytes(obj: object, seen: set[int] | None = None) -> int:
+    """Bytes of every tensor reachable from ``obj`` through attributes and containers."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    children = gc.get_referents(obj) if isinstance(obj, (dict, list, tuple, set)) else []
+    if hasattr(obj, "__dict__") and not isinstance(obj, type):
+        children = [vars(obj)]
+    return sum(_tensor_bytes(c, seen) for c in children)
+
+
+def test_a_handle_holds_no_tensors_after_use(store):
+    known, _ = store
+    assert _tensor_bytes(known) > 0  # the walk does find tensors where there are some
+    lazy = m.measurement("smoke", "zoo-gpt2")
+    lazy.table(rcond=1e-3)
+    lazy.fits()
+    [lazy.samples[b] for b in lazy.samples]
+    assert _tensor_bytes(lazy) == 0
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.mark.skipif(not __import__("pathlib").Path("/proc/self/statm").exists(), reason="needs /proc (Linux)")
+def test_holding_many_measurements_costs_no_more_memory_than_one(tmp_path, monkeypatch):
+    """Four 80 MB entries held at once, each read block by block: resident memory grows by less than one entry."""
+    big = _known(blocks=4, width=400, n=3000)  # moments 4 blocks x 5 folds x 3 x 400^2 x 8 B = 77 MB
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    monkeypatch.setattr(m, "profile_corpus", lambda p, name: Corpus(name, "prose", name, "eval", "test"))
+    monkeypatch.setattr(m, "zoo_model_path", lambda zoo, model, checkpoint: tmp_path / "weights")
+    monkeypatch.setattr(m, "_capture", lambda *args: big)
+    corpora = ["stdlib-prose", "stdlib-code", "unicode-records"]
+    for c in corpora:
+        m.measurement("smoke", "zoo-gpt2", corpus=c)
+    entry = 4 * 5 * 3 * 400 * 400 * 8
+    big = None  # the entries are on disk; drop the capture held here
+    gc.collect()
+    before = _rss()
+    held = [m.measurement("smoke", "zoo-gpt2", corpus=c) for c in corpora]
+    tables = [h.table(rcond=1e-3) for h in held]  # every block's moments read once
+    gc.collect()
+    assert len(tables) == 3 and _rss() - before < entry
+
+
+def test_a_corpus_sweep_runs_on_one_capture_keeps_only_the_table_and_is_cached(store, tmp_path, monkeypatch):
+    """Seeded-poly and swap of one (model, corpus): computed once on a capture held in memory, then read back."""
+    from linrec.experiment import sweeps
+    from linrec.interventions.probes import ProbeConfig, probe_table
+
+    known, captures = store
+    monkeypatch.setattr(sweeps, "profile_corpus", m.profile_corpus)
+    swapped = []
+
+    def fake_swaps(profile, measurements, corpus, max_tokens, progress):
+        (given,) = measurements
+        swapped.append(max_tokens)
+        return pd.DataFrame({"block": given.blocks, "delta_ppl": [0.5 * b for b in given.blocks]})
+
+    monkeypatch.setattr(sweeps, "affine_swaps", fake_swaps)
+    config = ProbeConfig(rank=2, steps=20, eval_every=5)
+    first = sweeps.corpus_sweep("smoke", "zoo-gpt2", "stdlib-prose", seeded_poly=config, swap_tokens=64)
+    again = sweeps.corpus_sweep("smoke", "zoo-gpt2", "stdlib-prose", seeded_poly=config, swap_tokens=64)
+    assert captures == ["samples"] and swapped == [64]  # the second call captured and scored nothing
+    expected = probe_table(known.samples, known.moments, config=config, progress=False)
+    pd.testing.assert_frame_equal(first["probes"].drop(columns=["model", "corpus"]), expected)
+    for name in ("probes", "swaps"):
+        pd.testing.assert_frame_equal(again[name], first[name])
+    (entry,) = (tmp_path / "measurements").glob("smoke-*")
+    assert not (entry / "samples.safetensors").exists() and not (entry / "moments.safetensors").exists()
+    m.measurement("smoke", "zoo-gpt2", keep="table")  # the table was stored by the sweep's capture
+    assert captures == ["samples"]
+    assert sweeps.corpus_sweep("smoke", "zoo-gpt2", "stdlib-prose") == {}
