@@ -8,6 +8,8 @@ profile        models                                       corpora (first: the 
 ``offline``    the zoo trained here (:mod:`linrec.models.zoo`):     stdlib-prose, stdlib-code,
                GPT-2, GPT-NeoX, Llama, GPT-2 second seed     unicode-records (no network)
 ``smoke``      the same zoo at tiny sizes, for CI            the same corpora
+``shapes``     ``paper`` with its models in their real        shaped-wikitext-2, shaped-codeparrot,
+               shapes, random weights (no hub)              shaped-tinystories (local files)
 =============  ===========================================  ====================================
 
 A profile is data: :mod:`linrec.experiment.resolve` turns it into models, corpora and token
@@ -28,6 +30,7 @@ from linrec.core.capture import rows_needed
 from linrec.data.corpora import OFFLINE_CORPORA, corpus_names
 from linrec.errors import LinrecError
 from linrec.models.loading import DTYPES
+from linrec.models.shapes import SHAPES
 from linrec.models.zoo import ZOOS, ZooSpec
 
 PYTHIA_REVISIONS: tuple[str, ...] = (
@@ -91,12 +94,20 @@ class Profile:
     revisions: tuple[tuple[str, str], ...] = ()  # (hub id, pinned revision: tag, branch or commit)
     training_checkpoints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (hub id, revisions along training)
     wants_gpu: bool = False  # sized for a GPU: on a CPU it takes hours, and chapters say so when they start
+    shaped: bool = False  # hub ids built locally in their real shapes with random weights (linrec.models.shapes)
 
     def validate(self) -> Profile:
         """This profile, or a LinrecError naming the first bad field and what is valid."""
         where = f"profile '{self.name}'"
         if not self.models:
             raise LinrecError(f"{where}: models is empty; name at least one model")
+        if self.shaped:
+            unknown = [m for m in self.models if m not in SHAPES]
+            if self.zoo is not None or unknown:
+                raise LinrecError(
+                    f"{where}: shaped models are hub ids with a known shape ({', '.join(SHAPES)}), not zoo models; "
+                    f"got {unknown or 'a zoo'}"
+                )
         if self.zoo is not None:
             unknown = [m for m in self.models if m not in self.zoo.names()]
             if unknown:
@@ -227,6 +238,26 @@ PROFILES: dict[str, Profile] = {
         training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
         wants_gpu=True,
     ),
+    "shapes": Profile(
+        name="shapes",
+        description=(
+            "The paper profile with no hub: its models in their real shapes with random weights, local texts laid "
+            "out like its corpora. No science; it runs and measures the paper's code path, memory and disk."
+        ),
+        models=("openai-community/gpt2", "EleutherAI/pythia-160m", "JackFram/llama-160m"),
+        corpora=("shaped-wikitext-2", "shaped-codeparrot", "shaped-tinystories"),
+        eval_corpus="shaped-wikitext-2",
+        rows_per_block=24_576,
+        seq_len=128,
+        folds=5,
+        seeds=(0, 1, 2),
+        batch_size=32,
+        eval_tokens=131_072,
+        probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
+        training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
+        wants_gpu=True,
+        shaped=True,
+    ),
     "offline": Profile(
         name="offline",
         description="Small GPT-2, GPT-NeoX and Llama models trained here on standard-library text; no network.",
@@ -277,7 +308,7 @@ def _coerce(name: str, value: object) -> object:
         unknown = sorted(set(value) - set(fields))
         if unknown:
             raise LinrecError(f"unknown probe setting {unknown}; valid: {', '.join(fields)}")
-        return ProbeSettings(**value)
+        return value  # get_profile applies it to the profile's own settings
     return value
 
 
@@ -292,5 +323,8 @@ def get_profile(profile: str | Profile, **overrides: object) -> Profile:
     if unknown:
         raise LinrecError(f"unknown profile field {unknown}; valid fields: {', '.join(fields)}")
     if overrides:
-        profile = dataclasses.replace(profile, **{k: _coerce(k, v) for k, v in overrides.items()})
+        changed = {k: _coerce(k, v) for k, v in overrides.items()}
+        if isinstance(changed.get("probe"), dict):  # a dict changes only the settings it names
+            changed["probe"] = dataclasses.replace(profile.probe, **changed["probe"])
+        profile = dataclasses.replace(profile, **changed)
     return profile.validate()

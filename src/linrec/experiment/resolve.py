@@ -18,6 +18,7 @@ from linrec.hub import hub_offline, hub_reachable, resolve_revision
 from linrec.interventions.baseline import BaselineConfig
 from linrec.interventions.probes import ProbeConfig
 from linrec.models.loading import load_model, max_context
+from linrec.models.shapes import load_shaped
 from linrec.models.zoo import ensure_zoo_model
 
 ModelLoader = Callable[..., tuple]
@@ -39,11 +40,12 @@ def load_profile_model(
     :meth:`Profile.checkpoints`); a model not cached yet is trained first. Hub models:
     ``"final"`` is the pinned revision (or the default branch); any other checkpoint is a hub
     revision from :meth:`Profile.checkpoints` (Pythia's ``"step<N>"``), ``"init"`` meaning the
-    first of them. ``loader`` replaces :func:`linrec.load_model` (tests inject tiny models).
+    first of them. A ``shaped`` profile builds hub ids locally (:func:`linrec.models.shapes.load_shaped`).
+    ``loader`` replaces :func:`linrec.load_model` (tests inject tiny models).
     """
     profile = get_profile(profile)
     profile.check_model(model)
-    loader = loader or load_model
+    loader = loader or (load_shaped if profile.shaped else load_model)
     if profile.zoo is not None:
         path = ensure_zoo_model(profile.zoo, model, checkpoint, progress)
         return loader(str(path), revision=None, dtype=profile.dtype, device=profile.device)
@@ -54,11 +56,11 @@ def model_revision(profile: str | Profile, model: str, checkpoint: str = "final"
     """The commit a hub model is loaded at for ``checkpoint`` (see :func:`load_profile_model`), for cache keys
     and provenance: asked of the hub, or read from the local hub cache when offline or unreachable.
 
-    None for zoo models, and for a hub model the local cache has no record of while offline.
+    None for zoo and shaped models, and for a hub model the local cache has no record of while offline.
     """
     profile = get_profile(profile)
     profile.check_model(model)
-    if profile.zoo is not None:
+    if profile.zoo is not None or profile.shaped:
         return None
     revision = profile.hub_revision(model, checkpoint)
     return resolve_revision(model, revision, local_files_only=hub_offline() or not hub_reachable())
