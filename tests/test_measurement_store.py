@@ -35,9 +35,9 @@ def store(tmp_path, monkeypatch):
     known = _known()
     captures: list[str] = []
 
-    def capture(profile, model, checkpoint, text, keep, progress) -> m.Measurement:
+    def capture(profile, model, checkpoint, text, keep, revision, progress) -> m.Measurement:
         captures.append(keep)
-        info = m.MeasurementInfo(**{**m.asdict(known.info), "keep": keep})
+        info = m.MeasurementInfo(**{**m.asdict(known.info), "keep": keep, "checkpoint": checkpoint})
         return m.Measurement(info, known.moments, known.samples if keep == "samples" else {})
 
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
@@ -166,3 +166,28 @@ def test_a_corpus_sweep_runs_on_one_capture_keeps_only_the_table_and_is_cached(s
     m.measurement("smoke", "zoo-gpt2", keep="table")  # the table was stored by the sweep's capture
     assert captures == ["samples"]
     assert sweeps.corpus_sweep("smoke", "zoo-gpt2", "stdlib-prose") == {}
+
+
+def test_one_entry_per_distinct_weights_labelled_as_asked(store, tmp_path):
+    """Pythia's step143000 is its main branch: one capture serves both names, each labelled as asked for."""
+    _, captures = store
+    pythia = "EleutherAI/pythia-160m"
+    m.forget_used()
+    final = m.measurement("shapes", pythia, keep="table")
+    last = m.measurement("shapes", pythia, checkpoint="step143000", keep="table")
+    assert captures == ["table"]
+    assert (final.info.checkpoint, last.info.checkpoint) == ("final", "step143000")
+    assert set(last.table()["checkpoint"]) == {"step143000"} and set(final.table()["checkpoint"]) == {"final"}
+    m.measurement("shapes", pythia, checkpoint="step0", keep="table")
+    m.measurement("shapes", pythia, checkpoint="init", keep="table")  # init is step0
+    assert captures == ["table", "table"]
+    assert [i.checkpoint for i in m.used_measurements()] == ["final", "step143000", "step0", "init"]
+
+
+def test_the_cache_key_holds_the_resolved_commit(tmp_path, monkeypatch):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    text, paper = Corpus("toy", "prose", "fit", "eval", "test"), m.get_profile("paper")
+    gpt2 = "openai-community/gpt2"
+    at = {rev: m.entry_path(paper, gpt2, "final", text, rev) for rev in (None, "a" * 40, "b" * 40)}
+    assert len(set(at.values())) == 3
+    assert m.entry_path(paper, gpt2, "final", text, "a" * 40) == at["a" * 40]

@@ -109,6 +109,7 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch):
         "SEED": 0,
         "profile": profile,
         "corpus": SimpleNamespace(fit_text="some text"),
+        "ch": SimpleNamespace(progress=False),
     }
     exec(cell.split("\n", 1)[1], namespace)
     assert seen["text"] == "some text" and list(namespace["table"].block) == [0, 1]

@@ -34,9 +34,10 @@ from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine, recoverability
 from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
 from linrec.core.sample import Rows, capture_with_sample, load_rows, save_rows
 from linrec.data.corpora import Corpus
+from linrec.data.tokens import bos_policy
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile, get_profile
-from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
 from linrec.models.zoo import zoo_model_path
 
 FORMAT = 2
@@ -65,6 +66,9 @@ class MeasurementInfo:
     capture_s: float
     torch: str
     keep: str = "samples"
+    revision: str | None = None  # the hub commit the weights were loaded at (None: zoo, shaped, or unknown offline)
+    bos: str = "no BOS"  # what each window starts with (linrec.data.tokens.bos_policy)
+    corpus_source: str = ""  # where the text came from (a hub corpus names its dataset commit)
 
     @property
     def rows_per_fold(self) -> int:
@@ -172,21 +176,25 @@ def _kept(path: Path) -> int:
         return -1
 
 
-def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus) -> Path:
+def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revision: str | None = None) -> Path:
     """Where the measurement of ``model`` at ``checkpoint`` on ``text`` lives in the cache, keyed by everything
-    that determines it (a zoo model's path carries its training key)."""
-    weights = str(zoo_model_path(profile.zoo, model, checkpoint)) if profile.zoo is not None else None
+    that determines it: the checkpoint by its canonical name (Pythia's ``step143000`` is ``final``), a hub
+    model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo model's
+    path (which carries its training key) and the corpus's sha256."""
+    canonical = profile.canonical_checkpoint(model, checkpoint)
+    weights = str(zoo_model_path(profile.zoo, model, canonical)) if profile.zoo is not None else None
     key = cache_key(
         {
             "format": FORMAT,
             "profile": repr(profile),
             "model": model,
-            "checkpoint": checkpoint,
+            "checkpoint": canonical,
+            "revision": revision,
             "weights": weights,
             "corpus": text.sha256,
         }
     )
-    name = f"{_slug(profile.name)}-{_slug(model)}-{_slug(checkpoint)}-{_slug(text.name)}-{key}"
+    name = f"{_slug(profile.name)}-{_slug(model)}-{_slug(canonical)}-{_slug(text.name)}-{key}"
     return cache_dir() / "measurements" / name
 
 
@@ -215,22 +223,50 @@ def measurement(
         raise LinrecError(f"store '{store}' keeps more than keep '{keep}'; store at most what is kept")
     profile = get_profile(profile)
     text = profile_corpus(profile, corpus)
-    path = entry_path(profile, model, checkpoint, text)
+    revision = model_revision(profile, model, checkpoint)
+    path = entry_path(profile, model, checkpoint, text, revision)
+
+    def capture() -> Measurement:
+        return _capture(profile, model, checkpoint, text, keep, revision, progress)
+
     held = _kept(path)
     if stored < level and (refresh or held < level):
-        result = _capture(profile, model, checkpoint, text, keep, progress)
+        result = capture()
         narrow = Measurement(replace(result.info, keep=KEEPS[stored]), result.moments, result.samples)
         build_entry(path, lambda tmp: _save(narrow, tmp), refresh=refresh or -1 < held < stored)
+    else:
+        build_entry(path, lambda tmp: _save(capture(), tmp), refresh=refresh or -1 < held < level)
+        result = _as_asked(_load(path), checkpoint)
+    _USED[(path.name, checkpoint)] = result.info
+    return result
+
+
+_USED: dict[tuple[str, str], MeasurementInfo] = {}
+"""What :func:`measurement` returned in this process since :func:`forget_used` (for provenance lines)."""
+
+
+def used_measurements() -> list[MeasurementInfo]:
+    """The measurements :func:`measurement` returned since :func:`forget_used`, first to last."""
+    return list(_USED.values())
+
+
+def forget_used() -> None:
+    """Start a new record for :func:`used_measurements` (a chapter does at its start)."""
+    _USED.clear()
+
+
+def _as_asked(result: Measurement, checkpoint: str) -> Measurement:
+    """``result`` labelled with the checkpoint name it was asked by (an entry keyed by the canonical one may have
+    been captured under another name of the same weights, e.g. ``final`` for Pythia's ``step143000``)."""
+    if result.info.checkpoint == checkpoint:
         return result
-    build_entry(
-        path,
-        lambda tmp: _save(_capture(profile, model, checkpoint, text, keep, progress), tmp),
-        refresh=refresh or -1 < held < level,
-    )
-    return _load(path)
+    table = None if result.kept_table is None else result.kept_table.assign(checkpoint=checkpoint)
+    return Measurement(replace(result.info, checkpoint=checkpoint), result.moments, result.samples, table)
 
 
-def _capture(profile: Profile, model: str, checkpoint: str, text: Corpus, keep: str, progress: bool) -> Measurement:
+def _capture(
+    profile: Profile, model: str, checkpoint: str, text: Corpus, keep: str, revision: str | None, progress: bool
+) -> Measurement:
     start = time.perf_counter()
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
     batches = profile_batches(profile, tokenizer, text, model=net)
@@ -258,6 +294,9 @@ def _capture(profile: Profile, model: str, checkpoint: str, text: Corpus, keep: 
         capture_s=time.perf_counter() - start,
         torch=torch.__version__,
         keep=keep,
+        revision=revision,
+        bos=bos_policy(tokenizer),
+        corpus_source=text.source,
     )
     return Measurement(info, moments, samples)
 

@@ -16,7 +16,7 @@ import pandas as pd
 from linrec.cache import build_entry, cache_dir, cache_key
 from linrec.experiment.measurement import entry_path, measurement, read_frame, write_frame
 from linrec.experiment.profiles import Profile, get_profile
-from linrec.experiment.resolve import profile_corpus
+from linrec.experiment.resolve import model_revision, profile_corpus
 from linrec.experiment.swaps import affine_swaps
 from linrec.interventions.probes import ProbeConfig, probe_table
 
@@ -38,7 +38,7 @@ def corpus_sweep(
     wanted = {"probes": seeded_poly is not None, "swaps": swap_tokens is not None}
     if not any(wanted.values()):
         return {}
-    source = entry_path(profile, model, "final", profile_corpus(profile, corpus))
+    source = entry_path(profile, model, "final", profile_corpus(profile, corpus), model_revision(profile, model))
     key = cache_key(
         {
             "format": FORMAT,

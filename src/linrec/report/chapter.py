@@ -31,6 +31,7 @@ import pandas as pd
 import torch
 
 from linrec.errors import LinrecError, LinrecWarning
+from linrec.experiment.measurement import MeasurementInfo, forget_used, used_measurements
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
 from linrec.report import ledger
@@ -142,6 +143,7 @@ class Provenance:
     rows: int | None = None
     wall_s: float | None = None
     colab: bool = field(default_factory=on_colab)
+    inputs: tuple[str, ...] = ()  # what the measurements ran on: resolved commits, what each window starts with
 
     def __str__(self) -> str:
         parts = [f"profile {self.profile}"]
@@ -151,6 +153,7 @@ class Provenance:
             parts.append(f"corpus {self.corpus}" + (f" (sha256 {self.corpus_hash})" if self.corpus_hash else ""))
         if self.rows is not None:
             parts.append(f"{self.rows:,} rows")
+        parts.extend(self.inputs)
         parts.append(f"device {self.device}" + (" on Colab" if self.colab else ""))
         parts.append(" ".join(f"{k} {v}" for k, v in self.versions.items()))
         if self.wall_s is not None:
@@ -184,7 +187,30 @@ def provenance(
         corpus_hash=corpus_hash,
         rows=rows,
         wall_s=time.perf_counter() - _clock["start"] if wall else None,
+        inputs=measured_inputs(used_measurements()),
     )
+
+
+def measured_inputs(infos: Sequence[MeasurementInfo]) -> tuple[str, ...]:
+    """Provenance parts for measurements: the commits hub weights and corpora resolved to, and each model's
+    first token of a window (its BOS policy), so that a rerun can tell whether it saw the same inputs."""
+    commits = [
+        f"{i.model}{'' if i.checkpoint == 'final' else ' ' + i.checkpoint}@{i.revision[:12]}"
+        for i in infos
+        if i.revision
+    ]
+    corpora = {i.corpus: i.corpus_source.rpartition("commit ")[2][:12] for i in infos if "commit " in i.corpus_source}
+    policies: dict[str, list[str]] = {}
+    for model, bos in dict.fromkeys((i.model, i.bos) for i in infos):
+        policies.setdefault(bos, []).append(model)
+    parts = []
+    if commits:
+        parts.append("weights " + ", ".join(dict.fromkeys(commits)))
+    if corpora:
+        parts.append("data " + ", ".join(f"{c}@{commit}" for c, commit in corpora.items()))
+    if policies:
+        parts.append("windows start: " + "; ".join(f"{bos} ({', '.join(models)})" for bos, models in policies.items()))
+    return tuple(parts)
 
 
 @dataclass(frozen=True)
@@ -240,4 +266,5 @@ def start(
     if overrides:
         print(f"profile fields changed: {', '.join(f'{k}={v!r}' for k, v in overrides.items())}")
     ledger.start(resolved, name)
+    forget_used()
     return Chapter(name, get_profile(resolved, **overrides), seed, progress_bars())
