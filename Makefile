@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PROFILE ?= offline
 SHOT   ?= _build/screenshots/01_method.png
 
-.PHONY: test lint install bench clean book book-check notebooks
+.PHONY: test lint install bench clean book book-check notebooks resources
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ book: $(STAMP)
 # Figures on every chapter, no tracebacks, Colab targets committed and in sync; screenshot a chapter.
 book-check: $(STAMP)
 	$(PY) book/build.py check --screenshot $(SHOT)
+
+# Per-chapter peak memory, cache on disk and time at the paper's real sizes (shapes profile): book/resources.md.
+resources: $(STAMP)
+	$(PY) book/resources.py --profile shapes
 
 # Regenerate the committed, unexecuted notebooks/NN_topic.ipynb (Colab's targets) from the .py sources.
 notebooks: $(STAMP)

@@ -50,8 +50,16 @@ corpora = {c: profile_corpus(profile, c) for c in CORPORA}
 pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit_text),
                "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()])
 
+# %%
+# The sweeps below (when on) run first: the one capture each needs also stores its table, so the
+# profiles next are read from the cache and no (model, corpus) is captured twice.
+config = probe_config(profile.probe, seed=SEED) if SEEDED_POLY else None
+sweeps = [corpus_sweep(profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None,
+                      progress=ch.progress) for m in MODELS for c in CORPORA]
+
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model (one panel per model) on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std, each corpus with its own folds).", "name": "fig-corpora-profiles"}}
-measured = {(m, c): measurement(profile, m, corpus=c, keep="table", progress=ch.progress) for m in MODELS for c in CORPORA}
+measured = {(m, c): measurement(profile, m, corpus=c, keep="table", progress=ch.progress)
+            for m in MODELS for c in CORPORA}
 table = depth_table(measured.values())
 fig = depth.corpus_figure(table, order=MODELS)
 
@@ -98,9 +106,6 @@ print(f"Profile '{PROFILE}': the corpus spread is below half the depth range for
 # in the layout of {numref}`fig-corpora-profiles`.
 
 # %%
-config = probe_config(profile.probe, seed=SEED) if SEEDED_POLY else None
-sweeps = [corpus_sweep(profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None,
-                      progress=ch.progress) for m in MODELS for c in CORPORA]
 if SEEDED_POLY:
     probes = pd.concat([s["probes"] for s in sweeps], ignore_index=True)
     display(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"))

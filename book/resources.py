@@ -1,0 +1,217 @@
+"""What each chapter costs at a profile's real sizes: peak memory, cache on disk, CPU and wall time.
+
+``python book/resources.py --profile shapes`` (``make resources``) executes every chapter in its own
+process, in book order, with a fresh cache that the chapters share as the book's build does, then
+runs each chapter a second time with ``HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1`` to show that
+everything it needs came from the first run's cache. It writes ``book/resources.json`` and the
+page ``book/resources.md``.
+
+Peak memory and disk depend on the rows a chapter holds, which stay the profile's. Evaluation
+tokens, probe steps, chapter 3's grid and chapter 8's checkpoints are reduced (:data:`REDUCED`)
+so that two CPU cores finish in about an hour; the times are those of the reduced run.
+
+Peak resident memory is read two ways: the largest single process (``ru_maxrss`` of the chapter's
+process tree, the Jupyter kernel in practice), and the sum over the tree sampled twice a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "_build" / "resources"
+RESULTS = ROOT / "book" / "resources.json"
+PAGE = ROOT / "book" / "resources.md"
+GB = 1e9
+
+REDUCED: dict[str, dict[str, object]] = {
+    "fields": {"eval_tokens": 4096, "probe": {"steps": 20}},
+    "params": {"GRID_BLOCKS": 2, "CHECKPOINTS": ["step0", "step1000", "step143000"], "TRY_BLOCKS": 1},
+}
+"""What the measured run reduces: profile fields (``--set``) and chapter parameters (``--param``)."""
+
+BUDGETS = {"peak_rss_gb": 10.0, "cache_gb": 8.0}
+"""The issue's budgets: a chapter's peak resident memory (Colab has 12.7 GB), the whole book's cache."""
+
+
+def chapters() -> list[str]:
+    return sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants now (0 once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def size_of(path: Path) -> int:
+    """Bytes of the files under ``path``."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def run_chapter(stem: str, profile: str, cache: Path, out: Path, offline: bool) -> dict[str, object]:
+    """Execute one chapter in its own process; its peak memory, CPU and wall time, and the cache it added."""
+    command = [sys.executable, str(ROOT / "book" / "build.py"), "execute", "--profile", profile, "--only", stem]
+    command += [f"--set={k}={json.dumps(v)}" for k, v in REDUCED["fields"].items()]
+    source = (ROOT / "notebooks" / f"{stem}.py").read_text()
+    declared = {k: v for k, v in REDUCED["params"].items() if re.search(rf"^{k} = ", source, re.MULTILINE)}
+    command += [f"--param={k}={json.dumps(v)}" for k, v in declared.items()]
+    command += ["--out", str(out)]
+    env = {**os.environ, "LINREC_CACHE": str(cache), "PYTHONPATH": str(ROOT / "src")}
+    if offline:
+        env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    before = size_of(cache)
+    log = out / f"{stem}{'-offline' if offline else ''}.log"
+    start = time.perf_counter()
+    with log.open("w") as sink:
+        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
+        peak = {"tree": 0}
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.5):
+                peak["tree"] = max(peak["tree"], tree_rss(proc.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        done.set()
+        sampler.join()
+    wall = time.perf_counter() - start
+    return {
+        "chapter": stem,
+        "ok": os.waitstatus_to_exitcode(status) == 0,
+        "peak_rss_gb": usage.ru_maxrss * 1024 / GB,  # Linux reports kilobytes, the largest process of the tree
+        "tree_rss_gb": peak["tree"] / GB,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "wall_s": wall,
+        "cache_added_gb": (size_of(cache) - before) / GB,
+        "log": str(log.relative_to(ROOT)),
+    }
+
+
+def measure(profile: str, only: list[str] | None, offline_pass: bool) -> dict[str, object]:
+    """Run the chapters (then again offline) and collect their rows."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=OUT))
+    rows, again = [], []
+    for stem in only or chapters():
+        print(f"[resources] {stem}: running", flush=True)
+        rows.append(run_chapter(stem, profile, cache, OUT, offline=False))
+        print(f"[resources] {stem}: {json.dumps(rows[-1])}", flush=True)
+    if offline_pass:
+        for stem in only or chapters():
+            print(f"[resources] {stem}: running again offline", flush=True)
+            again.append(run_chapter(stem, profile, cache, OUT, offline=True))
+            print(f"[resources] {stem}: {json.dumps(again[-1])}", flush=True)
+    import torch
+
+    return {
+        "profile": profile,
+        "reduced": REDUCED,
+        "budgets": BUDGETS,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU used",
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "cache_gb": size_of(cache) / GB,
+        "cache_parts_gb": {p.name: size_of(p) / GB for p in sorted(cache.iterdir()) if p.is_dir()},
+        "chapters": rows,
+        "offline": again,
+        "gpu": None,
+    }
+
+
+def page(results: dict[str, object]) -> str:
+    """The docs page: the per-chapter table and what it was measured on."""
+    budgets = results["budgets"]
+    offline = {r["chapter"]: r for r in results["offline"]}
+    lines = [
+        "# Resources per chapter",
+        "",
+        f"What each chapter needs at the real sizes of the `{results['profile']}` profile: the paper's models in "
+        "their real shapes (random weights, real vocabularies) on local texts laid out like the paper's corpora, "
+        "at the paper's full row counts. Each chapter ran in its own process, in book order, sharing one cache "
+        "as the book's build does. Produced by `make resources` "
+        f"on {results['date']} ({results['machine']}, torch {results['torch']}).",
+        "",
+        "Peak memory and disk depend on the rows held, which are the profile's. To finish on two CPU cores "
+        "the run reduced what does not change them:",
+        "",
+        *[f"- profile field `{k}` = `{json.dumps(v)}`" for k, v in results["reduced"]["fields"].items()],
+        *[f"- chapter parameter `{k}` = `{json.dumps(v)}`" for k, v in results["reduced"]["params"].items()],
+        "",
+        "So the time columns are this reduced run's on the CPU; at the profile's own settings the probes and "
+        "swaps take far longer without a GPU.",
+        "",
+        "| chapter | peak RSS, largest process (GB) | peak RSS, all processes (GB) | cache added (GB) "
+        "| CPU time (s) | wall (s) | second run offline | GPU time (s) |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for row in results["chapters"]:
+        again = offline.get(row["chapter"])
+        second = "not run" if again is None else ("works" if again["ok"] else "**fails**")
+        status = "" if row["ok"] else " (**failed**)"
+        lines.append(
+            f"| {row['chapter']}{status} | {row['peak_rss_gb']:.2f} | {row['tree_rss_gb']:.2f} "
+            f"| {row['cache_added_gb']:.2f} | {row['cpu_s']:.0f} | {row['wall_s']:.0f} | {second} "
+            f"| {'not measured (no GPU lent)' if results['gpu'] is None else results['gpu'].get(row['chapter'])} |"
+        )
+    worst = max(r["peak_rss_gb"] for r in results["chapters"])
+    worst_tree = max(r["tree_rss_gb"] for r in results["chapters"])
+    lines += [
+        "",
+        f"- Largest peak: {worst:.2f} GB in one process, {worst_tree:.2f} GB over all of a chapter's processes; "
+        f"budget {budgets['peak_rss_gb']:.0f} GB per chapter "
+        f"({'met' if max(worst, worst_tree) <= budgets['peak_rss_gb'] else '**not met**'}).",
+        f"- The whole book's cache: {results['cache_gb']:.2f} GB; budget {budgets['cache_gb']:.0f} GB "
+        f"({'met' if results['cache_gb'] <= budgets['cache_gb'] else '**not met**'}). By part: "
+        + ", ".join(f"{k} {v:.2f} GB" for k, v in results["cache_parts_gb"].items())
+        + ".",
+        f"- Total: {sum(r['cpu_s'] for r in results['chapters']) / 60:.0f} CPU minutes, "
+        f"{sum(r['wall_s'] for r in results['chapters']) / 60:.0f} minutes of wall time.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="shapes", help="the profile to measure (default shapes)")
+    parser.add_argument("--only", nargs="+", metavar="NN_topic", help="only these chapters")
+    parser.add_argument("--no-offline-pass", action="store_true", help="skip the second, offline run")
+    parser.add_argument("--page-only", action="store_true", help="rewrite the page from book/resources.json")
+    args = parser.parse_args(argv)
+    if args.page_only:
+        results = json.loads(RESULTS.read_text())
+    else:
+        results = measure(args.profile, args.only, not args.no_offline_pass)
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    PAGE.write_text(page(results))
+    print(f"[resources] wrote {PAGE.relative_to(ROOT)} and {RESULTS.relative_to(ROOT)}")
+    return 0 if all(r["ok"] for r in results["chapters"] + results["offline"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
