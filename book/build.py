@@ -436,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(
             step, help="execute the chapters" + (" then sync and render the book" if step == "all" else "")
         )
-        p.add_argument("--profile", default="offline", help="offline (default), smoke or paper")
+        p.add_argument(
+            "--profile", default="offline", help="offline (default), smoke, paper or shapes (paper's sizes, no hub)"
+        )
         p.add_argument("--only", nargs="+", metavar="NN_topic", help="execute only these chapters")
         p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="change a profile field (repeatable)")
         p.add_argument(

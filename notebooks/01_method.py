@@ -92,6 +92,19 @@ pd.DataFrame(where)
 # first linear layer and Y at the second. Any other model can be measured by naming the two modules
 # yourself (`spec=[(input_name, output_name), ...]`).
 #
+# ## Windows of text, and what position 0 holds
+#
+# A corpus is tokenised as one stream and cut into consecutive, non-overlapping windows of
+# `seq_len` tokens; every position of every window gives one row. The first position of a window
+# has seen nothing else, so what stands there is a choice, and linrec makes the one each model was
+# trained with. A tokenizer that starts every text with a beginning-of-sequence token (Llama's `<s>`,
+# as llama-160m saw its training texts) gets that token at position 0 of every window, followed by
+# `seq_len - 1` text tokens. Tokenizers that put nothing before a text (GPT-2's and Pythia's, whose
+# `<|endoftext|>` separates documents in training but is not added by the tokenizer, and the
+# tokenizers of this book's own small models) give windows of text tokens only.
+# `linrec.data.tokens.bos_policy` names the choice for a tokenizer, and every chapter that measures a
+# profile's models states it per model in its provenance line ("windows start: ...").
+#
 # ## The data flow
 #
 # The whole method is one forward pass and one small linear solve per block. The model is never
