@@ -18,8 +18,8 @@ $(STAMP): requirements.txt pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests book/build.py notebooks/*.py
-	$(VENV)/bin/ruff format --check src tests book/build.py
+	$(VENV)/bin/ruff check src tests book/build.py book/resources.py notebooks/*.py
+	$(VENV)/bin/ruff format --check src tests book/build.py book/resources.py
 
 test: lint
 	$(PY) -m pytest -q tests

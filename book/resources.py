@@ -79,14 +79,23 @@ def run_chapter(stem: str, profile: str, cache: Path, out: Path, offline: bool) 
     declared = {k: v for k, v in REDUCED["params"].items() if re.search(rf"^{k} = ", source, re.MULTILINE)}
     command += [f"--param={k}={json.dumps(v)}" for k, v in declared.items()]
     command += ["--out", str(out)]
-    env = {**os.environ, "LINREC_CACHE": str(cache), "PYTHONPATH": str(ROOT / "src")}
+    env = {"LINREC_CACHE": str(cache), "PYTHONPATH": str(ROOT / "src")}
     if offline:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     before = size_of(cache)
-    log = out / f"{stem}{'-offline' if offline else ''}.log"
+    row = run_tree(command, env, out / f"{stem}{'-offline' if offline else ''}.log")
+    return {"chapter": stem, **row, "cache_added_gb": (size_of(cache) - before) / GB}
+
+
+def run_tree(command: list[str], env: dict[str, str], log: Path) -> dict[str, object]:
+    """Run ``command`` to its end: whether it succeeded, its peak memory (GB), CPU and wall time (s).
+
+    ``ru_maxrss`` of ``wait4`` is the largest process of the tree (descendants count once reaped,
+    as a kernel is by papermill); the tree's sum is sampled twice a second while it runs.
+    """
     start = time.perf_counter()
     with log.open("w") as sink:
-        proc = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(command, env={**os.environ, **env}, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
         peak = {"tree": 0}
         done = threading.Event()
 
@@ -97,18 +106,16 @@ def run_chapter(stem: str, profile: str, cache: Path, out: Path, offline: bool) 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
         done.set()
         sampler.join()
-    wall = time.perf_counter() - start
     return {
-        "chapter": stem,
-        "ok": os.waitstatus_to_exitcode(status) == 0,
-        "peak_rss_gb": usage.ru_maxrss * 1024 / GB,  # Linux reports kilobytes, the largest process of the tree
+        "ok": proc.returncode == 0,
+        "peak_rss_gb": usage.ru_maxrss * 1024 / GB,  # Linux reports kilobytes
         "tree_rss_gb": peak["tree"] / GB,
         "cpu_s": usage.ru_utime + usage.ru_stime,
-        "wall_s": wall,
-        "cache_added_gb": (size_of(cache) - before) / GB,
-        "log": str(log.relative_to(ROOT)),
+        "wall_s": time.perf_counter() - start,
+        "log": str(log),
     }
 
 

@@ -1,6 +1,7 @@
 """The book's helpers: profile resolution and provenance (linrec.report.chapter), and the build script
 (book/build.py)."""
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -346,3 +347,49 @@ def test_the_build_runs_chapters_without_progress_bars():
     assert 'os.environ["LINREC_PROGRESS"] = "0"' in text
     chapters = "".join(p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")))
     assert "progress=False" not in chapters and "progress=ch.progress" in chapters
+
+
+def test_provenance_names_commits_and_what_windows_start_with():
+    from conftest import measurement_info
+
+    infos = [
+        measurement_info("openai-community/gpt2"),
+        measurement_info("EleutherAI/pythia-160m", checkpoint="step0"),
+        measurement_info("JackFram/llama-160m"),
+    ]
+    infos = [
+        dataclasses.replace(infos[0], revision="a" * 40, corpus_source="wikitext; commit " + "c" * 40),
+        dataclasses.replace(infos[1], revision="b" * 40),
+        dataclasses.replace(infos[2], bos="<s> (id 1) at position 0 of every window"),
+    ]
+    parts = book.measured_inputs(infos)
+    assert parts == (
+        f"weights openai-community/gpt2@{'a' * 12}, EleutherAI/pythia-160m step0@{'b' * 12}",
+        f"data local@{'c' * 12}",
+        "windows start: no BOS (openai-community/gpt2, EleutherAI/pythia-160m); "
+        "<s> (id 1) at position 0 of every window (JackFram/llama-160m)",
+    )
+    assert book.measured_inputs([]) == ()
+
+
+def test_a_profile_dict_changes_fields_and_a_bad_one_fails_first(capsys):
+    ch = book.start("00_test", {"name": "smoke", "eval_tokens": 999, "probe": {"steps": 7}}, style=False)
+    assert (ch.profile.name, ch.profile.eval_tokens, ch.profile.probe.steps) == ("smoke", 999, 7)
+    assert ch.profile.probe.rank == book.get_profile("smoke").probe.rank  # a probe dict changes only what it names
+    assert "profile fields changed: eval_tokens=999" in capsys.readouterr().out
+    with pytest.raises(LinrecError, match="needs its profile's name under 'name'"):
+        book.start("00_test", {"eval_tokens": 999}, style=False)
+    with pytest.raises(LinrecError, match="unknown profile field"):
+        book.start("00_test", {"name": "smoke", "tokens": 1}, style=False)
+
+
+def test_execute_reads_assignments_as_yaml_and_refuses_undeclared_parameters(build):
+    assert build.assignments(["eval_tokens=4096", "probe={steps: 20}", "CHECKPOINTS=[step0, step1000]"], "--set") == {
+        "eval_tokens": 4096,
+        "probe": {"steps": 20},
+        "CHECKPOINTS": ["step0", "step1000"],
+    }
+    with pytest.raises(build.BookError, match="'eval_tokens' is not NAME=VALUE"):
+        build.assignments(["eval_tokens"], "--set")
+    with pytest.raises(build.BookError, match=r"no chapter of \['02_heterogeneity'\] has the parameters \['GRID'\]"):
+        build.execute("smoke", ["02_heterogeneity"], params={"GRID": 1})

@@ -1,0 +1,60 @@
+"""book/resources.py: a chapter's peak memory counts the processes it starts (the kernel), and the page reports it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def resources():
+    spec = importlib.util.spec_from_file_location("book_resources", ROOT / "book" / "resources.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_peak_of_a_grandchild_is_counted(resources, tmp_path):
+    """Papermill runs a chapter in a kernel, a grandchild of the process started: its memory must count."""
+    grandchild = (  # touches every page of 400 MB, so that it is resident
+        "import time; block = bytearray(400_000_000); block[::4096] = b'x' * len(block[::4096]); time.sleep(1.5)"
+    )
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}], check=True)"
+    row = resources.run_tree([sys.executable, "-c", child], {}, tmp_path / "log")
+    assert row["ok"] and row["peak_rss_gb"] > 0.4 and row["tree_rss_gb"] > 0.4
+    assert row["cpu_s"] >= 0 and row["wall_s"] > 1.5
+    assert not resources.run_tree([sys.executable, "-c", "raise SystemExit(3)"], {}, tmp_path / "log")["ok"]
+
+
+def test_the_page_states_the_reductions_budgets_and_missing_gpu(resources):
+    row = {
+        "chapter": "02_x",
+        "ok": True,
+        "peak_rss_gb": 3.0,
+        "tree_rss_gb": 3.5,
+        "cpu_s": 60.0,
+        "wall_s": 40.0,
+        "cache_added_gb": 2.0,
+    }
+    results = {
+        "profile": "shapes",
+        "reduced": resources.REDUCED,
+        "budgets": resources.BUDGETS,
+        "machine": "m",
+        "torch": "t",
+        "date": "d",
+        "cache_gb": 9.0,
+        "cache_parts_gb": {"measurements": 9.0},
+        "chapters": [row],
+        "offline": [{**row, "ok": False}],
+        "gpu": None,
+    }
+    page = resources.page(results)
+    assert "| 02_x | 3.00 | 3.50 | 2.00 | 60 | 40 | **fails** | not measured (no GPU lent) |" in page
+    assert "budget 10 GB per chapter (met)" in page and "budget 8 GB (**not met**)" in page
+    assert "`eval_tokens` = `4096`" in page
