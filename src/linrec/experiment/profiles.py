@@ -238,26 +238,6 @@ PROFILES: dict[str, Profile] = {
         training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
         wants_gpu=True,
     ),
-    "shapes": Profile(
-        name="shapes",
-        description=(
-            "The paper profile with no hub: its models in their real shapes with random weights, local texts laid "
-            "out like its corpora. No science; it runs and measures the paper's code path, memory and disk."
-        ),
-        models=("openai-community/gpt2", "EleutherAI/pythia-160m", "JackFram/llama-160m"),
-        corpora=("shaped-wikitext-2", "shaped-codeparrot", "shaped-tinystories"),
-        eval_corpus="shaped-wikitext-2",
-        rows_per_block=24_576,
-        seq_len=128,
-        folds=5,
-        seeds=(0, 1, 2),
-        batch_size=32,
-        eval_tokens=131_072,
-        probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
-        training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
-        wants_gpu=True,
-        shaped=True,
-    ),
     "offline": Profile(
         name="offline",
         description="Small GPT-2, GPT-NeoX and Llama models trained here on standard-library text; no network.",
@@ -289,6 +269,26 @@ PROFILES: dict[str, Profile] = {
         probe=ProbeSettings(rank=4, sample_rows=512, steps=20, lr=1e-3),
         device="cpu",
         zoo=ZOOS["smoke"],
+    ),
+    "shapes": Profile(
+        name="shapes",
+        description=(
+            "The paper profile with no hub: its models in their real shapes with random weights, local texts laid "
+            "out like its corpora. No science; it runs and measures the paper's code path, memory and disk."
+        ),
+        models=("openai-community/gpt2", "EleutherAI/pythia-160m", "JackFram/llama-160m"),
+        corpora=("shaped-wikitext-2", "shaped-codeparrot", "shaped-tinystories"),
+        eval_corpus="shaped-wikitext-2",
+        rows_per_block=24_576,
+        seq_len=128,
+        folds=5,
+        seeds=(0, 1, 2),
+        batch_size=32,
+        eval_tokens=131_072,
+        probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
+        training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
+        wants_gpu=True,
+        shaped=True,
     ),
 }
 
