@@ -158,3 +158,14 @@ def measurement_info(model: str, checkpoint: str = "final", corpus: str = "local
         capture_s=0.0,
         torch=torch.__version__,
     )
+
+
+def book_script(name: str):
+    """The module ``book/<name>.py`` (the build's scripts are not a package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "book" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"book_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

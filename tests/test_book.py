@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import book_script
 from linrec import LinrecError
 from linrec.errors import LinrecWarning
 from linrec.report import chapter as book
@@ -26,10 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def build():
-    spec = importlib.util.spec_from_file_location("book_build", ROOT / "book" / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return book_script("build")
 
 
 @pytest.fixture

@@ -77,7 +77,9 @@ def test_overrides_arrive_as_notebook_parameters():
         revisions={"openai-community/gpt2": "607a30d"},
     )
     assert p.models == ("openai-community/gpt2",) and p.seeds == (3,)
-    assert p.probe == ProbeSettings(rank=8) and p.revision("openai-community/gpt2") == "607a30d"
+    paper = get_profile("paper").probe  # a probe dict changes only the settings it names
+    assert p.probe == ProbeSettings(8, paper.sample_rows, paper.steps, paper.lr) != paper
+    assert p.revision("openai-community/gpt2") == "607a30d"
     with pytest.raises(LinrecError, match="not one of its models"):
         get_profile("paper", revisions={"gpt2-xl": "main"})
 

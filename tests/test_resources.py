@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import book_script
 
 
 @pytest.fixture
 def resources():
-    spec = importlib.util.spec_from_file_location("book_resources", ROOT / "book" / "resources.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return book_script("resources")
 
 
 def test_the_peak_of_a_grandchild_is_counted(resources, tmp_path):

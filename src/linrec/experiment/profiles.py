@@ -270,27 +270,19 @@ PROFILES: dict[str, Profile] = {
         device="cpu",
         zoo=ZOOS["smoke"],
     ),
-    "shapes": Profile(
-        name="shapes",
-        description=(
-            "The paper profile with no hub: its models in their real shapes with random weights, local texts laid "
-            "out like its corpora. No science; it runs and measures the paper's code path, memory and disk."
-        ),
-        models=("openai-community/gpt2", "EleutherAI/pythia-160m", "JackFram/llama-160m"),
-        corpora=("shaped-wikitext-2", "shaped-codeparrot", "shaped-tinystories"),
-        eval_corpus="shaped-wikitext-2",
-        rows_per_block=24_576,
-        seq_len=128,
-        folds=5,
-        seeds=(0, 1, 2),
-        batch_size=32,
-        eval_tokens=131_072,
-        probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
-        training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
-        wants_gpu=True,
-        shaped=True,
-    ),
 }
+PROFILES["shapes"] = dataclasses.replace(
+    PROFILES["paper"],
+    name="shapes",
+    description=(
+        "The paper profile with no hub: its models in their real shapes with random weights, local texts laid "
+        "out like its corpora. No science; it runs and measures the paper's code path, memory and disk."
+    ),
+    corpora=("shaped-wikitext-2", "shaped-codeparrot", "shaped-tinystories"),
+    eval_corpus="shaped-wikitext-2",
+    shaped=True,
+)
+"""``paper`` in every respect but where its models and texts come from (``book/resources.py`` measures it)."""
 
 
 def profile_names() -> list[str]:
