@@ -106,6 +106,19 @@ def test_a_moved_dataset_is_cut_again_and_a_pinned_revision_has_its_own_slice(on
     assert len(online.loaded) == 6  # a slice of its own, though the commit is the same
 
 
+def test_a_profile_pins_a_hub_corpus_and_only_a_hub_corpus(online):
+    from linrec.experiment.profiles import get_profile
+    from linrec.experiment.resolve import profile_corpus
+
+    profile = get_profile("paper", revisions={"tinystories": "v2", "openai-community/gpt2": "607a30d"})
+    assert f"commit {SHA}" in profile_corpus(profile, "tinystories").source
+    assert online.resolved[-1] == ("roneneldan/TinyStories", "v2", "dataset")
+    with pytest.raises(LinrecError, match="not one of its models or hub corpora"):
+        get_profile("offline", revisions={"stdlib-prose": "v1"})
+    with pytest.raises(LinrecError, match="'stdlib-prose' is not a hub dataset and has no revision"):
+        load_corpus("stdlib-prose", revision="v1")
+
+
 def test_without_a_slice_offline_or_unreachable_is_an_error_and_unreachable_uses_a_slice(online, monkeypatch):
     monkeypatch.setattr(corpora, "hub_reachable", lambda: False)
     with pytest.raises(LinrecError, match="cannot be reached") as err:

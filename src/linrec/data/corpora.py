@@ -619,16 +619,22 @@ def _offline_corpus(name: str) -> Corpus:
     return Corpus(**json.loads((path / "corpus.json").read_text(encoding="utf-8")))
 
 
-def load_corpus(name: str, *, loader: Loader | None = None) -> Corpus:
+def load_corpus(name: str, *, loader: Loader | None = None, revision: str | None = None) -> Corpus:
     """The corpus called ``name`` (see the module docstring for the list).
 
     ``loader`` replaces ``datasets.load_dataset`` for hub corpora (tests inject local rows with it;
-    such rows are not cached); offline corpora are built once per process.
+    such rows are not cached); offline corpora are built once per process. ``revision`` pins a hub
+    corpus's dataset (a branch, tag or commit); other corpora have none.
     """
+    if revision is not None and name not in PAPER_CORPORA:
+        raise LinrecError(
+            f"corpus '{name}' is not a hub dataset and has no revision; pin one of {', '.join(PAPER_CORPORA)}"
+        )
     if name in OFFLINE_CORPORA:
         return _offline_corpus(name)
     if name in PAPER_CORPORA:
-        return _hub_corpus(name, PAPER_CORPORA[name], loader)
+        spec = PAPER_CORPORA[name]
+        return _hub_corpus(name, spec if revision is None else dataclasses.replace(spec, revision=revision), loader)
     if name in SHAPED_CORPORA:
         return _shaped_corpus(name)
     raise LinrecError(f"unknown corpus '{name}'; choose one of {', '.join(corpus_names())}")

@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from linrec.core.capture import rows_needed
-from linrec.data.corpora import OFFLINE_CORPORA, corpus_names
+from linrec.data.corpora import OFFLINE_CORPORA, PAPER_CORPORA, corpus_names
 from linrec.errors import LinrecError
 from linrec.models.loading import DTYPES
 from linrec.models.shapes import SHAPES
@@ -91,7 +91,7 @@ class Profile:
     device: str | None = None  # None: cuda, then mps, then cpu
     dtype: str = "float32"
     zoo: ZooSpec | None = None  # the zoo the models come from; None: the hub
-    revisions: tuple[tuple[str, str], ...] = ()  # (hub id, pinned revision: tag, branch or commit)
+    revisions: tuple[tuple[str, str], ...] = ()  # (hub model or hub corpus, pinned revision: tag, branch or commit)
     training_checkpoints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (hub id, revisions along training)
     wants_gpu: bool = False  # sized for a GPU: on a CPU it takes hours, and chapters say so when they start
     shaped: bool = False  # hub ids built locally in their real shapes with random weights (linrec.models.shapes)
@@ -142,10 +142,12 @@ class Profile:
             )
         if self.dtype not in DTYPES:
             raise LinrecError(f"{where}: unknown dtype '{self.dtype}'; choose one of {', '.join(DTYPES)}")
-        for model, _ in self.revisions:  # (training_checkpoints is a catalogue: models left out are ignored)
-            if model not in self.models:
+        pinnable = [*self.models, *(c for c in self.corpora if c in PAPER_CORPORA)]
+        for name, _ in self.revisions:  # (training_checkpoints is a catalogue: models left out are ignored)
+            if name not in pinnable:
                 raise LinrecError(
-                    f"{where}: a revision is given for '{model}', which is not one of its models {list(self.models)}"
+                    f"{where}: a revision is given for '{name}', which is not one of its models or hub corpora "
+                    f"{pinnable}"
                 )
         if self.zoo is not None:
             context = min(self.zoo.entry(m).seq_len for m in self.models)

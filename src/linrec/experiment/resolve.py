@@ -74,7 +74,7 @@ def profile_corpus(profile: str | Profile, name: str | None = None, *, loader: L
     allowed = dict.fromkeys([*profile.corpora, profile.eval_corpus])
     if name not in allowed:
         raise LinrecError(f"profile '{profile.name}' has no corpus '{name}'; choose one of {', '.join(allowed)}")
-    return load_corpus(name, loader=loader)
+    return load_corpus(name, loader=loader, revision=dict(profile.revisions).get(name))
 
 
 def profile_batches(
