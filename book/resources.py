@@ -3,8 +3,9 @@
 ``python book/resources.py --profile shapes`` (``make resources``) executes every chapter in its own
 process, in book order, with a fresh cache that the chapters share as the book's build does, then
 runs each chapter a second time with ``HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1`` to show that
-everything it needs came from the first run's cache. It writes ``book/resources.json`` and the
-page ``book/resources.md``.
+everything it needs came from the first run's cache. It writes ``book/resources.json`` (after each
+chapter, so an interrupted run keeps what it measured) and the page ``book/resources.md``, and
+removes the cache (several GB) at the end.
 
 Peak memory and disk depend on the rows a chapter holds, which stay the profile's. Evaluation
 tokens, probe steps, chapter 3's grid and chapter 8's checkpoints are reduced (:data:`REDUCED`)
@@ -21,6 +22,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,34 +122,35 @@ def run_tree(command: list[str], env: dict[str, str], log: Path) -> dict[str, ob
 
 
 def measure(profile: str, only: list[str] | None, offline_pass: bool) -> dict[str, object]:
-    """Run the chapters (then again offline) and collect their rows."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=OUT))
-    rows, again = [], []
-    for stem in only or chapters():
-        print(f"[resources] {stem}: running", flush=True)
-        rows.append(run_chapter(stem, profile, cache, OUT, offline=False))
-        print(f"[resources] {stem}: {json.dumps(rows[-1])}", flush=True)
-    if offline_pass:
-        for stem in only or chapters():
-            print(f"[resources] {stem}: running again offline", flush=True)
-            again.append(run_chapter(stem, profile, cache, OUT, offline=True))
-            print(f"[resources] {stem}: {json.dumps(again[-1])}", flush=True)
+    """Run the chapters (then again offline), saving the results after each one; the cache is removed at the end."""
     import torch
 
-    return {
+    OUT.mkdir(parents=True, exist_ok=True)
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=OUT))
+    results: dict[str, object] = {
         "profile": profile,
         "reduced": REDUCED,
         "budgets": BUDGETS,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU used",
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d"),
-        "cache_gb": size_of(cache) / GB,
-        "cache_parts_gb": {p.name: size_of(p) / GB for p in sorted(cache.iterdir()) if p.is_dir()},
-        "chapters": rows,
-        "offline": again,
+        "chapters": [],
+        "offline": [],
         "gpu": None,
     }
+    passes = [("chapters", False), ("offline", True)][: 1 + offline_pass]
+    try:
+        for part, offline in passes:
+            for stem in only or chapters():
+                print(f"[resources] {stem}: running{' again offline' if offline else ''}", flush=True)
+                results[part].append(run_chapter(stem, profile, cache, OUT, offline=offline))
+                print(f"[resources] {stem}: {json.dumps(results[part][-1])}", flush=True)
+                results["cache_gb"] = size_of(cache) / GB
+                results["cache_parts_gb"] = {p.name: size_of(p) / GB for p in sorted(cache.iterdir()) if p.is_dir()}
+                RESULTS.write_text(json.dumps(results, indent=1) + "\n")  # an interrupted run keeps what it measured
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return results
 
 
 def page(results: dict[str, object]) -> str:
