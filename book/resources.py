@@ -38,7 +38,7 @@ GB = 1e9
 
 REDUCED: dict[str, dict[str, object]] = {
     "fields": {"eval_tokens": 4096, "probe": {"steps": 20}},
-    "params": {"GRID_BLOCKS": 2, "CHECKPOINTS": ["step0", "step1000", "step143000"], "TRY_BLOCKS": 1},
+    "params": {"GRID_BLOCKS": 2, "CHECKPOINTS": ["init", "step1000", "final"], "TRY_BLOCKS": 1},
 }
 """What the measured run reduces: profile fields (``--set``) and chapter parameters (``--param``)."""
 

@@ -32,6 +32,7 @@ from linrec.experiment.resolve import load_profile_model, profile_batches, profi
 from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.surgery import fit_replacements
 from linrec.models.loading import max_context
+from linrec.models.shapes import save_shaped
 from linrec.models.zoo import ensure_zoo_model
 from linrec.plots.advice import candidates_figure
 from linrec.report import chapter
@@ -60,6 +61,8 @@ print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.na
 
 # %%
 with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, files and all, when the cell ends
+    if profile.shaped and MODEL is None:  # a shaped model has no hub copy: saved here, it is a local model too
+        where = str(save_shaped(name, Path(workdir) / "model", revision=profile.revision(name)))
     text_file = Path(workdir) / "my_text.txt"
     text_file.write_text(corpus.fit_text, encoding="utf-8")
     args = ["profile", "--model", where, "--text-file", str(text_file), "--max-rows", str(rows),

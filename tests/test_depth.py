@@ -115,7 +115,9 @@ def test_checkpoints():
     assert [s for _, s in points] == list(entry.checkpoints)
     assert points[0][0] == "init" and points[-1][0] == "final" and points[1][0] == f"step{entry.checkpoints[1]}"
     pythia = training_checkpoints("paper", "EleutherAI/pythia-160m")
-    assert pythia[0] == ("init", 0) and pythia[-1] == ("step143000", 143000)
+    assert pythia[0] == ("init", 0) and pythia[-1] == ("final", 143000)  # step143000 is main: the reference
+    pinned = get_profile("paper", revisions={"EleutherAI/pythia-160m": "step64000"})
+    assert training_checkpoints(pinned, "EleutherAI/pythia-160m")[-1] == ("step143000", 143000)
     assert training_checkpoints("paper", "openai-community/gpt2") == [("final", None)]
     assert training_losses("paper", "EleutherAI/pythia-160m").empty
 

@@ -97,7 +97,7 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch):
         return 0
 
     cell = next(c for c in _cells(CHAPTER_9.read_text(encoding="utf-8")) if "linrec_cli(args)" in c)
-    profile = SimpleNamespace(seq_len=16, folds=5, batch_size=8, device=None)
+    profile = SimpleNamespace(seq_len=16, folds=5, batch_size=8, device=None, shaped=False)
     namespace = {
         "tempfile": tempfile,
         "Path": Path,

@@ -26,6 +26,7 @@ from linrec.models.loading import load_tokenizer
 from linrec.models.shapes import (
     SHAPES,
     load_shaped,
+    save_shaped,
     shaped_config,
     shaped_seed,
     shaped_tokenizer_dir,
@@ -183,3 +184,13 @@ def test_a_missing_sentencepiece_is_named(monkeypatch, tmp_path):
     finally:
         for check in checks:
             check.cache_clear()
+
+
+def test_a_saved_shaped_model_loads_as_a_local_checkpoint(loaded, tmp_path):
+    """Chapter 9 hands the CLI a shaped model as a directory: it must load with the same weights and tokenizer."""
+    path = save_shaped(GPT2, tmp_path / "gpt2")
+    model, tokenizer = linrec.load_model(str(path), device="cpu")
+    for a, b in zip(model.state_dict().values(), loaded[GPT2][0].state_dict().values()):
+        assert torch.equal(a, b)
+    text = "Return the 42 items, ok?"
+    assert tokenizer(text)["input_ids"] == loaded[GPT2][1](text)["input_ids"]

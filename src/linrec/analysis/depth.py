@@ -49,10 +49,10 @@ def checkpoint_step(name: str) -> int | None:
 def training_checkpoints(profile: str | Profile, model: str) -> list[tuple[str, int | None]]:
     """(name to measure with, optimiser step) of each checkpoint of ``model``, first to last.
 
-    Zoo checkpoints are ``step<N>``; the first is named ``"init"`` and the last ``"final"`` (the
-    same weights), so a chapter measuring along training shares its cached measurements with the
-    chapters that measure ``init`` and ``final``. Hub checkpoints keep their revision names, except
-    the first, ``"init"`` (as :func:`linrec.experiment.resolve.load_profile_model` resolves it).
+    The first checkpoint is named ``"init"``, and the last ``"final"`` when it holds the final weights
+    (a zoo's always; Pythia's ``step143000``, which is its main branch), so a chapter measuring along
+    training shares its cached measurements with the chapters that measure ``init`` and ``final``
+    and has a ``final`` to compare with. Other checkpoints keep their names (``step<N>``).
     """
     profile = get_profile(profile)
     names = profile.checkpoints(model)
@@ -60,7 +60,8 @@ def training_checkpoints(profile: str | Profile, model: str) -> list[tuple[str, 
         return [(names[0], checkpoint_step(names[0]))]
     out = []
     for i, name in enumerate(names):
-        alias = "init" if i == 0 else ("final" if i == len(names) - 1 and profile.zoo is not None else name)
+        last = i == len(names) - 1 and (profile.zoo is not None or profile.canonical_checkpoint(model, name) == "final")
+        alias = "init" if i == 0 else ("final" if last else name)
         out.append((alias, checkpoint_step(name)))
     return out
 

@@ -331,3 +331,15 @@ def load_shaped(
     model.to(device=target, dtype=torch_dtype)
     model.eval().requires_grad_(False)
     return model, tokenizer
+
+
+def save_shaped(name: str, directory: str | Path, *, revision: str | None = None) -> Path:
+    """Save the shaped model ``name`` (float32) and its tokenizer to ``directory``, a checkpoint any loader reads.
+
+    A shaped model has no hub copy; saved, it is a local model like one of your own (chapter 9's CLI call).
+    """
+    model, tokenizer = load_shaped(name, revision=revision, device="cpu")
+    path = Path(directory)
+    model.save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path
