@@ -188,10 +188,10 @@ def page(results: dict[str, object]) -> str:
             f"| {row['cache_added_gb']:.2f} | {row['cpu_s']:.0f} | {row['wall_s']:.0f} | {second} "
             f"| {'not measured (no GPU lent)' if results['gpu'] is None else results['gpu'].get(row['chapter'])} |"
         )
+    lines += ["", *[f"- {note}" for note in results.get("notes", [])]]  # what the run itself could not say
     worst = max(r["peak_rss_gb"] for r in results["chapters"])
     worst_tree = max(r["tree_rss_gb"] for r in results["chapters"])
     lines += [
-        "",
         f"- Largest peak: {worst:.2f} GB in one process, {worst_tree:.2f} GB over all of a chapter's processes; "
         f"budget {budgets['peak_rss_gb']:.0f} GB per chapter "
         f"({'met' if max(worst, worst_tree) <= budgets['peak_rss_gb'] else '**not met**'}).",
