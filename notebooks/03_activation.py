@@ -148,10 +148,19 @@ predictor_table(trained_blocks)
 # ## Normalised inputs
 #
 # Each block is run on its own captured inputs transformed to a common shape
-# (`linrec.interventions.crossfeed.input_transform`): *standardised* (every dimension to the block's average variance) or
-# *whitened* (every non-null direction to that variance, so the covariance becomes isotropic). The
-# means are kept, so the FFN stays near its operating point; R²_lin is then measured on the new
-# (input, output) pairs with the same folds ({numref}`fig-activation-normalised`).
+# (`linrec.core.normalise.input_transform`): *standardised* (every dimension to the block's average
+# variance) or *whitened* (every non-null direction to that variance, so the covariance becomes
+# isotropic). The means are kept, so the FFN stays near its operating point; R²_lin is then measured
+# on the new (input, output) pairs with the same folds ({numref}`fig-activation-normalised`).
+#
+# Both transforms respect the constraint a LayerNorm puts on its outputs. Its normalised features
+# sum to zero, so every captured row has the same projection on the direction 1/γ (γ: the norm's
+# gain), and the FFN has never seen an input move along it. Rescaling dimensions one by one would
+# tilt that direction and push rows off the surface they live on, and part of any change in R²_lin
+# would then be the FFN's response to impossible inputs. Here the whitening is done in the raw basis
+# (the pseudo-inverse square root of the input covariance) and standardising is followed by
+# projecting the null direction out, so transformed rows stay on the manifold to float32 rounding
+# (tested: spread along 1/γ at most 10⁻⁶ of the row scale).
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
 nets = {m: load_profile_model(profile, m, progress=ch.progress)[0] for m in dict.fromkeys(MODELS + GRID_MODELS)}
@@ -171,7 +180,11 @@ normalisation_summary(normalised)
 # ## Cross-feeding: weights or inputs?
 #
 # Block $j$ of model $B$ is run on the rows captured at block $i$ of model $A$ (all models here share
-# one width), and R²_lin of those (input, output) pairs is measured with the rows' own folds. The
+# one width), and R²_lin of those (input, output) pairs is measured with the rows' own folds. A's rows
+# carry A's norm gain and bias, so each is first rewritten as B's norm would have produced it from the
+# same normalised features, $x' = \gamma_B \odot (x_A - \beta_A) / \gamma_A + \beta_B$ (for RMSNorm,
+# no $\beta$): B's FFN then sees inputs on its own manifold, at its own per-dimension scales, and what
+# differs is the features alone. The
 # grid ({numref}`fig-activation-crossfeed`) holds every pair of the chosen blocks; its diagonal is
 # each block on its own inputs. If R²_lin were a property of the inputs, each row of the grid would be
 # uniform; if it is a property of the weights, each column would.
@@ -205,10 +218,10 @@ pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 # ones: the nonlinearity is tuned to the block's own input distribution, which is a statement about
 # weights and inputs together (the interaction share), not about either alone.
 #
-# Cross-feeding has a weakness of its own: another model's inputs can sit at a different scale or
-# offset than the FFN was trained on (compare `input_rms` in the conditioning table), which pushes
-# its units into a different regime of the activation. A cross-fed R²_lin is thus "this FFN on these
-# inputs", not "this FFN on inputs like its own but from elsewhere".
+# Aligning the norms removes the gain and bias another model's rows carry, but not every difference:
+# the normalised features themselves (how variance spreads over directions, which ones are large) still
+# come from model A. A cross-fed R²_lin is thus "this FFN on features like A's, in its own coordinates",
+# not "this FFN on inputs like its own but from elsewhere".
 #
 # ## Verdict, computed
 #
@@ -296,10 +309,10 @@ print(f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paire
 # :::{admonition} Solution
 # :class: dropdown
 # `input_rms` (and the input mean, which the table does not show): if A's block inputs have a very
-# different RMS from B's, B's units operate in another regime of the activation. Rescaling A's rows
-# to B's average variance before feeding them, e.g. with
-# `linrec.interventions.crossfeed.input_transform(moments_A, "standardise", variance=rms_B**2)`, removes the scale
-# difference but keeps A's *shape*. The hidden cell prints the input RMS per model and block.
+# different RMS from B's, B's units operate in another regime of the activation. The grid above already
+# rewrites A's rows in B's norm coordinates (`linrec.interventions.crossfeed.align_inputs`), which
+# removes the per-dimension gain and offset; `crossfeed_grid(..., align=False)` feeds them as captured,
+# for comparison. The hidden cell prints the input RMS per model and block.
 # :::
 
 # %% tags=["hide-cell"]

@@ -9,11 +9,11 @@ import tiny_captures
 from conftest import tiny_config, tiny_model
 from linrec.core.fit import fit_affine, kfold
 from linrec.core.moments import Moments
-from linrec.core.normalise import input_transform
-from linrec.core.sample import capture_with_sample
+from linrec.core.normalise import input_transform, off_manifold_spread
+from linrec.core.sample import Rows, capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
-from linrec.interventions.crossfeed import crossfeed, crossfeed_grid, feed, normalised_table
+from linrec.interventions.crossfeed import align_inputs, crossfeed, crossfeed_grid, feed, norm_affine, normalised_table
 
 FOLDS = 4
 
@@ -70,10 +70,11 @@ def test_whitening_gives_identity_covariance_and_keeps_the_closed_form_map():
     torch.testing.assert_close(z.mean(0), x.mean(0))  # the mean is kept
     # the closed form on whitened inputs is the same affine map in other coordinates
     torch.testing.assert_close(fit_affine(Moments.from_rows(z, y))(z), fit_affine(train)(x), rtol=1e-6, atol=1e-6)
-    std = input_transform(train, "standardise", keep_mean=False)(x)
-    average = float(train.cxx.diagonal().sum() / (train.n * 9))
-    torch.testing.assert_close(std.var(0, correction=0), torch.full((9,), average, dtype=torch.float64))
-    torch.testing.assert_close(std.mean(0), torch.zeros(9, dtype=torch.float64))
+    full = Moments.from_rows(x[:, :8], y)  # no null direction: standardising gives exactly the average variance
+    std = input_transform(full, "standardise", keep_mean=False)(x[:, :8])
+    average = float(full.cxx.diagonal().sum() / (full.n * 8))
+    torch.testing.assert_close(std.var(0, correction=0), torch.full((8,), average, dtype=torch.float64))
+    torch.testing.assert_close(std.mean(0), torch.zeros(8, dtype=torch.float64))
     with pytest.raises(LinrecError, match="standardise, whiten"):
         input_transform(train, "sphere")
 
@@ -118,9 +119,66 @@ def test_crossfeed_grid_agrees_with_the_core(two_models):
     affine = grid[(grid["weight_model"] == "affine") & (grid["weight_block"] == 1)]
     assert (affine["r2_lin"] > 1 - 1e-6).all()  # an affine FFN is linear on anyone's inputs
     assert (grid.loc[grid["weight_model"] == "gelu", "r2_lin"] < 1 - 1e-4).all()
+    diagonal = (grid.input_model == grid.weight_model) & (grid.input_block == grid.weight_block)
+    assert (grid.aligned == ~diagonal).all()  # every other cell is moved into the receiving block's norm coordinates
+    rows = captured["affine"].samples[0]
+    moved = align_inputs(rows.x, norm_affine(models["affine"], 0), norm_affine(models["gelu"], 1)).float()
+    by_hand = crossfeed(Rows(moved, rows.y, rows.fold), models["gelu"].transformer.h[1].mlp, FOLDS, 1).r2_lin
+    assert cell[("affine", 0, "gelu", 1)] == by_hand
+    raw = crossfeed_grid({m: c.samples for m, c in captured.items()}, models, FOLDS, align=False)
+    assert not raw.aligned.any() and (raw.r2_lin != grid.r2_lin)[~diagonal].all()
     only = crossfeed_grid({"gelu": captured["gelu"].samples}, models, FOLDS, blocks=[1])
     assert len(only) == 1
     with pytest.raises(LinrecError, match="no model given"):
         crossfeed_grid({m: c.samples for m, c in captured.items()}, {"gelu": models["gelu"]}, FOLDS)
     with pytest.raises(LinrecError, match="no sampled rows"):
         crossfeed_grid({"gelu": captured["gelu"].samples}, models, FOLDS, blocks=[5])
+
+
+def layernormed(seed: int, n: int = 3000, d: int = 24) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float32 rows of a LayerNorm with a spread of gains (0.1 to 3) and biases, fed inputs with two huge dims;
+    with its gain and bias."""
+    g = torch.Generator().manual_seed(seed)
+    norm = nn.LayerNorm(d)
+    with torch.no_grad():
+        norm.weight.copy_(0.1 + 2.9 * torch.rand(d, generator=g))
+        norm.bias.copy_(torch.randn(d, generator=g))
+        h = torch.randn(n, d, generator=g) @ torch.randn(d, d, generator=g)
+        h[:, :2] *= 50
+        return norm(h), norm.weight.double(), norm.bias.double()
+
+
+def unit(v: torch.Tensor) -> torch.Tensor:
+    return (v / v.norm())[:, None]
+
+
+def test_normalised_and_aligned_inputs_stay_on_the_layernorm_manifold():
+    x, gain, bias = layernormed(0)
+    null = unit(1 / gain)  # (x - β)·(1/γ) = 0 for every row of a LayerNorm
+    assert off_manifold_spread(x, null) < 1e-7  # captured rows: float32 rounding only
+    moments = Moments.from_rows(x, x[:, :3])
+    for kind in ("standardise", "whiten"):
+        z = input_transform(moments, kind).__call__(x).float()
+        assert off_manifold_spread(z, null) <= 1e-6, kind
+    scale = moments.cxx.diagonal().sqrt()
+    correlation_scale = (x.double() - x.double().mean(0)) / scale  # what a per-dimension transform alone does
+    assert off_manifold_spread(correlation_scale, null) > 1e-3  # ... leaves the manifold: the check can fail
+    y, gain_b, bias_b = layernormed(1)
+    aligned = align_inputs(x, (gain, bias), (gain_b, bias_b)).float()
+    assert off_manifold_spread(aligned, unit(1 / gain_b)) <= 1e-6  # on B's manifold
+    assert off_manifold_spread(x, unit(1 / gain_b)) > 1e-3  # A's rows as they are are not
+    torch.testing.assert_close(align_inputs(x, (gain, bias), (gain, bias)).float(), x)  # a block's own norm: unchanged
+    with pytest.raises(LinrecError, match="same width"):
+        align_inputs(x, (gain, bias), (gain_b[:8], bias_b[:8]))
+
+
+def test_norm_affine_reads_each_family_s_pre_ffn_norm():
+    gpt2, llama = tiny_model("gpt2"), tiny_model("llama")
+    gain, bias = norm_affine(gpt2, 1)
+    torch.testing.assert_close(gain, gpt2.transformer.h[1].ln_2.weight.double())
+    torch.testing.assert_close(bias, gpt2.transformer.h[1].ln_2.bias.double())
+    gain, bias = norm_affine(llama, 0)  # RMSNorm: a gain and no bias
+    torch.testing.assert_close(gain, llama.model.layers[0].post_attention_layernorm.weight.double())
+    assert not bias.any()
+    with pytest.raises(LinrecError, match="no FFN block 7"):
+        norm_affine(gpt2, 7)

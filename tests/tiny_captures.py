@@ -2,6 +2,7 @@
 cross-feeding and swap tests."""
 
 import pandas as pd
+import torch
 from torch import nn
 
 from conftest import measurement_info, tiny_model
@@ -15,6 +16,12 @@ def two_models(tokenizer, text, folds: int) -> tuple[dict[str, nn.Module], dict[
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=1024, batch_size=16)
     models = {"gelu": tiny_model("gpt2", seed=1), "affine": tiny_model("gpt2", seed=2)}
     models["affine"].transformer.h[1].mlp.act = nn.Identity()
+    for seed, model in enumerate(models.values()):  # trained norms have gains and biases of their own
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for block in model.transformer.h:
+                block.ln_2.weight.copy_(0.5 + torch.rand(block.ln_2.weight.shape, generator=g))
+                block.ln_2.bias.copy_(0.2 * torch.randn(block.ln_2.bias.shape, generator=g))
     captured = {}
     for name, model in models.items():
         moments, sample = capture_with_sample(model, batches, max_rows=800, folds=folds, progress=False)

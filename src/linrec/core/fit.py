@@ -57,6 +57,13 @@ class InputSpectrum:
     eigenvalues: torch.Tensor  # kept eigenvalues (above rcond × the largest)
     eigenvectors: torch.Tensor  # (d_in, kept)
     null_dims: int  # directions dropped as numerically null
+    dropped: torch.Tensor  # (d_in, null_dims): the dropped eigenvectors, on the correlation scale
+
+    def null_basis(self) -> torch.Tensor:
+        """Orthonormal columns spanning the dropped directions in the raw input basis (u ↦ D⁻¹u): the
+        directions every input row keeps constant, such as a LayerNorm's 1/γ."""
+        q, _ = torch.linalg.qr(self.dropped / self.scale[:, None])
+        return q
 
 
 def input_spectrum(cxx: torch.Tensor, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
@@ -65,7 +72,7 @@ def input_spectrum(cxx: torch.Tensor, rcond: float = DEFAULT_RCOND) -> InputSpec
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     lam, vec = torch.linalg.eigh(cxx / torch.outer(scale, scale))
     keep = lam > rcond * lam.max().clamp(min=torch.finfo(torch.float64).tiny)
-    return InputSpectrum(scale, lam[keep], vec[:, keep], int((~keep).sum()))
+    return InputSpectrum(scale, lam[keep], vec[:, keep], int((~keep).sum()), vec[:, ~keep])
 
 
 def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND) -> AffineFit:

@@ -1,13 +1,21 @@
-"""Standardising and whitening a block's inputs with the statistics of its moments.
+"""Standardising and whitening a block's inputs without leaving the manifold they live on.
 
-Standardising gives every input dimension a common variance; whitening gives every non-null
-direction a common variance. Whitening uses the same rank-revealing eigendecomposition of the
-correlation matrix as :func:`linrec.core.fit.fit_affine` (same ``rcond``): directions it treats
-as null stay at the mean, the others get identity covariance. The result is rotated back to the
-input basis (Z = x̄ + (x - x̄) D⁻¹ V Λ^{-1/2} Vᵀ · √(n·variance), with D = diag(Cxx)^{1/2},
-R = D⁻¹ Cxx D⁻¹ = V Λ Vᵀ over its non-null eigenvalues), so it can be fed to the FFN; its
-covariance is ``variance`` times the projector onto the non-null directions. The cross-feeding
-controls and the whitened trained baselines both use it.
+A LayerNorm's outputs x = γ ⊙ z + β have Σ z = 0, so every captured row satisfies (x - β)·(1/γ) = 0:
+the raw input covariance Cxx has an exact null direction v ∝ 1/γ, and the FFN was never trained on
+inputs that move along it. A transform that is linear on the correlation scale (D⁻¹ x, with
+D = diag(Cxx)^{1/2}) rotates v into other directions and would push rows off that manifold, so both
+transforms here are built in the raw basis and keep every null direction of Cxx at the mean:
+
+* whitening is the raw-basis pseudo-inverse square root, Z = x̄ + (x - x̄) Cxx^{+1/2} · √(n·variance):
+  identity covariance (times ``variance``) on the non-null directions, nothing along the null ones;
+* standardising divides each dimension by its spread and then projects the raw null directions out,
+  so every dimension has about (not exactly) a common variance and the null directions stay null.
+
+The null directions come from the same rank-revealing eigendecomposition of the correlation matrix as
+:func:`linrec.core.fit.fit_affine` (same ``rcond``): R = D⁻¹ Cxx D⁻¹ = V Λ Vᵀ, its dropped eigenvectors
+u map to raw null directions D⁻¹ u, and with B = D V_kept Λ^{1/2} = U S Qᵀ (so Cxx = B Bᵀ on its range)
+Cxx^{+1/2} = U S⁻¹ Uᵀ, computed without ever inverting a raw-scale eigenvalue. The cross-feeding controls
+and the whitened trained baselines both use it.
 """
 
 from __future__ import annotations
@@ -37,6 +45,15 @@ class InputTransform:
         return self.shift + (x.to(torch.float64) - self.mean) @ self.matrix
 
 
+def off_manifold_spread(x: torch.Tensor, directions: torch.Tensor) -> float:
+    """Spread of rows ``x`` along unit ``directions`` (d, k), relative to their typical distance from the mean:
+    about 1e-8 for captured LayerNorm rows, 0 for rows that respect every null direction."""
+    x = x.to(torch.float64)
+    centred = x - x.mean(0)
+    along = (centred @ directions.to(torch.float64)).pow(2).sum(1).mean().sqrt()
+    return float(along / centred.pow(2).sum(1).mean().sqrt().clamp(min=torch.finfo(torch.float64).tiny))
+
+
 def input_transform(
     moments: Moments,
     kind: str,
@@ -44,7 +61,7 @@ def input_transform(
     keep_mean: bool = True,
     rcond: float = DEFAULT_RCOND,
 ) -> InputTransform:
-    """Standardise or whiten inputs with the statistics in ``moments``.
+    """Standardise or whiten inputs with the statistics in ``moments``, keeping their null directions null.
 
     ``variance``: the variance each (non-null) direction gets; None keeps the inputs' average
     variance tr(Σ)/d. ``keep_mean``: add the input mean back (else the outputs are centred).
@@ -57,18 +74,16 @@ def input_transform(
         raise LinrecError(f"variance must be positive; got {variance}")
     cxx = moments.cxx
     target = float(cxx.diagonal().sum() / (moments.n * moments.d_in)) if variance is None else variance
+    spec = input_spectrum(cxx, rcond)
     if kind == "standardise":
         scale = cxx.diagonal().clamp(min=0).sqrt()
-        constant = scale == 0
-        matrix = torch.diag(
-            torch.where(constant, torch.zeros_like(scale), 1 / scale.clamp(min=torch.finfo(torch.float64).tiny))
-        )
-        null_dims = int(constant.sum())
+        inverse = torch.where(scale > 0, 1 / scale.clamp(min=torch.finfo(torch.float64).tiny), torch.zeros_like(scale))
+        null = spec.null_basis()
+        matrix = torch.diag(inverse) - (inverse[:, None] * null) @ null.T
     else:
-        spec = input_spectrum(cxx, rcond)
-        vk = spec.eigenvectors
-        matrix = ((vk / spec.eigenvalues.sqrt()) @ vk.T) / spec.scale[:, None]
-        null_dims = spec.null_dims
+        root = spec.scale[:, None] * spec.eigenvectors * spec.eigenvalues.sqrt()  # B, with B Bᵀ = Cxx
+        u, s, _ = torch.linalg.svd(root, full_matrices=False)
+        matrix = (u / s) @ u.T
     matrix = matrix * (moments.n * target) ** 0.5
     shift = moments.mean_x if keep_mean else torch.zeros_like(moments.mean_x)
-    return InputTransform(moments.mean_x.clone(), matrix, shift.clone(), kind, null_dims)
+    return InputTransform(moments.mean_x.clone(), matrix, shift.clone(), kind, spec.null_dims)

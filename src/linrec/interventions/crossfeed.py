@@ -4,9 +4,13 @@ Two experiments answer the review's objection that each model's profile is measu
 own activations:
 
 * Cross-feeding (:func:`crossfeed`, :func:`crossfeed_grid`): block j of model B is run on the
-  inputs captured at block i of model A (same width), Y' = FFN_B(X_A), and R²_lin of
-  (X_A, Y') is measured with the core's k-fold recovery, on the folds the rows came with;
-  the grid does it for every pair of blocks of the given models.
+  inputs captured at block i of model A (same width), Y' = FFN_B(X'), and R²_lin of (X', Y') is
+  measured with the core's k-fold recovery, on the folds the rows came with; the grid does it for
+  every pair of blocks of the given models. A's inputs carry A's norm gain and bias, so by default
+  they are first moved into B's norm coordinates (:func:`align_inputs`):
+  x' = γ_B ⊙ (x - β_A) / γ_A + β_B (β = 0 for RMSNorm), the row B's norm would have produced from
+  the same normalised features; B's FFN then sees inputs on its own manifold and only the
+  features differ.
 * Input normalisation (:func:`normalised_table`): each block is run on its own inputs
   standardised (every dimension to a common variance) or whitened (every non-null direction
   to a common variance) and R²_lin of (Z, FFN(Z)) is measured the same way.
@@ -17,12 +21,8 @@ distribution changes; pass ``variance=`` for one common scale across blocks and 
 statistics come from all sampled rows of the block: they define the input distribution (they
 never see Y), and the k-fold split then fits and scores on it as usual.
 
-Whitening uses the same rank-revealing eigendecomposition of the correlation matrix as
-``recover.fit_affine`` (same ``rcond``): directions it treats as null stay at the mean, the
-others get identity covariance. The result is rotated back to the input basis
-(Z = x̄ + (x - x̄) D⁻¹ V Λ^{-1/2} Vᵀ · √(n·variance), with D = diag(Cxx)^{1/2}, R = D⁻¹ Cxx D⁻¹
-= V Λ Vᵀ over its non-null eigenvalues), so it can be fed to the FFN; its covariance is
-``variance`` times the projector onto the non-null directions.
+Both normalisations keep the inputs on their LayerNorm manifold
+(:mod:`linrec.core.normalise`): the raw null direction stays at the mean.
 
 Rows come from a row sample (a :class:`~linrec.core.sample.RowSample` or a mapping block -> Rows), so these R² are
 on the sampled rows.
@@ -43,7 +43,7 @@ from linrec.core.normalise import input_transform
 from linrec.core.sample import Rows, Samples, sample_rows
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site
-from linrec.models.arch import Spec
+from linrec.models.arch import Spec, ffn_norm
 
 
 def _module_dtype(module: nn.Module) -> tuple[torch.device, torch.dtype]:
@@ -71,6 +71,33 @@ def feed(ffn: nn.Module, x: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     return torch.cat(outs)
 
 
+def norm_affine(model: nn.Module, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(γ, β) in float64 of the norm FFN block ``block`` reads: its gain, and its bias (zeros for RMSNorm or
+    a norm without one)."""
+    norm = ffn_norm(model, block)
+    weight, bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
+    if not isinstance(weight, torch.Tensor):
+        raise LinrecError(f"block {block}'s norm ({type(norm).__name__}) has no gain to align by; pass align=False")
+    gain = weight.detach().to("cpu", torch.float64)
+    shift = torch.zeros_like(gain) if bias is None else bias.detach().to("cpu", torch.float64)
+    return gain, shift
+
+
+def align_inputs(
+    x: torch.Tensor, source: tuple[torch.Tensor, torch.Tensor], target: tuple[torch.Tensor, torch.Tensor]
+) -> torch.Tensor:
+    """Rows normed by ``source`` = (γ_A, β_A) re-expressed as ``target`` = (γ_B, β_B) would have normed them:
+    γ_B ⊙ (x - β_A) / γ_A + β_B, in float64 (a feature with γ_A = 0 carries nothing and goes to β_B)."""
+    (gain_a, bias_a), (gain_b, bias_b) = source, target
+    if not gain_a.shape == bias_a.shape == gain_b.shape == bias_b.shape == x.shape[1:]:
+        raise LinrecError(
+            f"cannot align rows of width {x.shape[1]} from a norm of width {gain_a.shape[0]} to one of width "
+            f"{gain_b.shape[0]}; cross-feeding needs models of the same width"
+        )
+    ratio = torch.where(gain_a != 0, gain_b / torch.where(gain_a != 0, gain_a, torch.ones_like(gain_a)), 0.0)
+    return (x.to(torch.float64) - bias_a) * ratio + bias_b
+
+
 def _recover(block: int, rows: Rows, y: torch.Tensor, folds: int, rcond: float) -> BlockReport:
     return kfold(block, Rows(rows.x, y, rows.fold).fold_moments(folds), rcond)
 
@@ -87,13 +114,16 @@ def crossfeed_grid(
     blocks: Sequence[int] | None = None,
     rcond: float = DEFAULT_RCOND,
     progress: bool = False,
+    align: bool = True,
 ) -> pd.DataFrame:
     """k-fold R²_lin of every block's FFN on every block's captured inputs (every model of ``samples``).
 
     ``samples[m]`` are model m's sampled rows per block (``Measurement.samples``) and ``models[m]``
     the model itself; all must share one width. ``blocks``: which blocks of each model take part
     (default: all sampled). A cell with the same model and block is the block on its own inputs.
-    Columns: ``input_model, input_block, weight_model, weight_block, r2_lin, r2_lin_std``.
+    ``align``: move each input into the receiving block's norm coordinates first (:func:`align_inputs`;
+    needs an architecture whose norms are known, :func:`linrec.models.arch.ffn_norm`).
+    Columns: ``input_model, input_block, weight_model, weight_block, r2_lin, r2_lin_std, aligned``.
     """
     missing = sorted(set(samples) - set(models))
     if missing:
@@ -103,12 +133,15 @@ def crossfeed_grid(
         if absent:
             raise LinrecError(f"model '{m}' has no sampled rows for blocks {absent}; it has {sorted(samples[m])}")
     inputs = [(m, b) for m in samples for b in sorted(samples[m]) if blocks is None or b in blocks]
+    norms = {(m, b): norm_affine(models[m], b) for m, b in inputs} if align else {}
     rows = []
     bar = tqdm(total=len(inputs) ** 2, desc="cross-feeding", disable=not progress)
     for ma, i in inputs:
         fed = samples[ma][i]  # read once per input block (a measurement's samples come from disk)
         for mb, j in inputs:
-            report = crossfeed(fed, ffn_site(models[mb], j)[2], folds, j, rcond)
+            moved = align and (ma, i) != (mb, j)
+            x = align_inputs(fed.x, norms[(ma, i)], norms[(mb, j)]).float() if moved else fed.x
+            report = crossfeed(Rows(x, fed.y, fed.fold), ffn_site(models[mb], j)[2], folds, j, rcond)
             bar.update()
             rows.append(
                 {
@@ -118,6 +151,7 @@ def crossfeed_grid(
                     "weight_block": j,
                     "r2_lin": report.r2_lin,
                     "r2_lin_std": report.r2_lin_std,
+                    "aligned": moved,
                 }
             )
     bar.close()

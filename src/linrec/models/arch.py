@@ -53,6 +53,17 @@ _LAYOUTS: dict[str, tuple[str, str]] = {
     "roberta": ("layer.{i}.intermediate.dense", "layer.{i}.output.dense"),
     "opt": ("layers.{i}.fc1", "layers.{i}.fc2"),
 }
+_NORMS: dict[str, str] = {
+    "gpt2": "h.{i}.ln_2",
+    "gpt_neox": "layers.{i}.post_attention_layernorm",
+    "llama": "layers.{i}.post_attention_layernorm",
+    "mistral": "layers.{i}.post_attention_layernorm",
+    "qwen2": "layers.{i}.post_attention_layernorm",
+    "bert": "layer.{i}.attention.output.LayerNorm",
+    "roberta": "layer.{i}.attention.output.LayerNorm",
+    "opt": "layers.{i}.final_layer_norm",
+}
+"""The norm whose output each architecture's FFN block reads (LayerNorm, or RMSNorm for the Llama family)."""
 SUPPORTED = tuple(_LAYOUTS)
 CAUSAL = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "opt")
 
@@ -92,6 +103,15 @@ def ffn_blocks(model: nn.Module, spec: Spec = None) -> list[BlockSpec]:
     src, dst = _LAYOUTS[model_type]
     n_layers = model.config.num_hidden_layers
     return [BlockSpec(i, _resolve(model, src.format(i=i)), _resolve(model, dst.format(i=i))) for i in range(n_layers)]
+
+
+def ffn_norm(model: nn.Module, block: int) -> nn.Module:
+    """The norm module whose output FFN block ``block`` of ``model`` reads (from its architecture)."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    check_supported(model_type)
+    if not 0 <= block < model.config.num_hidden_layers:
+        raise LinrecError(f"no FFN block {block}; this model has blocks 0..{model.config.num_hidden_layers - 1}")
+    return model.get_submodule(_resolve(model, _NORMS[model_type].format(i=block)))
 
 
 def select_blocks(blocks: list[BlockSpec], wanted: Sequence[int] | None) -> list[BlockSpec]:
