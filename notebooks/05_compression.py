@@ -106,19 +106,30 @@ grid
 # ## The single-layer replacement
 #
 # The paper's example is an early GPT-2 block swapped for its affine map. Here the early blocks are
-# the first `EARLY` fraction of the model's blocks, and the one whose affine swap costs least is
-# reported next to the paper's figure. Perplexities of different models on different text are
-# not comparable, so the relative rise is the number to compare across the two columns.
+# the first `EARLY` fraction of the model's blocks, and the one with the highest R²_lin is reported
+# next to the paper's figure. The choice uses only the captured rows: picking the early block whose
+# swap costs least on the evaluation text and then reporting its cost on that same text would
+# favour whichever block happened to do well on it, a small optimistic bias. (The cheapest block on
+# the evaluation text is shown in the last column for comparison.) Perplexities of different models
+# on different text are not comparable, so the relative rise is the number to compare across the
+# columns.
 
 # %%
 best = best_block(swaps, "affine", EARLY)
+cheapest = best_block(swaps, "affine", EARLY, by="delta_ppl")
 early = early_blocks(m.blocks, EARLY)
 pd.DataFrame({
     "paper (reported)": ["GPT-2 (124M), WikiText-2", "768 → 3072 → 768", "an early block", "8× (7.996 numbers stored)",
                          "+0.77", "not stated in the sources", "not stated in the sources"],
     "this run (measured)": [f"{MODEL}, {profile.eval_corpus}", f"{best.original_params:,} numbers stored",
-                            f"block {int(best.block)} (best of early blocks {early})", f"{best.ratio:.3f}×",
-                            f"{best.delta_ppl:+.3f}", f"{best.base_ppl:.3f}", f"{best.relative:+.2%}"],
+                            f"block {int(best.block)} (highest R²_lin, {best.r2_lin:.3f}, of early blocks {early})",
+                            f"{best.ratio:.3f}×", f"{best.delta_ppl:+.3f}", f"{best.base_ppl:.3f}",
+                            f"{best.relative:+.2%}"],
+    "cheapest on this text (optimistic)": [f"{MODEL}, {profile.eval_corpus}",
+                                           f"{cheapest.original_params:,} numbers stored",
+                                           f"block {int(cheapest.block)} (lowest ΔPPL of early blocks)",
+                                           f"{cheapest.ratio:.3f}×", f"{cheapest.delta_ppl:+.3f}",
+                                           f"{cheapest.base_ppl:.3f}", f"{cheapest.relative:+.2%}"],
 }, index=["model, text", "FFN", "block", "parameter ratio", "ΔPPL", "perplexity before", "relative ΔPPL"])
 
 # %% [markdown]
@@ -175,7 +186,8 @@ display(Markdown(
 claims = compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE)
 ch.record(paper.EARLY_SWAP,
           f"{best.ratio:.2f}× fewer, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%})", unit="perplexity",
-          note=f"{MODEL} block {int(best.block)}, R²_lin {best.r2_lin:.3f}, base PPL {best.base_ppl:.2f}, "
+          note=f"{MODEL} block {int(best.block)} (early block of highest R²_lin {best.r2_lin:.3f}), "
+               f"base PPL {best.base_ppl:.2f}, "
                f"{evals.n_rows:,} eval tokens")
 ch.record("affine swap ΔPPL, all blocks swapped", frontier.delta_ppl.iloc[-1],
           paper="not reported", unit="perplexity",
@@ -197,8 +209,8 @@ claims
 # ## What this shows, and what it cannot show
 #
 # **Shows.** What each replacement costs in held-out perplexity, block by block and cumulatively,
-# with the exact number of stored values each one saves; how close the best early affine swap comes
-# to the paper's figure; and whether the blocks R²_lin ranks lowest are the ones whose swap hurts
+# with the exact number of stored values each one saves; how close the affine swap of the early block
+# that R²_lin picks comes to the paper's figure; and whether the blocks R²_lin ranks lowest are the ones whose swap hurts
 # most.
 #
 # **Cannot show.** Swaps are zero-shot: nothing is fine-tuned after the swap, which is what a

@@ -79,17 +79,26 @@ def test_swap_kinds_scores_the_original_once_and_matches_swap_deltas(setup, monk
         best_block(table, "poly")
 
 
-def test_best_block_is_the_cheapest_early_swap():
+def test_best_block_is_chosen_by_r2_lin_not_by_the_reported_text():
     swaps = pd.DataFrame(
         {
             "kind": ["affine"] * 4 + ["zero"] * 4,
             "block": [0, 1, 2, 3] * 2,
             "delta_ppl": [0.5, 0.2, 0.1, 0.05, 9.0, 0.0, 9.0, 9.0],
+            "r2_lin": [0.9, 0.8, 0.7, 0.95] * 2,
         }
     )
     assert best_block(swaps, "affine", early=1.0).block == 3
-    assert best_block(swaps, "affine", early=0.5).block == 1  # blocks 0 and 1 are the early half
-    assert best_block(swaps, "zero", early=0.5).block == 1
+    assert best_block(swaps, "affine", early=0.5).block == 0  # blocks 0 and 1 are the early half; 0 has higher R²
+    assert best_block(swaps, "affine", early=0.5, by="delta_ppl").block == 1  # the cheapest on the reported text
+    assert best_block(swaps, "zero", early=0.5, by="delta_ppl").block == 1
+    # the choice by R²_lin does not move when the evaluation text's ΔPPL does
+    shuffled = swaps.assign(delta_ppl=swaps.delta_ppl.sample(frac=1, random_state=0).values)
+    assert best_block(shuffled, "affine", early=0.5).block == 0
+    with pytest.raises(LinrecError, match="r2_lin, delta_ppl"):
+        best_block(swaps, by="ppl")
+    with pytest.raises(LinrecError, match="no 'r2_lin' column"):
+        best_block(swaps.drop(columns="r2_lin"))
 
 
 def test_perplexity_helpers_reuse_a_known_base(setup):

@@ -27,14 +27,16 @@ def baseline_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
                 "block": b,
                 "input_condition": k,
                 "optimizer": o,
-                "whitened": w,
+                "inputs": w,
+                "tuned": tuned,
                 "step": s,
                 "seconds": s / 100,
-                "gap": g / (1 + s) - (0.05 if w else 0),
+                "gap": (g / (1 + s) - (0.05 if w == "whitened" else 0)) if tuned else 5.0,
             }
             for b, k in [(0, 10.0), (3, 1e4)]
             for o in ("sgd", "adam")
-            for w in (False, True)
+            for w in ("raw", "standardised", "whitened")
+            for tuned in (True, False)
             for s, g in [(0, 1.0), (10, 1.0), (20, 1.0)]
         ]
     )
@@ -56,11 +58,13 @@ def test_curve_figure_has_steps_and_seconds_for_each_block_with_a_floor():
     assert "κ = 1e+04" in axes[1].get_title()
     lowest = min(min(line.get_ydata()) for ax in axes for line in ax.get_lines() if len(line.get_ydata()) > 2)
     assert lowest == pytest.approx(1e-4)  # negative gaps (beyond the ceiling) sit on the floor
+    highest = max(max(line.get_ydata()) for ax in axes for line in ax.get_lines() if len(line.get_ydata()) > 2)
+    assert highest < 5.0  # runs at rates the tuning did not choose are not drawn
 
 
 def test_condition_figure():
     _, runs = baseline_tables()
     ax = figures.condition_figure(runs).axes[0]
-    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log") and len(points(ax)) == len(runs)
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log") and len(points(ax)) == runs.tuned.sum()
     with pytest.raises(LinrecError, match="empty"):
         figures.condition_figure(runs.iloc[:0])

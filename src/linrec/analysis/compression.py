@@ -6,8 +6,10 @@
   mean output ``mean``, and removal ``zero``. All are fitted on the measurement's corpus.
 * :func:`swap_kinds`: every kind's per-block ΔPPL (:func:`linrec.interventions.perplexity.swap_deltas`) in one
   table, the unmodified model scored once.
-* :func:`best_block`: the block whose swap costs least among the first ``early`` fraction of
-  blocks (the paper's GPT-2 example replaces an early block).
+* :func:`best_block`: among the first ``early`` fraction of blocks (the paper's GPT-2 example
+  replaces an early block), the one with the highest R²_lin: chosen from the captured rows alone, so
+  the text its ΔPPL is reported on plays no part in choosing it (``by="delta_ppl"`` gives the cheapest
+  swap on that text instead, an optimistic choice, for comparison).
 * :func:`affine_signal`: the affine swap of every block of further models
   (:func:`linrec.experiment.swaps.affine_swaps`), with R²_lin, for the signal below.
 * :func:`flags`: per model, the block R²_lin flags as least safe against the costliest swap.
@@ -110,13 +112,21 @@ def early_blocks(blocks: Sequence[int], early: float = 0.5) -> list[int]:
     return ordered[: max(1, math.ceil(early * len(ordered)))]
 
 
-def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5) -> pd.Series:
-    """The row of :func:`swap_kinds` of ``kind`` with the smallest ΔPPL among the early blocks."""
+SELECTIONS = ("r2_lin", "delta_ppl")
+
+
+def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5, by: str = "r2_lin") -> pd.Series:
+    """The row of :func:`swap_kinds` of ``kind`` among the early blocks with the highest R²_lin (``by="r2_lin"``,
+    independent of the evaluation text) or the smallest ΔPPL on the evaluation text (``by="delta_ppl"``)."""
+    if by not in SELECTIONS:
+        raise LinrecError(f"unknown selection '{by}'; choose one of {', '.join(SELECTIONS)}")
     rows = swaps[swaps.kind == kind]
     if rows.empty:
         raise LinrecError(f"no swaps of kind '{kind}'; kinds present: {', '.join(swaps.kind.unique())}")
+    if by not in rows.columns:
+        raise LinrecError(f"the swap table has no '{by}' column; pass r2_lin to swap_kinds")
     rows = rows[rows.block.isin(early_blocks(rows.block.tolist(), early))]
-    return rows.loc[rows.delta_ppl.idxmin()]
+    return rows.loc[rows.r2_lin.idxmax()] if by == "r2_lin" else rows.loc[rows.delta_ppl.idxmin()]
 
 
 def affine_signal(
@@ -184,7 +194,7 @@ def compression_claims(
     """The paper's compression claims against this run: ``claim, paper (reported), this run (measured),
     reproduced`` ("yes", "no", or "untestable").
 
-    * replacement: the best early block's affine swap stores at least ``min_ratio`` times fewer
+    * replacement: ``best`` (:func:`best_block`, the early block of highest R²_lin) stores at least ``min_ratio``× fewer
       numbers and raises perplexity by at most ``max_relative`` of the original (the paper: +0.77
       at 8×; its base perplexity is not in the sources, so the relative cost is the comparable part);
     * signal: Spearman's ρ(R²_lin, ΔPPL) is negative with a 95% CI below 0.

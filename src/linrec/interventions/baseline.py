@@ -1,36 +1,38 @@
 """Trained linear baselines: ``nn.Linear`` maps fitted by SGD or Adam, scored against the closed-form ceiling.
 
-An ``nn.Linear`` starts from PyTorch's usual initialisation (seeded) and is trained on a
-block's sampled training rows (all folds but the test fold) to minimise the mean squared error
-over rows and outputs. Every ``log_every`` steps its held-out R² on the test fold's rows is
-logged with the cumulative wall time of the training steps (evaluation not counted). The
-ceiling is the closed-form map (``recover.fit_affine`` on the training moments) scored on the
-same test rows; a run "reaches" it at the first logged step within ``tolerance`` (0.01).
+The comparison is built so that only the optimiser's handling of the inputs can make a run fall
+short of the ceiling:
 
-* SGD: momentum β = 0.9 and by default lr = (1 - β) / L, with L = 2 λ_max(E[x̃x̃ᵀ]) / d_out the
-  largest curvature of the loss (x̃ = (x, 1)): an effective step lr / (1 - β) of 1/L, the
-  classical safe step for an L-smooth loss and, for that loss, as large as the stiffest
-  direction allows (minibatches stay stable). A lag therefore comes from the conditioning:
-  a direction of curvature λ converges at a rate λ / L per step.
-* Adam: the usual lr 1e-3.
-* Both decay their learning rate to 0 over the budget on a cosine (``schedule="cosine"``, the
-  usual practice; ``"constant"`` keeps it): with a constant step, minibatch noise leaves a floor
-  under the error of a noisy target that would hide the effect of conditioning.
-* ``whiten=True``: the same optimisers on inputs whitened with the training covariance
-  (``crossfeed.input_transform(kind="whiten")``: centred, identity covariance on the non-null
-  directions). The closed-form ceiling is the same map in other coordinates, so whatever gap
-  closes is the conditioning's doing.
+* **Same rows.** A block's sampled rows are split into test rows (the test fold), validation rows
+  (a seeded 20 % of the rest) and fitting rows (the remainder). Every run trains on the fitting
+  rows, and the **ceiling** is the closed-form map (``fit_affine``) of those same rows, scored on
+  the same test rows; a run "reaches" it at the first logged step within ``tolerance`` (0.01).
+* **Standardised targets** (``standardise_targets``, on by default). Runs train on
+  (y - ȳ) / s, with ȳ the fitting rows' mean and s their overall RMS about it (one scalar, so the
+  loss weights output dimensions exactly as R² does), and the bias starts at 0, i.e. at the mean.
+  An output offset or scale then cannot be what the budget fails on; predictions are mapped back
+  before scoring.
+* **Tuned learning rates.** Each optimiser runs at its base rate times every factor of
+  ``lr_factors``; the run with the best final validation R² is the *tuned* one, and verdicts use
+  tuned runs only. Base rates: Adam's ``lr_adam``; SGD (momentum β = 0.9) (1 - β) / L with
+  L = 2 λ_max(E[x̃x̃ᵀ]) / d_out the largest curvature of the loss (x̃ = (x, 1)).
+* **Three input arms.** ``raw`` rows as captured; ``standardised`` (every dimension to unit
+  variance) and ``whitened`` (identity covariance on the non-null directions), both with the
+  fitting rows' statistics (:mod:`linrec.core.normalise`). The closed form is the same map in any
+  of these coordinates, so what whitening closes was the conditioning's doing.
 
-A loss that becomes NaN or Inf stops the run, marked ``diverged``. :func:`baseline_config` takes
-a profile's step budget and Adam learning rate; :func:`baseline_runs` takes a
-:class:`~linrec.core.sample.RowSample` or a mapping block -> Rows (``Measurement.samples``).
+Both optimisers decay their rate to 0 over the budget on a cosine (``schedule="cosine"``;
+``"constant"`` keeps it). Every ``log_every`` steps the held-out R² on the test rows is logged with
+the cumulative wall time of the training steps (evaluation not counted). A loss that becomes NaN or
+Inf stops the run, marked ``diverged``. :func:`baseline_config` takes a profile's step budget and Adam
+rate; :func:`baseline_runs` takes a :class:`~linrec.core.sample.RowSample` or a mapping block -> Rows.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -39,25 +41,31 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from linrec.core.fit import DEFAULT_RCOND, fit_affine
-from linrec.core.moments import BlockMoments, Moments
+from linrec.core.moments import Moments
 from linrec.core.normalise import input_transform
-from linrec.core.sample import Rows, Samples, minibatches, sample_rows, train_moments
+from linrec.core.sample import Rows, Samples, minibatches, sample_rows
 from linrec.errors import LinrecError
 from linrec.stats import r2
 
 OPTIMIZERS = ("sgd", "adam")
+INPUTS = ("raw", "standardised", "whitened")
 SCHEDULES = ("cosine", "constant")
 NOT_WITHIN_BUDGET = "not within budget"
+VALIDATION = 0.2
+"""Share of the training rows held out to choose the learning rate."""
 
 
 @dataclass(frozen=True)
 class BaselineConfig:
-    """Optimiser settings: ``lr_sgd=None`` takes (1 - momentum) / L (see the module docstring)."""
+    """Optimiser settings: ``lr_sgd=None`` takes (1 - momentum) / L (see the module docstring); ``lr_factors``
+    is the tuning grid, in multiples of each optimiser's base rate."""
 
     steps: int = 2000
     lr_sgd: float | None = None
     momentum: float = 0.9
     lr_adam: float = 1e-3
+    lr_factors: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0)
+    standardise_targets: bool = True
     schedule: str = "cosine"
     batch_size: int = 256
     log_every: int = 25
@@ -67,16 +75,19 @@ class BaselineConfig:
 
 @dataclass
 class BaselineRun:
-    """One optimiser on one block: the learning curve and when (if) it came near the ceiling."""
+    """One optimiser at one learning rate on one block: the learning curve and when (if) it came near the ceiling."""
 
     block: int
     optimizer: str
-    whitened: bool
-    ceiling: float  # closed-form R² on the test rows
-    log: pd.DataFrame  # step, seconds, r2
+    inputs: str
+    lr: float
+    ceiling: float  # closed-form R² of the fitting rows, on the test rows
+    log: pd.DataFrame  # step, seconds, r2 (test rows)
+    val_r2: float  # final R² on the validation rows (chooses the tuned run)
     steps_to_ceiling: int | None
     seconds_to_ceiling: float | None
     diverged: bool
+    tuned: bool = False
 
     @property
     def status(self) -> str:
@@ -95,54 +106,100 @@ def largest_curvature(train: Moments) -> float:
     return 2 * lam_max / train.d_out
 
 
+def _check(optimizer: str, inputs: str, config: BaselineConfig) -> None:
+    for value, allowed, what in (
+        (optimizer, OPTIMIZERS, "optimizer"),
+        (inputs, INPUTS, "inputs"),
+        (config.schedule, SCHEDULES, "schedule"),
+    ):
+        if value not in allowed:
+            raise LinrecError(f"unknown {what} '{value}'; choose one of {', '.join(allowed)}")
+    if not config.lr_factors or min(config.lr_factors) <= 0:
+        raise LinrecError(f"lr_factors must be positive multiples of the base rate; got {config.lr_factors}")
+
+
+@dataclass
+class _Split:
+    """A block's rows split for one run: fitting, validation and test rows, the inputs in the arm's coordinates."""
+
+    fit: Rows
+    val: Rows
+    test: Rows
+    ceiling: float
+    x: dict[str, torch.Tensor]  # "fit" / "val" / "test" -> inputs in the arm's coordinates (float32)
+    moments: Moments  # of the fitting rows, in those coordinates
+
+
+def _split(rows: Rows, test_fold: int, inputs: str, seed: int, rcond: float) -> _Split:
+    train, test = rows.split(test_fold)
+    fit, val = train.holdout(VALIDATION, seed)
+    moments = Moments.from_rows(fit.x, fit.y)
+    ceiling = r2(test.y, fit_affine(moments, rcond)(test.x))
+    x = {"fit": fit.x, "val": val.x, "test": test.x}
+    if inputs != "raw":
+        kind = "whiten" if inputs == "whitened" else "standardise"
+        transform = input_transform(moments, kind, variance=1.0, keep_mean=False, rcond=rcond)
+        x = {k: transform(v).float() for k, v in x.items()}
+        moments = Moments.from_rows(x["fit"], fit.y)
+    return _Split(fit, val, test, ceiling, x, moments)
+
+
+def base_lr(optimizer: str, moments: Moments, config: BaselineConfig) -> float:
+    """The rate the tuning grid multiplies: ``lr_adam``, or SGD's ``lr_sgd`` / (1 - momentum) / L."""
+    if optimizer == "adam":
+        return config.lr_adam
+    return config.lr_sgd if config.lr_sgd is not None else (1 - config.momentum) / largest_curvature(moments)
+
+
 def train_linear(
     rows: Rows,
-    folds: list[Moments] | None = None,
     test_fold: int = 0,
     optimizer: str = "adam",
-    whiten: bool = False,
+    inputs: str = "raw",
     config: BaselineConfig = BaselineConfig(),
     block: int = 0,
     rcond: float = DEFAULT_RCOND,
+    lr: float | None = None,
 ) -> BaselineRun:
-    """Train ``nn.Linear`` on the training rows with ``optimizer``; log held-out R² against steps and time.
+    """Train ``nn.Linear`` on the fitting rows at learning rate ``lr`` (None: the optimiser's base rate);
+    log held-out R² against steps and time (see the module docstring)."""
+    _check(optimizer, inputs, config)
+    return _train(_split(rows, test_fold, inputs, config.seed, rcond), optimizer, inputs, config, block, lr)
 
-    ``folds``: the block's captured per-fold moments, for the ceiling and the whitening (else the
-    sampled training rows' own moments).
-    """
-    if optimizer not in OPTIMIZERS:
-        raise LinrecError(f"unknown optimizer '{optimizer}'; choose one of {', '.join(OPTIMIZERS)}")
-    if config.schedule not in SCHEDULES:
-        raise LinrecError(f"unknown schedule '{config.schedule}'; choose one of {', '.join(SCHEDULES)}")
-    train, test = rows.split(test_fold)
-    moments = train_moments(train, folds, test_fold)
-    ceiling = r2(test.y, fit_affine(moments, rcond)(test.x))
-    x_train, x_test = train.x, test.x
-    if whiten:
-        transform = input_transform(moments, "whiten", variance=1.0, keep_mean=False, rcond=rcond)
-        x_train, x_test = transform(train.x).float(), transform(test.x).float()
-        moments = Moments.from_rows(x_train, train.y)
+
+def _train(
+    split: _Split, optimizer: str, inputs: str, config: BaselineConfig, block: int, lr: float | None
+) -> BaselineRun:
+    lr = base_lr(optimizer, split.moments, config) if lr is None else lr
+    y = split.fit.y
+    if config.standardise_targets:
+        mean = y.mean(0)
+        rms = (y - mean).pow(2).mean().sqrt().clamp(min=torch.finfo(torch.float32).tiny)
+    else:
+        mean, rms = torch.zeros(y.shape[1]), torch.ones(())
+    target = (y - mean) / rms
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        model = nn.Linear(rows.x.shape[1], rows.y.shape[1])
+        model = nn.Linear(split.fit.x.shape[1], split.fit.y.shape[1])
+    if config.standardise_targets:
+        nn.init.zeros_(model.bias)  # the training mean, in standardised units
     if optimizer == "sgd":
-        lr = config.lr_sgd if config.lr_sgd is not None else (1 - config.momentum) / largest_curvature(moments)
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=config.momentum)
     else:
-        opt = torch.optim.Adam(model.parameters(), lr=config.lr_adam)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.steps) if config.schedule == "cosine" else None
 
-    def score() -> float:
+    def score(part: str, truth: torch.Tensor) -> float:
         with torch.no_grad():
-            return r2(test.y, model(x_test))
+            out = model(split.x[part])
+            return r2(truth, out * rms + mean)
 
-    log = [{"step": 0, "seconds": 0.0, "r2": score()}]
+    log = [{"step": 0, "seconds": 0.0, "r2": score("test", split.test.y)}]
     seconds, diverged = 0.0, False
-    for step, idx in zip(
-        range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False
-    ):
+    batches = minibatches(len(split.fit), config.batch_size, config.seed + 1)
+    for step, idx in zip(range(1, config.steps + 1), batches, strict=False):
         start = time.perf_counter()
-        loss = F.mse_loss(model(x_train[idx]), train.y[idx])
+        loss = F.mse_loss(model(split.x["fit"][idx]), target[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -153,52 +210,76 @@ def train_linear(
             diverged = True
             break
         if step % config.log_every == 0 or step == config.steps:
-            log.append({"step": step, "seconds": seconds, "r2": score()})
+            log.append({"step": step, "seconds": seconds, "r2": score("test", split.test.y)})
     frame = pd.DataFrame(log)
-    near = frame[frame.r2 >= ceiling - config.tolerance]
+    near = frame[frame.r2 >= split.ceiling - config.tolerance]
     first = near.iloc[0] if len(near) else None
     return BaselineRun(
-        block,
-        optimizer,
-        whiten,
-        ceiling,
-        frame,
-        None if first is None else int(first.step),
-        None if first is None else float(first.seconds),
-        diverged,
+        block=block,
+        optimizer=optimizer,
+        inputs=inputs,
+        lr=lr,
+        ceiling=split.ceiling,
+        log=frame,
+        val_r2=float("-inf") if diverged else score("val", split.val.y),
+        steps_to_ceiling=None if first is None else int(first.step),
+        seconds_to_ceiling=None if first is None else float(first.seconds),
+        diverged=diverged,
     )
+
+
+def tuned_runs(
+    rows: Rows,
+    test_fold: int = 0,
+    optimizer: str = "adam",
+    inputs: str = "raw",
+    config: BaselineConfig = BaselineConfig(),
+    block: int = 0,
+    rcond: float = DEFAULT_RCOND,
+) -> list[BaselineRun]:
+    """One run per factor of ``config.lr_factors``; the one with the best final validation R² is marked ``tuned``."""
+    _check(optimizer, inputs, config)
+    split = _split(rows, test_fold, inputs, config.seed, rcond)
+    base = base_lr(optimizer, split.moments, config)
+    runs = [_train(split, optimizer, inputs, config, block, base * f) for f in config.lr_factors]
+    best = max(range(len(runs)), key=lambda i: runs[i].val_r2)
+    runs[best] = replace(runs[best], tuned=True)
+    return runs
 
 
 def baseline_runs(
     sample: Samples,
-    moments: BlockMoments | None = None,
     blocks: Sequence[int] | None = None,
     optimizers: Sequence[str] = OPTIMIZERS,
-    whiten: Sequence[bool] = (False, True),
+    inputs: Sequence[str] = INPUTS,
     test_fold: int = 0,
     config: BaselineConfig = BaselineConfig(),
     rcond: float = DEFAULT_RCOND,
     progress: bool = True,
 ) -> list[BaselineRun]:
-    """Every (block, optimizer, whitened) combination, on the sampled rows."""
+    """Every (block, optimizer, inputs) combination at every learning rate of the grid, on the sampled rows."""
     rows = sample_rows(sample, blocks)
-    combos = [(b, o, w) for b in rows for o in optimizers for w in whiten]
+    combos = [(b, o, i) for b in rows for o in optimizers for i in inputs]
     return [
-        train_linear(rows[b], None if moments is None else moments[b], test_fold, o, w, config, b, rcond)
-        for b, o, w in tqdm(combos, desc="baselines", disable=not progress)
+        run
+        for b, o, i in tqdm(combos, desc="baselines", disable=not progress)
+        for run in tuned_runs(rows[b], test_fold, o, i, config, b, rcond)
     ]
 
 
 def summary(runs: Sequence[BaselineRun]) -> pd.DataFrame:
-    """One row per run: ``block, optimizer, whitened, ceiling, r2_final, gap_final`` (ceiling - final R²),
-    ``steps_to_ceiling, seconds_to_ceiling`` (None when not reached) and ``status``."""
+    """One row per run: ``block, optimizer, inputs, lr, tuned, ceiling, val_r2, r2_final, gap_final`` (ceiling -
+    final test R²), ``steps_to_ceiling, seconds_to_ceiling`` (None when not reached) and ``status``."""
     return pd.DataFrame(
         [
             {
                 "block": run.block,
                 "optimizer": run.optimizer,
-                "whitened": run.whitened,
+                "inputs": run.inputs,
+                "lr": run.lr,
+                "tuned": run.tuned,
                 "ceiling": run.ceiling,
+                "val_r2": run.val_r2,
                 "r2_final": float(run.log.r2.iloc[-1]),
                 "gap_final": run.ceiling - float(run.log.r2.iloc[-1]),
                 "steps_to_ceiling": run.steps_to_ceiling,
@@ -211,11 +292,16 @@ def summary(runs: Sequence[BaselineRun]) -> pd.DataFrame:
 
 
 def curves(runs: Sequence[BaselineRun]) -> pd.DataFrame:
-    """All learning curves in one long table: ``block, optimizer, whitened, step, seconds, r2, gap``."""
+    """All learning curves in one long table: ``block, optimizer, inputs, lr, tuned, step, seconds, r2, gap``."""
     return pd.concat(
         [
             run.log.assign(
-                block=run.block, optimizer=run.optimizer, whitened=run.whitened, gap=run.ceiling - run.log.r2
+                block=run.block,
+                optimizer=run.optimizer,
+                inputs=run.inputs,
+                lr=run.lr,
+                tuned=run.tuned,
+                gap=run.ceiling - run.log.r2,
             )
             for run in runs
         ],

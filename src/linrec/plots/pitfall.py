@@ -14,19 +14,23 @@ from matplotlib.figure import Figure
 
 from linrec.plots._columns import require
 
-INPUTS = {False: "raw inputs", True: "whitened inputs"}
-
 
 def _gap(values: pd.Series, floor: float) -> pd.Series:
     return values.clip(lower=floor)
 
 
+def _tuned(frame: pd.DataFrame) -> pd.DataFrame:
+    """The tuned runs of a table that has every rate of the grid (all of one that has no ``tuned`` column)."""
+    return frame[frame.tuned] if "tuned" in frame.columns else frame
+
+
 def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1e-4) -> Figure:
-    """Learning curves of the trained baselines: gap to the ceiling against steps (top) and seconds
+    """Learning curves of the tuned baselines: gap to the ceiling against steps (top) and seconds
     (bottom), one column per (model, block)."""
-    require(curves, ["model", "block", "optimizer", "whitened", "step", "seconds", "gap"], "the curve figure")
+    require(curves, ["model", "block", "optimizer", "inputs", "step", "seconds", "gap"], "the curve figure")
+    curves = _tuned(curves)
     panels = list(dict.fromkeys(zip(curves.model, curves.block)))
-    data = curves.assign(inputs=curves.whitened.map(INPUTS), gap_shown=_gap(curves.gap, floor))
+    data = curves.assign(gap_shown=_gap(curves.gap, floor))
     fig, axes = plt.subplots(2, len(panels), figsize=(4.2 * len(panels), 7), squeeze=False, sharey=True)
     for col, (model, block) in enumerate(panels):
         panel = data[(data.model == model) & (data.block == block)]
@@ -56,9 +60,11 @@ def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1
 
 
 def condition_figure(runs: pd.DataFrame, tolerance: float = 0.01, floor: float = 1e-4) -> Figure:
-    """Final gap to the ceiling against the block's input condition number, per optimiser and inputs."""
-    require(runs, ["input_condition", "gap_final", "optimizer", "whitened"], "the condition figure")
-    data = runs.assign(inputs=runs.whitened.map(INPUTS), gap_shown=_gap(runs.gap_final, floor))
+    """Final gap of the tuned runs to the ceiling against the block's input condition number, per optimiser and
+    inputs."""
+    require(runs, ["input_condition", "gap_final", "optimizer", "inputs"], "the condition figure")
+    tuned = _tuned(runs)
+    data = tuned.assign(gap_shown=_gap(tuned.gap_final, floor))
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     sns.scatterplot(data=data, x="input_condition", y="gap_shown", hue="optimizer", style="inputs", s=70, ax=ax)
     ax.axhline(tolerance, color="0.4", lw=1, ls="--", zorder=0)
