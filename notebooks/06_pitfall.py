@@ -84,7 +84,7 @@ config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS), toleran
 # - an `nn.Linear` from PyTorch's default (seeded) initialisation, trained by minibatches of 256 to
 #   minimise the mean squared error; **SGD** with momentum 0.9 and **Adam** {cite}`kingma2015adam`, both
 #   decaying their step to zero on a cosine over the budget;
-# - **tuned learning rates**: each optimiser runs at its base rate times 0.1, 1, 10 and 100 (Adam's
+# - **tuned learning rates**: each optimiser runs at its base rate times 0.1, 1, 10, 100 and 1000 (Adam's
 #   base is the profile's rate, SGD's the classical safe step from the largest curvature of the
 #   loss); the run with the best validation R² at the end of the budget is the one judged;
 # - **three input arms**: *raw* rows as captured, *standardised* (every dimension to unit variance,
@@ -189,7 +189,8 @@ claims
 # that is an exact linear map plus 3 % noise, once centred, once shifted by 30 and once multiplied by
 # 30, and train Adam on them at this chapter's budget: first as is usual (the profile's learning
 # rate, raw targets, PyTorch's initialisation), then as the runs above are (standardised targets,
-# tuned rate). Whatever the first leaves is the target's doing, since the inputs are perfect.
+# tuned rate). Whatever the first leaves is down to the target and the rate, since the inputs are
+# perfect.
 
 # %%
 control = target_control(config, seed=SEED)
@@ -198,7 +199,9 @@ control
 # %% [markdown]
 # A shifted target starts every prediction about 30 units away, and Adam closes that distance at
 # about its learning rate per step; a scaled one needs weights thirty times larger than where the
-# initialisation puts them. Neither is about the inputs: whitening would not help, and a trained
+# initialisation puts them; and over a short budget even the centred target can be out of reach at
+# the usual rate, for the same reason (each weight must travel further than steps × rate). None of
+# this is about the inputs: whitening would not help, and a trained
 # baseline reported without saying how its targets were scaled and its rate chosen can fall short
 # for this reason alone. In a transformer block, outputs have large means in a few dimensions and
 # very different scales across blocks, so both apply to the raw rows; standardising the targets and
@@ -220,7 +223,7 @@ control
 # changes nothing but the coordinates, removes it.
 #
 # **Cannot show.** That no optimiser can reach the ceiling quickly: second-order methods,
-# preconditioners or longer schedules can, and each optimiser's rate was tuned over four values a
+# preconditioners or longer schedules can, and each optimiser's rate was tuned over five values a
 # factor of ten apart with one schedule, so a finer or wider search can do somewhat better (the
 # tuning table says how often the choice sat at an end of the grid). Two blocks per model are
 # extremes, not a survey. The wall times are for this machine and these small widths; the closed form's cost grows

@@ -1,5 +1,7 @@
 """Closed-form recovery: agreement with scikit-learn and lstsq, planted answers, k-fold, errors."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -8,12 +10,13 @@ from sklearn.metrics import r2_score
 
 from conftest import tiny_model
 from linrec.core.capture import MomentSink, run_capture
-from linrec.core.fit import fit_affine, held_out
+from linrec.core.fit import DEFAULT_RCOND, fit_affine, held_out, rcond_for
+from linrec.core.measure import measure
 from linrec.core.moments import Moments, merge_folds
 from linrec.core.planted import recover_rows
 from linrec.core.sample import RowSample
 from linrec.data.tokens import make_batches
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, LinrecWarning
 from linrec.models.arch import ffn_blocks
 from linrec.stats import participation_ratio
 
@@ -102,3 +105,30 @@ def test_gelu_quadrature_matches_measured_rows():
         measured = recover_rows(z, torch.nn.functional.gelu(scale * z + offset)).r2_lin
         assert abs(exact - measured) < 0.01, (scale, offset)
     assert float(gelu_r2(torch.tensor(0.01), torch.tensor(0.0))) > 0.999  # tiny pre-activations: linear
+
+
+def test_half_precision_captures_find_the_float32_null_direction_and_condition(tokenizer, text):
+    """A bfloat16 or float16 capture rounds the LayerNorm's exact null direction up to ~1e-6 of the largest
+    eigenvalue; the dtype's cutoff still drops it, so null dims agree and condition numbers stay within 2×."""
+    model = tiny_model("gpt2", seed=1)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # trained norms have spread-out gains and biases
+        for block in model.transformer.h:
+            block.ln_2.weight.copy_(0.5 + torch.rand(block.ln_2.weight.shape, generator=g))
+            block.ln_2.bias.copy_(0.3 * torch.randn(block.ln_2.bias.shape, generator=g))
+    batches = make_batches(tokenizer, text, seq_len=32, max_rows=4000, batch_size=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a float32 capture warns about nothing
+        full = measure(model, batches, progress=False)
+    assert (full.null_dims == 1).all()
+    for dtype in (torch.bfloat16, torch.float16):
+        assert rcond_for(dtype) == torch.finfo(dtype).eps ** 2
+        with pytest.warns(LinrecWarning, match="condition numbers"):
+            half = measure(model.to(dtype), batches, progress=False)
+        assert (half.null_dims == full.null_dims).all(), dtype
+        ratio = half.input_condition / full.input_condition
+        assert ratio.between(0.5, 2).all(), (dtype, ratio.tolist())
+        fixed = measure(model, batches, rcond=DEFAULT_RCOND, progress=False)  # the float32 cutoff on 16-bit rows
+        assert (fixed.null_dims == 0).all() and (fixed.input_condition > 1e3 * full.input_condition).all()
+        model.float()
+    assert rcond_for(torch.float32) == rcond_for("torch.float64") == DEFAULT_RCOND

@@ -18,16 +18,17 @@ standardised targets and the tuning remove it, which is why the verdicts do not 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import pandas as pd
 import torch
 
-from linrec.core.fit import DEFAULT_RCOND, fit_affine
+from linrec.core.fit import DEFAULT_RCOND, fit_affine, half_precision_note
 from linrec.core.moments import Moments
 from linrec.core.sample import Rows
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import Measurement
 from linrec.interventions.baseline import (
     INPUTS,
@@ -82,6 +83,10 @@ def pitfall_runs(
     unknown = sorted(set(chosen.model) - set(measurements))
     if unknown:
         raise LinrecError(f"no measurement for models {unknown}; measured: {', '.join(measurements)}")
+    for model in dict.fromkeys(chosen.model):
+        note = half_precision_note(measurements[model].info.dtype)
+        if note is not None:
+            warnings.warn(f"{model}: {note}", LinrecWarning, stacklevel=2)
     summaries, learning = [], []
     for model, group in chosen.groupby("model", sort=False):
         m = measurements[model]

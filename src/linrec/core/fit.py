@@ -34,6 +34,42 @@ DEFAULT_RCOND = 1e-10
 """Relative eigenvalue cutoff on the input correlation matrix (float32 activations put an exact
 LayerNorm null direction near 1e-14; genuine directions of trained models sit far above 1e-10)."""
 
+HALF_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """A torch dtype from itself or its name ("bfloat16", "torch.bfloat16")."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    found = getattr(torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(found, torch.dtype):
+        raise LinrecError(f"unknown dtype '{dtype}'")
+    return found
+
+
+def rcond_for(dtype: torch.dtype | str) -> float:
+    """The relative eigenvalue cutoff for inputs captured in ``dtype``: :data:`DEFAULT_RCOND`, or eps(dtype)² when
+    that is larger (16-bit captures).
+
+    Rounding a LayerNorm's output to a format with machine epsilon eps leaves its null direction an eigenvalue
+    of about eps²/20 on the correlation scale (measured: 1.2e-6 of the largest for bfloat16, 2e-8 for
+    float16, on tiny GPT-2 and NeoX models), far above 1e-10, so the fixed cutoff would keep it and report a
+    condition number set by rounding. eps² sits tens of times above that and, for a correlation spectrum
+    whose largest eigenvalue is at least 1, below any direction the format can resolve anyway.
+    """
+    return max(DEFAULT_RCOND, torch.finfo(as_dtype(dtype)).eps ** 2)
+
+
+def half_precision_note(dtype: torch.dtype | str) -> str | None:
+    """What a 16-bit capture means for conditioning (None for 32 and 64 bits): said wherever it is used."""
+    if as_dtype(dtype) not in HALF_PRECISION:
+        return None
+    return (
+        f"the activations were captured in {str(as_dtype(dtype)).removeprefix('torch.')}: rounding limits the input "
+        "condition numbers it can show (the null-direction cutoff follows the dtype, rcond_for), so blocks chosen "
+        "or compared by conditioning are better measured from a float32 capture (--dtype float32)"
+    )
+
 
 @dataclass
 class AffineFit:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import pandas as pd
+import torch
 from torch import nn
 
 from linrec.core.capture import capture_moments
-from linrec.core.fit import DEFAULT_RCOND, recoverability, report_table
+from linrec.core.fit import half_precision_note, rcond_for, recoverability, report_table
 from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecWarning
 from linrec.models.arch import Spec
 
 
@@ -20,7 +23,7 @@ def measure(
     blocks: Sequence[int] | None = None,
     folds: int = 5,
     seed: int = 0,
-    rcond: float = DEFAULT_RCOND,
+    rcond: float | None = None,
     spec: Spec = None,
     progress: bool = True,
 ) -> pd.DataFrame:
@@ -32,6 +35,13 @@ def measure(
     of the fitted map's predictions), ``input_condition`` (over the non-null spectrum),
     ``null_dims`` (input directions dropped), ``n_train, n_test`` (rows per fold split),
     ``d_in, d_out``.
+
+    ``rcond``: the null-direction cutoff (:func:`linrec.core.fit.fit_affine`); None follows the model's dtype
+    (:func:`linrec.core.fit.rcond_for`), and a 16-bit model draws a warning about condition numbers.
     """
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    note = half_precision_note(dtype)
+    if note is not None and rcond is None:
+        warnings.warn(note, LinrecWarning, stacklevel=2)
     moments = capture_moments(model, batches, blocks=blocks, folds=folds, seed=seed, spec=spec, progress=progress)
-    return report_table(recoverability(moments, rcond))
+    return report_table(recoverability(moments, rcond_for(dtype) if rcond is None else rcond))

@@ -30,7 +30,7 @@ import torch
 
 from linrec.cache import build_entry, cache_dir, cache_key
 from linrec.core.capture import capture_moments
-from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine, recoverability, report_table
+from linrec.core.fit import AffineFit, fit_affine, rcond_for, recoverability, report_table
 from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
 from linrec.core.sample import Rows, capture_with_sample, load_rows, save_rows
 from linrec.data.corpora import Corpus
@@ -119,7 +119,7 @@ class Measurement:
 
     ``moments`` and ``samples`` map block -> per-fold moments and block -> sampled rows: in memory
     for a measurement assembled by hand, read from disk block by block for one :func:`measurement`
-    returns. ``kept_table`` is the stored k-fold table (at the default rcond), when there is one.
+    returns. ``kept_table`` is the stored k-fold table (at the capture dtype's rcond), when there is one.
     """
 
     info: MeasurementInfo
@@ -131,15 +131,21 @@ class Measurement:
     def blocks(self) -> list[int]:
         return sorted(int(b) for b in self.kept_table["block"]) if self.kept_table is not None else sorted(self.moments)
 
-    def table(self, rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
-        """The k-fold recoverability table (:func:`linrec.core.fit.report_table`), labelled with model and corpus."""
-        if self.kept_table is not None and rcond == DEFAULT_RCOND:
-            return self.kept_table.copy()
-        return _labelled(report_table(recoverability(self.moments, rcond)), self.info)
+    @property
+    def rcond(self) -> float:
+        """The null-direction cutoff for this capture's dtype (:func:`linrec.core.fit.rcond_for`)."""
+        return rcond_for(self.info.dtype)
 
-    def fits(self, rcond: float = DEFAULT_RCOND) -> dict[int, AffineFit]:
+    def table(self, rcond: float | None = None) -> pd.DataFrame:
+        """The k-fold recoverability table (:func:`linrec.core.fit.report_table`), labelled with model and corpus
+        (``rcond`` None: the capture dtype's cutoff, the stored table's)."""
+        if self.kept_table is not None and rcond is None:
+            return self.kept_table.copy()
+        return _labelled(report_table(recoverability(self.moments, rcond or self.rcond)), self.info)
+
+    def fits(self, rcond: float | None = None) -> dict[int, AffineFit]:
         """The closed-form map of each block, fitted on all captured rows (for surgery)."""
-        return {b: fit_affine(merge_folds(self.moments[b]), rcond) for b in self.blocks}
+        return {b: fit_affine(merge_folds(self.moments[b]), rcond or self.rcond) for b in self.blocks}
 
 
 def write_frame(table: pd.DataFrame, path: Path) -> None:

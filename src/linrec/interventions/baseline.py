@@ -64,7 +64,7 @@ class BaselineConfig:
     lr_sgd: float | None = None
     momentum: float = 0.9
     lr_adam: float = 1e-3
-    lr_factors: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0)
+    lr_factors: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0, 1000.0)
     standardise_targets: bool = True
     schedule: str = "cosine"
     batch_size: int = 256
