@@ -1,9 +1,12 @@
 """The pitfall across models: representative blocks, runs with their conditioning, reach table and claims."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
 from conftest import measurement_info
+from linrec.analysis import pitfall
 from linrec.analysis.pitfall import (
     closed_form_time,
     pitfall_claims,
@@ -129,3 +132,25 @@ def test_baseline_config_takes_the_profile_budget():
     assert baseline_config(ProbeSettings(), steps=40).steps == 40
     with pytest.raises(LinrecError, match="at least 1"):
         baseline_config(ProbeSettings(), steps=0)
+
+
+def test_cached_runs_are_computed_once(measured, monkeypatch, tmp_path):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
+    chosen = representative_blocks(table)
+    config = BaselineConfig(steps=40, log_every=20, lr_factors=(1.0,))
+    first = pitfall_runs(measured, chosen, config, optimizers=("adam",), progress=False, cache=True)
+    direct = pitfall_runs(measured, chosen, config, optimizers=("adam",), progress=False)
+    pd.testing.assert_frame_equal(
+        first[0].drop(columns="seconds_to_ceiling"), direct[0].drop(columns="seconds_to_ceiling")
+    )
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again")
+
+    monkeypatch.setattr(pitfall, "_all_runs", no_training)
+    again = pitfall_runs(measured, chosen, config, optimizers=("adam",), progress=False, cache=True)
+    pd.testing.assert_frame_equal(again[0], first[0])
+    pd.testing.assert_frame_equal(again[1], first[1])
+    with pytest.raises(AssertionError, match="trained again"):  # another setting is another entry
+        pitfall_runs(measured, chosen, replace(config, steps=60), optimizers=("adam",), progress=False, cache=True)

@@ -82,3 +82,17 @@ def test_dims_figure_marks_the_top_dims():
     ax = figures.dims_figure(dims, top=2).axes[0]
     assert ax.get_xscale() == "log" and len(points(ax)) == 6
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["top 2 by variance", "other dims"]
+
+
+def test_captured_figure_draws_intervals_and_controls():
+    table = pd.DataFrame({"model": ["a", "a", "b"], "nonlinearity": [0.1, 0.3, 0.2], "captured": [0.1, 0.2, 0.05],
+                          "captured_low": [0.05, 0.15, 0.0], "captured_high": [0.15, 0.25, 0.1]})  # fmt: skip
+    controls = pd.DataFrame(
+        {"control": ["quadratic residual (rank 8)", "odd residual (rank 8)"], "captured": [0.97, 0.0]}
+    )
+    ax = figures.captured_figure(table, controls).axes[0]
+    assert ax.get_xlabel() and "share of the residual" in ax.get_ylabel()
+    assert [t.get_text().strip() for t in ax.texts] == list(controls.control)
+    assert sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":") == [0.0, 0.97]
+    with pytest.raises(LinrecError, match="captured"):
+        figures.captured_figure(table.drop(columns="captured"))

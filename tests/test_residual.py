@@ -5,20 +5,26 @@ import pytest
 import torch
 
 from conftest import measurement_info
+from linrec.analysis import residual
 from linrec.analysis.residual import (
     bilinear_claims,
+    controls_pass,
     gate_summary,
     output_concentration,
     output_dims,
+    planted_residual,
+    probe_controls,
     probe_sweep,
+    residual_correlations,
     widest_gap,
 )
 from linrec.core.sample import Rows, RowSample
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.experiment.profiles import ProbeSettings
+from linrec.experiment.profiles import ProbeSettings, get_profile
 from linrec.experiment.resolve import probe_config
-from linrec.interventions.probes import ProbeConfig, probe_table, sample_rows
+from linrec.interventions.probes import ProbeConfig, bilinear_probe, probe_table, sample_rows
+from linrec.stats import captured_share
 
 N, D, FOLDS = 3000, 8, 5
 
@@ -124,6 +130,16 @@ def test_probe_sweep_labels_models_and_gate_summary():
         probe_sweep({}, config)
 
 
+def test_cached_probe_sweeps_are_computed_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    measured = {m: fake_measurement({0: linear(i)}, model=m) for i, m in enumerate(("a", "b"))}
+    config = ProbeConfig(rank=2, steps=60, eval_every=10)
+    first = probe_sweep(measured, config, progress=False, cache=True)
+    pd.testing.assert_frame_equal(first, probe_sweep(measured, config, progress=False))
+    monkeypatch.setattr(residual, "probe_table", lambda *a, **k: pytest.fail("probed again"))
+    pd.testing.assert_frame_equal(probe_sweep(measured, config, progress=False, cache=True), first)
+
+
 def test_bilinear_claims_read_the_tables():
     sweep = pd.DataFrame({"r2_lin": [0.99, 0.9, 0.97, 0.6, 0.8], "gate": [0.01, 0.2, 0.02, 0.5, 0.3]})
     sweep["nonlinearity"] = 1 - sweep.r2_lin
@@ -135,3 +151,55 @@ def test_bilinear_claims_read_the_tables():
     assert "2 blocks with R²_lin ≥ 0.95" in claims.loc["seeded-poly gate on near-linear blocks", "this run (measured)"]
     few = bilinear_claims(sweep.iloc[:3], concentration.iloc[:1], gate_init=0.1, near_linear=0.999).set_index("claim")
     assert list(few.reproduced) == ["yes", "untestable", "untestable", "no"]
+    sweep = sweep.assign(captured=[0.1, 0.3, 0.05, 0.2, 0.15], at_budget=[False, True, False, False, False])
+    working = pd.DataFrame({"captured": [0.97, 0.01]})
+    claims = bilinear_claims(sweep, concentration, 0.1, controls=working).set_index("claim")
+    assert claims.loc["planted controls at this budget", "reproduced"] == "yes"
+    share = claims.loc["share of the residual the probe captures"]
+    assert share.reproduced == "yes" and "median 0.150" in share["this run (measured)"]
+    assert "1 probes still improving" in share["this run (measured)"]
+    broken = bilinear_claims(sweep, concentration, 0.1, controls=pd.DataFrame({"captured": [0.5, 0.0]}))
+    broken = broken.set_index("claim").reproduced
+    assert broken["planted controls at this budget"] == "no"
+    assert broken["share of the residual the probe captures"] == "untestable"  # a probe that cannot learn says nothing
+
+
+def test_planted_controls_at_the_chapter_budget():
+    """A quadratic residual is captured, an odd one with no quadratic part is not: at the offline chapter's budget
+    (ten times the profile's steps as a cap, early stopping on validation)."""
+    config = probe_config(get_profile("offline").probe, steps=10 * get_profile("offline").probe.steps)
+    controls = probe_controls(config).set_index("control")
+    quadratic, odd = controls.iloc[0], controls.iloc[1]
+    assert quadratic.captured >= 0.9 and quadratic.captured_low <= quadratic.captured <= quadratic.captured_high
+    assert abs(odd.captured) <= 0.05 and odd.captured_low <= 0 <= odd.captured_high + 1e-3
+    assert not controls.at_budget.any()  # both stopped on patience: converged, not cut off
+    assert 0.6 < quadratic.r2_lin < 0.8 and 0.6 < odd.r2_lin < 0.8  # the residual carries about 30 %
+    assert controls_pass(controls.reset_index()) and not controls_pass(controls.reset_index().iloc[::-1])
+    with pytest.raises(LinrecError, match="quadratic, odd"):
+        planted_residual("even")
+
+
+def test_captured_share_is_gain_over_what_the_closed_form_leaves():
+    result = bilinear_probe(planted_residual("quadratic", n=3000, d=16, rank=4), config=ProbeConfig(rank=8, steps=400))
+    assert result.captured.value == pytest.approx(result.gain / (1 - result.r2_lin), abs=1e-9)
+    half = captured_share(torch.ones(100), torch.full((100,), 0.5))
+    assert (half.value, half.low, half.high) == (0.5, 0.5, 0.5)
+    with pytest.raises(LinrecError, match="no error to capture"):
+        captured_share(torch.zeros(5), torch.zeros(5))
+
+
+def test_pearson_of_gain_says_yes_to_any_residual_and_the_share_does_not():
+    """Blocks that differ only in how much they leave over, each residual 10 % captured: the paper's Pearson r of
+    gain against 1 - R²_lin is +1 although nothing about the residual changes; Spearman of the share sees noise."""
+    g = torch.Generator().manual_seed(0)
+    nonlinearity = torch.linspace(0.05, 0.6, 12)
+    share = 0.1 + 0.01 * torch.randn(12, generator=g)
+    sweep = pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "nonlinearity": nonlinearity, "captured": share,
+                          "gain": share * nonlinearity})  # fmt: skip
+    table = residual_correlations(sweep).set_index(["statistic", "scope"])
+    pearson = table.loc[("Pearson r(gain, 1 − R²_lin) (the paper's)", "all blocks")]
+    assert pearson.r > 0.95 and pearson.low > 0
+    spearman = table.xs("Spearman ρ(captured share, 1 − R²_lin)")
+    assert list(spearman.index) == ["a", "b", "all blocks"] and (spearman.low < 0).all() and (spearman.high > 0).all()
+    tiny = residual_correlations(sweep.iloc[:3])
+    assert tiny.r.isna().all() and (tiny.n == 3).all()  # fewer than 4 blocks: no correlation claimed

@@ -83,3 +83,38 @@ def correlation(a: Sequence[float], b: Sequence[float], method: str = "pearson",
     q = NormalDist().inv_cdf((1 + level) / 2)
     z = math.atanh(r)
     return Correlation(r, math.tanh(z - q * se), math.tanh(z + q * se), n, method, level)
+
+
+@dataclass
+class Share:
+    """A share with a bootstrap interval: 1 - Σ after / Σ before over rows, resampled with replacement."""
+
+    value: float
+    low: float
+    high: float
+    level: float
+
+
+def captured_share(
+    before: torch.Tensor, after: torch.Tensor, level: float = 0.95, resamples: int = 1000, seed: int = 0
+) -> Share:
+    """The share of the squared error ``before`` (one value per row) that a model leaving ``after`` removes:
+    1 - Σ after / Σ before, with a percentile bootstrap interval over rows.
+
+    With ``before`` the closed form's per-row errors and ``after`` a probe's, this is the probe's gain over
+    the closed form divided by what the closed form leaves, (R²_probe - R²_lin) / (1 - R²_lin), on the same
+    rows: 1 when the probe removes the whole residual, 0 when it removes nothing, negative when it adds error.
+    """
+    if not 0 < level < 1:
+        raise LinrecError(f"the confidence level must lie in (0, 1); got {level}")
+    before, after = before.detach().to(torch.float64).flatten(), after.detach().to(torch.float64).flatten()
+    if before.shape != after.shape or before.numel() < 2:
+        raise LinrecError(f"expected two equally long per-row errors (at least 2); got {before.shape}, {after.shape}")
+    if before.sum() <= 0:
+        raise LinrecError("the share is undefined: there is no error to capture")
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.randint(before.numel(), (resamples, before.numel()), generator=g)
+    shares = 1 - after[rows].sum(1) / before[rows].sum(1)
+    tail = (1 - level) / 2
+    low, high = torch.quantile(shares, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    return Share(float(1 - after.sum() / before.sum()), low, high, level)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pandas as pd
 import torch
@@ -30,6 +30,7 @@ from linrec.core.moments import Moments
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import Measurement
+from linrec.experiment.sweeps import cached_frames, measurement_identity
 from linrec.interventions.baseline import (
     INPUTS,
     OPTIMIZERS,
@@ -73,12 +74,16 @@ def pitfall_runs(
     inputs: Sequence[str] = INPUTS,
     rcond: float = DEFAULT_RCOND,
     progress: bool = True,
+    cache: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Baselines on the ``chosen`` blocks (:func:`representative_blocks`) of each model, at every rate of the grid.
 
     Returns (summary, curves): :func:`linrec.interventions.baseline.summary` and
     :func:`linrec.interventions.baseline.curves` with the columns of ``chosen`` (model, role, condition number)
-    joined on; the ``tuned`` column marks the run each (block, optimizer, inputs) is judged by.
+    joined on; the ``tuned`` column marks the run each (block, optimizer, inputs) is judged by. ``cache``: keep
+    both tables in the cache, keyed by the measurements' provenance and every setting
+    (:func:`linrec.experiment.sweeps.cached_frames`; for measurements from the cache, whose provenance
+    identifies their rows).
     """
     unknown = sorted(set(chosen.model) - set(measurements))
     if unknown:
@@ -87,6 +92,34 @@ def pitfall_runs(
         note = half_precision_note(measurements[model].info.dtype)
         if note is not None:
             warnings.warn(f"{model}: {note}", LinrecWarning, stacklevel=2)
+    if cache:
+        content = {
+            "measurements": [measurement_identity(measurements[m]) for m in dict.fromkeys(chosen.model)],
+            "chosen": chosen.to_dict("list"),
+            "config": asdict(config),
+            "optimizers": list(optimizers),
+            "inputs": list(inputs),
+            "rcond": rcond,
+        }
+
+        def compute() -> dict[str, pd.DataFrame]:
+            runs = _all_runs(measurements, chosen, config, optimizers, inputs, rcond, progress)
+            return dict(zip(("summary", "curves"), runs, strict=True))
+
+        frames = cached_frames("pitfall", content, compute)
+        return frames["summary"], frames["curves"]
+    return _all_runs(measurements, chosen, config, optimizers, inputs, rcond, progress)
+
+
+def _all_runs(
+    measurements: Mapping[str, Measurement],
+    chosen: pd.DataFrame,
+    config: BaselineConfig,
+    optimizers: Sequence[str],
+    inputs: Sequence[str],
+    rcond: float,
+    progress: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     summaries, learning = [], []
     for model, group in chosen.groupby("model", sort=False):
         m = measurements[model]

@@ -58,7 +58,7 @@ from linrec.core.fit import DEFAULT_RCOND, AffineFit
 from linrec.core.moments import BlockMoments, Moments
 from linrec.core.sample import Rows, Samples, closed_form, minibatches, sample_rows
 from linrec.errors import LinrecError
-from linrec.stats import Correlation, correlation, r2
+from linrec.stats import Correlation, Share, captured_share, correlation, r2
 
 GATES = ("scalar", "output")
 
@@ -150,6 +150,8 @@ class ProbeResult:
     n_val: int
     n_test: int
     probe: PolyProbe
+    captured: Share  # of the closed form's squared error on the test rows, with a bootstrap interval
+    best_at_budget: bool  # still improving when the step budget ran out (the kept state is the last one checked)
 
     @property
     def gain(self) -> float:
@@ -208,11 +210,13 @@ def _probe(
     probe = PolyProbe(fit, fit_rows, config.rank, config.gate, config.gate_init, config.seed)
     steps, best_step = train_probe(probe, fit_rows, val, config, train_linear)
     with torch.no_grad():
-        r2_poly = r2(test.y, probe(test.x))
+        predicted = probe(test.x)
+    y = test.y.to(torch.float64)
+    errors = [((y - p.to(torch.float64)) ** 2).sum(1) for p in (fit(test.x), predicted)]
     return ProbeResult(
         block,
         r2(test.y, fit(test.x)),
-        r2_poly,
+        r2(test.y, predicted),
         probe.gate_value,
         steps,
         best_step,
@@ -220,6 +224,8 @@ def _probe(
         len(val),
         len(test),
         probe,
+        captured_share(*errors, seed=config.seed),
+        steps == config.steps and best_step + config.eval_every > config.steps,
     )
 
 
@@ -263,8 +269,10 @@ def probe_table(
     """Per block: both probes on the sampled rows, one row each.
 
     Columns: ``block, r2_lin`` (closed form on the test rows), ``r2_poly, gain`` (the probe),
-    ``r2_seeded, gain_seeded, gate`` (seeded-poly and its |g| after fitting),
-    ``n_train, n_val, n_test``.
+    ``captured, captured_low, captured_high`` (the share of the closed form's residual the probe removes,
+    gain / (1 - R²_lin), with a 95% bootstrap interval over test rows), ``steps, at_budget`` (steps taken;
+    whether it was still improving when the budget ran out), ``r2_seeded, gain_seeded, gate`` (seeded-poly and
+    its |g| after fitting), ``seeded_at_budget``, ``n_train, n_val, n_test``.
     """
     out = []
     for b, rows in tqdm(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
@@ -277,9 +285,15 @@ def probe_table(
                 "r2_lin": plain.r2_lin,
                 "r2_poly": plain.r2_poly,
                 "gain": plain.gain,
+                "captured": plain.captured.value,
+                "captured_low": plain.captured.low,
+                "captured_high": plain.captured.high,
+                "steps": plain.steps,
+                "at_budget": plain.best_at_budget,
                 "r2_seeded": seeded.r2_poly,
                 "gain_seeded": seeded.gain,
                 "gate": seeded.gate,
+                "seeded_at_budget": seeded.best_at_budget,
                 "n_train": plain.n_train,
                 "n_val": plain.n_val,
                 "n_test": plain.n_test,

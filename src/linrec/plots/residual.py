@@ -49,6 +49,35 @@ def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | N
     return fig
 
 
+def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -> Figure:
+    """The share of the closed form's residual the bilinear probe captures, with its bootstrap interval, against
+    1 - R²_lin, one point per (model, block); dotted lines: the planted controls' shares.
+
+    ``table``: :func:`linrec.analysis.residual.probe_sweep`; ``controls``: its ``probe_controls``.
+    """
+    require(table, ["model", "nonlinearity", "captured", "captured_low", "captured_high"], "the captured figure")
+    fig, ax = plt.subplots(figsize=(8.5, 4.8))
+    palette = dict(zip(table.model.unique(), sns.color_palette(n_colors=table.model.nunique()), strict=True))
+    for model, group in table.groupby("model", sort=False):
+        errors = [group.captured - group.captured_low, group.captured_high - group.captured]
+        ax.errorbar(group.nonlinearity, group.captured, yerr=errors, fmt="o", ms=6, capsize=2, color=palette[model],
+                    label=model)  # fmt: skip
+    if controls is not None:
+        for row in controls.itertuples():
+            ax.axhline(row.captured, color="0.45", lw=1, ls=":", zorder=0)
+            ax.text(1.0, row.captured, f" {row.control}", transform=ax.get_yaxis_transform(), va="center",
+                    fontsize=8, color="0.35")  # fmt: skip
+    ax.axhline(0, color="0.4", lw=1, ls="--", zorder=0)
+    ax.set(
+        xlabel=NONLINEARITY_LABEL,
+        ylabel="share of the residual captured, gain / (1 − R²_lin)",
+        title="How much of what the closed form leaves is a rank-r quadratic (95% bootstrap intervals)",
+    )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 0.6))
+    fig.tight_layout()
+    return fig
+
+
 def gate_figure(table: pd.DataFrame, gate_init: float) -> Figure:
     """Seeded-poly's fitted |g| against R²_lin (log scale), with the value it started from."""
     require(table, ["model", "r2_lin", "gate"], "the gate figure")
