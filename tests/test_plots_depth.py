@@ -178,3 +178,16 @@ def test_reference_figure_draws_the_reported_bounds():
     dashed = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--")
     assert dashed == [0.3, 0.99]
     assert ax.get_xlabel() and ax.get_ylabel()
+
+
+def test_position_figure_sets_all_rows_against_later_ones():
+    table = pd.DataFrame({"model": ["a"] * 3 + ["b"] * 3, "block": [0, 1, 2] * 2,
+                          "r2_lin": [0.9, 0.8, 0.7, 0.95, 0.6, 0.5], "r2_lin_later": [0.85, 0.8, 0.6, 0.9, 0.5, 0.5],
+                          "variance_first": [0.3, 0.1, 0.02, 0.5, 0.05, 0.01], "rows_first": [1 / 32] * 6,
+                          "first": [1] * 6})  # fmt: skip
+    left, right = depth.position_figure(table).axes[:2]
+    assert left.get_ylabel() == "held-out R²_lin" and "share of output variance" in right.get_ylabel()
+    assert "without the first 1" in [t.get_text() for t in left.get_legend().get_texts()]
+    assert any("share of rows" in t.get_text() for t in right.texts)
+    with pytest.raises(LinrecError, match="variance_first"):
+        depth.position_figure(table.drop(columns="variance_first"))

@@ -63,8 +63,14 @@ def run_capture(
     sinks: Sequence[RowSink],
     fold_of_sequence: torch.Tensor,
     progress: bool = True,
+    positions: slice | None = None,
 ) -> None:
-    """Run ``model`` over ``batches`` once, handing each block's non-padding rows to every sink."""
+    """Run ``model`` over ``batches`` once, handing each block's non-padding rows to every sink.
+
+    ``positions``: hand over only the rows at these positions of each window (column indices, e.g.
+    ``slice(1, None)`` leaves out position 0). The mask is applied to what is captured, never to the
+    forward pass: every token still attends to, and is computed from, the whole window.
+    """
     if not blocks:
         raise LinrecError("no FFN blocks selected")
     modules = dict(model.named_modules())
@@ -108,7 +114,7 @@ def run_capture(
     try:
         with torch.no_grad():
             for batch in batches.grouped(fold_of_sequence):
-                mask = batch.attention_mask.bool()
+                mask = batch.attention_mask.bool() & _columns(batch.attention_mask.shape[1], positions)
                 state["mask"] = mask.reshape(-1)
                 state["seq"] = batch.seq_index
                 state["fold"] = fold_of_sequence[batch.seq_index][:, None].expand_as(mask).reshape(-1)[state["mask"]]
@@ -122,6 +128,15 @@ def run_capture(
         bar.close()
         for h in handles:
             h.remove()
+
+
+def _columns(width: int, positions: slice | None) -> torch.Tensor:
+    """(1, width) bool: the window positions kept by ``positions`` (all when None)."""
+    kept = torch.zeros(width, dtype=torch.bool)
+    kept[positions if positions is not None else slice(None)] = True
+    if not kept.any():
+        raise LinrecError(f"positions {positions} keep no position of a {width}-token window")
+    return kept[None]
 
 
 class MomentSink:
@@ -189,8 +204,10 @@ def capture_moments(
     spec: Spec = None,
     extra_sinks: Sequence[RowSink] = (),
     progress: bool = True,
+    positions: slice | None = None,
 ) -> BlockMoments:
-    """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU).
+    """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU); ``positions``: only the rows at
+    these window positions (:func:`run_capture`; the forward pass is unchanged).
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
@@ -205,6 +222,6 @@ def capture_moments(
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
     sink = MomentSink(folds)
-    run_capture(model, batches, chosen, [sink, *extra_sinks], fold_of_sequence, progress)
+    run_capture(model, batches, chosen, [sink, *extra_sinks], fold_of_sequence, progress, positions)
     moments = sink.moments()
     return all_reduce_moments(moments) if distributed else moments

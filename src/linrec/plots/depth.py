@@ -17,6 +17,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from linrec.analysis.activation import NORMALISED
 from linrec.errors import LinrecError
@@ -414,5 +415,35 @@ def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None)
         ax.set(xlabel=label, ylabel="held-out R²_lin")
     axes[-1].legend(fontsize=8, loc="best")
     fig.suptitle("Does the shape of a block's inputs predict its recoverability?")
+    fig.tight_layout()
+    return fig
+
+
+def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
+    """R²_lin of every block on all rows and without the first positions (left), and the share of the output
+    variance the first positions carry against their share of rows (right), one line per model.
+
+    ``table``: :func:`linrec.analysis.positions.position_effect` rows of one or more models.
+    """
+    require(table, ["model", "block", "r2_lin", "r2_lin_later", "variance_first", "rows_first", "first"],
+            "the position figure")  # fmt: skip
+    models = _order(table, "model", order)
+    first = int(table["first"].iloc[0])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    long = table.melt(id_vars=["model", "block"], value_vars=["r2_lin", "r2_lin_later"], var_name="rows",
+                      value_name="R²")  # fmt: skip
+    long["rows"] = long.rows.map({"r2_lin": "all positions", "r2_lin_later": f"without the first {first}"})
+    sns.lineplot(data=long, x="block", y="R²", hue="model", hue_order=models, style="rows", marker="o", ax=left)
+    left.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", title="R²_lin with and without the first positions")
+    sns.lineplot(data=table, x="block", y="variance_first", hue="model", hue_order=models, marker="o", ax=right,
+                 legend=False)  # fmt: skip
+    right.axhline(float(table.rows_first.iloc[0]), color="0.4", lw=1, ls="--", zorder=0)
+    right.text(0.01, float(table.rows_first.iloc[0]), f" their share of rows ({table.rows_first.iloc[0]:.1%})",
+               transform=right.get_yaxis_transform(), va="bottom", fontsize=8, color="0.35")  # fmt: skip
+    right.set(xlabel="FFN block (depth)", ylabel="share of output variance (sum of squares)",
+              title=f"What the first {first} position(s) carry")  # fmt: skip
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    left.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
