@@ -167,7 +167,7 @@ display(Markdown(
     + (" (their shares are lower bounds)." if at_budget else "; every other probe stopped on its validation loss.")))
 
 # %% [markdown]
-# ## Gain against nonlinearity: the paper's statistic and a better one
+# ## The paper's statistic, and one that can decide
 #
 # The paper reports Pearson's r between the gain and $1 - R^2_\text{lin}$ across blocks. That number
 # cannot tell residuals apart: the gain is the captured share times $1 - R^2_\text{lin}$, so when the

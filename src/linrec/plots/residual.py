@@ -65,15 +65,15 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
     if controls is not None:
         for row in controls.itertuples():
             ax.axhline(row.captured, color="0.45", lw=1, ls=":", zorder=0)
-            ax.text(1.0, row.captured, f" {row.control}", transform=ax.get_yaxis_transform(), va="center",
-                    fontsize=8, color="0.35")  # fmt: skip
+            ax.text(0.99, row.captured, f"{row.control} ", transform=ax.get_yaxis_transform(), ha="right",
+                    va="bottom", fontsize=8, color="0.35")  # fmt: skip
     ax.axhline(0, color="0.4", lw=1, ls="--", zorder=0)
     ax.set(
         xlabel=NONLINEARITY_LABEL,
         ylabel="share of the residual captured, gain / (1 − R²_lin)",
         title="How much of what the closed form leaves is a rank-r quadratic (95% bootstrap intervals)",
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 0.6))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
