@@ -444,6 +444,6 @@ def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> 
               title=f"What the first {first} position(s) carry")  # fmt: skip
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    left.legend(fontsize=8, loc="best")
+    left.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     return fig
