@@ -48,7 +48,7 @@ def test_every_architecture_through_the_cli(family, model_dirs, text_file, tmp_p
     assert "r2_lin" in capsys.readouterr().out
 
 
-def test_block_subset_and_json(model_dirs, text_file, tmp_path):
+def test_block_subset_and_json(model_dirs, text_file, tmp_path, capsys):
     out = tmp_path / "r.json"
     assert (
         main(
@@ -72,6 +72,8 @@ def test_block_subset_and_json(model_dirs, text_file, tmp_path):
     table = pd.read_json(out)
     assert list(table.block) == [1]
     assert list(table.dtype) == ["bfloat16"] and list(table.device) == ["cpu"]  # what was captured, and where
+    err = capsys.readouterr().err  # a 16-bit capture says what it means for condition numbers, as the CLI speaks
+    assert "linrec: warning: the activations were captured in bfloat16" in err and "cli.py" not in err
 
 
 def _fails(args, capsys, *patterns):

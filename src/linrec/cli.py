@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -276,13 +277,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
+    """Warnings on the command line read like its errors (no source file and line)."""
+    print(f"linrec: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.handler(args)
-    except LinrecError as err:
-        print(f"linrec: error: {err}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return args.handler(args)
+        except LinrecError as err:
+            print(f"linrec: error: {err}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":
