@@ -84,6 +84,11 @@ def test_probe_table_over_blocks():
     assert (table.gain == table.r2_poly - table.r2_lin).all()
     assert table.r2_lin[0] > 0.999 and table.r2_lin[1] < 0.1
     assert table.gain[1] > 0.3 > abs(table.gain[0])
+    short = ProbeConfig(rank=8, steps=40)
+    split = probe_table(sample, config=ProbeConfig(rank=8, steps=300), progress=False, seeded=short)
+    assert split.gain.tolist() == table.gain.tolist()  # the bilinear probe keeps its own settings
+    direct = seeded_poly(sample.rows(1), config=short, block=1)
+    assert split.gain_seeded[1] == direct.gain and split.gain_seeded[1] != table.gain_seeded[1]
 
 
 def test_correlations_match_scipy():

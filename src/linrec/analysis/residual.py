@@ -51,18 +51,20 @@ def probe_sweep(
     rcond: float = DEFAULT_RCOND,
     progress: bool = True,
     cache: bool = False,
+    seeded: ProbeConfig | None = None,
 ) -> pd.DataFrame:
     """Both probes on ``blocks`` (all by default) of every model: ``probe_table``'s columns plus
-    ``model`` and ``nonlinearity`` (1 - R²_lin on the probes' test rows). ``cache``: keep each model's table in
-    the cache (:func:`linrec.experiment.sweeps.cached_frames`; for measurements from the cache)."""
+    ``model`` and ``nonlinearity`` (1 - R²_lin on the probes' test rows); ``seeded``: seeded-poly's own settings
+    (else ``config``). ``cache``: keep each model's table in the cache
+    (:func:`linrec.experiment.sweeps.cached_frames`; for measurements from the cache)."""
     tables = []
     for model, m in measurements.items():
 
         def compute(m: Measurement = m) -> dict[str, pd.DataFrame]:
-            return {"probes": probe_table(m.samples, m.moments, blocks, test_fold, config, rcond, progress)}
+            return {"probes": probe_table(m.samples, m.moments, blocks, test_fold, config, rcond, progress, seeded)}
 
         content = {"measurement": measurement_identity(m), "config": asdict(config), "blocks": blocks,
-                   "test_fold": test_fold, "rcond": rcond}  # fmt: skip
+                   "test_fold": test_fold, "rcond": rcond, "seeded": seeded and asdict(seeded)}  # fmt: skip
         table = (cached_frames("probes", content, compute) if cache else compute())["probes"]
         tables.append(table.assign(nonlinearity=1 - table.r2_lin).assign(model=model))
     if not tables:

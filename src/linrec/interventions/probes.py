@@ -265,8 +265,10 @@ def probe_table(
     config: ProbeConfig = ProbeConfig(),
     rcond: float = DEFAULT_RCOND,
     progress: bool = True,
+    seeded: ProbeConfig | None = None,
 ) -> pd.DataFrame:
-    """Per block: both probes on the sampled rows, one row each.
+    """Per block: both probes on the sampled rows, one row each (``seeded``: seeded-poly's own settings, else
+    ``config``).
 
     Columns: ``block, r2_lin`` (closed form on the test rows), ``r2_poly, gain`` (the probe),
     ``captured, captured_low, captured_high`` (the share of the closed form's residual the probe removes,
@@ -278,7 +280,7 @@ def probe_table(
     for b, rows in tqdm(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
         folds = None if moments is None else moments[b]
         plain = bilinear_probe(rows, folds, test_fold, config, b, rcond)
-        seeded = seeded_poly(rows, folds, test_fold, config, b, rcond)
+        joint = seeded_poly(rows, folds, test_fold, config if seeded is None else seeded, b, rcond)
         out.append(
             {
                 "block": b,
@@ -290,10 +292,10 @@ def probe_table(
                 "captured_high": plain.captured.high,
                 "steps": plain.steps,
                 "at_budget": plain.best_at_budget,
-                "r2_seeded": seeded.r2_poly,
-                "gain_seeded": seeded.gain,
-                "gate": seeded.gate,
-                "seeded_at_budget": seeded.best_at_budget,
+                "r2_seeded": joint.r2_poly,
+                "gain_seeded": joint.gain,
+                "gate": joint.gate,
+                "seeded_at_budget": joint.best_at_budget,
                 "n_train": plain.n_train,
                 "n_val": plain.n_val,
                 "n_test": plain.n_test,
