@@ -69,7 +69,7 @@ table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_con
 
 # %%
 if SWAP:
-    swaps = affine_swaps(profile, measured.values(), max_tokens=SWAP_TOKENS, progress=ch.progress)
+    swaps = affine_swaps(profile, measured.values(), max_tokens=SWAP_TOKENS, progress=ch.progress, cache=True)
     print(f"perplexity on {swaps['eval_tokens'].iloc[0]:,} tokens of {swaps['eval_corpus'].iloc[0]} (eval split)")
     wide = swaps.pivot(index="model", columns="block", values="delta_ppl").loc[MODELS]
     wide.columns = [f"ΔPPL, block {b}" for b in wide.columns]

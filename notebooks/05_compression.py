@@ -160,7 +160,7 @@ frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "mode
 # %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$, one point per block of every model; the pooled Spearman correlation with its 95% interval is in the title.", "name": "fig-compression-signal"}}
 others = {name: measurement(profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
-                    affine_signal(profile, others.values(), EVAL_TOKENS, progress=ch.progress) if others else None], ignore_index=True)
+                    affine_signal(profile, others.values(), EVAL_TOKENS, progress=ch.progress, cache=True) if others else None], ignore_index=True)
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
 rho = signal_correlation(signal) if len(signal) >= 4 else None
 fig = figures.signal_figure(signal, rho)

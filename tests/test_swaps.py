@@ -1,6 +1,7 @@
 """The zero-shot affine swap of measured models: a free swap for an exactly affine block, labels, order, errors."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import linrec.experiment.swaps as swaps
@@ -71,3 +72,16 @@ def test_affine_swaps_keep_order_labels_and_token_budget(two_models, loaded, tok
         affine_swaps(PROFILE, [], progress=False)
     with pytest.raises(LinrecError, match="no corpus"):
         affine_swaps(PROFILE, [captured["gelu"]], corpus="wikitext-2", progress=False)
+
+
+def test_cached_swaps_are_scored_once(two_models, loaded, monkeypatch, tmp_path):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    _, captured = two_models
+    first = affine_swaps(PROFILE, [captured["gelu"]], max_tokens=512, progress=False, cache=True)
+    pd.testing.assert_frame_equal(first, affine_swaps(PROFILE, [captured["gelu"]], max_tokens=512, progress=False))
+    assert loaded == [("gelu", "final")] * 2
+    again = affine_swaps(PROFILE, [captured["gelu"]], max_tokens=512, progress=False, cache=True)
+    pd.testing.assert_frame_equal(again, first)
+    assert loaded == [("gelu", "final")] * 2  # read from the cache: no model loaded
+    affine_swaps(PROFILE, [captured["gelu"]], max_tokens=256, progress=False, cache=True)
+    assert len(loaded) == 3  # another budget is another entry

@@ -130,13 +130,17 @@ def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5, by
 
 
 def affine_signal(
-    profile: str | Profile, measurements: Iterable[Measurement], tokens: int | None = None, progress: bool = True
+    profile: str | Profile,
+    measurements: Iterable[Measurement],
+    tokens: int | None = None,
+    progress: bool = True,
+    cache: bool = False,
 ) -> pd.DataFrame:
     """Each block of each measured model swapped alone for its affine map
     (:func:`linrec.experiment.swaps.affine_swaps` on ``tokens`` of the profile's evaluation text),
-    with ``kind`` ("affine") and the block's ``r2_lin``: rows for :func:`signal_correlation`."""
+    with ``kind`` ("affine") and the block's ``r2_lin``: rows for :func:`signal_correlation`; ``cache`` as there."""
     measurements = list(measurements)
-    swaps = affine_swaps(profile, measurements, max_tokens=tokens, progress=progress)
+    swaps = affine_swaps(profile, measurements, max_tokens=tokens, progress=progress, cache=cache)
     r2_lin = [r for m in measurements for r in m.table().set_index("block").loc[m.blocks, "r2_lin"]]
     return swaps.assign(kind="affine", r2_lin=r2_lin)
 

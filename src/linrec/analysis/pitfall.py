@@ -30,7 +30,7 @@ from linrec.core.moments import Moments
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import Measurement
-from linrec.experiment.sweeps import cached_frames, measurement_identity
+from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.baseline import (
     INPUTS,
     OPTIMIZERS,

@@ -21,7 +21,7 @@ from linrec.errors import LinrecError
 from linrec.experiment.measurement import measurement
 from linrec.experiment.profiles import Profile, get_profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
-from linrec.experiment.sweeps import cached_frames, measurement_identity
+from linrec.experiment.results import cached_frames, measurement_identity
 
 
 def position_table(every: BlockMoments, later: BlockMoments, first: int, rcond: float) -> pd.DataFrame:

@@ -36,7 +36,7 @@ from linrec.core.moments import merge_folds
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.experiment.sweeps import cached_frames, measurement_identity
+from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.probes import ProbeConfig, bilinear_probe, gain_correlation, probe_table
 from linrec.report import paper
 from linrec.report.claims import Claim, claims_table

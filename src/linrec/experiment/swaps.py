@@ -21,6 +21,7 @@ from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import Profile, get_profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
+from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.surgery import fit_replacements
 
@@ -48,6 +49,7 @@ def affine_swaps(
     corpus: str | None = None,
     max_tokens: int | None = None,
     progress: bool = True,
+    cache: bool = False,
 ) -> pd.DataFrame:
     """ΔPPL of each block of each measured model swapped alone for its closed-form affine map.
 
@@ -56,21 +58,31 @@ def affine_swaps(
     profile's ``eval_corpus``), ``max_tokens`` of it: the unmodified model once, then each block in
     depth order (:func:`linrec.interventions.perplexity.swap_deltas`). Columns: ``model, checkpoint,
     corpus`` (the fitted rows'), those of ``swap_deltas``, ``relative`` (ΔPPL / PPL, comparable across
-    corpora), ``eval_corpus`` and ``eval_tokens``; measurements in the order given.
+    corpora), ``eval_corpus`` and ``eval_tokens``; measurements in the order given. ``cache``: keep each
+    measurement's table in the cache (:func:`linrec.experiment.results.cached_frames`; measurements from the cache).
     """
     profile = get_profile(profile)
     corpus = corpus or profile.eval_corpus
     tables = []
     for m in measurements:
-        net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
-        batches = eval_batches(profile, tokenizer, net, max_tokens, corpus)
-        table = swap_deltas(net, batches, fit_replacements(m.moments, "affine"), progress=progress)
-        for i, column in enumerate(LABELS):
-            table.insert(i, column, getattr(m.info, column))
-        table["relative"] = table["delta_ppl"] / table["base_ppl"]
-        table["eval_corpus"] = corpus
-        table["eval_tokens"] = batches.n_rows
-        tables.append(table)
+
+        def compute(m: Measurement = m) -> dict[str, pd.DataFrame]:
+            net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
+            batches = eval_batches(profile, tokenizer, net, max_tokens, corpus)
+            table = swap_deltas(net, batches, fit_replacements(m.moments, "affine"), progress=progress)
+            for i, column in enumerate(LABELS):
+                table.insert(i, column, getattr(m.info, column))
+            table["relative"] = table["delta_ppl"] / table["base_ppl"]
+            table["eval_corpus"] = corpus
+            table["eval_tokens"] = batches.n_rows
+            return {"swaps": table}
+
+        if cache:
+            content = {"measurement": measurement_identity(m), "profile": repr(profile), "corpus": corpus,
+                       "eval_sha256": profile_corpus(profile, corpus).sha256, "max_tokens": max_tokens}  # fmt: skip
+            tables.append(cached_frames("swaps", content, compute)["swaps"])
+        else:
+            tables.append(compute()["swaps"])
     if not tables:
         raise LinrecError("no measurements given; pass at least one linrec.experiment.measurement.measurement(...)")
     return pd.concat(tables, ignore_index=True)

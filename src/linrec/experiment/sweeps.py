@@ -1,10 +1,4 @@
-"""Cached result tables: the per-corpus sweeps of chapter 7, and any table computed from cached measurements.
-
-:func:`cached_frames` computes tables once per description of everything that determines them and reads
-them from the cache afterwards, so a chapter rerun (a warm build, a Colab session resumed) does not train
-its probes and baselines again. Timings inside such tables are those of the run that computed them.
-
-Per-corpus sweeps (chapter 7): the seeded-poly probe and the affine swap on every (model, corpus), cached.
+"""Per-corpus sweeps (chapter 7): the seeded-poly probe and the affine swap on every (model, corpus), cached.
 
 The paper repeats its depth sweep on each corpus. Kept whole, the measurements behind it would be
 nine full entries at the paper's sizes (about 2 GB each); instead each (model, corpus) is captured
@@ -15,41 +9,18 @@ or without a network.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict
 
 import pandas as pd
 
 from linrec.cache import build_entry, cache_dir, cache_key
-from linrec.experiment.measurement import Measurement, entry_path, measurement, read_frame, write_frame
+from linrec.experiment.measurement import entry_path, measurement, read_frame, write_frame
 from linrec.experiment.profiles import Profile, get_profile
 from linrec.experiment.resolve import model_revision, profile_corpus
 from linrec.experiment.swaps import affine_swaps
 from linrec.interventions.probes import ProbeConfig, probe_table
 
 FORMAT = 2  # 2: probe tables gained the captured share and convergence columns
-
-
-def measurement_identity(m: Measurement) -> dict[str, object]:
-    """What identifies a measurement's data in a result's cache key: its provenance without the capture time."""
-    identity = asdict(m.info)
-    identity.pop("capture_s")
-    return identity
-
-
-def cached_frames(
-    kind: str, content: dict[str, object], compute: Callable[[], dict[str, pd.DataFrame]]
-) -> dict[str, pd.DataFrame]:
-    """The tables ``compute`` returns ({name: table}), computed once per ``content`` (a JSON-able description of
-    everything that determines them, e.g. :func:`measurement_identity` and a configuration) and cached."""
-    path = cache_dir() / "sweeps" / f"{kind}-{cache_key({'format': FORMAT, 'kind': kind, **content})}"
-
-    def build(tmp) -> None:
-        for name, frame in compute().items():
-            write_frame(frame, tmp / f"{name}.json")
-
-    build_entry(path, build)
-    return {p.stem: read_frame(p) for p in sorted(path.glob("*.json"))}
 
 
 def corpus_sweep(
