@@ -213,7 +213,24 @@ if len(gelu) >= 2 and len(gelu) < len(GRID_MODELS):
 pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 
 # %% [markdown]
-# The last row compares each FFN on its own inputs with the same FFN on other models' inputs. A
+# The grid above moves every foreign row into the receiving block's norm coordinates. Fed as captured
+# instead (how earlier versions of this book ran it), A's rows also carry A's norm gain and bias, and
+# part of what the grid measures is B's FFN meeting the wrong per-dimension scales. The same
+# decomposition on that unaligned grid shows how much the choice matters here: where the two columns
+# differ, the verdict rows for cross-feeding below can differ too, and the aligned grid is the one they
+# use.
+
+# %%
+unaligned = crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS},
+                           {m: nets[m] for m in GRID_MODELS}, profile.folds, blocks=blocks, align=False)
+unaligned_shares = {"all models": grid_shares(unaligned, identities=identities)}
+if "GELU models" in shares:
+    unaligned_shares["GELU models"] = grid_shares(unaligned, models=gelu, identities=identities)
+pd.concat({(label, version): s[label].frame()["value"] for label in shares
+           for version, s in (("aligned", shares), ("as captured", unaligned_shares))}, axis=1)
+
+# %% [markdown]
+# The last row of these tables compares each FFN on its own inputs with the same FFN on other models' inputs. A
 # negative value means blocks are *less* linear on the inputs they were trained with than on foreign
 # ones: the nonlinearity is tuned to the block's own input distribution, which is a statement about
 # weights and inputs together (the interaction share), not about either alone.
