@@ -22,6 +22,15 @@ PROBES = {"gain": "bilinear probe (closed form frozen)", "gain_seeded": "seeded-
 AREA = 400.0  # marker area (points²) of the largest effective rank in the per-feature figure
 
 
+def _against_nonlinearity(fig: Figure, ax: plt.Axes, ylabel: str, title: str) -> Figure:
+    """The common frame of a per-block quantity against 1 - R²_lin: a zero line, labels, the legend outside."""
+    ax.axhline(0, color="0.4", lw=1, ls="--", zorder=0)
+    ax.set(xlabel=NONLINEARITY_LABEL, ylabel=ylabel, title=title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
 def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | None = None) -> Figure:
     """Both probes' R² gain over the closed form against 1 - R²_lin, one point per (model, block).
 
@@ -38,15 +47,9 @@ def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | N
     long["probe"] = long.column.map(labels)
     fig, ax = plt.subplots(figsize=(8.5, 4.8))
     sns.scatterplot(data=long, x="nonlinearity", y="R² gain", hue="model", style="probe", s=60, ax=ax)
-    ax.axhline(0, color="0.4", lw=1, ls="--", zorder=0)
-    ax.set(
-        xlabel=NONLINEARITY_LABEL,
-        ylabel="R² gain over the closed form (same test rows)",
-        title="What a rank-r bilinear term adds, block by block",
+    return _against_nonlinearity(
+        fig, ax, "R² gain over the closed form (same test rows)", "What a rank-r bilinear term adds, block by block"
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    return fig
 
 
 def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -> Figure:
@@ -67,15 +70,12 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
             ax.axhline(row.captured, color="0.45", lw=1, ls=":", zorder=0)
             ax.text(0.99, row.captured, f"{row.control} ", transform=ax.get_yaxis_transform(), ha="right",
                     va="bottom", fontsize=8, color="0.35")  # fmt: skip
-    ax.axhline(0, color="0.4", lw=1, ls="--", zorder=0)
-    ax.set(
-        xlabel=NONLINEARITY_LABEL,
-        ylabel="share of the residual captured, gain / (1 − R²_lin)",
-        title="How much of what the closed form leaves is a rank-r quadratic (95% bootstrap intervals)",
+    return _against_nonlinearity(
+        fig,
+        ax,
+        "share of the residual captured, gain / (1 − R²_lin)",
+        "How much of what the closed form leaves is a rank-r quadratic (95% bootstrap intervals)",
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    return fig
 
 
 def gate_figure(table: pd.DataFrame, gate_init: float) -> Figure:
