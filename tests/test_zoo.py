@@ -338,7 +338,9 @@ def test_an_interrupt_stops_all_zoo_work_and_a_rerun_resumes(built, tmp_path):
         sent = time.monotonic()
         send(proc)
         out, err = proc.communicate(timeout=60)
-        assert time.monotonic() - sent < 15, "the build did not stop promptly"
+        # typically under a second; the bound leaves room for a loaded machine (15 s failed once under CI load),
+        # while a build that ignored the signal would still fail the exit status and leftover checks below
+        assert time.monotonic() - sent < 30, "the build did not stop promptly"
         assert proc.returncode == 130, err.decode()
         assert "interrupted" in err.decode().strip().splitlines()[-1]
         assert not any(_running(pid) for pid in workers)
