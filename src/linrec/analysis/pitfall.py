@@ -82,7 +82,7 @@ def pitfall_runs(
     :func:`linrec.interventions.baseline.curves` with the columns of ``chosen`` (model, role, condition number)
     joined on; the ``tuned`` column marks the run each (block, optimizer, inputs) is judged by. ``cache``: keep
     both tables in the cache, keyed by the measurements' provenance and every setting
-    (:func:`linrec.experiment.sweeps.cached_frames`; for measurements from the cache, whose provenance
+    (:func:`linrec.experiment.results.cached_frames`; for measurements from the cache, whose provenance
     identifies their rows).
     """
     unknown = sorted(set(chosen.model) - set(measurements))
@@ -149,6 +149,11 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def tuned_only(runs: pd.DataFrame) -> pd.DataFrame:
+    """The tuned runs of a table that has every rate of the grid (all of one that has no ``tuned`` column)."""
+    return runs[runs.tuned] if "tuned" in runs.columns else runs
+
+
 def reach_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per block, one column per tuned run ("adam, raw", "sgd, whitened", ...): "N steps, S s" when it came
     within the tolerance of the ceiling, else its status ("not within budget" or "diverged") and final gap."""
@@ -158,7 +163,7 @@ def reach_table(runs: pd.DataFrame) -> pd.DataFrame:
             return f"{r.status} (gap {r.gap_final:.3g})"
         return f"{int(r.steps_to_ceiling)} steps, {r.seconds_to_ceiling:.2f} s"
 
-    tuned = runs[runs.tuned] if "tuned" in runs.columns else runs
+    tuned = tuned_only(runs)
     table = tuned.assign(run=tuned.optimizer + ", " + tuned.inputs, cell=tuned.apply(cell, axis=1))
     index = [c for c in ("model", "block", "role", "input_condition") if c in table.columns]
     wide = table.pivot_table(index=index, columns="run", values="cell", aggfunc="first", sort=False)
@@ -243,7 +248,7 @@ def pitfall_claims(runs: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
     def reached(frame: pd.DataFrame) -> str:
         return f"{(frame.status == 'reached').mean():.0%}" if len(frame) else "n/a"
 
-    tuned = runs[runs.tuned] if "tuned" in runs.columns else runs
+    tuned = tuned_only(runs)
     worst, best = tuned[tuned.role == ROLES[1]], tuned[tuned.role == ROLES[0]]
     raw_worst, raw_best = worst[worst.inputs == "raw"], best[best.inputs == "raw"]
     gap_worst, gap_best = median_gap(raw_worst), median_gap(raw_best)

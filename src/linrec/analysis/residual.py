@@ -56,7 +56,7 @@ def probe_sweep(
     """Both probes on ``blocks`` (all by default) of every model: ``probe_table``'s columns plus
     ``model`` and ``nonlinearity`` (1 - R²_lin on the probes' test rows); ``seeded``: seeded-poly's own settings
     (else ``config``). ``cache``: keep each model's table in the cache
-    (:func:`linrec.experiment.sweeps.cached_frames`; for measurements from the cache)."""
+    (:func:`linrec.experiment.results.cached_frames`; for measurements from the cache)."""
     tables = []
     for model, m in measurements.items():
 

@@ -110,11 +110,12 @@ def run_capture(
         handles.append(modules[b.output].register_forward_hook(make_hook(b)))
     device = input_device(model)
     extra = {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
+    columns = _columns(batches.seq_len, positions)
     bar = tqdm(total=batches.n_rows, unit="tok", desc="capture", disable=not progress)
     try:
         with torch.no_grad():
             for batch in batches.grouped(fold_of_sequence):
-                mask = batch.attention_mask.bool() & _columns(batch.attention_mask.shape[1], positions)
+                mask = batch.attention_mask.bool() & columns
                 state["mask"] = mask.reshape(-1)
                 state["seq"] = batch.seq_index
                 state["fold"] = fold_of_sequence[batch.seq_index][:, None].expand_as(mask).reshape(-1)[state["mask"]]

@@ -28,6 +28,7 @@ import torch
 
 from linrec.core.moments import BlockMoments, Moments, merge_folds
 from linrec.errors import LinrecError
+from linrec.models.loading import parse_dtype
 from linrec.stats import participation_ratio
 
 DEFAULT_RCOND = 1e-10
@@ -35,16 +36,6 @@ DEFAULT_RCOND = 1e-10
 LayerNorm null direction near 1e-14; genuine directions of trained models sit far above 1e-10)."""
 
 HALF_PRECISION = (torch.float16, torch.bfloat16)
-
-
-def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
-    """A torch dtype from itself or its name ("bfloat16", "torch.bfloat16")."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    found = getattr(torch, str(dtype).removeprefix("torch."), None)
-    if not isinstance(found, torch.dtype):
-        raise LinrecError(f"unknown dtype '{dtype}'")
-    return found
 
 
 def rcond_for(dtype: torch.dtype | str) -> float:
@@ -57,15 +48,16 @@ def rcond_for(dtype: torch.dtype | str) -> float:
     condition number set by rounding. eps² sits tens of times above that and, for a correlation spectrum
     whose largest eigenvalue is at least 1, below any direction the format can resolve anyway.
     """
-    return max(DEFAULT_RCOND, torch.finfo(as_dtype(dtype)).eps ** 2)
+    return max(DEFAULT_RCOND, torch.finfo(parse_dtype(dtype)).eps ** 2)
 
 
 def half_precision_note(dtype: torch.dtype | str) -> str | None:
     """What a 16-bit capture means for conditioning (None for 32 and 64 bits): said wherever it is used."""
-    if as_dtype(dtype) not in HALF_PRECISION:
+    dtype = parse_dtype(dtype)
+    if dtype not in HALF_PRECISION:
         return None
     return (
-        f"the activations were captured in {str(as_dtype(dtype)).removeprefix('torch.')}: rounding limits the input "
+        f"the activations were captured in {str(dtype).removeprefix('torch.')}: rounding limits the input "
         "condition numbers it can show (the null-direction cutoff follows the dtype, rcond_for), so blocks chosen "
         "or compared by conditioning are better measured from a float32 capture (--dtype float32)"
     )

@@ -141,11 +141,12 @@ class Measurement:
         (``rcond`` None: the capture dtype's cutoff, the stored table's)."""
         if self.kept_table is not None and rcond is None:
             return self.kept_table.copy()
-        return _labelled(report_table(recoverability(self.moments, rcond or self.rcond)), self.info)
+        return _labelled(report_table(recoverability(self.moments, self.rcond if rcond is None else rcond)), self.info)
 
     def fits(self, rcond: float | None = None) -> dict[int, AffineFit]:
         """The closed-form map of each block, fitted on all captured rows (for surgery)."""
-        return {b: fit_affine(merge_folds(self.moments[b]), rcond or self.rcond) for b in self.blocks}
+        rcond = self.rcond if rcond is None else rcond
+        return {b: fit_affine(merge_folds(self.moments[b]), rcond) for b in self.blocks}
 
 
 def write_frame(table: pd.DataFrame, path: Path) -> None:

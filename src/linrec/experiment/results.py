@@ -17,7 +17,7 @@ import pandas as pd
 from linrec.cache import build_entry, cache_dir, cache_key
 from linrec.experiment.measurement import Measurement, read_frame, write_frame
 
-FORMAT = 2  # keyed like the sweeps (2: probe tables with the captured share and convergence columns)
+FORMAT = 2  # 2: probe tables carry the captured share and convergence columns
 
 
 def measurement_identity(m: Measurement) -> dict[str, object]:

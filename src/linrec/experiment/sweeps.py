@@ -3,8 +3,8 @@
 The paper repeats its depth sweep on each corpus. Kept whole, the measurements behind it would be
 nine full entries at the paper's sizes (about 2 GB each); instead each (model, corpus) is captured
 once, its k-fold table cached (``keep="table"``), the sweeps run on the capture in memory, and
-their result tables cached beside it. A second run reads the tables and captures nothing, with
-or without a network.
+their result tables cached (:func:`linrec.experiment.results.cached_frames`). A second run reads the
+tables and captures nothing, with or without a network.
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from linrec.cache import build_entry, cache_dir, cache_key
-from linrec.experiment.measurement import entry_path, measurement, read_frame, write_frame
+from linrec.experiment.measurement import entry_path, measurement
 from linrec.experiment.profiles import Profile, get_profile
 from linrec.experiment.resolve import model_revision, profile_corpus
+from linrec.experiment.results import cached_frames
 from linrec.experiment.swaps import affine_swaps
 from linrec.interventions.probes import ProbeConfig, probe_table
-
-FORMAT = 2  # 2: probe tables gained the captured share and convergence columns
 
 
 def corpus_sweep(
@@ -39,25 +37,21 @@ def corpus_sweep(
     if not any(wanted.values()):
         return {}
     source = entry_path(profile, model, "final", profile_corpus(profile, corpus), model_revision(profile, model))
-    key = cache_key(
-        {
-            "format": FORMAT,
-            "measurement": source.name,
-            "probe": None if seeded_poly is None else asdict(seeded_poly),
-            "swap_tokens": swap_tokens,
-        }
-    )
-    path = cache_dir() / "sweeps" / f"{source.name}-{key}"
+    content = {
+        "measurement": source.name,
+        "probe": None if seeded_poly is None else asdict(seeded_poly),
+        "swap_tokens": swap_tokens,
+    }
 
-    def compute(tmp) -> None:
+    def compute() -> dict[str, pd.DataFrame]:
         keep = "samples" if seeded_poly is not None else "moments"
         m = measurement(profile, model, corpus=corpus, keep=keep, store="table", progress=progress)
+        tables = {}
         if seeded_poly is not None:
             table = probe_table(m.samples, m.moments, config=seeded_poly, progress=progress)
-            write_frame(table.assign(model=model, corpus=corpus), tmp / "probes.json")
+            tables["probes"] = table.assign(model=model, corpus=corpus)
         if swap_tokens is not None:
-            swaps = affine_swaps(profile, [m], corpus=corpus, max_tokens=swap_tokens, progress=progress)
-            write_frame(swaps, tmp / "swaps.json")
+            tables["swaps"] = affine_swaps(profile, [m], corpus=corpus, max_tokens=swap_tokens, progress=progress)
+        return tables
 
-    build_entry(path, compute)
-    return {name: read_frame(path / f"{name}.json") for name, on in wanted.items() if on}
+    return cached_frames("corpus", content, compute)

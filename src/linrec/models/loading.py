@@ -65,9 +65,13 @@ def pick_device(device: str | None = None) -> torch.device:
 
 
 def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
-    """A torch dtype from a name (None keeps the checkpoint's own, or float32)."""
+    """A torch dtype from a name, or from the ``str`` of one as a measurement records it ("torch.bfloat16");
+    None keeps the checkpoint's own, or float32."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
+    recorded = getattr(torch, dtype.removeprefix("torch."), None) if dtype.startswith("torch.") else None
+    if isinstance(recorded, torch.dtype):
+        return recorded
     if dtype not in DTYPES:
         raise LinrecError(f"unknown dtype '{dtype}'; choose one of {', '.join(DTYPES)}")
     return DTYPES[dtype]

@@ -12,6 +12,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from linrec.analysis.pitfall import tuned_only
 from linrec.plots._columns import require
 
 
@@ -19,16 +20,11 @@ def _gap(values: pd.Series, floor: float) -> pd.Series:
     return values.clip(lower=floor)
 
 
-def _tuned(frame: pd.DataFrame) -> pd.DataFrame:
-    """The tuned runs of a table that has every rate of the grid (all of one that has no ``tuned`` column)."""
-    return frame[frame.tuned] if "tuned" in frame.columns else frame
-
-
 def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1e-4) -> Figure:
     """Learning curves of the tuned baselines: gap to the ceiling against steps (top) and seconds
     (bottom), one column per (model, block)."""
     require(curves, ["model", "block", "optimizer", "inputs", "step", "seconds", "gap"], "the curve figure")
-    curves = _tuned(curves)
+    curves = tuned_only(curves)
     panels = list(dict.fromkeys(zip(curves.model, curves.block)))
     data = curves.assign(gap_shown=_gap(curves.gap, floor))
     fig, axes = plt.subplots(2, len(panels), figsize=(4.2 * len(panels), 7), squeeze=False, sharey=True)
@@ -63,7 +59,7 @@ def condition_figure(runs: pd.DataFrame, tolerance: float = 0.01, floor: float =
     """Final gap of the tuned runs to the ceiling against the block's input condition number, per optimiser and
     inputs."""
     require(runs, ["input_condition", "gap_final", "optimizer", "inputs"], "the condition figure")
-    tuned = _tuned(runs)
+    tuned = tuned_only(runs)
     data = tuned.assign(gap_shown=_gap(tuned.gap_final, floor))
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     sns.scatterplot(data=data, x="input_condition", y="gap_shown", hue="optimizer", style="inputs", s=70, ax=ax)
