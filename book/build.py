@@ -9,7 +9,8 @@ leaves it unchanged, so sync, commit, sync again is stable. Change sources, comm
 ``make notebooks`` and commit the notebooks; ``check-sync`` and ``check`` name a stale pin.
 ``execute`` runs those notebooks with papermill for one profile (with ``LINREC_PROGRESS=0``: no
 progress bars in the built pages), adding an "Open in Colab" button built from ``repository.url``
-in ``_config.yml``, and writes the executed chapters that ``_toc.yml`` lists. ``html`` renders them
+in ``_config.yml``, and writes the executed chapters that ``_toc.yml`` lists; on the offline and
+smoke profiles two chapters run at a time where there are two cores (``--jobs``). ``html`` renders them
 with Jupyter Book, warnings as errors. ``check`` verifies the result; ``screenshot`` photographs a
 page with headless Chromium.
 
@@ -20,12 +21,14 @@ page with headless Chromium.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import importlib.util
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -225,20 +228,111 @@ def assignments(pairs: list[str] | None, what: str) -> dict[str, object]:
     return out
 
 
+AFTER_THE_REST = ("10_paper_vs_run",)
+"""Chapters that read what the others recorded (the ledger): they start once every other chapter is done."""
+
+
+def default_jobs(profile: str) -> int:
+    """Chapters executed at a time: for the profiles of the project's small zoo models one per core, at most two
+    (each chapter computes on one thread, so two use two cores); one for hub-sized profiles, whose chapters each
+    hold several GB and share one GPU."""
+    from linrec.experiment.profiles import get_profile
+
+    return max(1, min(2, os.cpu_count() or 1)) if get_profile(profile).zoo is not None else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ChapterRun:
+    """One chapter for papermill: the notebook it reads, the YAML file of its parameters, where the result goes."""
+
+    stem: str
+    notebook: Path
+    parameters: Path
+    out: Path
+
+
+def _start(run: ChapterRun, kernel_name: str, progress_bar: bool) -> subprocess.Popen:
+    run.out.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
+    command = [
+        sys.executable, "-m", "papermill", str(run.notebook), str(run.out),
+        "-f", str(run.parameters), "-k", kernel_name, "--cwd", str(ROOT), "--log-level", "WARNING",
+        "--progress-bar" if progress_bar else "--no-progress-bar",
+    ]  # fmt: skip
+    # A session of its own: stopped as a group when the build stops, never by a Ctrl-C meant for the build.
+    return subprocess.Popen(command, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End a chapter's papermill process group (its kernel, in a session of its own, exits with its parent)."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _failure(run: ChapterRun, returncode: int) -> str:
+    """What stopped a chapter, read from its executed notebook: the first cell that raised."""
+    if run.out.exists():
+        for cell in nbformat.read(run.out, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    return (
+                        f"cell In [{cell.execution_count}] raised {output.ename}: {output.evalue}\n"
+                        f"(the executed notebook with the traceback: {run.out})"
+                    )
+    return f"papermill exited with status {returncode} before a cell raised; its messages are above"
+
+
+def run_chapters(runs: list[ChapterRun], kernel_name: str, jobs: int = 1, last: tuple[str, ...] = AFTER_THE_REST):
+    """Execute ``runs`` with papermill, ``jobs`` at a time (progress bars only for one at a time), in order but
+    for the ``last`` chapters, which start once all the others are done.
+
+    The first failure stops the build: chapters still running are stopped, queued ones never start, and the
+    error names the chapter and the cell. An interrupt stops every running chapter the same way.
+    """
+    queue = [r for r in runs if r.stem not in last] + [r for r in runs if r.stem in last]
+    live: dict[str, tuple[subprocess.Popen, float]] = {}
+    try:
+        while queue or live:
+            while queue and len(live) < max(1, jobs):
+                if queue[0].stem in last and any(stem not in last for stem in live):
+                    break
+                run = queue.pop(0)
+                print(f"[book] {run.stem}: started", flush=True)
+                live[run.stem] = (_start(run, kernel_name, progress_bar=jobs <= 1), time.perf_counter())
+            time.sleep(0.2)
+            for run in runs:
+                if run.stem not in live or (code := live[run.stem][0].poll()) is None:
+                    continue
+                start = live.pop(run.stem)[1]
+                if code != 0:
+                    raise BookError(f"{run.stem}: {_failure(run, code)}")
+                print(f"[book] {run.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
+    finally:
+        for proc, _ in live.values():
+            _stop(proc)
+
+
 def execute(
     profile: str,
     only: list[str] | None = None,
     fields: dict[str, object] | None = None,
     params: dict[str, object] | None = None,
     out_dir: Path = CHAPTERS,
+    jobs: int | None = None,
 ) -> None:
-    """Execute each chapter with papermill into ``out_dir`` (book/chapters/), failing on the first cell error.
+    """Execute each chapter with papermill into ``out_dir`` (book/chapters/), ``jobs`` at a time
+    (:func:`default_jobs`), stopping at the first cell error.
 
     ``fields`` change the profile's fields (passed as ``PROFILE = {"name": profile, **fields}``); ``params``
     set other parameters, each in the chapters whose parameters cell defines it.
     """
     import papermill
-    from papermill.exceptions import PapermillExecutionError
 
     chosen = [s for s in sources() if not only or s.stem in only]
     if only and len(chosen) != len(set(only)):
@@ -247,37 +341,37 @@ def execute(
     unknown = sorted(set(params or {}) - set().union(*declared.values()))
     if unknown:
         raise BookError(f"no chapter of {[s.stem for s in chosen]} has the parameters {unknown}")
+    if jobs is not None and jobs < 1:
+        raise BookError(f"--jobs must be at least 1, got {jobs}")
     name = kernel()
     os.environ["LINREC_PROGRESS"] = "0"  # the kernels papermill starts inherit it: no progress bars in the pages
     out_dir.mkdir(parents=True, exist_ok=True)
     prepare_models(profile)
-    for source in chosen:
-        nb = paired_notebook(source)
-        button = (
-            f"```{{button-link}} {colab_link(source.stem)}\n:color: primary\n:outline:\nOpen this chapter in Colab\n```"
-        )
-        nb.cells.insert(1, nbformat.v4.new_markdown_cell(button, id=f"{source.stem}-colab"))
-        out = out_dir / f"{source.stem}.ipynb"
-        start = time.perf_counter()
-        print(f"[book] {source.stem}: profile {profile}", flush=True)
-        try:
-            papermill.execute_notebook(
-                nb,
-                str(out),
-                parameters={
-                    "PROFILE": {"name": profile, **fields} if fields else profile,
-                    **{k: v for k, v in (params or {}).items() if k in declared[source.stem]},
-                },
-                kernel_name=name,
-                cwd=str(ROOT),
-                progress_bar=True,
+    jobs = jobs or default_jobs(profile)
+    print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)
+    with tempfile.TemporaryDirectory(prefix="linrec-book-") as tmp:
+        runs = []
+        for source in chosen:
+            nb = paired_notebook(source)
+            button = (
+                f"```{{button-link}} {colab_link(source.stem)}\n:color: primary\n:outline:\n"
+                "Open this chapter in Colab\n```"
             )
-        except PapermillExecutionError as err:
-            raise BookError(
-                f"{source.stem}: cell In [{err.exec_count}] raised {err.ename}: {err.evalue}\n"
-                f"(the executed notebook with the traceback: {out})"
-            ) from None
-        print(f"[book] {source.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
+            nb.cells.insert(1, nbformat.v4.new_markdown_cell(button, id=f"{source.stem}-colab"))
+            run = ChapterRun(
+                source.stem,
+                Path(tmp) / f"{source.stem}.ipynb",
+                Path(tmp) / f"{source.stem}.yml",
+                out_dir / f"{source.stem}.ipynb",
+            )
+            nbformat.write(nb, run.notebook)
+            parameters = {
+                "PROFILE": {"name": profile, **fields} if fields else profile,
+                **{k: v for k, v in (params or {}).items() if k in declared[source.stem]},
+            }
+            run.parameters.write_text(yaml.safe_dump(parameters))
+            runs.append(run)
+        run_chapters(runs, name, jobs)
 
 
 def vendor_mathjax() -> None:
@@ -440,6 +534,12 @@ def main(argv: list[str] | None = None) -> int:
             "--profile", default="offline", help="offline (default), smoke, paper or shapes (paper's sizes, no hub)"
         )
         p.add_argument("--only", nargs="+", metavar="NN_topic", help="execute only these chapters")
+        p.add_argument(
+            "--jobs",
+            type=int,
+            metavar="N",
+            help="chapters executed at a time (default: up to 2, one per core, for offline and smoke; 1 otherwise)",
+        )
         p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="change a profile field (repeatable)")
         p.add_argument(
             "--param", action="append", metavar="NAME=VALUE", help="set a chapter parameter where defined (repeatable)"
@@ -466,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
             raise BookError("stale notebooks:\n  " + "\n  ".join(problems))
         if args.step in ("execute", "all"):
             fields, params = assignments(args.set, "--set"), assignments(args.param, "--param")
-            execute(args.profile, args.only, fields, params, getattr(args, "out", CHAPTERS))
+            execute(args.profile, args.only, fields, params, getattr(args, "out", CHAPTERS), args.jobs)
         if args.step in ("html", "all"):
             html()
         if args.step == "check":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,5 +168,6 @@ def book_script(name: str):
     path = Path(__file__).resolve().parents[1] / "book" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"book_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # registered before it runs, as an import would (dataclasses look it up)
     spec.loader.exec_module(module)
     return module

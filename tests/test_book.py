@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import types
 import warnings
 from pathlib import Path
@@ -391,3 +392,81 @@ def test_execute_reads_assignments_as_yaml_and_refuses_undeclared_parameters(bui
         build.assignments(["eval_tokens"], "--set")
     with pytest.raises(build.BookError, match=r"no chapter of \['02_heterogeneity'\] has the parameters \['GRID'\]"):
         build.execute("smoke", ["02_heterogeneity"], params={"GRID": 1})
+
+
+def _chapter(build, tmp_path: Path, stem: str, body: str):
+    """A one-cell chapter for ``build.run_chapters`` whose parameter DIR is ``tmp_path``."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("DIR = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(body),
+    ]
+    run = build.ChapterRun(stem, tmp_path / f"{stem}.in.ipynb", tmp_path / f"{stem}.yml", tmp_path / f"{stem}.ipynb")
+    nbformat.write(nb, run.notebook)
+    run.parameters.write_text(f"DIR: {tmp_path}\n")
+    return run
+
+
+WAIT_FOR = """
+import pathlib, time
+d = pathlib.Path(DIR)
+(d / "{me}.started").touch()
+for _ in range(600):  # each waits for the other: only chapters running at the same time both finish
+    if (d / "{other}.started").exists():
+        break
+    time.sleep(0.1)
+else:
+    raise RuntimeError("{other} never ran beside {me}")
+(d / "{me}.done").touch()
+"""
+AFTER_BOTH = """
+import pathlib
+assert all((pathlib.Path(DIR) / f).exists() for f in ("01_a.done", "02_b.done")), "started before the rest ended"
+"""
+SLOW = """
+import os, pathlib, time
+(pathlib.Path(DIR) / "kernel.pid").write_text(str(os.getpid()))
+time.sleep(600)
+"""
+FAILS_BESIDE_SLOW = """
+import pathlib, time
+while not (pathlib.Path(DIR) / "kernel.pid").exists():
+    time.sleep(0.1)
+raise ValueError("planted")
+"""
+
+
+def _running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(build, tmp_path):
+    runs = [
+        _chapter(build, tmp_path, "98_last", AFTER_BOTH),
+        _chapter(build, tmp_path, "01_a", WAIT_FOR.format(me="01_a", other="02_b")),
+        _chapter(build, tmp_path, "02_b", WAIT_FOR.format(me="02_b", other="01_a")),
+    ]
+    build.run_chapters(runs, build.kernel(), jobs=2, last=("98_last",))
+    assert all(r.out.exists() for r in runs)
+
+
+def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(build, tmp_path):
+    slow = _chapter(build, tmp_path, "01_slow", SLOW)
+    bad = _chapter(build, tmp_path, "02_bad", FAILS_BESIDE_SLOW)
+    queued = _chapter(build, tmp_path, "03_queued", "open(DIR + '/ran', 'w')")
+    start = time.monotonic()
+    with pytest.raises(build.BookError, match=r"02_bad: cell In \[\d+\] raised ValueError: planted"):
+        build.run_chapters([slow, bad, queued], build.kernel(), jobs=2)
+    assert time.monotonic() - start < 120  # not the 600 s the slow chapter would take
+    pid = int((tmp_path / "kernel.pid").read_text())
+    deadline = time.monotonic() + 20
+    while _running(pid) and time.monotonic() < deadline:  # its kernel exits with its papermill process
+        time.sleep(0.2)
+    assert not _running(pid), f"the stopped chapter's kernel (pid {pid}) is still running"
+    assert not (tmp_path / "ran").exists()
