@@ -179,6 +179,7 @@ def page(results: dict[str, object]) -> str:
         "| CPU time (s) | wall (s) | second run offline | GPU time (s) |",
         "|---|---:|---:|---:|---:|---:|---|---|",
     ]
+    gpu = results["gpu"]
     for row in results["chapters"]:
         again = offline.get(row["chapter"])
         second = "not run" if again is None else ("works" if again["ok"] else "**fails**")
@@ -186,7 +187,7 @@ def page(results: dict[str, object]) -> str:
         lines.append(
             f"| {row['chapter']}{status} | {row['peak_rss_gb']:.2f} | {row['tree_rss_gb']:.2f} "
             f"| {row['cache_added_gb']:.2f} | {row['cpu_s']:.0f} | {row['wall_s']:.0f} | {second} "
-            f"| {'not measured (no GPU lent)' if results['gpu'] is None else results['gpu'].get(row['chapter'])} |"
+            f"| {'not measured (no GPU lent)' if gpu is None else gpu.get(row['chapter'], 'not run')} |"
         )
     lines += ["", *[f"- {note}" for note in results.get("notes", [])]]  # what the run itself could not say
     worst = max(r["peak_rss_gb"] for r in results["chapters"])

@@ -57,8 +57,8 @@ ch = chapter.start("04_bilinear", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
 MODELS = list(MODELS or profile.models)
-config = probe_config(profile.probe, seed=SEED, rank=RANK, steps=STEPS or 10 * profile.probe.steps)
-seeded_config = probe_config(profile.probe, seed=SEED, rank=RANK)
+config = probe_config(profile.probe, seed=SEED, rank=RANK, steps=STEPS or 10 * profile.probe.steps, device=profile.device)
+seeded_config = probe_config(profile.probe, seed=SEED, rank=RANK, device=profile.device)
 
 # %% [markdown]
 # ## The probe, exactly

@@ -82,7 +82,7 @@ table = m.table()
 r2_lin = dict(zip(table.block, table.r2_lin))
 net, tokenizer = load_profile_model(profile, MODEL, progress=ch.progress)
 evals = eval_batches(profile, tokenizer, net, EVAL_TOKENS)
-config = probe_config(profile.probe, seed=SEED)
+config = probe_config(profile.probe, seed=SEED, device=profile.device)
 sets = replacement_sets(m, KINDS, LOW_RANK, config)
 swaps = swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
 print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "

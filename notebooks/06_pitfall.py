@@ -49,7 +49,7 @@ profile = ch.profile
 PROFILE = profile.name
 MODELS = list(MODELS or profile.models)
 CURVE_MODEL = CURVE_MODEL or MODELS[0]
-config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS), tolerance=TOLERANCE)
+config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS, device=profile.device), tolerance=TOLERANCE)
 
 # %% [markdown]
 # ## Why a trained map can fall short

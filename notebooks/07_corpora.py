@@ -53,7 +53,7 @@ pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit
 # %%
 # The sweeps below (when on) run first: the one capture each needs also stores its table, so the
 # profiles next are read from the cache and no (model, corpus) is captured twice.
-config = probe_config(profile.probe, seed=SEED) if SEEDED_POLY else None
+config = probe_config(profile.probe, seed=SEED, device=profile.device) if SEEDED_POLY else None
 sweeps = [corpus_sweep(profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None,
                       progress=ch.progress) for m in MODELS for c in CORPORA]
 

@@ -127,3 +127,16 @@ def test_runs_over_blocks_and_curves():
     ):
         with pytest.raises(LinrecError, match=message):
             tuned_runs(planted_rows(0), **bad)
+
+
+def test_a_run_on_an_explicit_device_is_the_default_one():
+    rows, config = planted_rows(1, offset=3.0), replace(CONFIG, steps=50)
+    default, explicit = train_linear(rows, config=config), train_linear(rows, config=replace(config, device="cpu"))
+    assert default.log.r2.tolist() == explicit.log.r2.tolist() and default.val_r2 == explicit.val_r2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_runs_train_on_the_gpu_and_reach_the_ceiling_there_too():
+    for optimizer in ("sgd", "adam"):
+        best = tuned(tuned_runs(planted_rows(0), optimizer=optimizer, config=replace(CONFIG, device="cuda")))
+        assert best.status == "reached" and best.seconds_to_ceiling > 0, (optimizer, best.log.r2.iloc[-1])

@@ -22,6 +22,7 @@ from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import ProbeSettings
 from linrec.experiment.resolve import baseline_config
 from linrec.interventions.baseline import BaselineConfig, baseline_runs, summary
+from linrec.models.loading import pick_device
 
 FOLDS = 5
 
@@ -130,6 +131,8 @@ def test_baseline_config_takes_the_profile_budget():
     assert (config.steps, config.lr_adam, config.log_every, config.seed) == (20, 3e-3, 1, 2)
     assert baseline_config(ProbeSettings(steps=2000)).log_every == BaselineConfig.log_every
     assert baseline_config(ProbeSettings(), steps=40).steps == 40
+    assert baseline_config(ProbeSettings(), device="cpu").device == "cpu"
+    assert baseline_config(ProbeSettings()).device == str(pick_device(None))  # a profile's None: the best here
     with pytest.raises(LinrecError, match="at least 1"):
         baseline_config(ProbeSettings(), steps=0)
 

@@ -1,5 +1,7 @@
 """Bilinear probe and seeded-poly on planted targets; correlations against scipy."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 import torch
@@ -114,3 +116,19 @@ def test_gain_correlation_and_errors():
         correlation([1, 2, 3, 4], [1, 2, 3, 4], "kendall")
     with pytest.raises(LinrecError, match="columns: r2_lin, gain"):
         gain_correlation(table, "gain_seeded")
+
+
+def test_a_probe_trained_on_an_explicit_device_is_the_default_one_and_comes_back_home():
+    rows = planted("bilinear")
+    small = ProbeConfig(rank=4, steps=60, eval_every=10)
+    default, explicit = bilinear_probe(rows, config=small), bilinear_probe(rows, config=replace(small, device="cpu"))
+    assert (default.r2_poly, default.steps, default.best_step) == (explicit.r2_poly, explicit.steps, explicit.best_step)
+    assert explicit.probe.u.device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_probe_trains_on_the_gpu_and_agrees_with_the_cpu():
+    rows = planted("bilinear")
+    cpu, gpu = bilinear_probe(rows, config=FAST), bilinear_probe(rows, config=replace(FAST, device="cuda"))
+    assert gpu.probe.u.device.type == "cpu"  # handed back where the rows are
+    assert gpu.r2_poly >= 0.95 and gpu.r2_poly == pytest.approx(cpu.r2_poly, abs=0.02)

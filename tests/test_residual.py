@@ -24,6 +24,7 @@ from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import ProbeSettings, get_profile
 from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import ProbeConfig, bilinear_probe, probe_table, sample_rows
+from linrec.models.loading import pick_device
 from linrec.stats import captured_share
 
 N, D, FOLDS = 3000, 8, 5
@@ -101,6 +102,8 @@ def test_probe_config_takes_the_profile_budget():
     assert config.lr == ProbeConfig.lr  # the profile's lr is the Adam baseline's, not the probe's
     assert probe_config(ProbeSettings(steps=3000)).eval_every == ProbeConfig.eval_every
     assert probe_config(ProbeSettings(), rank=2, steps=5).rank == 2
+    assert probe_config(ProbeSettings(), device="cpu").device == "cpu"
+    assert probe_config(ProbeSettings()).device == str(pick_device(None))  # a profile's None: the best device here
     with pytest.raises(LinrecError, match="at least 1"):
         probe_config(ProbeSettings(), steps=0)
 

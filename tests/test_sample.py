@@ -92,3 +92,11 @@ def test_row_errors():
         RowSample(5).rows(0)
     with pytest.raises(LinrecError, match="validation fraction"):
         rows.holdout(1.5, 0)
+
+
+def test_rows_move_to_a_device_whole():
+    rows = Rows(torch.randn(6, 3), torch.randn(6, 2), torch.arange(6) % 2)
+    assert rows.to("cpu") is rows
+    moved = rows.to("meta")  # a device every torch has: shapes and dtypes without data
+    assert {t.device.type for t in (moved.x, moved.y, moved.fold)} == {"meta"}
+    assert (moved.x.shape, moved.fold.dtype) == (rows.x.shape, rows.fold.dtype)

@@ -72,7 +72,7 @@ def replacement_sets(
             if config is None:
                 raise LinrecError(
                     "a 'poly' replacement is trained: pass config="
-                    "linrec.interventions.probes.probe_config(profile.probe)"
+                    "linrec.experiment.resolve.probe_config(profile.probe, device=profile.device)"
                 )
             out[kind] = {b: seeded_poly(m.samples[b], m.moments[b], 0, config, b, rcond).probe for b in chosen}
         elif kind == "lowrank":

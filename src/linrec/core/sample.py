@@ -64,6 +64,13 @@ class Rows:
     def select(self, mask: torch.Tensor) -> Rows:
         return Rows(self.x[mask], self.y[mask], self.fold[mask])
 
+    def to(self, device: str | torch.device) -> Rows:
+        """These rows on ``device`` (the same object when they are there already)."""
+        device = torch.device(device)
+        if self.x.device == device:
+            return self
+        return Rows(self.x.to(device), self.y.to(device), self.fold.to(device))
+
     def split(self, test_fold: int) -> tuple[Rows, Rows]:
         """(training rows: every other fold, test rows: ``test_fold``)."""
         folds = sorted(self.fold.unique().tolist())

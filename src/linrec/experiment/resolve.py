@@ -17,7 +17,7 @@ from linrec.experiment.profiles import ProbeSettings, Profile, get_profile
 from linrec.hub import hub_offline, hub_reachable, resolve_revision
 from linrec.interventions.baseline import BaselineConfig
 from linrec.interventions.probes import ProbeConfig
-from linrec.models.loading import load_model, max_context
+from linrec.models.loading import load_model, max_context, pick_device
 from linrec.models.shapes import load_shaped
 from linrec.models.zoo import ensure_zoo_model
 
@@ -94,11 +94,21 @@ def profile_batches(
     )
 
 
+def training_device(device: str | None) -> str:
+    """Where probes and baselines train for a profile's ``device`` field: that device, or for None the best
+    available (:func:`linrec.models.loading.pick_device`), as the profile's captures do."""
+    return str(pick_device(device))
+
+
 def probe_config(
-    settings: ProbeSettings, seed: int = 0, rank: int | None = None, steps: int | None = None
+    settings: ProbeSettings,
+    seed: int = 0,
+    rank: int | None = None,
+    steps: int | None = None,
+    device: str | None = None,
 ) -> ProbeConfig:
     """A :class:`ProbeConfig` with a profile's rank and step budget (``profile.probe``; ``rank`` and
-    ``steps`` override them).
+    ``steps`` override them), training on :func:`training_device` of ``device`` (pass ``profile.device``).
 
     The learning rates stay :class:`ProbeConfig`'s (a profile's ``lr`` is the Adam baseline's:
     at 1e-3 the bilinear term barely moves within a few hundred steps). Validation runs every
@@ -109,12 +119,15 @@ def probe_config(
     steps = settings.steps if steps is None else steps
     if rank < 1 or steps < 1:
         raise LinrecError(f"rank and steps must be at least 1; got rank={rank}, steps={steps}")
-    return ProbeConfig(rank=rank, steps=steps, eval_every=max(1, min(ProbeConfig.eval_every, steps // 10)), seed=seed)
+    eval_every = max(1, min(ProbeConfig.eval_every, steps // 10))
+    return ProbeConfig(rank=rank, steps=steps, eval_every=eval_every, seed=seed, device=training_device(device))
 
 
-def baseline_config(settings: ProbeSettings, seed: int = 0, steps: int | None = None) -> BaselineConfig:
+def baseline_config(
+    settings: ProbeSettings, seed: int = 0, steps: int | None = None, device: str | None = None
+) -> BaselineConfig:
     """A :class:`BaselineConfig` with a profile's step budget (``steps`` overrides it) and Adam learning
-    rate (``profile.probe``).
+    rate (``profile.probe``), training on :func:`training_device` of ``device`` (pass ``profile.device``).
 
     The held-out R² is logged every ``log_every`` steps, or twenty times over a shorter budget.
     """
@@ -122,4 +135,6 @@ def baseline_config(settings: ProbeSettings, seed: int = 0, steps: int | None = 
     if steps < 1:
         raise LinrecError(f"steps must be at least 1; got {steps}")
     log_every = max(1, min(BaselineConfig.log_every, steps // 20))
-    return BaselineConfig(steps=steps, lr_adam=settings.lr, log_every=log_every, seed=seed)
+    return BaselineConfig(
+        steps=steps, lr_adam=settings.lr, log_every=log_every, seed=seed, device=training_device(device)
+    )

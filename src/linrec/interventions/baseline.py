@@ -21,11 +21,13 @@ short of the ceiling:
   fitting rows' statistics (:mod:`linrec.core.normalise`). The closed form is the same map in any
   of these coordinates, so what whitening closes was the conditioning's doing.
 
-Both optimisers decay their rate to 0 over the budget on a cosine (``schedule="cosine"``;
-``"constant"`` keeps it). Every ``log_every`` steps the held-out R² on the test rows is logged with
-the cumulative wall time of the training steps (evaluation not counted). A loss that becomes NaN or
-Inf stops the run, marked ``diverged``. :func:`baseline_config` takes a profile's step budget and Adam
-rate; :func:`baseline_runs` takes a :class:`~linrec.core.sample.RowSample` or a mapping block -> Rows.
+Runs train on ``BaselineConfig.device`` (a GPU where the profile has one). Both optimisers decay
+their rate to 0 over the budget on a cosine (``schedule="cosine"``; ``"constant"`` keeps it). Every
+``log_every`` steps the held-out R² on the test rows is logged with the cumulative wall time of the
+training steps (evaluation not counted; on a GPU, timed after the device has finished them). A
+loss that becomes NaN or Inf stops the run, marked ``diverged``. :func:`baseline_config` takes a
+profile's step budget and Adam rate; :func:`baseline_runs` takes a
+:class:`~linrec.core.sample.RowSample` or a mapping block -> Rows.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class BaselineConfig:
     log_every: int = 25
     tolerance: float = 0.01
     seed: int = 0
+    device: str | None = None  # where the maps train (None: where the rows are, the CPU for sampled rows)
 
 
 @dataclass
@@ -177,10 +180,13 @@ def _train(
         rms = (y - mean).pow(2).mean().sqrt().clamp(min=torch.finfo(torch.float32).tiny)
     else:
         mean, rms = torch.zeros(y.shape[1]), torch.ones(())
-    target = (y - mean) / rms
+    device = torch.device(config.device) if config.device is not None else y.device
+    target = ((y - mean) / rms).to(device)
+    x = {part: inputs.to(device) for part, inputs in split.x.items()}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        model = nn.Linear(split.fit.x.shape[1], split.fit.y.shape[1])
+        model = nn.Linear(split.fit.x.shape[1], split.fit.y.shape[1])  # initialised on the CPU: alike everywhere
+    model.to(device)
     if config.standardise_targets:
         nn.init.zeros_(model.bias)  # the training mean, in standardised units
     if optimizer == "sgd":
@@ -191,21 +197,26 @@ def _train(
 
     def score(part: str, truth: torch.Tensor) -> float:
         with torch.no_grad():
-            out = model(split.x[part])
+            out = model(x[part]).to(truth.device)
             return r2(truth, out * rms + mean)
+
+    def clock() -> float:  # a GPU runs steps asynchronously: wait for them before reading the time
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
 
     log = [{"step": 0, "seconds": 0.0, "r2": score("test", split.test.y)}]
     seconds, diverged = 0.0, False
     batches = minibatches(len(split.fit), config.batch_size, config.seed + 1)
     for step, idx in zip(range(1, config.steps + 1), batches, strict=False):
-        start = time.perf_counter()
-        loss = F.mse_loss(model(split.x["fit"][idx]), target[idx])
+        start, idx = clock(), idx.to(device)
+        loss = F.mse_loss(model(x["fit"][idx]), target[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         if sched is not None:
             sched.step()
-        seconds += time.perf_counter() - start
+        seconds += clock() - start
         if not torch.isfinite(loss):
             diverged = True
             break

@@ -30,11 +30,11 @@ rank r, composed with the standardisation (its linear and constant parts land in
 * :func:`seeded_poly`: A, a, U, V, P and g are all trained jointly, A and a from the closed
   form (at a smaller learning rate, ``lr_linear``), g from ``gate_init``.
 
-Both train with Adam on minibatches of the training split's rows (all folds but the test
-fold), minus a seeded random ``val_fraction`` of them used for early stopping (validation
-loss every ``eval_every`` steps from step 0; stop after ``patience`` checks without
-improvement; the best state is kept). Scores are on the test fold's rows. R²_lin for the
-gain is the closed-form map scored on the same test rows.
+Both train with Adam (on ``ProbeConfig.device``: a GPU where the profile has one) on minibatches
+of the training split's rows (all folds but the test fold), minus a seeded random ``val_fraction``
+of them used for early stopping (validation loss every ``eval_every`` steps from step 0; stop
+after ``patience`` checks without improvement; the best state is kept). Scores are on the test
+fold's rows. R²_lin for the gain is the closed-form map scored on the same test rows.
 
 :func:`probe_table` runs both probes on every block of a :class:`~linrec.core.sample.RowSample` or of
 a mapping block -> Rows (``Measurement.samples``); :func:`probe_config` takes a profile's rank
@@ -134,6 +134,7 @@ class ProbeConfig:
     eval_every: int = 25
     patience: int = 8
     seed: int = 0
+    device: str | None = None  # where the probe trains (None: where the rows are, the CPU for sampled rows)
 
 
 @dataclass
@@ -159,7 +160,12 @@ class ProbeResult:
 
 
 def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, train_linear: bool) -> tuple[int, int]:
-    """Adam on ``train`` with early stopping on ``val``; leaves ``probe`` at its best state. (steps, best step)"""
+    """Adam on ``train`` with early stopping on ``val``, on ``config.device``; leaves ``probe`` at its best state,
+    back on the device it came from. (steps, best step)"""
+    home = probe.mean_x.device
+    device = torch.device(config.device) if config.device is not None else train.x.device
+    probe.to(device)
+    train, val = train.to(device), val.to(device)
     probe.linear.requires_grad_(train_linear)
     bilinear = [probe.u, probe.v, probe.p, probe.gate]
     offset_lr = config.lr_linear if train_linear else config.lr
@@ -178,7 +184,7 @@ def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, t
     for step, idx in zip(
         range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False
     ):
-        loss = loss_of(train.select(idx))
+        loss = loss_of(train.select(idx.to(device)))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -192,6 +198,7 @@ def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, t
                     break
     probe.load_state_dict(best_state)
     probe.requires_grad_(False)
+    probe.to(home)
     return step, best_step
 
 
