@@ -129,13 +129,14 @@ class _Split:
     val: Rows
     test: Rows
     ceiling: float
-    x: dict[str, torch.Tensor]  # "fit" / "val" / "test" -> inputs in the arm's coordinates (float32)
+    x: dict[str, torch.Tensor]  # "fit" / "val" / "test" -> inputs in the arm's coordinates (float32, on the device)
     moments: Moments  # of the fitting rows, in those coordinates
 
 
-def _split(rows: Rows, test_fold: int, inputs: str, seed: int, rcond: float) -> _Split:
+def _split(rows: Rows, test_fold: int, inputs: str, config: BaselineConfig, rcond: float) -> _Split:
+    """The rows of one (block, inputs) for every run of the grid; inputs moved to ``config.device`` once."""
     train, test = rows.split(test_fold)
-    fit, val = train.holdout(VALIDATION, seed)
+    fit, val = train.holdout(VALIDATION, config.seed)
     moments = Moments.from_rows(fit.x, fit.y)
     ceiling = r2(test.y, fit_affine(moments, rcond)(test.x))
     x = {"fit": fit.x, "val": val.x, "test": test.x}
@@ -144,7 +145,8 @@ def _split(rows: Rows, test_fold: int, inputs: str, seed: int, rcond: float) -> 
         transform = input_transform(moments, kind, variance=1.0, keep_mean=False, rcond=rcond)
         x = {k: transform(v).float() for k, v in x.items()}
         moments = Moments.from_rows(x["fit"], fit.y)
-    return _Split(fit, val, test, ceiling, x, moments)
+    device = torch.device(config.device) if config.device is not None else rows.x.device
+    return _Split(fit, val, test, ceiling, {k: v.to(device) for k, v in x.items()}, moments)
 
 
 def base_lr(optimizer: str, moments: Moments, config: BaselineConfig) -> float:
@@ -167,7 +169,7 @@ def train_linear(
     """Train ``nn.Linear`` on the fitting rows at learning rate ``lr`` (None: the optimiser's base rate);
     log held-out R² against steps and time (see the module docstring)."""
     _check(optimizer, inputs, config)
-    return _train(_split(rows, test_fold, inputs, config.seed, rcond), optimizer, inputs, config, block, lr)
+    return _train(_split(rows, test_fold, inputs, config, rcond), optimizer, inputs, config, block, lr)
 
 
 def _train(
@@ -180,9 +182,9 @@ def _train(
         rms = (y - mean).pow(2).mean().sqrt().clamp(min=torch.finfo(torch.float32).tiny)
     else:
         mean, rms = torch.zeros(y.shape[1]), torch.ones(())
-    device = torch.device(config.device) if config.device is not None else y.device
+    x = split.x
+    device = x["fit"].device
     target = ((y - mean) / rms).to(device)
-    x = {part: inputs.to(device) for part, inputs in split.x.items()}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         model = nn.Linear(split.fit.x.shape[1], split.fit.y.shape[1])  # initialised on the CPU: alike everywhere
@@ -250,7 +252,7 @@ def tuned_runs(
 ) -> list[BaselineRun]:
     """One run per factor of ``config.lr_factors``; the one with the best final validation R² is marked ``tuned``."""
     _check(optimizer, inputs, config)
-    split = _split(rows, test_fold, inputs, config.seed, rcond)
+    split = _split(rows, test_fold, inputs, config, rcond)
     base = base_lr(optimizer, split.moments, config)
     runs = [_train(split, optimizer, inputs, config, block, base * f) for f in config.lr_factors]
     best = max(range(len(runs)), key=lambda i: runs[i].val_r2)
