@@ -191,3 +191,21 @@ def test_the_cache_key_holds_the_resolved_commit(tmp_path, monkeypatch):
     at = {rev: m.entry_path(paper, gpt2, "final", text, rev) for rev in (None, "a" * 40, "b" * 40)}
     assert len(set(at.values())) == 3
     assert m.entry_path(paper, gpt2, "final", text, "a" * 40) == at["a" * 40]
+
+
+def test_a_zoo_measurement_is_keyed_by_its_weights_not_by_where_the_cache_is(tmp_path, monkeypatch):
+    """Moving a cache keeps its measurements; a retrained zoo model (a new training key) does not."""
+    text, smoke = Corpus("toy", "prose", "fit", "eval", "test"), m.get_profile("smoke")
+    where = {}
+    monkeypatch.setattr(m, "zoo_model_path", lambda zoo, model, ckpt: where["cache"] / "zoo" / where["dir"] / ckpt)
+    names, weights = {}, {}
+    for cache in ("here", "moved"):
+        for trained in ("zoo-gpt2-1111", "zoo-gpt2-2222"):
+            where.update(cache=tmp_path / cache, dir=trained)
+            monkeypatch.setenv("LINREC_CACHE", str(tmp_path / cache))
+            names[cache, trained] = m.entry_path(smoke, "zoo-gpt2", "final", text).name
+            weights[cache, trained] = m.zoo_weights(smoke, "zoo-gpt2", "final")
+    assert names["here", "zoo-gpt2-1111"] == names["moved", "zoo-gpt2-1111"]
+    assert names["here", "zoo-gpt2-1111"] != names["here", "zoo-gpt2-2222"]
+    assert weights["moved", "zoo-gpt2-2222"] == "zoo-gpt2-2222/final"
+    assert m.zoo_weights(m.get_profile("paper"), "openai-community/gpt2", "final") is None

@@ -40,8 +40,9 @@ from linrec.experiment.profiles import Profile, get_profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 2
-"""Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``."""
+FORMAT = 3
+"""Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
+3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""
@@ -69,6 +70,7 @@ class MeasurementInfo:
     revision: str | None = None  # the hub commit the weights were loaded at (None: zoo, shaped, or unknown offline)
     bos: str = "no BOS"  # what each window starts with (linrec.data.tokens.bos_policy)
     corpus_source: str = ""  # where the text came from (a hub corpus names its dataset commit)
+    weights: str | None = None  # a zoo checkpoint as "<model directory, named by its training key>/<checkpoint>"
 
     @property
     def rows_per_fold(self) -> int:
@@ -183,13 +185,23 @@ def _kept(path: Path) -> int:
         return -1
 
 
+def zoo_weights(profile: Profile, model: str, checkpoint: str) -> str | None:
+    """Which trained weights a zoo model's checkpoint is (None outside a zoo profile): its model directory,
+    named by its training key, and the checkpoint's canonical name. Not the full path, so a cache that
+    is moved or copied to another ``LINREC_CACHE`` stays valid; a retrained zoo gets new keys."""
+    if profile.zoo is None:
+        return None
+    path = zoo_model_path(profile.zoo, model, profile.canonical_checkpoint(model, checkpoint))
+    return f"{path.parent.name}/{path.name}"
+
+
 def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revision: str | None = None) -> Path:
     """Where the measurement of ``model`` at ``checkpoint`` on ``text`` lives in the cache, keyed by everything
     that determines it: the checkpoint by its canonical name (Pythia's ``step143000`` is ``final``), a hub
     model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo model's
-    path (which carries its training key) and the corpus's sha256."""
+    weights (:func:`zoo_weights`) and the corpus's sha256."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
-    weights = str(zoo_model_path(profile.zoo, model, canonical)) if profile.zoo is not None else None
+    weights = zoo_weights(profile, model, canonical)
     key = cache_key(
         {
             "format": FORMAT,
@@ -304,6 +316,7 @@ def _capture(
         revision=revision,
         bos=bos_policy(tokenizer),
         corpus_source=text.source,
+        weights=zoo_weights(profile, model, checkpoint),
     )
     return Measurement(info, moments, samples)
 
