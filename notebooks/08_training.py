@@ -121,7 +121,7 @@ print(f"Profile '{PROFILE}': " + "; ".join(
 # with k-fold error bars; whether the block-to-block differences of the final model exist at
 # initialisation; and, for the zoo, how the changes line up with the fall of the held-out loss.
 #
-# **Cannot show.** The zoo's models train for minutes on a few million tokens with a cosine
+# **Cannot show.** The zoo's models train for minutes on about a million tokens with a cosine
 # schedule, so their "late training" is short and their checkpoints few; whether profiles keep
 # changing, settle or reverse over hundreds of billions of tokens is a question for Pythia's
 # checkpoints under the `paper` profile. One training run per architecture (plus one extra GPT-2

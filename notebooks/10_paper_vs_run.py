@@ -60,7 +60,7 @@ plt.show()
 # ## Why the numbers differ
 #
 # - **Models.** The paper measures 124–160M-parameter models trained on hundreds of billions of
-#   tokens. The offline zoo's models are a few million parameters, trained for minutes on a few
+#   tokens. The offline zoo's models are a few million parameters, trained for minutes on about a
 #   million tokens; the smoke zoo is smaller still and exists only to exercise the code.
 # - **Text.** WikiText-2 against Python's own docstrings, source code and Unicode records.
 # - **Rows.** The paper captures about 15–30k rows per block; each profile states its own count,
