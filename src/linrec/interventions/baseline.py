@@ -145,8 +145,7 @@ def _split(rows: Rows, test_fold: int, inputs: str, config: BaselineConfig, rcon
         transform = input_transform(moments, kind, variance=1.0, keep_mean=False, rcond=rcond)
         x = {k: transform(v).float() for k, v in x.items()}
         moments = Moments.from_rows(x["fit"], fit.y)
-    device = torch.device(config.device) if config.device is not None else rows.x.device
-    return _Split(fit, val, test, ceiling, {k: v.to(device) for k, v in x.items()}, moments)
+    return _Split(fit, val, test, ceiling, {k: v.to(config.device or v.device) for k, v in x.items()}, moments)
 
 
 def base_lr(optimizer: str, moments: Moments, config: BaselineConfig) -> float:
