@@ -27,14 +27,14 @@ import torch
 from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
 
 import linrec
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.core.fit import held_out
 from linrec.core.moments import Moments
 from linrec.core.planted import gelu_r2, recover_rows
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import profile_corpus
 from linrec.plots import depth, method
-from linrec.report import chapter
-from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"],
              positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_SEQUENCES", "SEQ_LEN"],

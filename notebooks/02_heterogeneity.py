@@ -23,12 +23,13 @@ from IPython.display import Markdown, display
 
 from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims
 from linrec.analysis.positions import position_effect
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import profile_corpus
 from linrec.experiment.swaps import affine_swaps
 from linrec.plots import depth
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
+from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], flag=["SWAP"], positive_int=["FIRST"],
              positive_int_or_none=["SWAP_TOKENS"], fraction=["HIGH", "LOW"], positive_number=["SIGMAS"])

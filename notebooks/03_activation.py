@@ -33,12 +33,13 @@ from linrec.analysis.activation import (
     predictor_table,
 )
 from linrec.analysis.depth import depth_summary, training_checkpoints
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import load_profile_model, profile_corpus
 from linrec.interventions.crossfeed import crossfeed_grid
 from linrec.plots import depth
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
+from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
              positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])

@@ -44,12 +44,13 @@ from linrec.analysis.residual import (
     residual_correlations,
     widest_gap,
 )
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config, profile_corpus
 from linrec.interventions.probes import gain_correlation
 from linrec.plots import residual as figures
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
+from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
              positive_int=["TOP_DIMS"], fraction=["FEW_POINTS", "LITTLE", "NEAR_LINEAR", "GAP"], positive_number=["LOW_RANK"])

@@ -33,13 +33,14 @@ from linrec.analysis.compression import (
     signal_correlation,
     swap_kinds,
 )
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import load_profile_model, probe_config
 from linrec.experiment.swaps import eval_batches
 from linrec.interventions.perplexity import compression_frontier
 from linrec.plots import compression as figures
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
+from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
              positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],

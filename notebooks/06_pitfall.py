@@ -35,12 +35,13 @@ from linrec.analysis.pitfall import (
     target_control,
     tuning_table,
 )
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import baseline_config, profile_corpus
 from linrec.interventions.baseline import VALIDATION
 from linrec.plots import pitfall as figures
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
+from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "OPTIMIZERS", "INPUTS"], name_or_none=["CURVE_MODEL"],
              positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])

@@ -19,12 +19,13 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 import pandas as pd
 
 from linrec.analysis.depth import corpus_summary, depth_table
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config, profile_corpus
 from linrec.experiment.sweeps import corpus_sweep
 from linrec.plots import depth
-from linrec.report import chapter, paper
-from linrec.report.params import check_params
+from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CORPORA"], flag_or_none=["SWAP", "SEEDED_POLY"],
              positive_int_or_none=["SWAP_TOKENS"])

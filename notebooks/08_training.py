@@ -20,11 +20,11 @@ import pandas as pd
 
 from linrec.analysis.activation import ACTIVATIONS, model_identity
 from linrec.analysis.depth import depth_table, drift_table, training_checkpoints, training_losses, training_summary
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import profile_corpus
 from linrec.plots import depth
-from linrec.report import chapter
-from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
              positive_number=["SIGMAS"])

@@ -27,6 +27,8 @@ import pandas as pd
 import linrec
 from linrec.analysis.advice import cost_table, replacement_candidates
 from linrec.bench import capture_overhead
+from linrec.book import chapter
+from linrec.book.params import check_params
 from linrec.cli import main as linrec_cli
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.interventions.perplexity import swap_deltas
@@ -35,8 +37,6 @@ from linrec.models.loading import max_context
 from linrec.models.shapes import save_shaped
 from linrec.models.zoo import ensure_zoo_model
 from linrec.plots.advice import candidates_figure
-from linrec.report import chapter
-from linrec.report.params import check_params
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], positive_int_or_none=["MAX_ROWS"],
              fraction=["MIN_R2", "MAX_STD"], positive_int=["TRY_BLOCKS"])

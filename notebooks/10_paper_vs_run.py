@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from linrec.analysis.depth import depth_table
+from linrec.book import chapter, ledger
 from linrec.experiment.measurement import measurement
 from linrec.plots.depth import heterogeneity_reference_figure
-from linrec.report import chapter, ledger
 from linrec.report.paper import CITATION, REPORTED
 
 ch = chapter.start("10_paper_vs_run", PROFILE)

@@ -1,5 +1,5 @@
-"""The book's helpers: profile resolution and provenance (linrec.report.chapter), and the build script
-(book/build.py)."""
+"""The book's runtime (linrec.book.chapter, linrec.book.provenance) and its build (linrec.book.notebooks, .execute,
+.check, driven by book/build.py)."""
 
 import dataclasses
 import importlib.metadata
@@ -18,17 +18,15 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import book_script
 from linrec import LinrecError
+from linrec.book import chapter as book
+from linrec.book import check, notebooks, provenance
+from linrec.book import execute as ex
+from linrec.book.layout import Book, BookError
 from linrec.errors import LinrecWarning
-from linrec.report import chapter as book
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def build():
-    return book_script("build")
+REPO = Book(ROOT)
 
 
 @pytest.fixture
@@ -62,14 +60,16 @@ def test_setup_seeds_torch_and_returns_the_profile(capsys):
 
 def test_digest_depends_on_values_dtype_and_shape_only():
     ids = torch.arange(6)
-    assert book.digest(ids) == book.digest(torch.arange(6)) == book.digest(ids.numpy())
-    assert book.digest(ids) != book.digest(ids.to(torch.int32))
-    assert book.digest(ids) != book.digest(ids.reshape(2, 3))
-    assert book.digest("text") == book.digest(b"text") != book.digest("texts")
+    assert provenance.digest(ids) == provenance.digest(torch.arange(6)) == provenance.digest(ids.numpy())
+    assert provenance.digest(ids) != provenance.digest(ids.to(torch.int32))
+    assert provenance.digest(ids) != provenance.digest(ids.reshape(2, 3))
+    assert provenance.digest("text") == provenance.digest(b"text") != provenance.digest("texts")
 
 
 def test_provenance_line_names_what_ran():
-    line = str(book.provenance("offline", models=["m1", "m2"], corpus="c", corpus_hash="abc", rows=12345, device="cpu"))
+    line = str(
+        provenance.provenance("offline", models=["m1", "m2"], corpus="c", corpus_hash="abc", rows=12345, device="cpu")
+    )
     for part in (
         "profile offline",
         "models m1, m2",
@@ -80,7 +80,7 @@ def test_provenance_line_names_what_ran():
         "wall ",
     ):
         assert part in line
-    assert "wall" not in str(book.provenance("offline", device="cpu", wall=False))
+    assert "wall" not in str(provenance.provenance("offline", device="cpu", wall=False))
 
 
 SOURCE = """# %% [markdown]
@@ -94,19 +94,19 @@ print(PROFILE)
 """
 
 
-def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(build, tmp_path):
+def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(tmp_path):
     source = tmp_path / "07_demo.py"
     source.write_text(SOURCE)
-    nb = build.paired_notebook(source)
-    slug, branch = build.repository()
+    nb = notebooks.paired_notebook(REPO, source)
+    slug, branch = notebooks.repository(REPO)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]
     assert f"git+https://github.com/{slug}@{{COMMIT}}" in nb.cells[1].source
     assert nb.cells[1].metadata["tags"] == ["hide-input"]
     assert nb.metadata["kernelspec"]["name"] == "python3"
-    assert nbformat.writes(nb) == nbformat.writes(build.paired_notebook(source))  # stable ids, no random ones
+    assert nbformat.writes(nb) == nbformat.writes(notebooks.paired_notebook(REPO, source))  # stable ids, no random ones
     nbformat.validate(nb)
     assert (
-        build.colab_link("07_demo")
+        notebooks.colab_link(REPO, "07_demo")
         == f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/07_demo.ipynb"
     )
 
@@ -118,32 +118,35 @@ def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(bui
         (SOURCE.replace(' tags=["parameters"]', ""), "tagged 'parameters'"),
     ],
 )
-def test_malformed_chapters_are_rejected_by_name(build, tmp_path, text, message):
+def test_malformed_chapters_are_rejected_by_name(tmp_path, text, message):
     source = tmp_path / "08_bad.py"
     source.write_text(text)
-    with pytest.raises(build.BookError, match=f"08_bad.py.*{message}"):
-        build.paired_notebook(source)
+    with pytest.raises(BookError, match=f"08_bad.py.*{message}"):
+        notebooks.paired_notebook(REPO, source)
 
 
-def test_only_github_repositories_can_be_opened_in_colab(build, tmp_path, monkeypatch):
+def test_only_github_repositories_can_be_opened_in_colab(tmp_path, monkeypatch):
     (tmp_path / "_config.yml").write_text("repository:\n  url: https://gitlab.com/a/b\n")
-    monkeypatch.setattr(build, "ROOT", tmp_path)
-    with pytest.raises(build.BookError, match="github.com/OWNER/NAME"):
-        build.repository()
+    with pytest.raises(BookError, match="github.com/OWNER/NAME"):
+        notebooks.repository(Book(tmp_path))
 
 
-def test_sync_writes_stale_notebooks_and_then_reports_none(build, tmp_path, monkeypatch):
-    monkeypatch.setattr(build, "NOTEBOOKS", tmp_path)
-    (tmp_path / "01_demo.py").write_text(SOURCE)
-    assert build.sync(write=False) == [tmp_path / "01_demo.ipynb"]
-    assert not (tmp_path / "01_demo.ipynb").exists()
-    assert build.sync() == [tmp_path / "01_demo.ipynb"]
-    assert build.sync(write=False) == []
-    (tmp_path / "01_demo.py").write_text(SOURCE.replace("print(PROFILE)", "print(1)"))
-    assert build.sync(write=False) == [tmp_path / "01_demo.ipynb"]
+def test_sync_writes_stale_notebooks_and_then_reports_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
+    monkeypatch.setattr(notebooks, "source_commit", lambda book: "a" * 40)
+    demo = Book(tmp_path)
+    demo.notebooks.mkdir()
+    (demo.notebooks / "01_demo.py").write_text(SOURCE)
+    target = demo.notebooks / "01_demo.ipynb"
+    assert notebooks.sync(demo, write=False) == [target]
+    assert not target.exists()
+    assert notebooks.sync(demo) == [target]
+    assert notebooks.sync(demo, write=False) == []
+    (demo.notebooks / "01_demo.py").write_text(SOURCE.replace("print(PROFILE)", "print(1)"))
+    assert notebooks.sync(demo, write=False) == [target]
 
 
-def test_error_outputs_are_found(build, tmp_path):
+def test_error_outputs_are_found(tmp_path):
     nb = nbformat.v4.new_notebook(
         cells=[
             nbformat.v4.new_code_cell(
@@ -160,7 +163,7 @@ def test_error_outputs_are_found(build, tmp_path):
     )
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps(nb))
-    problems = build._output_problems(path)
+    problems = check._output_problems(path)
     assert [p.split(": cell ")[1][0] for p in problems] == ["1", "2"]
 
 
@@ -178,10 +181,10 @@ NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?([^`>]+)>?`")
 OPTIONAL_FIGURES = {"fig-corpora-seeded-poly", "fig-corpora-swaps"}  # drawn only when their sweep is on
 
 
-def test_every_figure_is_captioned_named_and_referenced(build):
+def test_every_figure_is_captioned_named_and_referenced():
     names, referenced = [], set()
-    for source in build.sources():
-        for cell in build.paired_notebook(source).cells:
+    for source in notebooks.sources(REPO):
+        for cell in notebooks.paired_notebook(REPO, source).cells:
             figure = cell.metadata.get("mystnb", {}).get("figure")
             if cell.cell_type == "code" and FIGURE_CALL.search(cell.source):
                 assert figure and figure.get("caption") and figure.get("name", "").startswith("fig-"), (
@@ -203,43 +206,42 @@ def git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
 
 
-def test_the_install_cell_pins_the_last_commit_that_changed_the_sources(build):
-    pin = build.source_commit()
-    cell = build._install_cell().source
-    assert f'COMMIT = "{pin}"' in cell and build._PIN.search(cell).group(1) == pin
+def test_the_install_cell_pins_the_last_commit_that_changed_the_sources():
+    pin = notebooks.source_commit(REPO)
+    cell = notebooks._install_cell(REPO).source
+    assert f'COMMIT = "{pin}"' in cell and notebooks._PIN.search(cell).group(1) == pin
     git("merge-base", "--is-ancestor", pin, "HEAD")  # on this branch's history
-    sources = ["--", *build.PINNED_SOURCES]
+    sources = ["--", *notebooks.PINNED_SOURCES]
     assert git("diff", "--name-only", pin, "HEAD", *sources) == ""  # no source changed since
     assert git("diff", "--name-only", f"{pin}^", pin, *sources) != ""  # and the pinned commit changed one
 
 
-def test_committed_notebooks_pin_the_source_commit(build):
-    pins = {build.pinned_commit(s.with_suffix(".ipynb")) for s in build.sources()}
-    assert pins == {build.source_commit()}, "run `make notebooks` and commit"
+def test_committed_notebooks_pin_the_source_commit():
+    pins = {notebooks.pinned_commit(s.with_suffix(".ipynb")) for s in notebooks.sources(REPO)}
+    assert pins == {notebooks.source_commit(REPO)}, "run `make notebooks` and commit"
 
 
-def test_a_stale_pin_is_named_with_the_fix(build, tmp_path, monkeypatch):
-    monkeypatch.setattr(build, "NOTEBOOKS", tmp_path)
-    monkeypatch.setattr(build, "ROOT", tmp_path)
-    monkeypatch.setattr(build, "repository", lambda: ("owner/name", "main"))
-    (tmp_path / "01_demo.py").write_text(SOURCE)
-    monkeypatch.setattr(build, "source_commit", lambda: "a" * 40)
-    build.sync()
-    assert build.sync_problems() == []
-    monkeypatch.setattr(build, "source_commit", lambda: "b" * 40)
-    (problem,) = build.sync_problems()
+def test_a_stale_pin_is_named_with_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
+    demo = Book(tmp_path)
+    demo.notebooks.mkdir()
+    (demo.notebooks / "01_demo.py").write_text(SOURCE)
+    monkeypatch.setattr(notebooks, "source_commit", lambda book: "a" * 40)
+    notebooks.sync(demo)
+    assert notebooks.sync_problems(demo) == []
+    monkeypatch.setattr(notebooks, "source_commit", lambda book: "b" * 40)
+    (problem,) = notebooks.sync_problems(demo)
     assert "01_demo.ipynb installs linrec at aaaaaaaaaaaa" in problem and "bbbbbbbbbbbb" in problem
     assert "make notebooks" in problem
 
 
-def test_the_pin_needs_git_history(build, tmp_path, monkeypatch):
-    monkeypatch.setattr(build, "ROOT", tmp_path)  # no repository here
-    with pytest.raises(build.BookError, match="needs git and this repository's history"):
-        build.source_commit()
-    monkeypatch.setattr(build, "_git", lambda *args: "true")
-    build.source_commit.cache_clear()
-    with pytest.raises(build.BookError, match="git fetch --unshallow"):
-        build.source_commit()
+def test_the_pin_needs_git_history(tmp_path, monkeypatch):
+    elsewhere = Book(tmp_path)  # no repository here
+    with pytest.raises(BookError, match="needs git and this repository's history"):
+        notebooks.source_commit(elsewhere)
+    monkeypatch.setattr(notebooks, "_git", lambda *args: "true")
+    with pytest.raises(BookError, match="git fetch --unshallow"):
+        notebooks.source_commit(elsewhere)
 
 
 class FakeDistribution:
@@ -251,7 +253,7 @@ class FakeDistribution:
 
 
 @pytest.fixture
-def install_cell(build, monkeypatch):
+def install_cell(monkeypatch):
     """Run the install cell as Colab would, pip replaced by a recorder (set ``pip.fail`` to make it fail)."""
     calls = []
 
@@ -261,13 +263,13 @@ def install_cell(build, monkeypatch):
             raise subprocess.CalledProcessError(1, cmd, output="pip out", stderr="ERROR: no such commit")
 
     pip.fail, pip.calls = False, calls
-    source = build._install_cell().source
+    source = notebooks._install_cell(REPO).source
     monkeypatch.setattr(subprocess, "run", pip)
 
     def run():
         exec(compile(source, "install-cell", "exec"), {})
 
-    run.pip, run.commit = pip, build.source_commit()
+    run.pip, run.commit = pip, notebooks.source_commit(REPO)
     return run
 
 
@@ -342,7 +344,7 @@ def test_progress_bars_are_on_unless_the_build_turns_them_off(tmp_path, monkeypa
 
 
 def test_the_build_runs_chapters_without_progress_bars():
-    text = (ROOT / "book" / "build.py").read_text()
+    text = (ROOT / "src" / "linrec" / "book" / "execute.py").read_text()
     assert 'os.environ["LINREC_PROGRESS"] = "0"' in text
     chapters = "".join(p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")))
     assert "progress=False" not in chapters and "progress=ch.progress" in chapters
@@ -361,14 +363,14 @@ def test_provenance_names_commits_and_what_windows_start_with():
         dataclasses.replace(infos[1], revision="b" * 40),
         dataclasses.replace(infos[2], bos="<s> (id 1) at position 0 of every window"),
     ]
-    parts = book.measured_inputs(infos)
+    parts = provenance.measured_inputs(infos)
     assert parts == (
         f"weights openai-community/gpt2@{'a' * 12}, EleutherAI/pythia-160m step0@{'b' * 12}",
         f"data local@{'c' * 12}",
         "windows start: no BOS (openai-community/gpt2, EleutherAI/pythia-160m); "
         "<s> (id 1) at position 0 of every window (JackFram/llama-160m)",
     )
-    assert book.measured_inputs([]) == ()
+    assert provenance.measured_inputs([]) == ()
 
 
 def test_a_profile_dict_changes_fields_and_a_bad_one_fails_first(capsys):
@@ -382,27 +384,27 @@ def test_a_profile_dict_changes_fields_and_a_bad_one_fails_first(capsys):
         book.start("00_test", {"name": "smoke", "tokens": 1}, style=False)
 
 
-def test_execute_reads_assignments_as_yaml_and_refuses_undeclared_parameters(build):
-    assert build.assignments(["eval_tokens=4096", "probe={steps: 20}", "CHECKPOINTS=[step0, step1000]"], "--set") == {
+def test_execute_reads_assignments_as_yaml_and_refuses_undeclared_parameters():
+    assert ex.assignments(["eval_tokens=4096", "probe={steps: 20}", "CHECKPOINTS=[step0, step1000]"], "--set") == {
         "eval_tokens": 4096,
         "probe": {"steps": 20},
         "CHECKPOINTS": ["step0", "step1000"],
     }
-    with pytest.raises(build.BookError, match="'eval_tokens' is not NAME=VALUE"):
-        build.assignments(["eval_tokens"], "--set")
-    with pytest.raises(build.BookError, match=r"no chapter of \['02_heterogeneity'\] has the parameters \['GRID'\]"):
-        build.execute("smoke", ["02_heterogeneity"], params={"GRID": 1})
+    with pytest.raises(BookError, match="'eval_tokens' is not NAME=VALUE"):
+        ex.assignments(["eval_tokens"], "--set")
+    with pytest.raises(BookError, match=r"no chapter of \['02_heterogeneity'\] has the parameters \['GRID'\]"):
+        ex.execute(REPO, "smoke", ["02_heterogeneity"], params={"GRID": 1})
 
 
-def _chapter(build, tmp_path: Path, stem: str, body: str):
-    """A one-cell chapter for ``build.run_chapters`` whose parameter DIR is ``tmp_path``."""
+def _chapter(tmp_path: Path, stem: str, body: str):
+    """A one-cell chapter for ``run_chapters`` whose parameter DIR is ``tmp_path``."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [
         nbformat.v4.new_code_cell("DIR = None", metadata={"tags": ["parameters"]}),
         nbformat.v4.new_code_cell(body),
     ]
-    run = build.ChapterRun(stem, tmp_path / f"{stem}.in.ipynb", tmp_path / f"{stem}.yml", tmp_path / f"{stem}.ipynb")
+    run = ex.ChapterRun(stem, tmp_path / f"{stem}.in.ipynb", tmp_path / f"{stem}.yml", tmp_path / f"{stem}.ipynb")
     nbformat.write(nb, run.notebook)
     run.parameters.write_text(f"DIR: {tmp_path}\n")
     return run
@@ -446,23 +448,23 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(build, tmp_path):
+def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(tmp_path):
     runs = [
-        _chapter(build, tmp_path, "98_last", AFTER_BOTH),
-        _chapter(build, tmp_path, "01_a", WAIT_FOR.format(me="01_a", other="02_b")),
-        _chapter(build, tmp_path, "02_b", WAIT_FOR.format(me="02_b", other="01_a")),
+        _chapter(tmp_path, "98_last", AFTER_BOTH),
+        _chapter(tmp_path, "01_a", WAIT_FOR.format(me="01_a", other="02_b")),
+        _chapter(tmp_path, "02_b", WAIT_FOR.format(me="02_b", other="01_a")),
     ]
-    build.run_chapters(runs, build.kernel(), jobs=2, last=("98_last",))
+    ex.run_chapters(runs, ex.kernel(), jobs=2, last=("98_last",))
     assert all(r.out.exists() for r in runs)
 
 
-def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(build, tmp_path):
-    slow = _chapter(build, tmp_path, "01_slow", SLOW)
-    bad = _chapter(build, tmp_path, "02_bad", FAILS_BESIDE_SLOW)
-    queued = _chapter(build, tmp_path, "03_queued", "open(DIR + '/ran', 'w')")
+def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(tmp_path):
+    slow = _chapter(tmp_path, "01_slow", SLOW)
+    bad = _chapter(tmp_path, "02_bad", FAILS_BESIDE_SLOW)
+    queued = _chapter(tmp_path, "03_queued", "open(DIR + '/ran', 'w')")
     start = time.monotonic()
-    with pytest.raises(build.BookError, match=r"02_bad: cell In \[\d+\] raised ValueError: planted"):
-        build.run_chapters([slow, bad, queued], build.kernel(), jobs=2)
+    with pytest.raises(BookError, match=r"02_bad: cell In \[\d+\] raised ValueError: planted"):
+        ex.run_chapters([slow, bad, queued], ex.kernel(), jobs=2)
     assert time.monotonic() - start < 120  # not the 600 s the slow chapter would take
     pid = int((tmp_path / "kernel.pid").read_text())
     deadline = time.monotonic() + 20

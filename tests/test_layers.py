@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("linrec.report",)),
     ("analysis", ("linrec.analysis",)),
     ("plots", ("linrec.plots",)),
+    ("book", ("linrec.book",)),
     ("top", ("linrec.commands", "linrec.cli", "linrec.bench", "linrec.__main__", "linrec")),
 ]
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from linrec.book.params import RULES, check_params, require
 from linrec.errors import LinrecError
-from linrec.report.params import RULES, check_params, require
 
 CHAPTER_9 = Path(__file__).resolve().parents[1] / "notebooks" / "09_your_model.py"
 

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from linrec.report import chapter, ledger, paper
+from linrec.book import chapter, ledger
+from linrec.report import paper
 from linrec.report.claims import COLUMNS, Claim, Verdict, claims_table, verdict_sentence
 
 

@@ -1,1 +1,1 @@
-"""Reporting: the paper's reported values, claims with a fixed verdict vocabulary, the ledger, a chapter's run."""
+"""What the analyses report against: the paper's reported values, and claims with a fixed verdict vocabulary."""

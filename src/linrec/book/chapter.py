@@ -10,42 +10,30 @@ everywhere else), seeds torch and numpy, applies the book's plot style, restarts
 clock and prints a header; a profile sized for a GPU that is about to run on the CPU is warned about
 there, with the way to switch. ``Chapter.progress`` says whether long cells show progress bars: yes,
 unless ``$LINREC_PROGRESS`` is ``0`` (the book's build sets it, so the built pages stay free of bars).
-``provenance`` is the line a chapter ends with: profile, models, corpus and its hash, rows, device,
-library versions and wall time, so every figure can be traced to a run.
+``Chapter.provenance`` is the line a chapter ends with (:mod:`linrec.book.provenance`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
-import sys
-import time
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from importlib import metadata
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
+from linrec.book import ledger
+from linrec.book.provenance import Provenance, on_colab, provenance, restart_clock
 from linrec.errors import LinrecError, LinrecWarning
-from linrec.experiment.measurement import MeasurementInfo, forget_used, used_measurements
+from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
-from linrec.report import ledger
 from linrec.report.claims import verdict_sentence
 from linrec.report.paper import Reported
 
-_LIBRARIES = ("linrec", "torch", "transformers", "numpy", "pandas")
-_clock = {"start": time.perf_counter()}
 _YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def on_colab() -> bool:
-    """Whether this runs inside a Google Colab kernel."""
-    return "google.colab" in sys.modules
 
 
 def resolve_profile(profile: str | None) -> str:
@@ -99,118 +87,11 @@ def setup(profile: str | None = None, seed: int = 0, style: bool = True, **overr
         except ImportError as err:
             raise LinrecError("the book's figures need seaborn: pip install 'linrec[book]'") from err
         sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
-    _clock["start"] = time.perf_counter()
+    restart_clock()
     chosen_by = "given" if profile is not None else ("default on Colab" if on_colab() else "default off Colab")
     print(f"{provenance(resolved, wall=False)} | profile {chosen_by}, seed {seed}")
     warn_if_cpu(chosen)
     return resolved
-
-
-def digest(data: str | bytes | torch.Tensor | np.ndarray) -> str:
-    """A short, stable hash of a text, bytes or an array's values (its dtype and shape included)."""
-    if isinstance(data, str):
-        raw = data.encode("utf-8")
-    elif isinstance(data, bytes):
-        raw = data
-    else:
-        array = data.detach().cpu().numpy() if isinstance(data, torch.Tensor) else np.asarray(data)
-        array = np.ascontiguousarray(array)
-        raw = f"{array.dtype.str}{array.shape}".encode() + array.tobytes()
-    return hashlib.sha256(raw).hexdigest()[:12]
-
-
-def versions() -> dict[str, str]:
-    """Installed versions of python and the libraries a result depends on."""
-    found = {"python": platform.python_version()}
-    for name in _LIBRARIES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "absent"
-    return found
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """What a chapter ran: printed as one line, kept as fields for tables."""
-
-    profile: str
-    device: str
-    versions: dict[str, str]
-    models: tuple[str, ...] = ()
-    corpus: str | None = None
-    corpus_hash: str | None = None
-    rows: int | None = None
-    wall_s: float | None = None
-    colab: bool = field(default_factory=on_colab)
-    inputs: tuple[str, ...] = ()  # what the measurements ran on: resolved commits, what each window starts with
-
-    def __str__(self) -> str:
-        parts = [f"profile {self.profile}"]
-        if self.models:
-            parts.append("models " + ", ".join(self.models))
-        if self.corpus is not None:
-            parts.append(f"corpus {self.corpus}" + (f" (sha256 {self.corpus_hash})" if self.corpus_hash else ""))
-        if self.rows is not None:
-            parts.append(f"{self.rows:,} rows")
-        parts.extend(self.inputs)
-        parts.append(f"device {self.device}" + (" on Colab" if self.colab else ""))
-        parts.append(" ".join(f"{k} {v}" for k, v in self.versions.items()))
-        if self.wall_s is not None:
-            parts.append(f"wall {self.wall_s:.1f} s")
-        return " | ".join(parts)
-
-
-def _describe(device: torch.device) -> str:
-    if device.type == "cuda" and torch.cuda.is_available():
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    return str(device)
-
-
-def provenance(
-    profile: str,
-    *,
-    models: Sequence[str] = (),
-    corpus: str | None = None,
-    corpus_hash: str | None = None,
-    rows: int | None = None,
-    device: str | torch.device | None = None,
-    wall: bool = True,
-) -> Provenance:
-    """The provenance of this chapter's run so far (wall time counts from the last :func:`setup`)."""
-    return Provenance(
-        profile=profile,
-        device=_describe(torch.device(device) if device is not None else pick_device()),
-        versions=versions(),
-        models=tuple(models),
-        corpus=corpus,
-        corpus_hash=corpus_hash,
-        rows=rows,
-        wall_s=time.perf_counter() - _clock["start"] if wall else None,
-        inputs=measured_inputs(used_measurements()),
-    )
-
-
-def measured_inputs(infos: Sequence[MeasurementInfo]) -> tuple[str, ...]:
-    """Provenance parts for measurements: the commits hub weights and corpora resolved to, and each model's
-    first token of a window (its BOS policy), so that a rerun can tell whether it saw the same inputs."""
-    commits = [
-        f"{i.model}{'' if i.checkpoint == 'final' else ' ' + i.checkpoint}@{i.revision[:12]}"
-        for i in infos
-        if i.revision
-    ]
-    corpora = {i.corpus: i.corpus_source.rpartition("commit ")[2][:12] for i in infos if "commit " in i.corpus_source}
-    policies: dict[str, list[str]] = {}
-    for model, bos in dict.fromkeys((i.model, i.bos) for i in infos):
-        policies.setdefault(bos, []).append(model)
-    parts = []
-    if commits:
-        parts.append("weights " + ", ".join(dict.fromkeys(commits)))
-    if corpora:
-        parts.append("data " + ", ".join(f"{c}@{commit}" for c, commit in corpora.items()))
-    if policies:
-        parts.append("windows start: " + "; ".join(f"{bos} ({', '.join(models)})" for bos, models in policies.items()))
-    return tuple(parts)
 
 
 @dataclass(frozen=True)
@@ -226,7 +107,7 @@ class Chapter:
     def record(
         self, quantity: str | Reported, measured: object, *, paper: str = "", unit: str = "", note: str = ""
     ) -> dict:
-        """Add a headline number to the ledger the appendix reads (:func:`linrec.report.ledger.record`)."""
+        """Add a headline number to the ledger the appendix reads (:func:`linrec.book.ledger.record`)."""
         return ledger.record(self.profile.name, self.name, quantity, measured, paper=paper, unit=unit, note=note)
 
     def recorded(self) -> pd.DataFrame:
@@ -239,7 +120,7 @@ class Chapter:
         return verdict_sentence(self.profile.name, claims)
 
     def provenance(self, **details: object) -> Provenance:
-        """The chapter's provenance line so far (:func:`provenance`, with this profile)."""
+        """The chapter's provenance line so far (:func:`linrec.book.provenance.provenance`, with this profile)."""
         return provenance(self.profile.name, **details)
 
 

@@ -1,0 +1,93 @@
+"""What a built book must satisfy: notebooks in sync, every chapter in the TOC, executed without errors,
+rendered with a figure and its Colab link."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from linrec.book.layout import Book
+from linrec.book.notebooks import colab_link, sources, sync_problems
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "img" and a.get("src"):
+            self.images.append(a["src"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception): ", re.MULTILINE)
+
+
+def _output_problems(executed: Path) -> list[str]:
+    problems = []
+    nb = nbformat.read(executed, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            text = output.get("text", "") or "".join(
+                str(v) for k, v in output.get("data", {}).items() if k.startswith("text/")
+            )
+            if output.output_type == "error" or _TRACEBACK.search(text):
+                problems.append(f"{executed.name}: cell {i} has an error or traceback in its output")
+    return problems
+
+
+def _toc_files(node) -> list[str]:
+    if isinstance(node, dict):
+        return ([node["file"]] if "file" in node else []) + [f for v in node.values() for f in _toc_files(v)]
+    if isinstance(node, list):
+        return [f for v in node for f in _toc_files(v)]
+    return []
+
+
+def _toc_chapters(book: Book) -> list[str]:
+    files = _toc_files(yaml.safe_load((book.root / "_toc.yml").read_text()))
+    return [f.removeprefix("book/chapters/") for f in files if f.startswith("book/chapters/")]
+
+
+def toc_problems(book: Book) -> list[str]:
+    """Chapters missing from _toc.yml, and _toc.yml entries without a chapter source."""
+    stems, listed = [s.stem for s in sources(book)], _toc_chapters(book)
+    return [
+        f"notebooks/{s}.py is not listed in _toc.yml (add '- file: book/chapters/{s}')"
+        for s in stems
+        if s not in listed
+    ] + [f"_toc.yml lists book/chapters/{s} but there is no notebooks/{s}.py" for s in listed if s not in stems]
+
+
+def check(book: Book) -> list[str]:
+    """Everything wrong with the built book: stale notebooks or pins, TOC gaps, errors, missing figures or Colab
+    links."""
+    problems = sync_problems(book) + toc_problems(book)
+    stems = [s.stem for s in sources(book)]
+    for stem in stems:
+        executed, page = book.chapters / f"{stem}.ipynb", book.page(stem)
+        if not executed.exists() or not page.exists():
+            problems.append(f"{stem}: not built (run `make book`)")
+            continue
+        problems += _output_problems(executed)
+        text = page.read_text()
+        parsed = _Page()
+        parsed.feed(text)
+        figures = [s for s in parsed.images if "_images/" in s or s.startswith("data:image")]
+        if not figures:
+            problems.append(f"{page.relative_to(book.root)}: no figure")
+        if "Traceback (most recent call last)" in text or 'class="output traceback' in text:
+            problems.append(f"{page.relative_to(book.root)}: shows a traceback")
+        if colab_link(book, stem) not in parsed.links:
+            problems.append(f"{page.relative_to(book.root)}: no link to {colab_link(book, stem)}")
+        if not (book.notebooks / f"{stem}.ipynb").exists():
+            problems.append(f"notebooks/{stem}.ipynb, the Colab target, does not exist (run `make notebooks`)")
+    return problems

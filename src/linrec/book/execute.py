@@ -1,0 +1,217 @@
+"""Execute chapters with papermill for one profile, two at a time where the profile allows.
+
+:func:`execute` writes each chapter's notebook with an "Open in Colab" button and its parameters (the
+profile, or a dict changing its fields), trains the profile's zoo first, and runs the chapters with
+``LINREC_PROGRESS=0`` (no progress bars in the built pages). :func:`run_chapters` is the scheduler: each
+chapter a papermill process in a session of its own, the appendix after the rest, and the first failure
+stopping everything with the chapter and cell named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from linrec.book.layout import Book, BookError
+from linrec.book.notebooks import colab_link, paired_notebook, sources
+
+KERNEL = "linrec-venv"
+
+
+def kernel() -> str:
+    """Register (in this environment) a kernel that runs this very Python, and return its name."""
+    from ipykernel.kernelspec import install
+
+    install(kernel_name=KERNEL, display_name=f"linrec ({sys.prefix})", prefix=sys.prefix)
+    return KERNEL
+
+
+def prepare_models(profile: str) -> None:
+    """Train the profile's zoo up front, all models in parallel workers, if it is not cached yet.
+
+    Chapters would otherwise train each missing model on first use, one at a time.
+    """
+    from linrec.experiment.profiles import get_profile
+    from linrec.models.zoo import build_zoo
+
+    zoo = get_profile(profile).zoo
+    if zoo is not None:
+        start = time.perf_counter()
+        build_zoo(zoo, progress=True)
+        print(f"[book] zoo '{zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def assignments(pairs: list[str] | None, what: str) -> dict[str, object]:
+    """``NAME=VALUE`` pairs as a dict, each value read as YAML (``20`` an int, ``[a, b]`` a list, ``x`` a string)."""
+    out: dict[str, object] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BookError(f"{what} '{pair}' is not NAME=VALUE")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+AFTER_THE_REST = ("10_paper_vs_run",)
+"""Chapters that read what the others recorded (the ledger): they start once every other chapter is done."""
+
+
+def default_jobs(profile: str) -> int:
+    """Chapters executed at a time: for the profiles of the project's small zoo models one per core, at most two
+    (each chapter computes on one thread, so two use two cores); one for hub-sized profiles, whose chapters each
+    hold several GB and share one GPU."""
+    from linrec.experiment.profiles import get_profile
+
+    return max(1, min(2, os.cpu_count() or 1)) if get_profile(profile).zoo is not None else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ChapterRun:
+    """One chapter for papermill: the notebook it reads, the YAML file of its parameters, where the result goes."""
+
+    stem: str
+    notebook: Path
+    parameters: Path
+    out: Path
+
+
+def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | None) -> subprocess.Popen:
+    run.out.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
+    command = [
+        sys.executable, "-m", "papermill", str(run.notebook), str(run.out),
+        "-f", str(run.parameters), "-k", kernel_name, "--log-level", "WARNING",
+        "--progress-bar" if progress_bar else "--no-progress-bar",
+        *(["--cwd", str(cwd)] if cwd is not None else []),
+    ]  # fmt: skip
+    # A session of its own: stopped as a group when the build stops, never by a Ctrl-C meant for the build.
+    return subprocess.Popen(command, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End a chapter's papermill process group (its kernel, in a session of its own, exits with its parent)."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _failure(run: ChapterRun, returncode: int) -> str:
+    """What stopped a chapter, read from its executed notebook: the first cell that raised."""
+    if run.out.exists():
+        for cell in nbformat.read(run.out, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                if output.output_type == "error":
+                    return (
+                        f"cell In [{cell.execution_count}] raised {output.ename}: {output.evalue}\n"
+                        f"(the executed notebook with the traceback: {run.out})"
+                    )
+    return f"papermill exited with status {returncode} before a cell raised; its messages are above"
+
+
+def run_chapters(
+    runs: list[ChapterRun],
+    kernel_name: str,
+    jobs: int = 1,
+    last: tuple[str, ...] = AFTER_THE_REST,
+    cwd: Path | None = None,
+) -> None:
+    """Execute ``runs`` with papermill, ``jobs`` at a time (progress bars only for one at a time), in order but
+    for the ``last`` chapters, which start once all the others are done; each runs in ``cwd`` (papermill's
+    default when None).
+
+    The first failure stops the build: chapters still running are stopped, queued ones never start, and the
+    error names the chapter and the cell. An interrupt stops every running chapter the same way.
+    """
+    queue = [r for r in runs if r.stem not in last] + [r for r in runs if r.stem in last]
+    live: dict[str, tuple[subprocess.Popen, float]] = {}
+    try:
+        while queue or live:
+            while queue and len(live) < max(1, jobs):
+                if queue[0].stem in last and any(stem not in last for stem in live):
+                    break
+                run = queue.pop(0)
+                print(f"[book] {run.stem}: started", flush=True)
+                live[run.stem] = (_start(run, kernel_name, jobs <= 1, cwd), time.perf_counter())
+            time.sleep(0.2)
+            for run in runs:
+                if run.stem not in live or (code := live[run.stem][0].poll()) is None:
+                    continue
+                start = live.pop(run.stem)[1]
+                if code != 0:
+                    raise BookError(f"{run.stem}: {_failure(run, code)}")
+                print(f"[book] {run.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
+    finally:
+        for proc, _ in live.values():
+            _stop(proc)
+
+
+def execute(
+    book: Book,
+    profile: str,
+    only: list[str] | None = None,
+    fields: dict[str, object] | None = None,
+    params: dict[str, object] | None = None,
+    out_dir: Path | None = None,
+    jobs: int | None = None,
+) -> None:
+    """Execute each chapter of ``book`` with papermill into ``out_dir`` (default ``book.chapters``), ``jobs`` at a time
+    (:func:`default_jobs`), stopping at the first cell error.
+
+    ``fields`` change the profile's fields (passed as ``PROFILE = {"name": profile, **fields}``); ``params``
+    set other parameters, each in the chapters whose parameters cell defines it.
+    """
+    import papermill
+
+    chosen = [s for s in sources(book) if not only or s.stem in only]
+    if only and len(chosen) != len(set(only)):
+        raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources(book)]}")
+    declared = {s.stem: set(papermill.inspect_notebook(str(s.with_suffix(".ipynb")))) for s in chosen}
+    unknown = sorted(set(params or {}) - set().union(*declared.values()))
+    if unknown:
+        raise BookError(f"no chapter of {[s.stem for s in chosen]} has the parameters {unknown}")
+    if jobs is not None and jobs < 1:
+        raise BookError(f"--jobs must be at least 1, got {jobs}")
+    name = kernel()
+    os.environ["LINREC_PROGRESS"] = "0"  # the kernels papermill starts inherit it: no progress bars in the pages
+    out_dir = out_dir or book.chapters
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prepare_models(profile)
+    jobs = jobs or default_jobs(profile)
+    print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)
+    with tempfile.TemporaryDirectory(prefix="linrec-book-") as tmp:
+        runs = []
+        for source in chosen:
+            nb = paired_notebook(book, source)
+            button = (
+                f"```{{button-link}} {colab_link(book, source.stem)}\n:color: primary\n:outline:\n"
+                "Open this chapter in Colab\n```"
+            )
+            nb.cells.insert(1, nbformat.v4.new_markdown_cell(button, id=f"{source.stem}-colab"))
+            run = ChapterRun(
+                source.stem,
+                Path(tmp) / f"{source.stem}.ipynb",
+                Path(tmp) / f"{source.stem}.yml",
+                out_dir / f"{source.stem}.ipynb",
+            )
+            nbformat.write(nb, run.notebook)
+            parameters = {
+                "PROFILE": {"name": profile, **fields} if fields else profile,
+                **{k: v for k, v in (params or {}).items() if k in declared[source.stem]},
+            }
+            run.parameters.write_text(yaml.safe_dump(parameters))
+            runs.append(run)
+        run_chapters(runs, name, jobs, cwd=book.root)

@@ -1,0 +1,142 @@
+"""What ran where: the provenance line every chapter ends with, so each figure can be traced to a run.
+
+:func:`provenance` names the profile, models, corpus and its hash, rows, device, library versions and wall
+time (counted from the last :func:`restart_clock`, which a chapter's start calls), and, for cached
+measurements, the commits hub weights and corpora resolved to and what each window starts with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import numpy as np
+import torch
+
+from linrec.experiment.measurement import MeasurementInfo, used_measurements
+from linrec.models.loading import pick_device
+
+_LIBRARIES = ("linrec", "torch", "transformers", "numpy", "pandas")
+_clock = {"start": time.perf_counter()}
+
+
+def on_colab() -> bool:
+    """Whether this runs inside a Google Colab kernel."""
+    return "google.colab" in sys.modules
+
+
+def restart_clock() -> None:
+    """Count a chapter's wall time from now (its start calls this)."""
+    _clock["start"] = time.perf_counter()
+
+
+def digest(data: str | bytes | torch.Tensor | np.ndarray) -> str:
+    """A short, stable hash of a text, bytes or an array's values (its dtype and shape included)."""
+    if isinstance(data, str):
+        raw = data.encode("utf-8")
+    elif isinstance(data, bytes):
+        raw = data
+    else:
+        array = data.detach().cpu().numpy() if isinstance(data, torch.Tensor) else np.asarray(data)
+        array = np.ascontiguousarray(array)
+        raw = f"{array.dtype.str}{array.shape}".encode() + array.tobytes()
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of python and the libraries a result depends on."""
+    found = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "absent"
+    return found
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a chapter ran: printed as one line, kept as fields for tables."""
+
+    profile: str
+    device: str
+    versions: dict[str, str]
+    models: tuple[str, ...] = ()
+    corpus: str | None = None
+    corpus_hash: str | None = None
+    rows: int | None = None
+    wall_s: float | None = None
+    colab: bool = field(default_factory=on_colab)
+    inputs: tuple[str, ...] = ()  # what the measurements ran on: resolved commits, what each window starts with
+
+    def __str__(self) -> str:
+        parts = [f"profile {self.profile}"]
+        if self.models:
+            parts.append("models " + ", ".join(self.models))
+        if self.corpus is not None:
+            parts.append(f"corpus {self.corpus}" + (f" (sha256 {self.corpus_hash})" if self.corpus_hash else ""))
+        if self.rows is not None:
+            parts.append(f"{self.rows:,} rows")
+        parts.extend(self.inputs)
+        parts.append(f"device {self.device}" + (" on Colab" if self.colab else ""))
+        parts.append(" ".join(f"{k} {v}" for k, v in self.versions.items()))
+        if self.wall_s is not None:
+            parts.append(f"wall {self.wall_s:.1f} s")
+        return " | ".join(parts)
+
+
+def _describe(device: torch.device) -> str:
+    if device.type == "cuda" and torch.cuda.is_available():
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+def provenance(
+    profile: str,
+    *,
+    models: Sequence[str] = (),
+    corpus: str | None = None,
+    corpus_hash: str | None = None,
+    rows: int | None = None,
+    device: str | torch.device | None = None,
+    wall: bool = True,
+) -> Provenance:
+    """The provenance of this chapter's run so far (wall time counts from the last :func:`restart_clock`)."""
+    return Provenance(
+        profile=profile,
+        device=_describe(torch.device(device) if device is not None else pick_device()),
+        versions=versions(),
+        models=tuple(models),
+        corpus=corpus,
+        corpus_hash=corpus_hash,
+        rows=rows,
+        wall_s=time.perf_counter() - _clock["start"] if wall else None,
+        inputs=measured_inputs(used_measurements()),
+    )
+
+
+def measured_inputs(infos: Sequence[MeasurementInfo]) -> tuple[str, ...]:
+    """Provenance parts for measurements: the commits hub weights and corpora resolved to, and each model's
+    first token of a window (its BOS policy), so that a rerun can tell whether it saw the same inputs."""
+    commits = [
+        f"{i.model}{'' if i.checkpoint == 'final' else ' ' + i.checkpoint}@{i.revision[:12]}"
+        for i in infos
+        if i.revision
+    ]
+    corpora = {i.corpus: i.corpus_source.rpartition("commit ")[2][:12] for i in infos if "commit " in i.corpus_source}
+    policies: dict[str, list[str]] = {}
+    for model, bos in dict.fromkeys((i.model, i.bos) for i in infos):
+        policies.setdefault(bos, []).append(model)
+    parts = []
+    if commits:
+        parts.append("weights " + ", ".join(dict.fromkeys(commits)))
+    if corpora:
+        parts.append("data " + ", ".join(f"{c}@{commit}" for c, commit in corpora.items()))
+    if policies:
+        parts.append("windows start: " + "; ".join(f"{bos} ({', '.join(models)})" for bos, models in policies.items()))
+    return tuple(parts)
