@@ -1,12 +1,15 @@
-"""The package's layers: a module under src/linrec may import only from its own layer or the layers beneath it.
+"""The package's layers: a module under src/linrec may import only from its own layer or the layers beneath it,
+and no modules import each other, directly or through a chain, inside one layer or across.
 
 Every `import` counts, wherever it sits (module level, inside a function, under `if TYPE_CHECKING:`), because
-each one is a dependency the lower layer would then have on a higher one.
+each one is a dependency the lower layer would then have on a higher one, or one module on another that
+depends on it.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -86,6 +89,55 @@ def violations(src: Path) -> list[str]:
     return problems
 
 
+def import_graph(src: Path) -> dict[str, list[str]]:
+    """Each linrec module's direct imports of other linrec modules, every import counted as `violations` counts it.
+
+    An edge is an import written in the file. Python also runs every parent package's `__init__` before a
+    submodule, but those implicit runs are no edges: `linrec/__init__` imports most of the package, so with them
+    every module would sit in a cycle through `linrec` and the check would say nothing. An explicit import of a
+    package (`from linrec import __version__`, `from linrec.core import fit_affine`) is an edge to its
+    `__init__` like any other, so a module that `__init__` reaches and that imports the package back is a cycle,
+    which it really is: it would meet the package half initialised. (The layers already forbid `import linrec`
+    below the top; in the top layer `linrec.cli` imports `linrec`, which imports no command, so no cycle.)
+    A package `__init__` importing a name of its own (`from . import x`, x no submodule) is no edge.
+    """
+    modules = module_names(src)
+    return {
+        module: [t for t in dict.fromkeys(imported_modules(module, path, set(modules))) if t != module and t in modules]
+        for module, path in modules.items()
+    }
+
+
+def cycles(graph: dict[str, list[str]]) -> list[str]:
+    """Every import that closes a cycle, each shown as one shortest cycle through it, 'a -> b -> ... -> a'.
+
+    For an edge a -> b, a breadth-first search from b back to a finds the shortest way round; each cycle is
+    written from its alphabetically first module, so one cycle reached through each of its edges shows once.
+    """
+    found = set()
+    for start, targets in graph.items():
+        for target in targets:
+            previous = {target: None}
+            queue = deque([target])
+            while queue and start not in previous:
+                node = queue.popleft()
+                for following in graph.get(node, []):
+                    if following not in previous:
+                        previous[following] = node
+                        queue.append(following)
+            if start not in previous:
+                continue
+            path, node = [], start
+            while node is not None:
+                path.append(node)
+                node = previous[node]
+            ring = [start, *reversed(path[1:])]  # start -> target -> ... (the way back ends at start)
+            first = ring.index(min(ring))
+            ring = ring[first:] + ring[:first]
+            found.add(" -> ".join([*ring, ring[0]]))
+    return sorted(found)
+
+
 def test_every_module_has_a_layer():
     unlisted = [m for m in module_names(SRC) if layer_of(m) is None]
     assert not unlisted, f"add these modules to a layer in tests/test_layers.py: {unlisted}"
@@ -94,6 +146,11 @@ def test_every_module_has_a_layer():
 def test_no_import_points_up_the_layers():
     found = violations(SRC)
     assert not found, "imports that point up the layers:\n" + "\n".join(found)
+
+
+def test_no_modules_import_each_other():
+    found = cycles(import_graph(SRC))
+    assert not found, "modules that import each other (break each cycle at one of its imports):\n" + "\n".join(found)
 
 
 def _plant(root: Path, files: dict[str, str]) -> Path:
@@ -123,6 +180,61 @@ def test_checker_catches_a_planted_upward_import(tmp_path):
         "linrec.data.tokens -> linrec (layer top above data)",
         "linrec.data.tokens -> linrec.core.fit (layer core above data)",
     ]
+
+
+def test_checker_catches_planted_cycles(tmp_path):
+    src = _plant(
+        tmp_path,
+        {
+            # Through the package's __init__, which imports the module that imports the package.
+            "__init__.py": "from linrec.core.fit import solve\n__version__ = '0'\n",
+            "core/__init__.py": "",
+            # Two modules of one layer, one of the imports inside a function.
+            "core/fit.py": "from linrec import __version__\nfrom linrec.core import moments\n",
+            "core/moments.py": "import numpy\n\n\ndef f():\n    from .fit import solve\n",
+            # Across two layers, with an upward import.
+            "data/__init__.py": "",
+            "data/tokens.py": "import linrec.models.arch\n",
+            "models/__init__.py": "",
+            "models/arch.py": "from linrec.data import tokens\n",
+            # A chain of three, closed under TYPE_CHECKING.
+            "cli.py": "from linrec.commands import bench\n",
+            "commands/__init__.py": "",
+            "commands/bench.py": "from linrec.commands.args import positive_int\n",
+            "commands/args.py": (
+                "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from linrec.cli import main\n"
+            ),
+        },
+    )
+    assert cycles(import_graph(src)) == [
+        "linrec -> linrec.core.fit -> linrec",
+        "linrec.cli -> linrec.commands.bench -> linrec.commands.args -> linrec.cli",
+        "linrec.core.fit -> linrec.core.moments -> linrec.core.fit",
+        "linrec.data.tokens -> linrec.models.arch -> linrec.data.tokens",
+    ]
+
+
+def test_checker_passes_a_planted_acyclic_tree(tmp_path):
+    src = _plant(
+        tmp_path,
+        {
+            "__init__.py": "from linrec.core.fit import solve\n__version__ = '0'\n",
+            "errors.py": "class LinrecError(Exception):\n    pass\n",
+            # A package __init__ importing its own submodule, and a name of its own.
+            "core/__init__.py": "from linrec.core.fit import solve\nfrom . import solve as again\n",
+            # Two ways down to errors (directly and through moments): shared targets, no cycle.
+            "core/fit.py": "from linrec.errors import LinrecError\nfrom . import moments\nfrom ..data import tokens\n",
+            "core/moments.py": "from linrec.errors import LinrecError\n",
+            "data/__init__.py": "",
+            "data/tokens.py": "from linrec.errors import LinrecError\n",
+            # The top layer importing the package and, inside a function, its commands.
+            "cli.py": "from linrec import __version__\n\n\ndef main():\n    from linrec.commands import bench\n",
+            "commands/__init__.py": "",
+            "commands/bench.py": "from linrec.commands.args import positive_int\nfrom linrec.core import fit\n",
+            "commands/args.py": "from linrec.errors import LinrecError\n",
+        },
+    )
+    assert cycles(import_graph(src)) == [] and violations(src) == []
 
 
 @pytest.mark.parametrize(

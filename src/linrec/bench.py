@@ -1,4 +1,4 @@
-"""``linrec bench``: what the measurement costs on a GPT-2-small-sized model (random weights, no download).
+"""What the measurement costs on a GPT-2-small-sized model (random weights, no download); ``linrec bench`` prints it.
 
 Times, on the same batches (default 8 × 128 tokens): the bare full-model forward; forward +
 capture + float64 moments for all 12 blocks (the forward stops after block 11, so no LM head);
@@ -9,24 +9,26 @@ does not grow with the number of tokens.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import platform
 import resource
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
+from torch import nn
 
-from linrec.cli import HelpFormatter, check_output, positive_int, write_table
 from linrec.core.capture import MomentSink, run_capture
 from linrec.data.tokens import TokenBatches
 from linrec.models.arch import ffn_blocks
 from linrec.models.loading import pick_device
 
+if TYPE_CHECKING:
+    from transformers import GPT2LMHeadModel
 
-def gpt2_small(device: torch.device, seed: int = 0):
+
+def gpt2_small(device: torch.device, seed: int = 0) -> GPT2LMHeadModel:
     """A GPT-2-small-shaped causal LM (GPT2Config() defaults) with random weights."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -35,6 +37,7 @@ def gpt2_small(device: torch.device, seed: int = 0):
 
 
 def random_batches(n_tokens: int, batch_size: int, seq_len: int, vocab: int, seed: int = 0) -> TokenBatches:
+    """Uniformly random token ids, ``n_tokens`` rounded up to whole sequences of ``seq_len``: timing needs no text."""
     n_seq = -(-n_tokens // seq_len)
     ids = torch.randint(0, vocab, (n_seq, seq_len), generator=torch.Generator().manual_seed(seed))
     return TokenBatches(ids, torch.ones_like(ids), batch_size)
@@ -102,7 +105,7 @@ def peak_memory(n_tokens: int, batch_size: int, seq_len: int, device: torch.devi
     return peak
 
 
-def capture_overhead(model, batches: TokenBatches, repeats: int = 2) -> dict[str, float]:
+def capture_overhead(model: nn.Module, batches: TokenBatches, repeats: int = 2) -> dict[str, float]:
     """Seconds (best of ``repeats``) of the bare full forward and of forward + capture + moments, on ``batches``."""
     dev = next(model.parameters()).device
     extra = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
@@ -175,41 +178,3 @@ def run_bench(
     table["device"] = machine
     table["tokens_timed"] = tokens
     return table
-
-
-def _token_counts(value: str) -> tuple[int, ...]:
-    """argparse type: comma-separated positive token counts."""
-    return tuple(positive_int(v.strip()) for v in value.split(",") if v.strip())
-
-
-def add_cli(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="time capture + moments against the bare forward on a GPT-2-small-sized model",
-        formatter_class=HelpFormatter,
-    )
-    p.add_argument("--device", help="cuda, mps or cpu (default: first available)")
-    p.add_argument("--batches", type=positive_int, default=6, help="batches timed")
-    p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per batch")
-    p.add_argument("--seq-len", type=positive_int, default=128, help="tokens per sequence")
-    p.add_argument(
-        "--peak-tokens", type=_token_counts, default="20000,200000", help="token counts for the peak-memory runs"
-    )
-    p.add_argument("--out", type=Path, help="also write the table to this .csv or .json file (checked before timing)")
-    p.set_defaults(handler=_bench)
-
-
-def _bench(args: argparse.Namespace) -> int:
-    if args.out is not None:
-        check_output(args.out)
-    peaks = args.peak_tokens
-    table = run_bench(args.device, args.batches, args.batch_size, args.seq_len, peaks)
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    growth = table[table.unit == "MiB"].value
-    if len(growth) >= 2:
-        print(
-            f"peak memory growth {peaks[0]} -> {peaks[-1]} tokens: {100 * (growth.iloc[-1] / growth.iloc[0] - 1):+.1f}%"
-        )
-    if args.out is not None:
-        write_table(table, args.out)
-    return 0
