@@ -480,7 +480,4 @@ pd.DataFrame({
 # ## Provenance
 
 # %%
-print(ch.provenance(models=[f"random-init GPT-2 ({TINY_LAYERS}x{TINY_WIDTH})", trained_name],
-                      corpus=corpus.name,
-                      corpus_hash=corpus.sha256[:12], rows=trained_run.info.rows,
-                      device=trained_run.info.device))
+print(ch.provenance())

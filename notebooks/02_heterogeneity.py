@@ -26,7 +26,6 @@ from linrec.analysis.positions import position_effect
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import profile_corpus
 from linrec.experiment.swaps import affine_swaps
 from linrec.plots import depth
 from linrec.report import paper
@@ -250,6 +249,4 @@ if SWAP:
 # ## Provenance
 
 # %%
-corpus = profile_corpus(profile)
-print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
-                      device=info.device))
+print(ch.provenance())

@@ -36,7 +36,7 @@ from linrec.analysis.depth import depth_summary, training_checkpoints
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import load_profile_model, profile_corpus
+from linrec.experiment.resolve import load_profile_model
 from linrec.interventions.crossfeed import crossfeed_grid
 from linrec.plots import depth
 from linrec.report import paper
@@ -352,7 +352,4 @@ display(trained_blocks.pivot(index="block", columns="model", values="input_rms")
 # ## Provenance
 
 # %%
-corpus = profile_corpus(profile)
-info = measured[(MODELS[0], "final")].info
-print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
-                      device=info.device))
+print(ch.provenance())

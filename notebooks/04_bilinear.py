@@ -47,7 +47,7 @@ from linrec.analysis.residual import (
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import probe_config, profile_corpus
+from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import gain_correlation
 from linrec.plots import residual as figures
 from linrec.report import paper
@@ -421,6 +421,4 @@ pd.DataFrame({"original outputs": [before.r2_lin, before.r2_feature_median, befo
 # ## Provenance
 
 # %%
-corpus = profile_corpus(profile)
-print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
-                      device=info.device))
+print(ch.provenance())

@@ -294,6 +294,4 @@ pd.DataFrame({"FFN numbers": [n_stored(gpt2_mlp), n_stored(llama_mlp)],
 # ## Provenance
 
 # %%
-print(ch.provenance(models=SIGNAL_MODELS if MODEL in SIGNAL_MODELS else [MODEL, *SIGNAL_MODELS],
-                      corpus=m.info.corpus, corpus_hash=m.info.corpus_sha256[:12], rows=m.info.rows,
-                      device=next(net.parameters()).device))
+print(ch.provenance())

@@ -38,7 +38,7 @@ from linrec.analysis.pitfall import (
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import baseline_config, profile_corpus
+from linrec.experiment.resolve import baseline_config
 from linrec.interventions.baseline import VALIDATION
 from linrec.plots import pitfall as figures
 from linrec.report import paper
@@ -295,7 +295,4 @@ pd.DataFrame(sweep)
 # ## Provenance
 
 # %%
-corpus = profile_corpus(profile)
-info = next(iter(measured.values())).info
-print(ch.provenance(models=MODELS, corpus=corpus.name, corpus_hash=corpus.sha256[:12], rows=info.rows,
-                      device=info.device))
+print(ch.provenance())

@@ -183,7 +183,4 @@ display(departure.assign(departs=departure.idxmax(axis=1)))
 # ## Provenance
 
 # %%
-info = next(iter(measured.values())).info
-print(ch.provenance(models=MODELS, corpus=", ".join(CORPORA),
-                      corpus_hash=", ".join(corpora[c].sha256[:12] for c in CORPORA), rows=info.rows,
-                      device=info.device))
+print(ch.provenance())

@@ -23,7 +23,6 @@ from linrec.analysis.depth import depth_table, drift_table, training_checkpoints
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import profile_corpus
 from linrec.plots import depth
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
@@ -172,7 +171,4 @@ display(table.groupby(["model", "block"]).apply(overshoots).groupby("model").sum
 # ## Provenance
 
 # %%
-corpus = profile_corpus(profile)
-info = measured[0].info
-print(ch.provenance(models=[f"{m} ({len(schedule[m])} checkpoints)" for m in MODELS], corpus=corpus.name,
-                      corpus_hash=corpus.sha256[:12], rows=info.rows, device=info.device))
+print(ch.provenance())

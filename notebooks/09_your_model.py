@@ -189,5 +189,4 @@ cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / 
 # :::
 
 # %%
-print(ch.provenance(models=[name], corpus=corpus.name, corpus_hash=corpus.sha256[:12],
-                      rows=batches.n_rows, device=next(model.parameters()).device))
+print(ch.provenance())

@@ -76,4 +76,4 @@ plt.show()
 
 # %%
 print(CITATION)
-print(ch.provenance(models=list(profile.models)))
+print(ch.provenance())

@@ -66,21 +66,30 @@ def test_digest_depends_on_values_dtype_and_shape_only():
     assert provenance.digest("text") == provenance.digest(b"text") != provenance.digest("texts")
 
 
-def test_provenance_line_names_what_ran():
-    line = str(
-        provenance.provenance("offline", models=["m1", "m2"], corpus="c", corpus_hash="abc", rows=12345, device="cpu")
-    )
+def test_provenance_line_names_what_the_chapter_measured(monkeypatch):
+    from conftest import measurement_info
+
+    infos = [
+        dataclasses.replace(measurement_info("m1", rows=12345), corpus_sha256="abc" + "0" * 61, device="cpu"),
+        *(dataclasses.replace(measurement_info("m2", c, rows=12345), device="cpu") for c in ("step0", "step9")),
+    ]
+    monkeypatch.setattr(provenance, "used_measurements", lambda: infos)
+    line = str(provenance.provenance("offline"))
     for part in (
         "profile offline",
-        "models m1, m2",
-        "corpus c (sha256 abc)",
+        "models m1, m2 (2 checkpoints)",
+        "corpus local (sha256 abc000000000)",
         "12,345 rows",
         "device cpu",
         f"torch {torch.__version__}",
         "wall ",
     ):
         assert part in line
-    assert "wall" not in str(provenance.provenance("offline", device="cpu", wall=False))
+    assert "wall" not in str(provenance.provenance("offline", wall=False))
+    monkeypatch.setattr(provenance, "used_measurements", lambda: infos[1:2])
+    assert "models m2 step0 |" in str(provenance.provenance("offline"))
+    monkeypatch.setattr(provenance, "used_measurements", list)
+    assert "models" not in str(provenance.provenance("offline")) and "rows" not in str(provenance.provenance("offline"))
 
 
 SOURCE = """# %% [markdown]

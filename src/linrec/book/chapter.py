@@ -119,9 +119,9 @@ class Chapter:
         """The one-sentence verdict over a claims table (:func:`linrec.report.claims.verdict_sentence`)."""
         return verdict_sentence(self.profile.name, claims)
 
-    def provenance(self, **details: object) -> Provenance:
-        """The chapter's provenance line so far (:func:`linrec.book.provenance.provenance`, with this profile)."""
-        return provenance(self.profile.name, **details)
+    def provenance(self) -> Provenance:
+        """The chapter's provenance line so far, from what it measured (:func:`linrec.book.provenance.provenance`)."""
+        return provenance(self.profile.name)
 
 
 def start(

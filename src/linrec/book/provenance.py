@@ -96,28 +96,35 @@ def _describe(device: torch.device) -> str:
     return str(device)
 
 
-def provenance(
-    profile: str,
-    *,
-    models: Sequence[str] = (),
-    corpus: str | None = None,
-    corpus_hash: str | None = None,
-    rows: int | None = None,
-    device: str | torch.device | None = None,
-    wall: bool = True,
-) -> Provenance:
-    """The provenance of this chapter's run so far (wall time counts from the last :func:`restart_clock`)."""
+def provenance(profile: str, *, wall: bool = True) -> Provenance:
+    """The provenance of this chapter's run so far, read from the measurements it used
+    (:func:`~linrec.experiment.measurement.used_measurements`): models and checkpoints, corpora and their
+    hashes, rows per block, the capture device (the default device when none was used), and the wall time
+    since the last :func:`restart_clock`."""
+    infos = used_measurements()
+    checkpoints: dict[str, dict[str, None]] = {}
+    for info in infos:
+        checkpoints.setdefault(info.model, {})[info.checkpoint] = None
+    models = tuple(_model_label(model, list(names)) for model, names in checkpoints.items())
+    devices = list(dict.fromkeys(info.device for info in infos))
+    rows = {info.rows for info in infos}
     return Provenance(
         profile=profile,
-        device=_describe(torch.device(device) if device is not None else pick_device()),
+        device=_describe(torch.device(devices[0]) if len(devices) == 1 else pick_device()),
         versions=versions(),
-        models=tuple(models),
-        corpus=corpus,
-        corpus_hash=corpus_hash,
-        rows=rows,
+        models=models,
+        corpus=", ".join(dict.fromkeys(info.corpus for info in infos)) or None,
+        corpus_hash=", ".join(dict.fromkeys(info.corpus_sha256[:12] for info in infos if info.corpus_sha256)) or None,
+        rows=rows.pop() if len(rows) == 1 else None,
         wall_s=time.perf_counter() - _clock["start"] if wall else None,
-        inputs=measured_inputs(used_measurements()),
+        inputs=measured_inputs(infos),
     )
+
+
+def _model_label(model: str, checkpoints: list[str]) -> str:
+    if checkpoints == ["final"]:
+        return model
+    return f"{model} {checkpoints[0]}" if len(checkpoints) == 1 else f"{model} ({len(checkpoints)} checkpoints)"
 
 
 def measured_inputs(infos: Sequence[MeasurementInfo]) -> tuple[str, ...]:
