@@ -162,7 +162,7 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
 
     from conftest import measurement_info
     from linrec.core.sample import Rows
-    from linrec.data.corpora import Corpus
+    from linrec.data.corpus import Corpus
     from linrec.experiment import measurement as m
 
     g = torch.Generator().manual_seed(0)

@@ -11,7 +11,7 @@ import torch
 from conftest import measurement_info
 from linrec.core.fit import recoverability, report_table
 from linrec.core.sample import Rows
-from linrec.data.corpora import Corpus
+from linrec.data.corpus import Corpus
 from linrec.errors import LinrecError
 from linrec.experiment import measurement as m
 

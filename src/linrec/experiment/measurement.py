@@ -33,7 +33,7 @@ from linrec.core.capture import capture_moments
 from linrec.core.fit import AffineFit, fit_affine, rcond_for, recoverability, report_table
 from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
 from linrec.core.sample import Rows, capture_with_sample, load_rows, save_rows
-from linrec.data.corpora import Corpus
+from linrec.data.corpus import Corpus
 from linrec.data.tokens import bos_policy
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile, get_profile

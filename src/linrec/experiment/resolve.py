@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from linrec.data.corpora import Corpus, Loader, load_corpus
+from linrec.data.corpora import load_corpus
+from linrec.data.corpus import Corpus
+from linrec.data.hub_corpora import Loader
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import ProbeSettings, Profile, get_profile

@@ -32,7 +32,8 @@ from tqdm.auto import tqdm
 
 from linrec.cache import build_entry, cache_dir, cache_key, entry_complete, remove_stale
 from linrec.data.bpe import train_bpe
-from linrec.data.corpora import Corpus, load_corpus
+from linrec.data.corpora import load_corpus
+from linrec.data.corpus import Corpus
 from linrec.data.tokens import tokenize
 from linrec.errors import LinrecError
 from linrec.models.zoo.spec import ZOO_FORMAT, ZooEntry, ZooSpec, get_zoo

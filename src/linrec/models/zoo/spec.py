@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from linrec.data.corpora import OFFLINE_CORPORA
+from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
 
 ZOO_FORMAT = 2
