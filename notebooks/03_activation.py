@@ -22,17 +22,15 @@ import numpy as np
 import pandas as pd
 
 from linrec.analysis.activation import (
-    ACTIVATIONS,
     activation_verdict,
     conditioning_table,
-    distance_table,
     grid_shares,
-    model_identity,
     normalisation_summary,
     normalisation_table,
     predictor_table,
 )
 from linrec.analysis.depth import depth_summary, training_checkpoints
+from linrec.analysis.identity import ACTIVATIONS, distance_table, model_identity
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import load_profile_model, profile_corpus
 from linrec.interventions.crossfeed import crossfeed_grid

@@ -10,16 +10,8 @@ import torch
 
 import tiny_captures
 from conftest import measurement_info
-from linrec.analysis.activation import (
-    Identity,
-    activation_verdict,
-    conditioning_table,
-    distance_table,
-    grid_shares,
-    model_identity,
-    normalisation_table,
-    pair_kind,
-)
+from linrec.analysis.activation import activation_verdict, conditioning_table, grid_shares, normalisation_table
+from linrec.analysis.identity import Identity, distance_table, model_identity, pair_kind
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement

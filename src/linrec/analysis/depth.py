@@ -3,7 +3,8 @@
 A *depth profile* is R²_lin of every FFN block of one model, at one checkpoint, on one corpus: the
 rows of :meth:`linrec.experiment.measurement.Measurement.table` for that measurement. The chapters on
 heterogeneity (2), corpus robustness (7) and training dynamics (8) ask how such profiles differ;
-chapter 3 (:mod:`linrec.analysis.activation`) builds on the same summaries and distances:
+chapter 3 (:mod:`linrec.analysis.identity`, :mod:`linrec.analysis.activation`) builds on the same
+summaries and distances:
 
 * :func:`depth_table` stacks measurements into one tidy table (with each checkpoint's optimiser
   step, from :func:`training_checkpoints`); :func:`depth_summary` gives each profile's range, its
