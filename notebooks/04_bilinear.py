@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from linrec.analysis.residual import (
+from linrec.analysis.bilinear import (
     bilinear_claims,
     gate_summary,
     output_concentration,
@@ -47,7 +47,7 @@ from linrec.analysis.residual import (
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config, profile_corpus
 from linrec.interventions.probes import gain_correlation
-from linrec.plots import residual as figures
+from linrec.plots import bilinear as figures
 from linrec.report import chapter, paper
 from linrec.report.params import check_params
 

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import linrec
-from linrec.analysis.advice import cost_table, replacement_candidates
+from linrec.analysis.your_model import cost_table, replacement_candidates
 from linrec.bench import capture_overhead
 from linrec.cli import main as linrec_cli
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
@@ -34,7 +34,7 @@ from linrec.interventions.surgery import fit_replacements
 from linrec.models.loading import max_context
 from linrec.models.shapes import save_shaped
 from linrec.models.zoo import ensure_zoo_model
-from linrec.plots.advice import candidates_figure
+from linrec.plots.your_model import candidates_figure
 from linrec.report import chapter
 from linrec.report.params import check_params
 
