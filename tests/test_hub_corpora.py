@@ -314,8 +314,8 @@ def test_model_revision_resolves_the_checkpoints_revision(monkeypatch, tmp_path)
     monkeypatch.setattr(
         resolve, "resolve_revision", lambda repo, rev, local_files_only: asked.append((repo, rev, local_files_only))
     )
-    resolve.model_revision("paper", "EleutherAI/pythia-160m", "init")
-    resolve.model_revision("paper", "openai-community/gpt2")
+    resolve.model_revision(get_profile("paper"), "EleutherAI/pythia-160m", "init")
+    resolve.model_revision(get_profile("paper"), "openai-community/gpt2")
     assert asked == [("EleutherAI/pythia-160m", "step0", False), ("openai-community/gpt2", None, False)]
     smoke = get_profile("smoke")
     assert resolve.model_revision(smoke, smoke.models[0], "final") is None
@@ -325,8 +325,8 @@ def test_model_revision_resolves_the_checkpoints_revision(monkeypatch, tmp_path)
     ref = tmp_path / "models--EleutherAI--pythia-160m" / "refs" / "step1000"
     ref.parent.mkdir(parents=True)
     ref.write_text(SHA)
-    assert resolve.model_revision("paper", "EleutherAI/pythia-160m", "step1000") == SHA
-    assert resolve.model_revision("paper", "EleutherAI/pythia-160m", "step2000") is None
+    assert resolve.model_revision(get_profile("paper"), "EleutherAI/pythia-160m", "step1000") == SHA
+    assert resolve.model_revision(get_profile("paper"), "EleutherAI/pythia-160m", "step2000") is None
 
 
 # ---------------------------------------------------------------------------------------------

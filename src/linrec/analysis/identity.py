@@ -19,7 +19,7 @@ from torch import nn
 
 from linrec.analysis.depth import profile_distance, profile_groups
 from linrec.errors import LinrecError
-from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.profiles import Profile
 
 ACTIVATIONS = {
     "gpt2": "GELU",
@@ -48,10 +48,9 @@ class Identity:
         return ACTIVATIONS.get(self.family)
 
 
-def model_identity(profile: str | Profile, model: str, net: nn.Module | None = None) -> Identity:
+def model_identity(profile: Profile, model: str, net: nn.Module | None = None) -> Identity:
     """The identity of one of the profile's trained models: family and seed from the zoo entry, else the
     family from ``net.config`` (seed unknown)."""
-    profile = get_profile(profile)
     profile.check_model(model)
     if profile.zoo is not None:
         entry = profile.zoo.entry(model)
