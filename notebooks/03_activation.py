@@ -22,22 +22,21 @@ import numpy as np
 import pandas as pd
 
 from linrec.analysis.activation import (
-    ACTIVATIONS,
     activation_verdict,
     conditioning_table,
-    distance_table,
     grid_shares,
-    model_identity,
     normalisation_summary,
     normalisation_table,
     predictor_table,
 )
 from linrec.analysis.depth import depth_summary, training_checkpoints
+from linrec.analysis.identity import ACTIVATIONS, distance_table, model_identity
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import load_profile_model
 from linrec.interventions.crossfeed import crossfeed_grid
+from linrec.plots import activation as figures
 from linrec.plots import depth
 from linrec.report import paper
 
@@ -115,7 +114,7 @@ shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump"
 
 # %% mystnb={"figure": {"caption": "Root-mean-square difference of $R^2_\\text{lin}$ over blocks between two depth profiles that differ in one respect only (seed, family or training); one dot per pair, the bar is the mean of its kind.", "name": "fig-activation-distances"}}
 distances = distance_table(profiles, identities)
-fig = depth.distance_figure(distances)
+fig = figures.distance_figure(distances)
 
 # %%
 distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"])
@@ -135,7 +134,7 @@ distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "
 # third; the table gives the rank correlation of R²_lin with each statistic, with its interval.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
-fig = depth.conditioning_figure(profiles, order=MODELS)
+fig = figures.conditioning_figure(profiles, order=MODELS)
 
 # %%
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
@@ -167,7 +166,7 @@ predictor_table(trained_blocks)
 nets = {m: load_profile_model(profile, m, progress=ch.progress)[0] for m in dict.fromkeys(MODELS + GRID_MODELS)}
 normalised = pd.concat([normalisation_table(nets[m], measured[(m, "final")], NORMALISATIONS) for m in MODELS],
                        ignore_index=True)
-fig = depth.normalisation_figure(normalised, order=MODELS)
+fig = figures.normalisation_figure(normalised, order=MODELS)
 
 # %%
 normalisation_summary(normalised)
@@ -196,7 +195,7 @@ blocks = None if GRID_BLOCKS is None else sorted({round(x) for x in np.linspace(
 print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}")
 grid = crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS}, {m: nets[m] for m in GRID_MODELS},
                       profile.folds, blocks=blocks)
-fig = depth.crossfeed_heatmap(grid, order=GRID_MODELS)
+fig = figures.crossfeed_heatmap(grid, order=GRID_MODELS)
 
 # %% [markdown]
 # The grid's variance splits exactly into a part explained by *which FFN runs* (column means), a

@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from linrec.analysis.residual import (
+from linrec.analysis.bilinear import (
     bilinear_claims,
     gate_summary,
     output_concentration,
@@ -49,7 +49,7 @@ from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import gain_correlation
-from linrec.plots import residual as figures
+from linrec.plots import bilinear as figures
 from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],

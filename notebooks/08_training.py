@@ -18,8 +18,8 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 # %%
 import pandas as pd
 
-from linrec.analysis.activation import ACTIVATIONS, model_identity
 from linrec.analysis.depth import depth_table, drift_table, training_checkpoints, training_losses, training_summary
+from linrec.analysis.identity import ACTIVATIONS, model_identity
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import linrec
-from linrec.analysis.advice import cost_table, replacement_candidates
+from linrec.analysis.your_model import cost_table, replacement_candidates
 from linrec.bench import capture_overhead
 from linrec.book import chapter
 from linrec.book.params import check_params
@@ -36,7 +36,7 @@ from linrec.interventions.surgery import fit_replacements
 from linrec.models.loading import max_context
 from linrec.models.shapes import save_shaped
 from linrec.models.zoo import ensure_zoo_model
-from linrec.plots.advice import candidates_figure
+from linrec.plots.your_model import candidates_figure
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], positive_int_or_none=["MAX_ROWS"],
              fraction=["MIN_R2", "MAX_STD"], positive_int=["TRY_BLOCKS"])

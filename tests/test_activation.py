@@ -10,19 +10,12 @@ import torch
 
 import tiny_captures
 from conftest import measurement_info
-from linrec.analysis.activation import (
-    Identity,
-    activation_verdict,
-    conditioning_table,
-    distance_table,
-    grid_shares,
-    model_identity,
-    normalisation_table,
-    pair_kind,
-)
+from linrec.analysis.activation import activation_verdict, conditioning_table, grid_shares, normalisation_table
+from linrec.analysis.identity import Identity, distance_table, model_identity, pair_kind
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
+from linrec.experiment.profiles import get_profile
 from tiny_captures import planted
 
 FOLDS = 4
@@ -67,10 +60,10 @@ def test_distance_table_labels_every_single_factor_pair():
 
 
 def test_identities():
-    assert model_identity("smoke", "zoo-gpt2-seed1") == Identity("gpt2", 1)
-    assert model_identity("smoke", "zoo-llama") == Identity("llama", 0)
+    assert model_identity(get_profile("smoke"), "zoo-gpt2-seed1") == Identity("gpt2", 1)
+    assert model_identity(get_profile("smoke"), "zoo-llama") == Identity("llama", 0)
     with pytest.raises(LinrecError, match="hub model"):
-        model_identity("paper", "openai-community/gpt2")
+        model_identity(get_profile("paper"), "openai-community/gpt2")
 
 
 # ---------------------------------------------------------------------------------------------

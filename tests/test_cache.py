@@ -162,13 +162,15 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
 
     from conftest import measurement_info
     from linrec.core.sample import Rows
-    from linrec.data.corpora import Corpus
+    from linrec.data.corpus import Corpus
     from linrec.experiment import measurement as m
+    from linrec.experiment.profiles import get_profile
 
     g = torch.Generator().manual_seed(0)
     rows = Rows(torch.randn(200, 4, generator=g), torch.randn(200, 4, generator=g), torch.arange(200) % 5)
     known = m.Measurement(measurement_info("zoo-gpt2", corpus="toy"), {0: rows.fold_moments(5)}, {0: rows})
     captures = []
+    smoke = get_profile("smoke")
 
     def capture(*args) -> m.Measurement:
         captures.append(1)
@@ -188,14 +190,14 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
             and result.table().equals(known.table())
         )
 
-    assert same(m.measurement("smoke", "zoo-gpt2")) and same(m.measurement("smoke", "zoo-gpt2")) and len(captures) == 1
+    assert same(m.measurement(smoke, "zoo-gpt2")) and same(m.measurement(smoke, "zoo-gpt2")) and len(captures) == 1
     (entry,) = (tmp_path / "measurements").glob("smoke-zoo-gpt2-*")
     with (entry / "moments.safetensors").open("r+b") as f:
         f.truncate(64)
     with pytest.warns(UserWarning, match=str(entry)):
-        assert same(m.measurement("smoke", "zoo-gpt2"))
+        assert same(m.measurement(smoke, "zoo-gpt2"))
     (entry / "info.json").unlink()
     with pytest.warns(UserWarning, match=str(entry)):
-        assert same(m.measurement("smoke", "zoo-gpt2"))
-    assert same(m.measurement("smoke", "zoo-gpt2", refresh=True))
-    assert len(captures) == 4 and same(m.measurement("smoke", "zoo-gpt2")) and len(captures) == 4
+        assert same(m.measurement(smoke, "zoo-gpt2"))
+    assert same(m.measurement(smoke, "zoo-gpt2", refresh=True))
+    assert len(captures) == 4 and same(m.measurement(smoke, "zoo-gpt2")) and len(captures) == 4

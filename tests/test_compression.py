@@ -25,6 +25,7 @@ from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
+from linrec.experiment.profiles import get_profile
 from linrec.interventions.perplexity import compression_frontier, perplexity, swap_deltas
 from linrec.interventions.probes import ProbeConfig
 from linrec.interventions.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
@@ -116,7 +117,7 @@ def test_affine_signal_swaps_every_block_of_every_model(setup, monkeypatch):
     monkeypatch.setattr(swaps, "load_profile_model", lambda profile, name, checkpoint, progress: (model, None))
     monkeypatch.setattr(swaps, "eval_batches", lambda profile, tokenizer, net, tokens, corpus: evals)
     named = [Measurement(replace(m.info, model=name), m.moments, m.samples) for name in ("x", "y")]
-    signal = affine_signal("smoke", named, progress=False)
+    signal = affine_signal(get_profile("smoke"), named, progress=False)
     assert list(zip(signal.model, signal.block)) == [("x", 0), ("x", 1), ("y", 0), ("y", 1)]
     assert signal.r2_lin.tolist() == 2 * m.table().r2_lin.tolist()
     assert signal.delta_ppl[1] == pytest.approx(signal.delta_ppl[3])

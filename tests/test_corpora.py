@@ -6,28 +6,25 @@ import time
 import pytest
 
 from linrec import LinrecError
-from linrec.data.corpora import (
+from linrec.data.corpora import corpus_names, load_corpus
+from linrec.data.corpus import Corpus
+from linrec.data.hub_corpora import PAPER_CORPORA, HubCorpus, hub_corpus
+from linrec.data.offline_corpora import (
     OFFLINE_CORPORA,
-    PAPER_CORPORA,
-    Corpus,
-    HubCorpus,
     _docstring_nodes,
-    _hub_corpus,
-    _offline_corpus,
-    _stdlib_modules,
     _stdlib_texts,
     _unicode_record,
     _unicode_texts,
     _without_docstrings,
-    corpus_names,
     in_eval_split,
-    load_corpus,
+    offline_corpus,
+    stdlib_modules,
 )
 from linrec.hub import OFFLINE_HINT
 
 
 def _forget_built_corpora():
-    for cache in (_offline_corpus, _stdlib_modules, _stdlib_texts, _unicode_texts):
+    for cache in (offline_corpus, stdlib_modules, _stdlib_texts, _unicode_texts):
         cache.cache_clear()
 
 
@@ -147,7 +144,7 @@ def test_single_split_dataset_holds_out_every_tenth_row_and_respects_caps():
     assert corpus.eval_text.split("\n\n") == [f"file{i}" for i in range(0, 100, 10)]
     assert corpus.fit_text.split("\n\n") == [f"file{i}" for i in range(100) if i % 10]
     capped = HubCorpus("code", "x/y", None, "train", None, field="content", max_fit_chars=20, max_eval_chars=5)
-    small = _hub_corpus("capped", capped, loader)
+    small = hub_corpus("capped", capped, loader)
     assert small.fit_text.split("\n\n") == ["file1", "file2", "file3"]
     assert small.eval_text == "file0"
 

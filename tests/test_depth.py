@@ -111,15 +111,15 @@ def two_models(tokenizer, text):
 
 def test_checkpoints():
     entry = get_profile("smoke").zoo.entry("zoo-neox")
-    points = training_checkpoints("smoke", "zoo-neox")
+    points = training_checkpoints(get_profile("smoke"), "zoo-neox")
     assert [s for _, s in points] == list(entry.checkpoints)
     assert points[0][0] == "init" and points[-1][0] == "final" and points[1][0] == f"step{entry.checkpoints[1]}"
-    pythia = training_checkpoints("paper", "EleutherAI/pythia-160m")
+    pythia = training_checkpoints(get_profile("paper"), "EleutherAI/pythia-160m")
     assert pythia[0] == ("init", 0) and pythia[-1] == ("final", 143000)  # step143000 is main: the reference
     pinned = get_profile("paper", revisions={"EleutherAI/pythia-160m": "step64000"})
     assert training_checkpoints(pinned, "EleutherAI/pythia-160m")[-1] == ("step143000", 143000)
-    assert training_checkpoints("paper", "openai-community/gpt2") == [("final", None)]
-    assert training_losses("paper", "EleutherAI/pythia-160m").empty
+    assert training_checkpoints(get_profile("paper"), "openai-community/gpt2") == [("final", None)]
+    assert training_losses(get_profile("paper"), "EleutherAI/pythia-160m").empty
 
 
 def test_depth_table_adds_steps(two_models):
@@ -128,7 +128,7 @@ def test_depth_table_adds_steps(two_models):
     renamed = [
         Measurement(replace(m.info, model="zoo-gpt2", checkpoint=c), m.moments, m.samples) for c in ("init", "final")
     ]
-    table = depth_table(renamed, "smoke")
+    table = depth_table(renamed, get_profile("smoke"))
     steps = dict(zip(table["checkpoint"], table["step"]))
     assert steps == {"init": 0, "final": get_profile("smoke").zoo.entry("zoo-gpt2").steps}
     assert len(table) == 4 and "step" not in depth_table(renamed).columns

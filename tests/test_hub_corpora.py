@@ -10,12 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
-import linrec.data.corpora as corpora
+import linrec.data.hub_corpora as hub_corpora
+import linrec.data.shaped_corpora as shaped_corpora
 import linrec.experiment.resolve as resolve
 import linrec.hub as hub
 import linrec.models.loading as loading
 from linrec import LinrecError
-from linrec.data.corpora import PAPER_CORPORA, SHAPED_CORPORA, corpus_names, load_corpus, wikitext_line, wikitext_rows
+from linrec.data.corpora import corpus_names, load_corpus
+from linrec.data.hub_corpora import PAPER_CORPORA
+from linrec.data.shaped_corpora import SHAPED_CORPORA, wikitext_line, wikitext_rows
 from linrec.experiment.profiles import get_profile
 from linrec.hub import OFFLINE_HINT, datasets_offline, resolve_revision, use_hub_timeouts
 from test_hub import serve
@@ -42,9 +45,9 @@ def online(tmp_path, monkeypatch):
         state.loaded.append((path, split, revision))
         return ROWS[split]
 
-    monkeypatch.setattr(corpora, "hub_reachable", lambda: True)
-    monkeypatch.setattr(corpora, "resolve_revision", fake_resolve)
-    monkeypatch.setattr(corpora, "_datasets_loader", fake_loader)
+    monkeypatch.setattr(hub_corpora, "hub_reachable", lambda: True)
+    monkeypatch.setattr(hub_corpora, "resolve_revision", fake_resolve)
+    monkeypatch.setattr(hub_corpora, "_datasets_loader", fake_loader)
     return state
 
 
@@ -57,7 +60,7 @@ def _no_hub(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     for name in ("hub_reachable", "resolve_revision", "_datasets_loader"):
-        monkeypatch.setattr(corpora, name, boom)
+        monkeypatch.setattr(hub_corpora, name, boom)
 
 
 def test_a_hub_corpus_is_cut_once_and_read_back_offline(online, monkeypatch):
@@ -84,7 +87,7 @@ def test_a_new_offline_process_reads_the_slice_without_the_network(online, tmp_p
         "print(load_corpus('tinystories').sha256)\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "LINREC_CACHE": str(tmp_path)}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(corpora.__file__).parents[2]), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(hub_corpora.__file__).parents[2]), env.get("PYTHONPATH", "")])
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == first.sha256
@@ -97,8 +100,8 @@ def test_a_moved_dataset_is_cut_again_and_a_pinned_revision_has_its_own_slice(on
     assert [r for *_, r in online.loaded] == [SHA, SHA, OTHER, OTHER]
     assert f"commit {OTHER}" in moved.source
     spec = PAPER_CORPORA["tinystories"]
-    pinned = corpora.HubCorpus(**{**spec.__dict__, "revision": "v1"})
-    paths = {corpora._slice_path("tinystories", s, {"rows": "hub"}) for s in (spec, pinned)}
+    pinned = hub_corpora.HubCorpus(**{**spec.__dict__, "revision": "v1"})
+    paths = {hub_corpora.slice_path("tinystories", s, {"rows": "hub"}) for s in (spec, pinned)}
     assert len(paths) == 2
     monkeypatch.setitem(PAPER_CORPORA, "tinystories", pinned)
     load_corpus("tinystories")
@@ -120,15 +123,15 @@ def test_a_profile_pins_a_hub_corpus_and_only_a_hub_corpus(online):
 
 
 def test_without_a_slice_offline_or_unreachable_is_an_error_and_unreachable_uses_a_slice(online, monkeypatch):
-    monkeypatch.setattr(corpora, "hub_reachable", lambda: False)
+    monkeypatch.setattr(hub_corpora, "hub_reachable", lambda: False)
     with pytest.raises(LinrecError, match="cannot be reached") as err:
         load_corpus("codeparrot")
     assert OFFLINE_HINT in str(err.value) and not online.loaded
-    monkeypatch.setattr(corpora, "hub_reachable", lambda: True)
+    monkeypatch.setattr(hub_corpora, "hub_reachable", lambda: True)
     rows = [{"content": f"file{i}"} for i in range(30)]
-    monkeypatch.setattr(corpora, "_datasets_loader", lambda *a, **k: rows)
+    monkeypatch.setattr(hub_corpora, "_datasets_loader", lambda *a, **k: rows)
     cut = load_corpus("codeparrot")
-    monkeypatch.setattr(corpora, "hub_reachable", lambda: False)
+    monkeypatch.setattr(hub_corpora, "hub_reachable", lambda: False)
     with pytest.warns(UserWarning, match="cannot be reached"):
         assert load_corpus("codeparrot").sha256 == cut.sha256
     _no_hub(monkeypatch)
@@ -311,8 +314,8 @@ def test_model_revision_resolves_the_checkpoints_revision(monkeypatch, tmp_path)
     monkeypatch.setattr(
         resolve, "resolve_revision", lambda repo, rev, local_files_only: asked.append((repo, rev, local_files_only))
     )
-    resolve.model_revision("paper", "EleutherAI/pythia-160m", "init")
-    resolve.model_revision("paper", "openai-community/gpt2")
+    resolve.model_revision(get_profile("paper"), "EleutherAI/pythia-160m", "init")
+    resolve.model_revision(get_profile("paper"), "openai-community/gpt2")
     assert asked == [("EleutherAI/pythia-160m", "step0", False), ("openai-community/gpt2", None, False)]
     smoke = get_profile("smoke")
     assert resolve.model_revision(smoke, smoke.models[0], "final") is None
@@ -322,8 +325,8 @@ def test_model_revision_resolves_the_checkpoints_revision(monkeypatch, tmp_path)
     ref = tmp_path / "models--EleutherAI--pythia-160m" / "refs" / "step1000"
     ref.parent.mkdir(parents=True)
     ref.write_text(SHA)
-    assert resolve.model_revision("paper", "EleutherAI/pythia-160m", "step1000") == SHA
-    assert resolve.model_revision("paper", "EleutherAI/pythia-160m", "step2000") is None
+    assert resolve.model_revision(get_profile("paper"), "EleutherAI/pythia-160m", "step1000") == SHA
+    assert resolve.model_revision(get_profile("paper"), "EleutherAI/pythia-160m", "step2000") is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,14 +361,14 @@ def shaped_cache(tmp_path_factory):
 
 def test_shaped_corpora_have_the_paper_layouts_and_come_through_datasets(shaped_cache, monkeypatch):
     read = []
-    real = corpora._local_rows
+    real = shaped_corpora._local_rows
 
     def spy(builder, files, *args, **kwargs):
         rows = real(builder, files, *args, **kwargs)
         read.append((builder, type(rows).__name__))
         return rows
 
-    monkeypatch.setattr(corpora, "_local_rows", spy)
+    monkeypatch.setattr(shaped_corpora, "_local_rows", spy)
     shaped = {name: load_corpus(name) for name in SHAPED_CORPORA}
     assert set(SHAPED_CORPORA) <= set(corpus_names())
     assert {b for b, _ in read} == {"parquet", "json", "text"} and {t for _, t in read} == {"IterableDataset"}
@@ -379,7 +382,7 @@ def test_shaped_corpora_have_the_paper_layouts_and_come_through_datasets(shaped_
     assert set(first) == {"repo_name", "path", "content", "size"} and first["size"] == len(first["content"])
     story = shaped["shaped-tinystories"]
     assert all("\n" not in row for row in story.eval_text.split("\n\n"))
-    monkeypatch.setattr(corpora, "_local_rows", lambda *a, **k: pytest.fail("rows read again"))  # slices now
+    monkeypatch.setattr(shaped_corpora, "_local_rows", lambda *a, **k: pytest.fail("rows read again"))  # slices now
     assert {n: load_corpus(n).sha256 for n in SHAPED_CORPORA} == {n: c.sha256 for n, c in shaped.items()}
 
 

@@ -11,9 +11,12 @@ import torch
 from conftest import measurement_info
 from linrec.core.fit import recoverability, report_table
 from linrec.core.sample import Rows
-from linrec.data.corpora import Corpus
+from linrec.data.corpus import Corpus
 from linrec.errors import LinrecError
 from linrec.experiment import measurement as m
+from linrec.experiment.profiles import get_profile
+
+SMOKE, SHAPES = get_profile("smoke"), get_profile("shapes")
 
 
 def _known(blocks: int = 3, width: int = 6, n: int = 400) -> m.Measurement:
@@ -49,7 +52,7 @@ def store(tmp_path, monkeypatch):
 
 def test_a_table_only_entry_keeps_the_table_and_refuses_the_rest_with_advice(store, tmp_path):
     known, captures = store
-    result = m.measurement("smoke", "zoo-gpt2", keep="table")
+    result = m.measurement(SMOKE, "zoo-gpt2", keep="table")
     pd.testing.assert_frame_equal(result.table(), known.table())
     assert result.blocks == [0, 1, 2]
     for part in (result.moments, result.samples):
@@ -61,24 +64,24 @@ def test_a_table_only_entry_keeps_the_table_and_refuses_the_rest_with_advice(sto
 
 def test_asking_for_more_than_an_entry_keeps_captures_again_and_less_reuses_it(store):
     known, captures = store
-    m.measurement("smoke", "zoo-gpt2", keep="table")
-    fuller = m.measurement("smoke", "zoo-gpt2", keep="moments")
+    m.measurement(SMOKE, "zoo-gpt2", keep="table")
+    fuller = m.measurement(SMOKE, "zoo-gpt2", keep="moments")
     assert captures == ["table", "moments"]
     assert torch.equal(fuller.moments[1][2].cxy, known.moments[1][2].cxy)
     with pytest.raises(LinrecError, match="keep='samples'"):
         fuller.samples[0]
-    m.measurement("smoke", "zoo-gpt2", keep="table")
-    m.measurement("smoke", "zoo-gpt2", keep="moments")
-    full = m.measurement("smoke", "zoo-gpt2")
+    m.measurement(SMOKE, "zoo-gpt2", keep="table")
+    m.measurement(SMOKE, "zoo-gpt2", keep="moments")
+    full = m.measurement(SMOKE, "zoo-gpt2")
     assert captures == ["table", "moments", "samples"]
     assert torch.equal(full.samples[2].y, known.samples[2].y) and full.samples[2].y.dtype == torch.float32
     with pytest.raises(LinrecError, match="unknown keep"):
-        m.measurement("smoke", "zoo-gpt2", keep="everything")
+        m.measurement(SMOKE, "zoo-gpt2", keep="everything")
 
 
 def test_a_reloaded_measurement_gives_the_same_tables_and_fits(store):
     known, _ = store
-    lazy = m.measurement("smoke", "zoo-gpt2")
+    lazy = m.measurement(SMOKE, "zoo-gpt2")
     recomputed = report_table(recoverability(lazy.moments))  # from the moments read back, not the stored table
     expected = report_table(recoverability(known.moments))
     pd.testing.assert_frame_equal(recomputed, expected, rtol=1e-12, atol=1e-12)
@@ -105,7 +108,7 @@ def _tensor_bytes(obj: object, seen: set[int] | None = None) -> int:
 def test_a_handle_holds_no_tensors_after_use(store):
     known, _ = store
     assert _tensor_bytes(known) > 0  # the walk does find tensors where there are some
-    lazy = m.measurement("smoke", "zoo-gpt2")
+    lazy = m.measurement(SMOKE, "zoo-gpt2")
     lazy.table(rcond=1e-3)
     lazy.fits()
     [lazy.samples[b] for b in lazy.samples]
@@ -127,12 +130,12 @@ def test_holding_many_measurements_costs_no_more_memory_than_one(tmp_path, monke
     monkeypatch.setattr(m, "_capture", lambda *args: big)
     corpora = ["stdlib-prose", "stdlib-code", "unicode-records"]
     for c in corpora:
-        m.measurement("smoke", "zoo-gpt2", corpus=c)
+        m.measurement(SMOKE, "zoo-gpt2", corpus=c)
     entry = 4 * 5 * 3 * 400 * 400 * 8
     big = None  # the entries are on disk; drop the capture held here
     gc.collect()
     before = _rss()
-    held = [m.measurement("smoke", "zoo-gpt2", corpus=c) for c in corpora]
+    held = [m.measurement(SMOKE, "zoo-gpt2", corpus=c) for c in corpora]
     tables = [h.table(rcond=1e-3) for h in held]  # every block's moments read once
     gc.collect()
     assert len(tables) == 3 and _rss() - before < entry
@@ -154,8 +157,8 @@ def test_a_corpus_sweep_runs_on_one_capture_keeps_only_the_table_and_is_cached(s
 
     monkeypatch.setattr(sweeps, "affine_swaps", fake_swaps)
     config = ProbeConfig(rank=2, steps=20, eval_every=5)
-    first = sweeps.corpus_sweep("smoke", "zoo-gpt2", "stdlib-prose", seeded_poly=config, swap_tokens=64)
-    again = sweeps.corpus_sweep("smoke", "zoo-gpt2", "stdlib-prose", seeded_poly=config, swap_tokens=64)
+    first = sweeps.corpus_sweep(SMOKE, "zoo-gpt2", "stdlib-prose", seeded_poly=config, swap_tokens=64)
+    again = sweeps.corpus_sweep(SMOKE, "zoo-gpt2", "stdlib-prose", seeded_poly=config, swap_tokens=64)
     assert captures == ["samples"] and swapped == [64]  # the second call captured and scored nothing
     expected = probe_table(known.samples, known.moments, config=config, progress=False)
     pd.testing.assert_frame_equal(first["probes"].drop(columns=["model", "corpus"]), expected)
@@ -163,9 +166,9 @@ def test_a_corpus_sweep_runs_on_one_capture_keeps_only_the_table_and_is_cached(s
         pd.testing.assert_frame_equal(again[name], first[name])
     (entry,) = (tmp_path / "measurements").glob("smoke-*")
     assert not (entry / "samples.safetensors").exists() and not (entry / "moments.safetensors").exists()
-    m.measurement("smoke", "zoo-gpt2", keep="table")  # the table was stored by the sweep's capture
+    m.measurement(SMOKE, "zoo-gpt2", keep="table")  # the table was stored by the sweep's capture
     assert captures == ["samples"]
-    assert sweeps.corpus_sweep("smoke", "zoo-gpt2", "stdlib-prose") == {}
+    assert sweeps.corpus_sweep(SMOKE, "zoo-gpt2", "stdlib-prose") == {}
 
 
 def test_one_entry_per_distinct_weights_labelled_as_asked(store, tmp_path):
@@ -173,20 +176,20 @@ def test_one_entry_per_distinct_weights_labelled_as_asked(store, tmp_path):
     _, captures = store
     pythia = "EleutherAI/pythia-160m"
     m.forget_used()
-    final = m.measurement("shapes", pythia, keep="table")
-    last = m.measurement("shapes", pythia, checkpoint="step143000", keep="table")
+    final = m.measurement(SHAPES, pythia, keep="table")
+    last = m.measurement(SHAPES, pythia, checkpoint="step143000", keep="table")
     assert captures == ["table"]
     assert (final.info.checkpoint, last.info.checkpoint) == ("final", "step143000")
     assert set(last.table()["checkpoint"]) == {"step143000"} and set(final.table()["checkpoint"]) == {"final"}
-    m.measurement("shapes", pythia, checkpoint="step0", keep="table")
-    m.measurement("shapes", pythia, checkpoint="init", keep="table")  # init is step0
+    m.measurement(SHAPES, pythia, checkpoint="step0", keep="table")
+    m.measurement(SHAPES, pythia, checkpoint="init", keep="table")  # init is step0
     assert captures == ["table", "table"]
     assert [i.checkpoint for i in m.used_measurements()] == ["final", "step143000", "step0", "init"]
 
 
 def test_the_cache_key_holds_the_resolved_commit(tmp_path, monkeypatch):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
-    text, paper = Corpus("toy", "prose", "fit", "eval", "test"), m.get_profile("paper")
+    text, paper = Corpus("toy", "prose", "fit", "eval", "test"), get_profile("paper")
     gpt2 = "openai-community/gpt2"
     at = {rev: m.entry_path(paper, gpt2, "final", text, rev) for rev in (None, "a" * 40, "b" * 40)}
     assert len(set(at.values())) == 3
@@ -195,7 +198,7 @@ def test_the_cache_key_holds_the_resolved_commit(tmp_path, monkeypatch):
 
 def test_a_zoo_measurement_is_keyed_by_its_weights_not_by_where_the_cache_is(tmp_path, monkeypatch):
     """Moving a cache keeps its measurements; a retrained zoo model (a new training key) does not."""
-    text, smoke = Corpus("toy", "prose", "fit", "eval", "test"), m.get_profile("smoke")
+    text, smoke = Corpus("toy", "prose", "fit", "eval", "test"), get_profile("smoke")
     where = {}
     monkeypatch.setattr(m, "zoo_model_path", lambda zoo, model, ckpt: where["cache"] / "zoo" / where["dir"] / ckpt)
     names, weights = {}, {}
@@ -208,4 +211,4 @@ def test_a_zoo_measurement_is_keyed_by_its_weights_not_by_where_the_cache_is(tmp
     assert names["here", "zoo-gpt2-1111"] == names["moved", "zoo-gpt2-1111"]
     assert names["here", "zoo-gpt2-1111"] != names["here", "zoo-gpt2-2222"]
     assert weights["moved", "zoo-gpt2-2222"] == "zoo-gpt2-2222/final"
-    assert m.zoo_weights(m.get_profile("paper"), "openai-community/gpt2", "final") is None
+    assert m.zoo_weights(get_profile("paper"), "openai-community/gpt2", "final") is None

@@ -124,46 +124,7 @@ def test_training_lines_and_drift():
     np.testing.assert_allclose(data(ax.lines[0].get_ydata()), [0.4, 0.1, 0.0])
 
 
-def test_crossfeed_heatmap_orders_rows_and_columns_alike():
-    keys = [(m, b) for m in MODELS for b in range(2)]
-    values = np.arange(16, dtype=float).reshape(4, 4) / 16
-    grid = pd.DataFrame(
-        [
-            {
-                "input_model": a[0],
-                "input_block": a[1],
-                "weight_model": w[0],
-                "weight_block": w[1],
-                "r2_lin": values[i, j],
-            }
-            for i, a in enumerate(keys)
-            for j, w in enumerate(keys)
-        ]
-    )
-    ax = depth.crossfeed_heatmap(grid.sample(frac=1, random_state=0), order=MODELS).axes[0]
-    np.testing.assert_allclose(ax.collections[0].get_array().reshape(4, 4), values)
-    assert [t.get_text() for t in ax.get_yticklabels()] == [f"{m} · {b}" for m, b in keys]
-
-
-def test_distance_normalisation_conditioning_and_profiles_figures():
-    distances = pd.DataFrame(
-        {"kind": ["seed", "training", "training"], "a": "x", "b": "y", "distance": [0.1, 0.3, 0.5]}
-    )
-    ax = depth.distance_figure(distances).axes[0]
-    np.testing.assert_allclose(sorted(p.get_width() for p in ax.patches), [0.1, 0.4])  # bar = mean per kind
-    table = table_of()
-    normalised = pd.concat(
-        [
-            table.assign(normalisation=k, r2_lin_norm=table.r2_lin + s, r2_lin_norm_std=0.01)
-            for k, s in (("standardise", 0.0), ("whiten", -0.1))
-        ]
-    )
-    fig = depth.normalisation_figure(normalised, order=MODELS)
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert labels == ["own inputs", "inputs standardised", "inputs whitened"]
-    conditioning = table.assign(log10_condition=2.0, effective_rank_in=5.0)
-    fig = depth.conditioning_figure(conditioning, order=MODELS)
-    assert len(fig.axes[0].collections[0].get_offsets()) == len(table)
+def test_profiles_figure_styles_each_checkpoint():
     fig = depth.profiles_figure(table_of(checkpoints=("init", "final")), style="checkpoint", order=MODELS, title="t")
     assert len(errorbars(fig.axes[0])) == 4 and fig.axes[0].get_title() == "t"
 

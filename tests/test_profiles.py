@@ -150,7 +150,7 @@ def test_paper_model_fails_fast_without_the_hub(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path))  # an empty local cache
     start = time.monotonic()
     with pytest.raises(LinrecError) as err:
-        load_profile_model("paper", "openai-community/gpt2")
+        load_profile_model(get_profile("paper"), "openai-community/gpt2")
     assert OFFLINE_HINT in str(err.value) and time.monotonic() - start < 10
 
 

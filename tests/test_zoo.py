@@ -22,7 +22,7 @@ from linrec import LinrecError, ffn_blocks
 from linrec.cache import cache_dir
 from linrec.commands.zoo import _print_zoo, add_cli
 from linrec.data.bpe import EOS, train_bpe
-from linrec.data.corpora import _offline_corpus
+from linrec.data.offline_corpora import offline_corpus
 from linrec.models.zoo import (
     FAMILIES,
     OFFLINE_MIX,
@@ -53,7 +53,7 @@ def built(tmp_path_factory):
     """A tiny zoo built in this process into a fresh cache: (spec, table)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LINREC_CACHE", str(tmp_path_factory.mktemp("cache")))
-        _offline_corpus.cache_clear()  # corpora read earlier in this process were cached elsewhere: write them here
+        offline_corpus.cache_clear()  # corpora read earlier in this process were cached elsewhere: write them here
         spec = tiny_zoo()
         table = build_zoo(spec, workers=1, progress=False)
         yield spec, table

@@ -1,11 +1,9 @@
 """Chapter 3: is the depth profile learned or set by the architecture (activation, inputs, weights)?
 
 The chapter compares the depth profiles of :mod:`linrec.analysis.depth` between models that differ
-in one respect, and characterises the inputs each block sees:
+in one respect (:mod:`linrec.analysis.identity` names that respect and measures how far apart the
+profiles are), and characterises the inputs each block sees:
 
-* :class:`Identity` (from :func:`model_identity`) is what a profile is of: family, seed and whether
-  it was trained; :func:`pair_kind` names what alone separates two profiles (one of
-  :data:`PAIR_KINDS`) and :func:`distance_table` lists the RMS distance of every such pair.
 * :func:`conditioning_table` (input scale, effective rank and outlier ratio per block, beside the
   conditioning the closed-form fit reports) with :func:`predictor_table`, and
   :func:`normalisation_table` (R²_lin on standardised and whitened inputs,
@@ -20,135 +18,27 @@ in one respect, and characterises the inputs each block sees:
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
-from linrec.analysis.depth import depth_summary, profile_distance, profile_groups
+from linrec.analysis.depth import depth_summary
+from linrec.analysis.identity import Identity
 from linrec.core.fit import DEFAULT_RCOND
 from linrec.core.moments import merge_folds
 from linrec.core.normalise import NORMALISATIONS
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.experiment.profiles import Profile, get_profile
 from linrec.interventions.crossfeed import normalised_table
 from linrec.stats import Correlation, correlation, participation_ratio
 
 NORMALISED = {"standardise": "standardised", "whiten": "whitened"}
 """How each normalisation kind reads in a sentence or a legend."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Identities: what separates two profiles.
-
-
-ACTIVATIONS = {
-    "gpt2": "GELU",
-    "gpt_neox": "GELU",
-    "llama": "gated SiLU",
-    "mistral": "gated SiLU",
-    "qwen2": "gated SiLU",
-}
-"""The MLP nonlinearity of each causal family (GPT-2 and GPT-NeoX: GELU; Llama-style: SwiGLU)."""
-
-
-@dataclass(frozen=True)
-class Identity:
-    """What a profile is of: the model's family and seed (None: unknown), and whether it was trained.
-
-    :func:`model_identity` gives a model's (trained); a profile at initialisation is
-    ``dataclasses.replace(identity, trained=False)``.
-    """
-
-    family: str
-    seed: int | None
-    trained: bool = True
-
-    @property
-    def activation(self) -> str | None:
-        return ACTIVATIONS.get(self.family)
-
-
-def model_identity(profile: str | Profile, model: str, net: nn.Module | None = None) -> Identity:
-    """The identity of one of the profile's trained models: family and seed from the zoo entry, else the
-    family from ``net.config`` (seed unknown)."""
-    profile = get_profile(profile)
-    profile.check_model(model)
-    if profile.zoo is not None:
-        entry = profile.zoo.entry(model)
-        return Identity(entry.family, entry.seed)
-    if net is None:
-        raise LinrecError(
-            f"'{model}' is a hub model: pass the loaded model (net=...) so its family can be read from its config"
-        )
-    return Identity(net.config.model_type, None)
-
-
-PAIR_KINDS = ("seed", "family, same activation", "family, other activation", "training")
-"""What can separate two profiles (:func:`pair_kind`); the first three get " (init)" when both are untrained."""
-
-
-def pair_kind(a: Identity, b: Identity) -> str | None:
-    """What alone separates two profiles (one of :data:`PAIR_KINDS`), or None when no single factor does.
-
-    ``"training"``: a model against its own initialisation. Between two trained (or two untrained)
-    models: ``"seed"`` (same family), or the family when the seed is the same (in the zoo a seed
-    also fixes the order of the training batches), split by whether the MLP activation is the same
-    (GPT-2 and GPT-NeoX) or not; suffixed ``" (init)"`` when both are untrained.
-    """
-    same_family = a.family == b.family
-    same_seed = a.seed == b.seed  # (two hub models, seed None, count as alike: nothing else is known)
-    if a.trained != b.trained:
-        return "training" if same_family and same_seed else None
-    suffix = "" if a.trained else " (init)"
-    if not same_family:
-        if not same_seed:
-            return None
-        same = a.activation is not None and a.activation == b.activation
-        return ("family, same activation" if same else "family, other activation") + suffix
-    return None if same_seed or a.seed is None or b.seed is None else "seed" + suffix
-
-
-def distance_table(
-    table: pd.DataFrame, identities: Mapping[str, Identity], untrained: Sequence[str] = ("init",)
-) -> pd.DataFrame:
-    """RMS distance between every pair of (model, checkpoint) profiles in ``table`` that one factor separates.
-
-    ``identities`` maps each model to its :func:`model_identity`; checkpoints named in
-    ``untrained`` count as untrained. Columns: ``kind`` (:func:`pair_kind`), ``a, b`` (model @
-    checkpoint), ``distance``, ``mean_difference`` (mean R²_lin of a minus that of b).
-    """
-    if table["corpus"].nunique() != 1:
-        raise LinrecError(f"compare profiles on one corpus; the table has {sorted(table['corpus'].unique())}")
-    unknown = sorted(set(table["model"]) - set(identities))
-    if unknown:
-        raise LinrecError(f"no (family, seed) for {unknown}; give identities for every model in the table")
-    profiles = list(profile_groups(table, ("model", "checkpoint")))
-    rows = []
-    for ((ma, ca), ga), ((mb, cb), gb) in itertools.combinations(profiles, 2):
-        ia = replace(identities[ma], trained=ca not in untrained)
-        ib = replace(identities[mb], trained=cb not in untrained)
-        kind = pair_kind(ia, ib)
-        if kind is None:
-            continue
-        if kind == "training" and ia.trained:  # list the pair as (init, trained)
-            (ma, ca, ga), (mb, cb, gb) = (mb, cb, gb), (ma, ca, ga)
-        rows.append(
-            {
-                "kind": kind,
-                "a": f"{ma} @ {ca}",
-                "b": f"{mb} @ {cb}",
-                "distance": profile_distance(ga, gb),
-                "mean_difference": float(ga["r2_lin"].mean() - gb["r2_lin"].mean()),
-            }
-        )
-    return pd.DataFrame(rows, columns=["kind", "a", "b", "distance", "mean_difference"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +175,7 @@ def grid_shares(
 
     ``grid``: :func:`linrec.interventions.crossfeed.crossfeed_grid`.
 
-    ``identities`` (model -> :func:`model_identity`) records whether the grid's
+    ``identities`` (model -> :func:`linrec.analysis.identity.model_identity`) records whether the grid's
     models share one MLP activation: only then can "follows the weights" mean "follows what
     training put there" rather than "follows the architecture".
 
@@ -367,16 +257,15 @@ def activation_verdict(
     way it points (``supports``, one of :data:`SUPPORTS`).
 
     ``profiles``: the depth table of the compared models on one corpus, trained and, where
-    available, untrained (checkpoints in ``untrained``); ``distances``: its :func:`distance_table`;
-    ``shares``: :func:`grid_shares` of cross-feeding grids by label; ``normalised``:
-    :func:`normalisation_table` rows. Tests without data are left out. A comparison points one way
-    only when one quantity is at least twice the other (init against trained: in most models;
-    cross-feeding: and the larger main effect is at least the interaction), except seed against
-    family: "architecture"
-    when families are at least twice as far apart as seeds, "learned" when no farther apart than
-    seeds (for untrained profiles "architecture" then means: the starting point is the
-    architecture's). Steps between blocks count when larger than ``sigmas`` k-fold spreads
-    (:func:`depth_summary`).
+    available, untrained (checkpoints in ``untrained``); ``distances``: its
+    :func:`linrec.analysis.identity.distance_table`; ``shares``: :func:`grid_shares` of cross-feeding
+    grids by label; ``normalised``: :func:`normalisation_table` rows. Tests without data are left out.
+    A comparison points one way only when one quantity is at least twice the other (init against
+    trained: in most models; cross-feeding: and the larger main effect is at least the interaction),
+    except seed against family: "architecture" when families are at least twice as far apart as
+    seeds, "learned" when no farther apart than seeds (for untrained profiles "architecture" then
+    means: the starting point is the architecture's). Steps between blocks count when larger than
+    ``sigmas`` k-fold spreads (:func:`depth_summary`).
     """
     rows = []
     summary = depth_summary(profiles, by=("model", "checkpoint"), sigmas=sigmas)

@@ -130,7 +130,7 @@ def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5, by
 
 
 def affine_signal(
-    profile: str | Profile,
+    profile: Profile,
     measurements: Iterable[Measurement],
     tokens: int | None = None,
     progress: bool = True,

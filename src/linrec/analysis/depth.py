@@ -3,7 +3,8 @@
 A *depth profile* is R²_lin of every FFN block of one model, at one checkpoint, on one corpus: the
 rows of :meth:`linrec.experiment.measurement.Measurement.table` for that measurement. The chapters on
 heterogeneity (2), corpus robustness (7) and training dynamics (8) ask how such profiles differ;
-chapter 3 (:mod:`linrec.analysis.activation`) builds on the same summaries and distances:
+chapter 3 (:mod:`linrec.analysis.identity`, :mod:`linrec.analysis.activation`) builds on the same
+summaries and distances:
 
 * :func:`depth_table` stacks measurements into one tidy table (with each checkpoint's optimiser
   step, from :func:`training_checkpoints`); :func:`depth_summary` gives each profile's range, its
@@ -29,7 +30,7 @@ import pandas as pd
 
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.profiles import Profile
 from linrec.models.zoo import zoo_record
 from linrec.report.claims import Claim, claims_table
 
@@ -46,7 +47,7 @@ def checkpoint_step(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def training_checkpoints(profile: str | Profile, model: str) -> list[tuple[str, int | None]]:
+def training_checkpoints(profile: Profile, model: str) -> list[tuple[str, int | None]]:
     """(name to measure with, optimiser step) of each checkpoint of ``model``, first to last.
 
     The first checkpoint is named ``"init"``, and the last ``"final"`` when it holds the final weights
@@ -54,7 +55,6 @@ def training_checkpoints(profile: str | Profile, model: str) -> list[tuple[str, 
     training shares its cached measurements with the chapters that measure ``init`` and ``final``
     and has a ``final`` to compare with. Other checkpoints keep their names (``step<N>``).
     """
-    profile = get_profile(profile)
     names = profile.checkpoints(model)
     if len(names) == 1:
         return [(names[0], checkpoint_step(names[0]))]
@@ -66,7 +66,7 @@ def training_checkpoints(profile: str | Profile, model: str) -> list[tuple[str, 
     return out
 
 
-def depth_table(measurements: Iterable[Measurement], profile: str | Profile | None = None) -> pd.DataFrame:
+def depth_table(measurements: Iterable[Measurement], profile: Profile | None = None) -> pd.DataFrame:
     """Every measurement's k-fold table, stacked; with ``profile``, a ``step`` column (None where unknown)."""
     tables = [m.table() for m in measurements]
     if not tables:
@@ -315,12 +315,11 @@ def corpus_summary(table: pd.DataFrame) -> pd.DataFrame:
 # Training records.
 
 
-def training_losses(profile: str | Profile, model: str) -> pd.DataFrame:
+def training_losses(profile: Profile, model: str) -> pd.DataFrame:
     """Held-out loss (nats/token) per corpus at each saved checkpoint of a zoo model (empty for hub models).
 
     Columns: ``model, step, corpus, loss``; from the training record the zoo keeps (``zoo.json``).
     """
-    profile = get_profile(profile)
     profile.check_model(model)
     if profile.zoo is None:
         return pd.DataFrame(columns=["model", "step", "corpus", "loss"])

@@ -19,7 +19,7 @@ from linrec.core.fit import kfold
 from linrec.core.moments import BlockMoments, merge_folds
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import measurement
-from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames, measurement_identity
 
@@ -49,10 +49,9 @@ def position_table(every: BlockMoments, later: BlockMoments, first: int, rcond: 
     return pd.DataFrame(rows).assign(first=first)
 
 
-def position_effect(profile: str | Profile, model: str, first: int = 1, progress: bool = True) -> pd.DataFrame:
+def position_effect(profile: Profile, model: str, first: int = 1, progress: bool = True) -> pd.DataFrame:
     """:func:`position_table` of one of the profile's models on its main corpus, labelled with ``model``; computed
     once and cached."""
-    profile = get_profile(profile)
     if not 0 < first < profile.seq_len:
         raise LinrecError(f"first must leave some positions of a {profile.seq_len}-token window; got {first}")
     m = measurement(profile, model, keep="moments", progress=progress)

@@ -49,7 +49,7 @@ def _cli_zoo(args: argparse.Namespace) -> int:
     in_main = threading.current_thread() is threading.main_thread()  # signal handlers can only be set there
     previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
     try:
-        table = zoo.build_zoo(args.profile, force=args.force, workers=args.workers)
+        table = zoo.build_zoo(zoo.get_zoo(args.profile), force=args.force, workers=args.workers)
     except KeyboardInterrupt:
         print(
             f"\nlinrec zoo: interrupted; finished models stay in {cache_dir()}, run it again to train the rest",

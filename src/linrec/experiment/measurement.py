@@ -33,10 +33,10 @@ from linrec.core.capture import capture_moments
 from linrec.core.fit import AffineFit, fit_affine, rcond_for, recoverability, report_table
 from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
 from linrec.core.sample import Rows, capture_with_sample, load_rows, save_rows
-from linrec.data.corpora import Corpus
+from linrec.data.corpus import Corpus
 from linrec.data.tokens import bos_policy
 from linrec.errors import LinrecError
-from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
 from linrec.models.zoo import zoo_model_path
 
@@ -218,7 +218,7 @@ def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revi
 
 
 def measurement(
-    profile: str | Profile,
+    profile: Profile,
     model: str,
     *,
     checkpoint: str = "final",
@@ -240,7 +240,6 @@ def measurement(
     stored = level if store is None else _check_keep(store)
     if stored > level:
         raise LinrecError(f"store '{store}' keeps more than keep '{keep}'; store at most what is kept")
-    profile = get_profile(profile)
     text = profile_corpus(profile, corpus)
     revision = model_revision(profile, model, checkpoint)
     path = entry_path(profile, model, checkpoint, text, revision)

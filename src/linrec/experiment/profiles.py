@@ -27,7 +27,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from linrec.core.capture import rows_needed
-from linrec.data.corpora import OFFLINE_CORPORA, PAPER_CORPORA, corpus_names
+from linrec.data.corpora import corpus_names
+from linrec.data.hub_corpora import PAPER_CORPORA
+from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
 from linrec.models.loading import DTYPES
 from linrec.models.shapes import SHAPES

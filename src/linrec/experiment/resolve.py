@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from linrec.data.corpora import Corpus, Loader, load_corpus
+from linrec.data.corpora import load_corpus
+from linrec.data.corpus import Corpus
+from linrec.data.hub_corpora import Loader
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
-from linrec.experiment.profiles import ProbeSettings, Profile, get_profile
+from linrec.experiment.profiles import ProbeSettings, Profile
 from linrec.hub import hub_offline, hub_reachable, resolve_revision
 from linrec.interventions.baseline import BaselineConfig
 from linrec.interventions.probes import ProbeConfig
@@ -27,7 +29,7 @@ default."""
 
 
 def load_profile_model(
-    profile: str | Profile,
+    profile: Profile,
     model: str,
     checkpoint: str = "final",
     *,
@@ -43,7 +45,6 @@ def load_profile_model(
     first of them. A ``shaped`` profile builds hub ids locally (:func:`linrec.models.shapes.load_shaped`).
     ``loader`` replaces :func:`linrec.load_model` (tests inject tiny models).
     """
-    profile = get_profile(profile)
     profile.check_model(model)
     loader = loader or (load_shaped if profile.shaped else load_model)
     if profile.zoo is not None:
@@ -52,13 +53,12 @@ def load_profile_model(
     return loader(model, revision=profile.hub_revision(model, checkpoint), dtype=profile.dtype, device=profile.device)
 
 
-def model_revision(profile: str | Profile, model: str, checkpoint: str = "final") -> str | None:
+def model_revision(profile: Profile, model: str, checkpoint: str = "final") -> str | None:
     """The commit a hub model is loaded at for ``checkpoint`` (see :func:`load_profile_model`), for cache keys
     and provenance: asked of the hub, or read from the local hub cache when offline or unreachable.
 
     None for zoo and shaped models, and for a hub model the local cache has no record of while offline.
     """
-    profile = get_profile(profile)
     profile.check_model(model)
     if profile.zoo is not None or profile.shaped:
         return None
@@ -66,10 +66,9 @@ def model_revision(profile: str | Profile, model: str, checkpoint: str = "final"
     return resolve_revision(model, revision, local_files_only=hub_offline() or not hub_reachable())
 
 
-def profile_corpus(profile: str | Profile, name: str | None = None, *, loader: Loader | None = None) -> Corpus:
+def profile_corpus(profile: Profile, name: str | None = None, *, loader: Loader | None = None) -> Corpus:
     """One of the profile's corpora (its main one by default); ``loader`` as in
     :func:`linrec.data.corpora.load_corpus`."""
-    profile = get_profile(profile)
     name = name or profile.corpora[0]
     allowed = dict.fromkeys([*profile.corpora, profile.eval_corpus])
     if name not in allowed:
@@ -78,11 +77,10 @@ def profile_corpus(profile: str | Profile, name: str | None = None, *, loader: L
 
 
 def profile_batches(
-    profile: str | Profile, tokenizer, corpus: Corpus, *, split: str = "fit", max_rows: int | None = None, model=None
+    profile: Profile, tokenizer, corpus: Corpus, *, split: str = "fit", max_rows: int | None = None, model=None
 ) -> TokenBatches:
     """Token batches of ``corpus`` at the profile's sizes: ``rows_per_block`` rows of the fit text, or
     ``eval_tokens`` of the eval text (``max_rows`` overrides); ``model`` bounds seq_len by its context."""
-    profile = get_profile(profile)
     rows = max_rows or (profile.rows_per_block if split == "fit" else profile.eval_tokens)
     return make_batches(
         tokenizer,

@@ -19,7 +19,7 @@ from torch import nn
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
-from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.perplexity import swap_deltas
@@ -30,7 +30,7 @@ LABELS = ("model", "checkpoint", "corpus")
 
 
 def eval_batches(
-    profile: str | Profile,
+    profile: Profile,
     tokenizer,
     model: nn.Module | None = None,
     tokens: int | None = None,
@@ -38,13 +38,12 @@ def eval_batches(
 ) -> TokenBatches:
     """``tokens`` (default: the profile's ``eval_tokens``) of the eval split of ``corpus`` (default: the
     profile's ``eval_corpus``), a split never used for fitting; ``model`` bounds the sequence length."""
-    profile = get_profile(profile)
     text = profile_corpus(profile, corpus or profile.eval_corpus)
     return profile_batches(profile, tokenizer, text, split="eval", max_rows=tokens, model=model)
 
 
 def affine_swaps(
-    profile: str | Profile,
+    profile: Profile,
     measurements: Iterable[Measurement],
     corpus: str | None = None,
     max_tokens: int | None = None,
@@ -61,7 +60,6 @@ def affine_swaps(
     corpora), ``eval_corpus`` and ``eval_tokens``; measurements in the order given. ``cache``: keep each
     measurement's table in the cache (:func:`linrec.experiment.results.cached_frames`; measurements from the cache).
     """
-    profile = get_profile(profile)
     corpus = corpus or profile.eval_corpus
     tables = []
     for m in measurements:

@@ -14,7 +14,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from linrec.experiment.measurement import entry_path, measurement
-from linrec.experiment.profiles import Profile, get_profile
+from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import model_revision, profile_corpus
 from linrec.experiment.results import cached_frames
 from linrec.experiment.swaps import affine_swaps
@@ -22,7 +22,7 @@ from linrec.interventions.probes import ProbeConfig, probe_table
 
 
 def corpus_sweep(
-    profile: str | Profile,
+    profile: Profile,
     model: str,
     corpus: str,
     *,
@@ -32,7 +32,6 @@ def corpus_sweep(
 ) -> dict[str, pd.DataFrame]:
     """``{"probes": probe_table(...), "swaps": affine_swaps(...)}`` of ``model`` on ``corpus``, each present when
     asked for (a probe configuration; a number of eval tokens), from the cache when computed before."""
-    profile = get_profile(profile)
     wanted = {"probes": seeded_poly is not None, "swaps": swap_tokens is not None}
     if not any(wanted.values()):
         return {}

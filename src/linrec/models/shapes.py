@@ -48,7 +48,8 @@ from torch import nn
 
 from linrec.cache import build_entry, cache_dir, cache_key
 from linrec.data.bpe import EOS, byte_level_bpe
-from linrec.data.corpora import OFFLINE_CORPORA, load_corpus
+from linrec.data.corpora import load_corpus
+from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
 from linrec.models.loading import load_tokenizer, parse_dtype, pick_device
 

@@ -1,10 +1,11 @@
-"""Figures of chapters 2, 3, 7 and 8: R²_lin (and what goes with it) against FFN block, per model, checkpoint, corpus.
+"""Figures of chapters 2, 7 and 8: R²_lin (and what goes with it) against FFN block, per model, checkpoint, corpus.
 
-Every function takes the tidy tables of :mod:`linrec.analysis.depth`, :mod:`linrec.analysis.activation` or
-:func:`linrec.interventions.crossfeed.crossfeed_grid` (one row per block or cell) and
-returns a matplotlib Figure with labelled axes; error bars are the k-fold standard deviation
-(``r2_lin_std``). Colours follow the active seaborn palette, one colour per model throughout a
-chapter when ``order`` is the same.
+Every function takes the tidy tables of :mod:`linrec.analysis.depth` or :mod:`linrec.analysis.positions`
+(one row per block) and returns a matplotlib Figure with labelled axes; error bars are the k-fold
+standard deviation (``r2_lin_std``). Colours follow the active seaborn palette, one colour per model
+throughout a chapter when ``order`` is the same. Chapters 1 and 3 draw their profiles with
+:func:`profiles_figure`; chapter 3's other figures (:mod:`linrec.plots.activation`) share the labels
+and panel layout defined here.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from linrec.analysis.activation import NORMALISED
 from linrec.errors import LinrecError
 from linrec.plots._columns import require
 
@@ -29,15 +28,17 @@ LINESTYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
-def _order(table: pd.DataFrame, column: str, order: Sequence[str] | None) -> list:
+def ordered(table: pd.DataFrame, column: str, order: Sequence[str] | None) -> list:
+    """The values of ``column`` present in ``table``: in ``order`` when given, else as they first appear."""
     present = list(dict.fromkeys(table[column]))
     return [v for v in order if v in present] if order is not None else present
 
 
-def _grid(
+def panel_grid(
     n: int, width: float = 5.0, height: float = 3.6, cols: int = 2, sharey: bool = True
 ) -> tuple[Figure, list[Axes]]:
-    """A figure with ``n`` panels in rows of ``cols`` (spare panels removed); :func:`_outer` tidies shared y labels."""
+    """A figure with ``n`` panels in rows of ``cols`` (spare panels removed); :func:`outer_ylabels` tidies shared
+    y labels."""
     cols = min(cols, n)
     rows = -(-n // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharey=sharey)
@@ -47,7 +48,7 @@ def _grid(
     return fig, flat[:n]
 
 
-def _outer(axes: Sequence[Axes], cols: int = 2) -> None:
+def outer_ylabels(axes: Sequence[Axes], cols: int = 2) -> None:
     """Drop the y label of every panel but the first of its row (the axes are shared)."""
     for k, ax in enumerate(axes):
         if k % cols:
@@ -68,8 +69,8 @@ def profile_axes(
     """One line of ``value`` against block per value of ``hue`` (and of ``style``, by line style), with
     ``error`` as error bars (None: none). ``label`` formats each legend entry from ``{hue}`` and ``{style}``."""
     require(table, ["block", value, hue, *([style] if style else []), *([error] if error else [])], "a depth profile")
-    hues = _order(table, hue, hue_order)
-    styles = _order(table, style, None) if style else [None]
+    hues = ordered(table, hue, hue_order)
+    styles = ordered(table, style, None) if style else [None]
     colours = dict(zip(hues, sns.color_palette(n_colors=len(hues))))
     for h in hues:
         for k, s in enumerate(styles):
@@ -138,7 +139,7 @@ def heterogeneity_figure(
         )
     top.set(xlabel="", title="Closed-form recoverability per block (this run, measured)")
     top.legend(loc="best", fontsize=8)
-    models = _order(table, "model", order)
+    models = ordered(table, "model", order)
     sns.barplot(
         data=swaps,
         x="block",
@@ -171,16 +172,16 @@ def corpus_figure(
 ) -> Figure:
     """The paper's Fig. 5 layout: one panel per model, one line (colour) per corpus, of ``value`` per block."""
     require(table, ["model", "corpus"], "the corpus overlay")
-    models = _order(table, "model", order)
-    corpora = _order(table, "corpus", None)
-    fig, axes = _grid(len(models))
+    models = ordered(table, "model", order)
+    corpora = ordered(table, "corpus", None)
+    fig, axes = panel_grid(len(models))
     for ax, model in zip(axes, models):
         profile_axes(
             ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error, ylabel=ylabel
         )
         ax.set_title(model)
         ax.legend(title="corpus", fontsize=8, loc="best")
-    _outer(axes)
+    outer_ylabels(axes)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -196,9 +197,9 @@ def _checkpoint_order(table: pd.DataFrame) -> list[str]:
 def training_heatmaps(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """One heatmap per model: R²_lin by block (rows) and checkpoint (columns, in training order), annotated."""
     require(table, ["model", "checkpoint", "block", "r2_lin"], "the training heatmap")
-    models = _order(table, "model", order)
+    models = ordered(table, "model", order)
     vmin = min(0.0, float(table["r2_lin"].min()))
-    fig, axes = _grid(len(models), width=5.6, height=0.45 * table["block"].nunique() + 1.8, sharey=False)
+    fig, axes = panel_grid(len(models), width=5.6, height=0.45 * table["block"].nunique() + 1.8, sharey=False)
     for ax, model in zip(axes, models):
         g = table[table["model"] == model]
         cols = _checkpoint_order(g)
@@ -239,8 +240,8 @@ def training_lines(
     require(table, ["model", "block", "step", "r2_lin", "r2_lin_std"], "the training lines")
     if table["step"].isna().any():
         raise LinrecError("every checkpoint needs an optimiser step to be placed on the training axis")
-    models = _order(table, "model", order)
-    fig, axes = _grid(len(models), width=6.2, height=3.8, sharey=False)
+    models = ordered(table, "model", order)
+    fig, axes = panel_grid(len(models), width=6.2, height=3.8, sharey=False)
     for ax, model in zip(axes, models):
         g = table[table["model"] == model].astype({"step": float})
         blocks = sorted(g["block"].unique())
@@ -280,7 +281,7 @@ def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, refere
     column = "distance_to_" + reference
     require(drift, ["model", "step", column], "the drift figure")
     fig, ax = plt.subplots(figsize=(8, 4))
-    models = _order(drift, "model", order)
+    models = ordered(drift, "model", order)
     for colour, model in zip(sns.color_palette(n_colors=len(models)), models):
         g = drift[drift["model"] == model].astype({"step": float}).sort_values("step")
         ax.plot(g["step"], g[column], marker="o", color=colour, label=model)
@@ -296,129 +297,6 @@ def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, refere
     return fig
 
 
-def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
-    """R²_lin of every FFN (columns: model, block) on every block's inputs (rows), with model boundaries."""
-    require(grid, ["input_model", "input_block", "weight_model", "weight_block", "r2_lin"], "the cross-feeding heatmap")
-    models = _order(grid, "input_model", order)
-    wide = grid.pivot_table(
-        index=["input_model", "input_block"], columns=["weight_model", "weight_block"], values="r2_lin", aggfunc="first"
-    )
-    keys = [(m, b) for m in models for b in sorted(grid.loc[grid["input_model"] == m, "input_block"].unique())]
-    wide = wide.loc[keys, keys]
-    size = 0.32 * len(keys) + 3
-    fig, ax = plt.subplots(figsize=(size + 1.5, size))
-    labels = [f"{m} · {b}" for m, b in keys]
-    sns.heatmap(
-        wide.to_numpy(),
-        ax=ax,
-        cmap="viridis",
-        vmin=min(0.0, float(np.nanmin(wide.to_numpy()))),
-        vmax=1,
-        xticklabels=labels,
-        yticklabels=labels,
-        cbar_kws={"label": "cross-fed R²_lin"},
-        square=True,
-    )
-    edges = np.cumsum([sum(1 for k in keys if k[0] == m) for m in models])[:-1]
-    for e in edges:
-        ax.axhline(e, color="white", lw=2)
-        ax.axvline(e, color="white", lw=2)
-    ax.set(
-        xlabel="FFN that runs (model · block): the weights",
-        ylabel="whose captured inputs (model · block)",
-        title="Cross-feeding: block j's FFN on block i's inputs (diagonal: a block on its own inputs)",
-    )
-    ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def distance_figure(distances: pd.DataFrame, kinds: Sequence[str] | None = None) -> Figure:
-    """RMS distance between pairs of depth profiles, by what separates them (one dot per pair, bar = mean)."""
-    require(distances, ["kind", "distance"], "the distance figure")
-    order = _order(distances, "kind", kinds)
-    fig, ax = plt.subplots(figsize=(8, 0.55 * len(order) + 1.6))
-    sns.barplot(data=distances, y="kind", x="distance", order=order, color="0.85", errorbar=None, ax=ax)
-    sns.stripplot(
-        data=distances,
-        y="kind",
-        x="distance",
-        order=order,
-        hue="kind",
-        hue_order=order,
-        size=7,
-        ax=ax,
-        legend=False,
-        jitter=0.15,
-    )
-    ax.set(
-        xlabel="RMS difference of R²_lin over blocks",
-        ylabel="what separates the two profiles",
-        title="How far apart are two depth profiles?",
-    )
-    fig.tight_layout()
-    return fig
-
-
-def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
-    """One panel per model: R²_lin per block on its own inputs and on them standardised / whitened."""
-    require(
-        table,
-        ["model", "block", "normalisation", "r2_lin", "r2_lin_norm", "r2_lin_norm_std"],
-        "the normalisation figure",
-    )
-    models = _order(table, "model", order)
-    fig, axes = _grid(len(models), width=5.0, height=3.4)
-    for ax, model in zip(axes, models):
-        g = table[table["model"] == model]
-        own = g.drop_duplicates("block").sort_values("block")
-        ax.plot(own["block"], own["r2_lin"], color="0.2", marker="o", lw=2, label="own inputs")
-        for k, (kind, h) in enumerate(g.groupby("normalisation", sort=False), start=1):
-            h = h.sort_values("block")
-            ax.errorbar(
-                h["block"],
-                h["r2_lin_norm"],
-                yerr=h["r2_lin_norm_std"],
-                ls=LINESTYLES[k % 4],
-                marker=MARKERS[k],
-                capsize=3,
-                label=f"inputs {NORMALISED.get(kind, kind)}",
-            )
-        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel=R2_LABEL, xticks=sorted(g["block"].unique()))
-        ax.legend(fontsize=8)
-    _outer(axes)
-    fig.tight_layout()
-    return fig
-
-
-def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
-    """R²_lin of every block against its input conditioning (log10 condition number) and effective rank."""
-    require(table, ["model", "checkpoint", "r2_lin", "log10_condition", "effective_rank_in"], "the conditioning figure")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    hue_order = _order(table, "model", order)
-    for ax, x, label in zip(
-        axes,
-        ("log10_condition", "effective_rank_in"),
-        ("log10 condition number of the input covariance", "effective rank of the inputs (participation ratio)"),
-    ):
-        sns.scatterplot(
-            data=table,
-            x=x,
-            y="r2_lin",
-            hue="model",
-            hue_order=hue_order,
-            style="checkpoint",
-            s=60,
-            ax=ax,
-            legend=ax is axes[-1],
-        )
-        ax.set(xlabel=label, ylabel="held-out R²_lin")
-    axes[-1].legend(fontsize=8, loc="best")
-    fig.suptitle("Does the shape of a block's inputs predict its recoverability?")
-    fig.tight_layout()
-    return fig
-
-
 def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """R²_lin of every block on all rows and without the first positions (left), and the share of the output
     variance the first positions carry against their share of rows (right), one line per model.
@@ -427,7 +305,7 @@ def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> 
     """
     require(table, ["model", "block", "r2_lin", "r2_lin_later", "variance_first", "rows_first", "first"],
             "the position figure")  # fmt: skip
-    models = _order(table, "model", order)
+    models = ordered(table, "model", order)
     first = int(table["first"].iloc[0])
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     long = table.melt(id_vars=["model", "block"], value_vars=["r2_lin", "r2_lin_later"], var_name="rows",

@@ -32,10 +32,11 @@ from tqdm.auto import tqdm
 
 from linrec.cache import build_entry, cache_dir, cache_key, entry_complete, remove_stale
 from linrec.data.bpe import train_bpe
-from linrec.data.corpora import Corpus, load_corpus
+from linrec.data.corpora import load_corpus
+from linrec.data.corpus import Corpus
 from linrec.data.tokens import tokenize
 from linrec.errors import LinrecError
-from linrec.models.zoo.spec import ZOO_FORMAT, ZooEntry, ZooSpec, get_zoo
+from linrec.models.zoo.spec import ZOO_FORMAT, ZooEntry, ZooSpec
 from linrec.models.zoo.train import TrainJob, train_entry
 
 
@@ -86,9 +87,8 @@ def _fit_text(spec: ZooSpec, corpus: Corpus) -> str:
     return corpus.fit_text if spec.max_chars is None else corpus.fit_text[: spec.max_chars]
 
 
-def prepare_zoo(zoo: ZooSpec | str | object, progress: bool = True) -> ZooLayout:
+def prepare_zoo(spec: ZooSpec, progress: bool = True) -> ZooLayout:
     """Build (or find in the cache) a zoo's tokenizer and tokenised data; where everything lives."""
-    spec = get_zoo(zoo)
     corpora = _corpora(spec)
     layout = _layout(spec, corpora)
 
@@ -234,7 +234,7 @@ def default_workers() -> int:
 
 
 def build_zoo(
-    zoo: ZooSpec | str | object,
+    spec: ZooSpec,
     *,
     models: list[str] | None = None,
     force: bool = False,
@@ -243,10 +243,8 @@ def build_zoo(
 ) -> pd.DataFrame:
     """Train whatever of the zoo is not cached yet (all of it with ``force``) and return its table.
 
-    ``zoo`` is a :class:`ZooSpec`, a zoo name (``"offline"``, ``"smoke"``) or a profile with a zoo.
     One row per model (see :func:`zoo_table`). A damaged cached model is reported and retrained.
     """
-    spec = get_zoo(zoo)
     entries = [spec.entry(m) for m in (models or spec.names())]
     layout = prepare_zoo(spec, progress)
     jobs = [
@@ -294,24 +292,20 @@ def _resolve_checkpoint(entry: ZooEntry, checkpoint: str) -> str:
     return name
 
 
-def zoo_model_path(zoo: ZooSpec | str | object, model: str | ZooEntry, checkpoint: str = "final") -> Path:
+def zoo_model_path(spec: ZooSpec, model: str | ZooEntry, checkpoint: str = "final") -> Path:
     """Where a checkpoint (``"init"``, ``"final"`` or ``"step<N>"``) of a zoo model is or will be; builds nothing."""
-    spec = get_zoo(zoo)
     entry = spec.entry(model)
     return _layout(spec, _corpora(spec)).models[entry.name] / _resolve_checkpoint(entry, checkpoint)
 
 
-def ensure_zoo_model(
-    zoo: ZooSpec | str | object, model: str | ZooEntry, checkpoint: str = "final", progress: bool = True
-) -> Path:
+def ensure_zoo_model(spec: ZooSpec, model: str | ZooEntry, checkpoint: str = "final", progress: bool = True) -> Path:
     """The path of a zoo checkpoint, training that model first if it is not cached (or is damaged)."""
-    spec = get_zoo(zoo)
     path = zoo_model_path(spec, model, checkpoint)
     if not entry_complete(path.parent):
         build_zoo(spec, models=[spec.entry(model).name], progress=progress, workers=1)
     return path
 
 
-def zoo_record(zoo: ZooSpec | str | object, model: str | ZooEntry, progress: bool = True) -> dict:
+def zoo_record(spec: ZooSpec, model: str | ZooEntry, progress: bool = True) -> dict:
     """The training record (``zoo.json``) of a zoo model, training it first if needed."""
-    return json.loads((ensure_zoo_model(zoo, model, "final", progress).parent / "zoo.json").read_text())
+    return json.loads((ensure_zoo_model(spec, model, "final", progress).parent / "zoo.json").read_text())

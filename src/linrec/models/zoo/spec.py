@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from linrec.data.corpora import OFFLINE_CORPORA
+from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
 
 ZOO_FORMAT = 2
@@ -173,24 +173,13 @@ ZOOS: dict[str, ZooSpec] = {
 }
 
 
-def get_zoo(zoo: ZooSpec | str | object) -> ZooSpec:
-    """A zoo by name, or the zoo of a profile (anything with a ``zoo`` attribute)."""
-    if isinstance(zoo, ZooSpec):
-        return zoo
-    if isinstance(zoo, str):
-        if zoo not in ZOOS:
-            raise LinrecError(
-                f"no zoo named '{zoo}'; zoos exist for the profiles {', '.join(ZOOS)} "
-                "(the other profiles load hub models)"
-            )
-        return ZOOS[zoo]
-    inner = getattr(zoo, "zoo", None)
-    if isinstance(inner, ZooSpec):
-        return inner
-    raise LinrecError(
-        f"profile '{getattr(zoo, 'name', zoo)}' has no model zoo (it loads hub models); "
-        f"zoos exist for the profiles {', '.join(ZOOS)}"
-    )
+def get_zoo(name: str) -> ZooSpec:
+    """The zoo called ``name`` (that of the profile of the same name)."""
+    if name not in ZOOS:
+        raise LinrecError(
+            f"no zoo named '{name}'; zoos exist for the profiles {', '.join(ZOOS)} (the other profiles load hub models)"
+        )
+    return ZOOS[name]
 
 
 def model_config(entry: ZooEntry, vocab_size: int, eos_id: int):

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from conftest import measurement_info
-from linrec.analysis import residual
-from linrec.analysis.residual import (
+from linrec.analysis import bilinear
+from linrec.analysis.bilinear import (
     bilinear_claims,
     controls_pass,
     gate_summary,
@@ -139,7 +139,7 @@ def test_cached_probe_sweeps_are_computed_once(monkeypatch, tmp_path):
     config = ProbeConfig(rank=2, steps=60, eval_every=10)
     first = probe_sweep(measured, config, progress=False, cache=True)
     pd.testing.assert_frame_equal(first, probe_sweep(measured, config, progress=False))
-    monkeypatch.setattr(residual, "probe_table", lambda *a, **k: pytest.fail("probed again"))
+    monkeypatch.setattr(bilinear, "probe_table", lambda *a, **k: pytest.fail("probed again"))
     pd.testing.assert_frame_equal(probe_sweep(measured, config, progress=False, cache=True), first)
 
 

@@ -15,7 +15,7 @@ PASS, FAIL = "#55a868", "#c44e52"
 def candidates_figure(candidates: pd.DataFrame, min_r2: float, max_std: float, model: str) -> Figure:
     """R²_lin per block as bars, green where the block is a candidate, with the ``min_r2`` threshold dashed.
 
-    ``candidates`` is the table of :func:`linrec.analysis.advice.replacement_candidates`; the y axis
+    ``candidates`` is the table of :func:`linrec.analysis.your_model.replacement_candidates`; the y axis
     reaches below 0 when a block scores below it.
     """
     require(candidates, ["block", "r2_lin", "candidate"], "the candidates figure")

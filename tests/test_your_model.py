@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_model
-from linrec.analysis.advice import moment_bytes, replacement_candidates
+from linrec.analysis.your_model import moment_bytes, replacement_candidates
 from linrec.core.capture import capture_moments
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError

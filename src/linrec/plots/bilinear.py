@@ -1,6 +1,6 @@
 """Figures of chapter 4 (bilinear): what the closed form leaves over, per block and per output dim.
 
-Every function takes a tidy table of :mod:`linrec.analysis.residual` and returns a matplotlib Figure
+Every function takes a tidy table of :mod:`linrec.analysis.bilinear` and returns a matplotlib Figure
 with labelled axes.
 """
 
@@ -34,7 +34,7 @@ def _against_nonlinearity(fig: Figure, ax: plt.Axes, ylabel: str, title: str) ->
 def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | None = None) -> Figure:
     """Both probes' R² gain over the closed form against 1 - R²_lin, one point per (model, block).
 
-    ``table``: :func:`linrec.analysis.residual.probe_sweep`; ``correlations``: {"gain" / "gain_seeded":
+    ``table``: :func:`linrec.analysis.bilinear.probe_sweep`; ``correlations``: {"gain" / "gain_seeded":
     Pearson r with CI}, printed in the legend.
     """
     require(table, ["model", "block", "nonlinearity", *PROBES], "the gain figure")
@@ -56,7 +56,7 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
     """The share of the closed form's residual the bilinear probe captures, with its bootstrap interval, against
     1 - R²_lin, one point per (model, block); dotted lines: the planted controls' shares.
 
-    ``table``: :func:`linrec.analysis.residual.probe_sweep`; ``controls``: its ``probe_controls``.
+    ``table``: :func:`linrec.analysis.bilinear.probe_sweep`; ``controls``: its ``probe_controls``.
     """
     require(table, ["model", "nonlinearity", "captured", "captured_low", "captured_high"], "the captured figure")
     fig, ax = plt.subplots(figsize=(8.5, 4.8))

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from drawn import points  # noqa: E402
 from linrec.errors import LinrecError  # noqa: E402
-from linrec.plots import residual as figures  # noqa: E402
+from linrec.plots import bilinear as figures  # noqa: E402
 from linrec.stats import correlation  # noqa: E402
 
 

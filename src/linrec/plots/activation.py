@@ -1,0 +1,143 @@
+"""Figures of chapter 3: how far apart profiles are, the inputs each block sees, and cross-feeding.
+
+Every function takes the tidy tables of :mod:`linrec.analysis.identity`, :mod:`linrec.analysis.activation`
+or :func:`linrec.interventions.crossfeed.crossfeed_grid` (one row per block, pair or cell) and returns a
+matplotlib Figure with labelled axes, laid out and coloured as the depth figures of :mod:`linrec.plots.depth`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from linrec.analysis.activation import NORMALISED
+from linrec.plots._columns import require
+from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, R2_LABEL, ordered, outer_ylabels, panel_grid
+
+
+def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
+    """R²_lin of every FFN (columns: model, block) on every block's inputs (rows), with model boundaries."""
+    require(grid, ["input_model", "input_block", "weight_model", "weight_block", "r2_lin"], "the cross-feeding heatmap")
+    models = ordered(grid, "input_model", order)
+    wide = grid.pivot_table(
+        index=["input_model", "input_block"], columns=["weight_model", "weight_block"], values="r2_lin", aggfunc="first"
+    )
+    keys = [(m, b) for m in models for b in sorted(grid.loc[grid["input_model"] == m, "input_block"].unique())]
+    wide = wide.loc[keys, keys]
+    size = 0.32 * len(keys) + 3
+    fig, ax = plt.subplots(figsize=(size + 1.5, size))
+    labels = [f"{m} · {b}" for m, b in keys]
+    sns.heatmap(
+        wide.to_numpy(),
+        ax=ax,
+        cmap="viridis",
+        vmin=min(0.0, float(np.nanmin(wide.to_numpy()))),
+        vmax=1,
+        xticklabels=labels,
+        yticklabels=labels,
+        cbar_kws={"label": "cross-fed R²_lin"},
+        square=True,
+    )
+    edges = np.cumsum([sum(1 for k in keys if k[0] == m) for m in models])[:-1]
+    for e in edges:
+        ax.axhline(e, color="white", lw=2)
+        ax.axvline(e, color="white", lw=2)
+    ax.set(
+        xlabel="FFN that runs (model · block): the weights",
+        ylabel="whose captured inputs (model · block)",
+        title="Cross-feeding: block j's FFN on block i's inputs (diagonal: a block on its own inputs)",
+    )
+    ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def distance_figure(distances: pd.DataFrame, kinds: Sequence[str] | None = None) -> Figure:
+    """RMS distance between pairs of depth profiles, by what separates them (one dot per pair, bar = mean)."""
+    require(distances, ["kind", "distance"], "the distance figure")
+    order = ordered(distances, "kind", kinds)
+    fig, ax = plt.subplots(figsize=(8, 0.55 * len(order) + 1.6))
+    sns.barplot(data=distances, y="kind", x="distance", order=order, color="0.85", errorbar=None, ax=ax)
+    sns.stripplot(
+        data=distances,
+        y="kind",
+        x="distance",
+        order=order,
+        hue="kind",
+        hue_order=order,
+        size=7,
+        ax=ax,
+        legend=False,
+        jitter=0.15,
+    )
+    ax.set(
+        xlabel="RMS difference of R²_lin over blocks",
+        ylabel="what separates the two profiles",
+        title="How far apart are two depth profiles?",
+    )
+    fig.tight_layout()
+    return fig
+
+
+def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
+    """One panel per model: R²_lin per block on its own inputs and on them standardised / whitened."""
+    require(
+        table,
+        ["model", "block", "normalisation", "r2_lin", "r2_lin_norm", "r2_lin_norm_std"],
+        "the normalisation figure",
+    )
+    models = ordered(table, "model", order)
+    fig, axes = panel_grid(len(models), width=5.0, height=3.4)
+    for ax, model in zip(axes, models):
+        g = table[table["model"] == model]
+        own = g.drop_duplicates("block").sort_values("block")
+        ax.plot(own["block"], own["r2_lin"], color="0.2", marker="o", lw=2, label="own inputs")
+        for k, (kind, h) in enumerate(g.groupby("normalisation", sort=False), start=1):
+            h = h.sort_values("block")
+            ax.errorbar(
+                h["block"],
+                h["r2_lin_norm"],
+                yerr=h["r2_lin_norm_std"],
+                ls=LINESTYLES[k % 4],
+                marker=MARKERS[k],
+                capsize=3,
+                label=f"inputs {NORMALISED.get(kind, kind)}",
+            )
+        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel=R2_LABEL, xticks=sorted(g["block"].unique()))
+        ax.legend(fontsize=8)
+    outer_ylabels(axes)
+    fig.tight_layout()
+    return fig
+
+
+def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
+    """R²_lin of every block against its input conditioning (log10 condition number) and effective rank."""
+    require(table, ["model", "checkpoint", "r2_lin", "log10_condition", "effective_rank_in"], "the conditioning figure")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    hue_order = ordered(table, "model", order)
+    for ax, x, label in zip(
+        axes,
+        ("log10_condition", "effective_rank_in"),
+        ("log10 condition number of the input covariance", "effective rank of the inputs (participation ratio)"),
+    ):
+        sns.scatterplot(
+            data=table,
+            x=x,
+            y="r2_lin",
+            hue="model",
+            hue_order=hue_order,
+            style="checkpoint",
+            s=60,
+            ax=ax,
+            legend=ax is axes[-1],
+        )
+        ax.set(xlabel=label, ylabel="held-out R²_lin")
+    axes[-1].legend(fontsize=8, loc="best")
+    fig.suptitle("Does the shape of a block's inputs predict its recoverability?")
+    fig.tight_layout()
+    return fig
