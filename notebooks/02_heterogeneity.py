@@ -19,16 +19,15 @@ FIRST = 1  # leading positions of each window set aside in "Where the rows come 
 
 # %%
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import display
 
-from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims
-from linrec.analysis.positions import position_effect
+from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims, swap_range
+from linrec.analysis.positions import position_claims, position_effect
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.swaps import affine_swaps
 from linrec.plots import depth
-from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], flag=["SWAP"], positive_int=["FIRST"],
              positive_int_or_none=["SWAP_TOKENS"], fraction=["HIGH", "LOW"], positive_number=["SIGMAS"])
@@ -99,29 +98,8 @@ summary
 # (measured)" is computed from the table above, the column "paper (reported)" is the paper's.
 
 # %%
-claims = heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS)
-claims
-
-# %%
-lo, hi = table["r2_lin"].min(), table["r2_lin"].max()
-worst = summary.loc[summary["max_jump"].idxmax()]
-ch.record(paper.R2_RANGE, f"{lo:.3f} to {hi:.3f}",
-          note="; ".join(f"{r.model}: {r.r2_min:.3f}–{r.r2_max:.3f}" for r in summary.itertuples()))
-ch.record("largest jump in R²_lin between adjacent blocks", worst["max_jump"],
-          paper="from > 0.99 to < 0.3 (a jump of at least 0.69)",
-          note=f"{worst['model']}, blocks {worst['jump']}, {worst['jump_sigma']:.1f} k-fold std")
-ch.record(paper.PROFILE_SHAPE,
-          f"non-monotone in {int(summary['non_monotone'].sum())} of {len(summary)} models",
-          note=f"steps beyond {SIGMAS:g} k-fold std both up and down")
-if SWAP:
-    harm = swaps.groupby("model")["delta_ppl"].agg(["min", "max"])
-    ch.record("zero-shot affine swap ΔPPL per block", f"{harm['min'].min():+.3f} to {harm['max'].max():+.3f}",
-              note="; ".join(f"{m}: {r['min']:+.3f} to {r['max']:+.3f}" for m, r in harm.iterrows()))
-
-reproduced = claims.loc[claims["reproduced"] == "yes", "claim"].tolist()
-missing = claims.loc[claims["reproduced"] == "no", "claim"].tolist()
-print(f"Profile '{PROFILE}': of the paper's four parts of the claim, this run reproduces "
-      f"{len(reproduced)}: {', '.join(reproduced) or 'none'}; not reproduced: {', '.join(missing) or 'none'}.")
+claims = heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + ([swap_range(swaps)] if SWAP else [])
+ch.report(claims)
 
 # %% [markdown]
 # How to read the sentence above depends on the profile. Under `paper` it is a direct test of the
@@ -148,26 +126,23 @@ positions = pd.concat([position_effect(profile, m, FIRST, progress=ch.progress) 
 fig = depth.position_figure(positions, order=MODELS)
 
 # %%
+ch.report(position_claims(positions, FIRST, profile.seq_len))
 heavy = positions.loc[positions.variance_first.idxmax()]
 moved = positions.loc[positions.change.abs().idxmax()]
-ch.record("output variance at the first position(s), largest block share", heavy.variance_first, paper="not reported",
-          note=f"{heavy.model} block {int(heavy.block)}; the first {FIRST} of {profile.seq_len} positions are "
-               f"{heavy.rows_first:.1%} of rows")
-ch.record("R²_lin change without the first position(s), largest", moved.change, paper="not reported",
-          note=f"{moved.model} block {int(moved.block)}: {moved.r2_lin:.3f} → {moved.r2_lin_later:.3f}")
+ch.glue(first=FIRST, rows_first=heavy.rows_first, variance_first=heavy.variance_first,
+        heavy_block=f"{heavy.model} block {int(heavy.block)}", change=moved.change,
+        moved_block=f"{moved.model} block {int(moved.block)}, {moved.r2_lin:.3f} → {moved.r2_lin_later:.3f}",
+        median_change=positions.change.median(),
+        reading="no block's global R²_lin moves by 0.05 or more without its first positions"
+        if positions.change.abs().max() < 0.05 else
+        "some block's global R²_lin depends on its first positions: read those blocks' numbers with that in mind")
 positions[["model", "block", "r2_lin", "r2_lin_later", "change", "variance_first"]]
 
-# %%
-display(Markdown(
-    f"The first {FIRST} position(s) are {heavy.rows_first:.1%} of the rows. Their share of a block's output "
-    f"variance reaches **{heavy.variance_first:.1%}** ({heavy.model} block {int(heavy.block)}), and leaving them "
-    f"out moves R²_lin by at most **{moved.change:+.3f}** ({moved.model} block {int(moved.block)}, "
-    f"{moved.r2_lin:.3f} → {moved.r2_lin_later:.3f}); the median change over all blocks is "
-    f"{positions.change.median():+.4f}. "
-    + ("So in this run no block's global R²_lin moves by 0.05 or more without its first positions."
-       if positions.change.abs().max() < 0.05 else
-       "So in this run some block's global R²_lin depends on its first positions: read those blocks' numbers "
-       "with that in mind.")))
+# %% [markdown]
+# The first {glue:text}`first` position(s) are {glue:text}`rows_first:.1%` of the rows. Their share of a
+# block's output variance reaches **{glue:text}`variance_first:.1%`** ({glue:text}`heavy_block`), and leaving
+# them out moves R²_lin by at most **{glue:text}`change:+.3f`** ({glue:text}`moved_block`); the median change
+# over all blocks is {glue:text}`median_change:+.4f`. So in this run {glue:text}`reading`.
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

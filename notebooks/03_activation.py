@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from linrec.analysis.activation import (
+    activation_claims,
     activation_verdict,
     conditioning_table,
     grid_shares,
@@ -38,7 +39,6 @@ from linrec.experiment.resolve import load_profile_model
 from linrec.interventions.crossfeed import crossfeed_grid
 from linrec.plots import activation as figures
 from linrec.plots import depth
-from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
              positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])
@@ -257,25 +257,7 @@ counts = verdict["supports"].value_counts()
 print(f"Profile '{PROFILE}': {len(verdict)} tests; " + ", ".join(f"{n} point to '{k}'" for k, n in counts.items()) + ".")
 
 # %%
-same_activation = distances[distances["kind"] == "family, same activation"]
-seeds = distances[distances["kind"] == "seed"]
-if len(same_activation):
-    ch.record(paper.GPT2_VS_PYTHIA, same_activation["distance"].mean(),
-              unit="RMS ΔR²_lin",
-              note="; ".join(f"{r.a} vs {r.b}: {r.distance:.3f}" for r in same_activation.itertuples())
-              + (f"; two seeds of one architecture: {seeds['distance'].mean():.3f}" if len(seeds) else ""))
-if len(seeds):
-    ch.record("profile distance between two training seeds", seeds["distance"].mean(),
-              unit="RMS ΔR²_lin", note="; ".join(f"{r.a} vs {r.b}" for r in seeds.itertuples()))
-for label, s in shares.items():
-    ch.record(f"cross-feeding: variance share of the weights ({label})", s.weights,
-              note=f"inputs {s.inputs:.2f}, interaction {s.interaction:.2f}; r with the FFN's own R² "
-                   f"{s.follows_weights.r:+.2f}, with the input block's {s.follows_inputs.r:+.2f}; own inputs "
-                   f"minus other models' inputs {s.own_gap:+.3f}")
-ch.record("learned, not architectural: tests", ", ".join(f"{k}: {n}" for k, n in counts.items()),
-          paper="claimed from the GPT-2 vs Pythia-160m comparison alone",
-          note="; ".join(f"{r.test} → {r.supports}" for r in verdict.itertuples()))
-print(f"recorded {len(ch.recorded())} headline numbers for the appendix")
+ch.report(activation_claims(verdict, distances, shares))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

@@ -32,7 +32,6 @@ GAP = 0.05  # global R²_lin above the median per-feature R² by more than this 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from IPython.display import Markdown, display
 
 from linrec.analysis.bilinear import (
     bilinear_claims,
@@ -50,7 +49,6 @@ from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import gain_correlation
 from linrec.plots import bilinear as figures
-from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
              positive_int=["TOP_DIMS"], fraction=["FEW_POINTS", "LITTLE", "NEAR_LINEAR", "GAP"], positive_number=["LOW_RANK"])
@@ -162,13 +160,18 @@ controls
 fig = figures.captured_figure(sweep, controls)
 plt.show()
 
-# %%
+# %% tags=["remove-cell"]
 at_budget = int(sweep.at_budget.sum())
-display(Markdown(
-    f"Median share captured: **{sweep.captured.median():.3f}** over {len(sweep)} blocks (range "
-    f"{sweep.captured.min():.3f} to {sweep.captured.max():.3f}). {at_budget} of {len(sweep)} bilinear probes were "
-    f"still improving when they reached the cap of {config.steps} steps"
-    + (" (their shares are lower bounds)." if at_budget else "; every other probe stopped on its validation loss.")))
+ch.glue(share_median=sweep.captured.median(), blocks=len(sweep), share_min=sweep.captured.min(),
+        share_max=sweep.captured.max(), at_budget=at_budget, steps=config.steps,
+        at_budget_reading="their shares are lower bounds" if at_budget else
+        "every other probe stopped on its validation loss")
+
+# %% [markdown]
+# Median share captured: **{glue:text}`share_median:.3f`** over {glue:text}`blocks` blocks (range
+# {glue:text}`share_min:.3f` to {glue:text}`share_max:.3f`). {glue:text}`at_budget` of {glue:text}`blocks`
+# bilinear probes were still improving when they reached the cap of {glue:text}`steps` steps
+# ({glue:text}`at_budget_reading`).
 
 # %% [markdown]
 # ## The paper's statistic, and one that can decide
@@ -212,16 +215,19 @@ gates = gate_summary(sweep, config.gate_init)
 fig = figures.gate_figure(sweep, config.gate_init)
 plt.show()
 
-# %% tags=["hide-input"]
+# %% tags=["remove-cell"]
 rho = gates["rho"]
-display(Markdown(
-    f"After fitting, the gate ended below its initial value on **{gates['shrunk']:.0%}** of {gates['blocks']} blocks "
-    f"(median |g| / initial = {gates['median_ratio']:.2f}). "
-    + (f"Across blocks, |g| and 1 − R²_lin have Spearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]: "
-       + ("the term is recruited more where the affine map leaves more over." if rho.low > 0 else
-          "the term is recruited *less* where the affine map leaves more over." if rho.high < 0 else
-          "the interval includes 0, so this run shows no clear link between the two.")
-       if rho is not None else "Too few blocks for a rank correlation.")))
+ch.glue(shrunk=gates["shrunk"], gate_blocks=gates["blocks"], median_ratio=gates["median_ratio"],
+        gate_link=(f"Across blocks, |g| and 1 − R²_lin have Spearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]: "
+                   + ("the term is recruited more where the affine map leaves more over." if rho.low > 0 else
+                      "the term is recruited less where the affine map leaves more over." if rho.high < 0 else
+                      "the interval includes 0, so this run shows no clear link between the two.")
+                   if rho is not None else "Too few blocks for a rank correlation."))
+
+# %% [markdown]
+# After fitting, the gate ended below its initial value on **{glue:text}`shrunk:.0%`** of
+# {glue:text}`gate_blocks` blocks (median |g| / initial = {glue:text}`median_ratio:.2f`).
+# {glue:text}`gate_link`
 
 # %% [markdown]
 # ## Global against per-feature R²
@@ -262,11 +268,14 @@ plt.show()
 # %%
 dims.head(TOP_DIMS + 2)
 
-# %% tags=["hide-input"]
-display(Markdown(
-    f"In {widest.model} block {int(widest.block)}, the {TOP_DIMS} highest-variance output dims (of {int(widest.d_out)}) "
-    f"hold {widest.top_share:.0%} of the output variance (equal dims would hold {widest.uniform_share:.0%}); "
-    f"their R² is {widest.r2_top:.3f} against {widest.r2_rest:.3f} for the rest."))
+# %% tags=["remove-cell"]
+ch.glue(widest_block=f"{widest.model} block {int(widest.block)}", top_dims=TOP_DIMS, d_out=int(widest.d_out),
+        top_share=widest.top_share, uniform_share=widest.uniform_share, r2_top=widest.r2_top, r2_rest=widest.r2_rest)
+
+# %% [markdown]
+# In {glue:text}`widest_block`, the {glue:text}`top_dims` highest-variance output dims (of {glue:text}`d_out`)
+# hold {glue:text}`top_share:.0%` of the output variance (equal dims would hold {glue:text}`uniform_share:.0%`);
+# their R² is {glue:text}`r2_top:.3f` against {glue:text}`r2_rest:.3f` for the rest.
 
 # %% [markdown]
 # ## Paper against this run
@@ -275,29 +284,8 @@ display(Markdown(
 # the thresholds of the parameters cell.
 
 # %%
-claims = bilinear_claims(sweep, concentration, config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR,
-                         low_rank=LOW_RANK, gap=GAP, controls=controls, little=LITTLE)
-ch.record("share of the residual the bilinear probe captures", f"median {sweep.captured.median():.3f}",
-          paper="not reported", unit="fraction of 1 − R²_lin",
-          note=f"range {sweep.captured.min():.3f} to {sweep.captured.max():.3f}; planted quadratic "
-               f"{controls.captured.iloc[0]:.3f}, odd {controls.captured.iloc[1]:+.3f}; {at_budget} probes at the cap")
-ch.record(paper.PROBE_GAIN, f"median {sweep.gain.median():+.4f}, max {sweep.gain.max():+.4f}",
-          unit="R²", note=f"rank {config.rank}, {len(sweep)} blocks of {len(MODELS)} models; seeded-poly median "
-                          f"{sweep.gain_seeded.median():+.4f}")
-if "gain" in correlations:
-    r = correlations["gain"]
-    ch.record(paper.GAIN_CORRELATION, r.r, note=f"95% CI [{r.low:+.3f}, {r.high:+.3f}], n = {r.n}")
-    s = correlations["gain_seeded"]
-    ch.record("Pearson r(seeded-poly gain, 1 − R²_lin)", s.r, paper="not reported separately",
-              note=f"95% CI [{s.low:+.3f}, {s.high:+.3f}], n = {s.n}")
-ch.record("seeded-poly gate below its initial value", gates["shrunk"], unit="fraction of blocks",
-          paper="the gate de-recruits on near-linear targets",
-          note=f"initial |g| {config.gate_init:g}, median ratio {gates['median_ratio']:.2f}")
-ch.record(paper.FEATURE_VS_GLOBAL, f"largest global − median {concentration.gap.max():+.3f}",
-          note=f"{widest.model} block {int(widest.block)}: effective rank {widest.effective_rank_out:.2f}, "
-               f"top {TOP_DIMS} dims hold {widest.top_share:.0%} of the variance")
-display(Markdown(ch.verdict(claims)))
-claims
+ch.report(bilinear_claims(sweep, concentration, config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR,
+                          low_rank=LOW_RANK, gap=GAP, controls=controls, little=LITTLE))
 
 # %% [markdown]
 # Two changes from earlier versions of this chapter can move these verdicts, and both move them

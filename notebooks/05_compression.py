@@ -21,7 +21,6 @@ MAX_RELATIVE = 0.05  # ... for at most this relative rise in perplexity
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Markdown, display
 
 from linrec.analysis.compression import (
     affine_signal,
@@ -40,7 +39,6 @@ from linrec.experiment.resolve import load_profile_model, probe_config
 from linrec.experiment.swaps import eval_batches
 from linrec.interventions.perplexity import compression_frontier
 from linrec.plots import compression as figures
-from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
              positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
@@ -170,35 +168,25 @@ plt.show()
 # %%
 flags(signal)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-cell"]
 agree = flags(signal).agree
-display(Markdown(
-    (f"Pooled over {signal.model.nunique()} models and {len(signal)} blocks, Spearman ρ(R²_lin, ΔPPL) = "
-     f"{rho.r:+.2f} with 95% CI [{rho.low:+.2f}, {rho.high:+.2f}]"
-     + (": lower R²_lin goes with costlier swaps." if rho.high < 0 else
-        ": the interval does not exclude 0 or a positive value, so this run does not establish the signal.")
-     if rho is not None else "Too few blocks for a rank correlation.")
-    + f" In {int(agree.sum())} of {len(agree)} models the block with the lowest R²_lin is also the costliest to swap."))
+ch.glue(signal_reading=(f"Pooled over {signal.model.nunique()} models and {len(signal)} blocks, Spearman ρ(R²_lin, ΔPPL) = "
+                        f"{rho.r:+.2f} with 95% CI [{rho.low:+.2f}, {rho.high:+.2f}]"
+                        + (": lower R²_lin goes with costlier swaps." if rho.high < 0 else
+                           ": the interval does not exclude 0 or a positive value, so this run does not establish "
+                           "the signal.")
+                        if rho is not None else "Too few blocks for a rank correlation."),
+        agree=int(agree.sum()), agree_models=len(agree))
+
+# %% [markdown]
+# {glue:text}`signal_reading` In {glue:text}`agree` of {glue:text}`agree_models` models the block with the lowest
+# R²_lin is also the costliest to swap.
 
 # %% [markdown]
 # ## Paper against this run
 
 # %%
-claims = compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE)
-ch.record(paper.EARLY_SWAP,
-          f"{best.ratio:.2f}× fewer, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%})", unit="perplexity",
-          note=f"{MODEL} block {int(best.block)} (early block of highest R²_lin {best.r2_lin:.3f}), "
-               f"base PPL {best.base_ppl:.2f}, "
-               f"{evals.n_rows:,} eval tokens")
-ch.record("affine swap ΔPPL, all blocks swapped", frontier.delta_ppl.iloc[-1],
-          paper="not reported", unit="perplexity",
-          note=f"{MODEL}, {frontier.ffn_saved_fraction.iloc[-1]:.0%} of FFN numbers saved")
-if rho is not None:
-    ch.record("Spearman ρ(R²_lin, affine-swap ΔPPL)", rho.r,
-              paper="low-recoverability blocks flag where replacement is unsafe",
-              note=f"95% CI [{rho.low:+.3f}, {rho.high:+.3f}], n = {rho.n} blocks of {signal.model.nunique()} models")
-display(Markdown(ch.verdict(claims)))
-claims
+ch.report(compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier))
 
 # %% [markdown]
 # Under `paper` these are the paper's own models and corpus (with our choice of early blocks and of

@@ -24,7 +24,6 @@ from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Markdown, display
 
 from linrec.analysis.pitfall import (
     closed_form_time,
@@ -41,7 +40,6 @@ from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import baseline_config
 from linrec.interventions.baseline import VALIDATION
 from linrec.plots import pitfall as figures
-from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "OPTIMIZERS", "INPUTS"], name_or_none=["CURVE_MODEL"],
              positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])
@@ -166,22 +164,7 @@ plt.show()
 # ## Paper against this run
 
 # %%
-claims = pitfall_claims(runs, TOLERANCE)
-tuned = runs[runs.tuned]
-worst = tuned[(tuned.role == "worst-conditioned") & (tuned.inputs == "raw")]
-ch.record(paper.TRAINED_BASELINES,
-          f"median gap {worst.gap_final.median():.3g} on worst-conditioned blocks, raw inputs",
-          unit="R²", note=f"{config.steps} steps, tuned rates, standardised targets; "
-                          f"{(worst.status == 'reached').mean():.0%} of those runs within {TOLERANCE:g}; "
-                          f"models {', '.join(MODELS)}")
-white = tuned[(tuned.role == "worst-conditioned") & (tuned.inputs == "whitened")]
-ch.record("whitened baselines, median gap on worst-conditioned blocks", white.gap_final.median(),
-          paper="not reported", unit="R²", note=f"{(white.status == 'reached').mean():.0%} of runs within {TOLERANCE:g}")
-ch.record("input condition number, range over blocks",
-          f"{table.input_condition.min():.3g} to {table.input_condition.max():.3g}", paper="not reported",
-          note="λ_max / λ_min of the input covariance over its non-null directions")
-display(Markdown(ch.verdict(claims)))
-claims
+ch.report(pitfall_claims(runs, TOLERANCE, condition=table.input_condition))
 
 # %% [markdown]
 # ## The other way to fall short

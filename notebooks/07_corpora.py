@@ -18,14 +18,13 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 # %%
 import pandas as pd
 
-from linrec.analysis.depth import corpus_summary, depth_table
+from linrec.analysis.depth import corpus_claims, corpus_summary, depth_table
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config, profile_corpus
 from linrec.experiment.sweeps import corpus_sweep
 from linrec.plots import depth
-from linrec.report import paper
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CORPORA"], flag_or_none=["SWAP", "SEEDED_POLY"],
              positive_int_or_none=["SWAP_TOKENS"])
@@ -78,16 +77,7 @@ summary = corpus_summary(table)
 summary
 
 # %%
-overlay = summary["spread_to_range"] < 0.5
-ch.record(paper.CORPUS_ROBUSTNESS,
-          f"corpus spread / depth range: median {summary['spread_to_range'].median():.2f} over {len(summary)} models",
-          note="; ".join(f"{r.model}: spread {r.corpus_spread_mean:.3f} vs depth range {r.depth_range:.3f}, "
-                         f"min Spearman {r.spearman_min:+.2f}" for r in summary.itertuples()))
-ch.record("largest change of one block's R²_lin across corpora", summary["corpus_spread_max"].max(),
-          note=summary.loc[summary["corpus_spread_max"].idxmax(), "model"])
-print(f"Profile '{PROFILE}': the corpus spread is below half the depth range for {int(overlay.sum())} of "
-      f"{len(summary)} models (median ratio {summary['spread_to_range'].median():.2f}); the lowest rank correlation "
-      f"between two corpora's profiles is {summary['spearman_min'].min():+.2f}.")
+ch.report(corpus_claims(summary, overlay=0.5))
 
 # %% [markdown]
 # A ratio near or above 1 would mean the corpus matters as much as depth; where that happens, look at

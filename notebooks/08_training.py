@@ -18,7 +18,14 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 # %%
 import pandas as pd
 
-from linrec.analysis.depth import depth_table, drift_table, training_checkpoints, training_losses, training_summary
+from linrec.analysis.depth import (
+    depth_table,
+    drift_table,
+    training_checkpoints,
+    training_claims,
+    training_losses,
+    training_summary,
+)
 from linrec.analysis.identity import ACTIVATIONS, model_identity
 from linrec.book import chapter
 from linrec.book.params import check_params
@@ -102,12 +109,7 @@ for r in summary.itertuples():
 display(pd.DataFrame(rows))
 
 # %%
-for r in summary.itertuples():
-    ch.record(f"mean R²_lin at {r.first} ({r.model})", r.mean_first,
-              note=f"range over blocks {r.range_first:.3f}")
-    ch.record(f"mean R²_lin at {r.last} ({r.model})", r.mean_last,
-              note=f"range {r.range_last:.3f}, {'non-monotone' if r.non_monotone_last else 'monotone'}; "
-                   f"half-way to the final profile at step {r.halfway_step}")
+ch.report(training_claims(summary))
 formed = summary.dropna(subset=["halfway_step"])
 print(f"Profile '{PROFILE}': " + "; ".join(
     f"{r.model}'s profile lies {r.distance_first:.3f} (RMS) from its {r.last} one at {r.first} and first comes within "

@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import linrec
-from linrec.analysis.your_model import cost_table, replacement_candidates
+from linrec.analysis.your_model import cost_table, replacement_candidates, your_model_claims
 from linrec.bench import capture_overhead
 from linrec.book import chapter
 from linrec.book.params import check_params
@@ -120,10 +120,6 @@ ranked = candidates.block.tolist()
 chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 affine = fit_replacements(moments, "affine", blocks=chosen)
 check = swap_deltas(model, eval_batches, affine, progress=ch.progress).merge(table[["block", "r2_lin"]], on="block")
-best = check.sort_values("r2_lin", ascending=False).iloc[0]
-ch.record("ΔPPL of the highest-R² block swapped for its affine map", best.delta_ppl,
-          paper="+0.77 (GPT-2 early block, 8× fewer parameters)", unit="perplexity",
-          note=f"{name} block {int(best.block)}, R²_lin {best.r2_lin:.3f}, {best.ratio:.1f}× fewer numbers")
 check
 
 # %% [markdown]
@@ -146,8 +142,7 @@ cost = pd.DataFrame({
     "time ratio": [timing["capture_s"] / timing["bare_s"]],
     "device": [str(next(model.parameters()).device)],
 })
-ch.record("capture time / bare forward time", timing["capture_s"] / timing["bare_s"],
-          paper="not reported", unit="ratio", note=f"{name}, {timing['tokens']:,} tokens")
+ch.report(your_model_claims(check, timing, name))
 cost
 
 # %%

@@ -35,8 +35,9 @@ pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.s
 # %% [markdown]
 # ## What this run measured
 #
-# Each chapter records its headline numbers as it runs (and clears them when it starts again, so
-# nothing stale survives). A quantity with no reported counterpart is one the paper does not state.
+# Each chapter records its claims and headline numbers as it runs (and clears them when it starts
+# again, so nothing stale survives). "reproduced" is the chapter's verdict on a claim it tests, empty
+# for a number it only reports; a quantity with no reported counterpart is one the paper does not state.
 
 # %%
 recorded = ledger.ledger(PROFILE)

@@ -25,6 +25,7 @@ from linrec.experiment.profiles import ProbeSettings, get_profile
 from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import ProbeConfig, bilinear_probe, probe_table, sample_rows
 from linrec.models.loading import pick_device
+from linrec.report.claims import claims_table
 from linrec.stats import captured_share
 
 N, D, FOLDS = 3000, 8, 5
@@ -148,20 +149,22 @@ def test_bilinear_claims_read_the_tables():
     sweep["nonlinearity"] = 1 - sweep.r2_lin
     sweep["gain"] = 0.05 * sweep.nonlinearity  # perfectly correlated: r = 1
     concentration = pd.DataFrame({"effective_rank_out": [1.1, 20.0], "gap": [0.2, 0.01]})
-    claims = bilinear_claims(sweep, concentration, gate_init=0.1).set_index("claim")
+    claims = claims_table(bilinear_claims(sweep, concentration, gate_init=0.1)).set_index("claim")
     assert list(claims.reproduced) == ["yes", "no", "yes", "yes"]  # median gain 0.0015 ≤ 0.05; r = 1 excludes 0
     assert claims.loc["bilinear probe gain", "paper (reported)"].startswith("a few points")
     assert "2 blocks with R²_lin ≥ 0.95" in claims.loc["seeded-poly gate on near-linear blocks", "this run (measured)"]
-    few = bilinear_claims(sweep.iloc[:3], concentration.iloc[:1], gate_init=0.1, near_linear=0.999).set_index("claim")
+    few = claims_table(
+        bilinear_claims(sweep.iloc[:3], concentration.iloc[:1], gate_init=0.1, near_linear=0.999)
+    ).set_index("claim")
     assert list(few.reproduced) == ["yes", "untestable", "untestable", "no"]
     sweep = sweep.assign(captured=[0.1, 0.3, 0.05, 0.2, 0.15], at_budget=[False, True, False, False, False])
     working = pd.DataFrame({"captured": [0.97, 0.01]})
-    claims = bilinear_claims(sweep, concentration, 0.1, controls=working).set_index("claim")
+    claims = claims_table(bilinear_claims(sweep, concentration, 0.1, controls=working)).set_index("claim")
     assert claims.loc["planted controls at this budget", "reproduced"] == "yes"
     share = claims.loc["share of the residual the probe captures"]
     assert share.reproduced == "yes" and "median 0.150" in share["this run (measured)"]
     assert "1 probes still improving" in share["this run (measured)"]
-    broken = bilinear_claims(sweep, concentration, 0.1, controls=pd.DataFrame({"captured": [0.5, 0.0]}))
+    broken = claims_table(bilinear_claims(sweep, concentration, 0.1, controls=pd.DataFrame({"captured": [0.5, 0.0]})))
     broken = broken.set_index("claim").reproduced
     assert broken["planted controls at this budget"] == "no"
     assert broken["share of the residual the probe captures"] == "untestable"  # a probe that cannot learn says nothing

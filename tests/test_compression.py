@@ -29,6 +29,7 @@ from linrec.experiment.profiles import get_profile
 from linrec.interventions.perplexity import compression_frontier, perplexity, swap_deltas
 from linrec.interventions.probes import ProbeConfig
 from linrec.interventions.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
+from linrec.report.claims import claims_table
 from linrec.stats import correlation
 
 CONFIG = ProbeConfig(rank=2, steps=40, eval_every=10)
@@ -147,10 +148,10 @@ def test_early_blocks_signal_and_flags():
 
 
 def test_compression_claims():
-    best = pd.Series({"block": 1, "ratio": 7.98, "delta_ppl": 1.0, "relative": 0.01, "base_ppl": 100.0})
+    best = pd.Series({"block": 1, "ratio": 7.98, "delta_ppl": 1.0, "relative": 0.01, "base_ppl": 100.0, "r2_lin": 0.97})
     strong = correlation([0.9, 0.5, 0.99, 0.2, 0.7, 0.8], [0.3, 2.0, 0.1, 5.0, 0.6, 0.4], "spearman")
-    claims = compression_claims(best, strong)
+    claims = claims_table(compression_claims(best, strong))
     assert list(claims.reproduced) == ["yes", "yes"] and claims["paper (reported)"][0].startswith("8×")
-    worse = compression_claims(best.copy().replace({0.01: 0.2}), None)
+    worse = claims_table(compression_claims(best.copy().replace({0.01: 0.2}), None))
     assert list(worse.reproduced) == ["no", "untestable"]
-    assert list(compression_claims(best.replace({7.98: 4.0}), strong).reproduced)[0] == "no"
+    assert list(claims_table(compression_claims(best.replace({7.98: 4.0}), strong)).reproduced)[0] == "no"

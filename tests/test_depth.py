@@ -21,6 +21,7 @@ from linrec.analysis.depth import (
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import get_profile
+from linrec.report.claims import claims_table
 from tiny_captures import planted
 
 FOLDS = 4
@@ -46,11 +47,17 @@ def test_depth_summary_finds_range_jump_and_shape():
 
 
 def test_heterogeneity_claims_judge_each_part():
-    paper_like = heterogeneity_claims(planted({("m", "final"): [0.995, 0.25, 0.9, 0.6]})).set_index("claim")
+    paper_like = claims_table(heterogeneity_claims(planted({("m", "final"): [0.995, 0.25, 0.9, 0.6]}))).set_index(
+        "claim"
+    )
     assert (paper_like["reproduced"] == "yes").all()
-    flat = heterogeneity_claims(planted({("m", "final"): [0.98, 0.97, 0.96]})).set_index("claim")["reproduced"]
+    flat = claims_table(heterogeneity_claims(planted({("m", "final"): [0.98, 0.97, 0.96]}))).set_index("claim")[
+        "reproduced"
+    ]
     assert flat.tolist() == ["no", "no", "no", "no"]
-    apart = heterogeneity_claims(planted({("m", "final"): [0.995, 0.6, 0.25]})).set_index("claim")["reproduced"]
+    apart = claims_table(heterogeneity_claims(planted({("m", "final"): [0.995, 0.6, 0.25]}))).set_index("claim")[
+        "reproduced"
+    ]
     assert apart.tolist() == ["yes", "yes", "no", "no"]  # both extremes, but not adjacent; monotone
 
 

@@ -23,6 +23,7 @@ from linrec.experiment.profiles import ProbeSettings
 from linrec.experiment.resolve import baseline_config
 from linrec.interventions.baseline import BaselineConfig, baseline_runs, summary
 from linrec.models.loading import pick_device
+from linrec.report.claims import claims_table
 
 FOLDS = 5
 
@@ -79,7 +80,7 @@ def test_pitfall_runs_join_the_conditioning_and_whitening_helps(measured):
     assert list(curves[(curves.model == "a") & (curves.block == 1)].step.unique()) == [0, 50, 100, 150, 200, 250, 300]
     best = runs[runs.tuned & (runs.role == "worst-conditioned")].set_index(["model", "inputs"])
     assert best.loc[("a", "raw"), "gap_final"] > 0.05 > best.loc[("a", "whitened"), "gap_final"]
-    claims = pitfall_claims(runs, 0.01).set_index("claim")
+    claims = claims_table(pitfall_claims(runs, 0.01)).set_index("claim")
     assert claims.loc["trained linear baselines", "reproduced"] == "yes"
     assert claims.loc["whitening closes the gap (sgd)", "reproduced"] == "yes"
     reach = reach_table(runs)
@@ -121,7 +122,7 @@ def test_reach_table_cells_and_claims_without_best_blocks():
     )
     reach = reach_table(runs).iloc[0]
     assert reach["adam, raw"] == "diverged (gap 0.3)" and reach["adam, whitened"] == "125 steps, 0.50 s"
-    claims = pitfall_claims(runs).set_index("claim")
+    claims = claims_table(pitfall_claims(runs)).set_index("claim")
     assert claims.loc["trained linear baselines", "reproduced"] == "yes"  # 0.3 > tolerance, no best block to compare
     assert claims.loc["whitening closes the gap (adam)", "reproduced"] == "no"  # the tuned 0.4 is not below 0.3
 

@@ -35,6 +35,8 @@ from linrec.core.normalise import NORMALISATIONS
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.interventions.crossfeed import normalised_table
+from linrec.report import paper
+from linrec.report.claims import Claim
 from linrec.stats import Correlation, correlation, participation_ratio
 
 NORMALISED = {"standardise": "standardised", "whiten": "whitened"}
@@ -338,3 +340,53 @@ def activation_verdict(
                 }
             )
     return pd.DataFrame(rows, columns=["test", "finding", "supports"])
+
+
+def activation_claims(
+    verdict: pd.DataFrame, distances: pd.DataFrame, shares: Mapping[str, GridShares] | None = None
+) -> list[Claim]:
+    """Chapter 3's headline numbers, untested: the profile distance between families of one activation (the
+    paper's GPT-2 against Pythia), between two training seeds, each cross-feeding grid's variance share of the
+    weights, and the tally of :func:`activation_verdict`'s tests."""
+    claims = []
+    same_activation = distances[distances["kind"] == "family, same activation"]
+    seeds = distances[distances["kind"] == "seed"]
+    if len(same_activation):
+        claims.append(
+            Claim.measure(
+                paper.GPT2_VS_PYTHIA,
+                same_activation["distance"].mean(),
+                unit="RMS ΔR²_lin",
+                note="; ".join(f"{r.a} vs {r.b}: {r.distance:.3f}" for r in same_activation.itertuples())
+                + (f"; two seeds of one architecture: {seeds['distance'].mean():.3f}" if len(seeds) else ""),
+            )
+        )
+    if len(seeds):
+        claims.append(
+            Claim.measure(
+                "profile distance between two training seeds",
+                seeds["distance"].mean(),
+                unit="RMS ΔR²_lin",
+                note="; ".join(f"{r.a} vs {r.b}" for r in seeds.itertuples()),
+            )
+        )
+    for label, s in (shares or {}).items():
+        claims.append(
+            Claim.measure(
+                f"cross-feeding: variance share of the weights ({label})",
+                s.weights,
+                note=f"inputs {s.inputs:.2f}, interaction {s.interaction:.2f}; r with the FFN's own R² "
+                f"{s.follows_weights.r:+.2f}, with the input block's {s.follows_inputs.r:+.2f}; own inputs "
+                f"minus other models' inputs {s.own_gap:+.3f}",
+            )
+        )
+    counts = verdict["supports"].value_counts()
+    claims.append(
+        Claim.measure(
+            "learned, not architectural: tests",
+            ", ".join(f"{k}: {n}" for k, n in counts.items()),
+            paper="claimed from the GPT-2 vs Pythia-160m comparison alone",
+            note="; ".join(f"{r.test} → {r.supports}" for r in verdict.itertuples()),
+        )
+    )
+    return claims

@@ -39,7 +39,7 @@ from linrec.experiment.measurement import Measurement
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.probes import ProbeConfig, bilinear_probe, gain_correlation, probe_table
 from linrec.report import paper
-from linrec.report.claims import Claim, claims_table
+from linrec.report.claims import Claim
 from linrec.stats import correlation
 
 
@@ -263,9 +263,9 @@ def bilinear_claims(
     gap: float = 0.05,
     controls: pd.DataFrame | None = None,
     little: float = 0.25,
-) -> pd.DataFrame:
-    """The paper's claims about the residual, each against this run: ``claim, paper (reported),
-    this run (measured), reproduced`` ("yes", "no", or "untestable" when the run has no case for it).
+) -> list[Claim]:
+    """The paper's claims about the residual, each against this run, with the number behind each (verdicts
+    "yes", "no", or "untestable" when the run has no case for it):
 
     * gain: the median bilinear-probe gain is at most ``few`` (R² units: 0.05 is five points);
     * controls (with ``controls``, :func:`probe_controls`): the probe captures the planted quadratic residual and
@@ -278,12 +278,16 @@ def bilinear_claims(
       ``low_rank``) with the two within ``gap``.
     """
     gain = float(sweep.gain.median())
+    seeded = "gain_seeded" in sweep.columns
     claims = [
         Claim.check(
             "bilinear probe gain",
             paper.PROBE_GAIN,
             f"median {gain:+.4f} (max {sweep.gain.max():+.4f}) over {len(sweep)} blocks",
             gain <= few,
+            value=gain,
+            unit="R²",
+            note=f"seeded-poly median {sweep.gain_seeded.median():+.4f}" if seeded else "",
         )
     ]
     if controls is not None:
@@ -295,6 +299,8 @@ def bilinear_claims(
                 f"quadratic residual captured {controls.captured.iloc[0]:.3f}, odd residual "
                 f"{controls.captured.iloc[1]:+.3f}",
                 working,
+                value=controls.captured.iloc[0],
+                unit="fraction of 1 − R²_lin",
             )
         )
         share = float(sweep.captured.median())
@@ -305,11 +311,34 @@ def bilinear_claims(
                 f"median {share:.3f} (range {sweep.captured.min():.3f} to {sweep.captured.max():.3f}) over "
                 f"{len(sweep)} blocks; {int(sweep.at_budget.sum())} probes still improving at the step cap",
                 share <= little if working else None,
+                value=share,
+                unit="fraction of 1 − R²_lin",
             )
         )
     if len(sweep) >= 4:
         r = gain_correlation(sweep)
-        claims.append(Claim.check("Pearson r(gain, 1 − R²_lin)", paper.GAIN_CORRELATION, str(r), r.low <= 0 <= r.high))
+        claims.append(
+            Claim.check(
+                "Pearson r(gain, 1 − R²_lin)",
+                paper.GAIN_CORRELATION,
+                str(r),
+                r.low <= 0 <= r.high,
+                value=r.r,
+                interval=(r.low, r.high),
+                note=f"n = {r.n}",
+            )
+        )
+        if seeded:
+            s = gain_correlation(sweep, "gain_seeded")
+            claims.append(
+                Claim.measure(
+                    "Pearson r(seeded-poly gain, 1 − R²_lin)",
+                    s.r,
+                    paper="not reported separately",
+                    interval=(s.low, s.high),
+                    note=f"n = {s.n}",
+                )
+            )
     else:
         claims.append(
             Claim.check(
@@ -326,6 +355,8 @@ def bilinear_claims(
                 f"|g| below its initial {gate_init:g} on {shrunk:.0%} of {len(near)} blocks "
                 f"with R²_lin ≥ {near_linear:g}",
                 shrunk > 0.5,
+                value=shrunk,
+                unit="fraction of blocks",
             )
         )
     else:
@@ -340,6 +371,7 @@ def bilinear_claims(
             f"{len(broad)} broad blocks within {gap:g}; largest global − median "
             f"{concentration.gap.max():+.3f}",
             bool(len(narrow) and len(broad)),
+            value=concentration.gap.max(),
         )
     )
-    return claims_table(claims)
+    return claims

@@ -37,7 +37,7 @@ from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.interventions.surgery import fit_replacements
 from linrec.models.arch import Spec
 from linrec.report import paper
-from linrec.report.claims import Claim, claims_table
+from linrec.report.claims import Claim
 from linrec.stats import Correlation
 
 SWAP_KINDS = ("affine", "lowrank", "poly", "mean", "zero")
@@ -193,22 +193,38 @@ def flags(signal: pd.DataFrame) -> pd.DataFrame:
 
 
 def compression_claims(
-    best: pd.Series, rho: Correlation | None, min_ratio: float = 7.5, max_relative: float = 0.05
-) -> pd.DataFrame:
-    """The paper's compression claims against this run: ``claim, paper (reported), this run (measured),
-    reproduced`` ("yes", "no", or "untestable").
+    best: pd.Series,
+    rho: Correlation | None,
+    min_ratio: float = 7.5,
+    max_relative: float = 0.05,
+    frontier: pd.DataFrame | None = None,
+) -> list[Claim]:
+    """The paper's compression claims against this run, with the numbers behind them (verdicts "yes", "no",
+    or "untestable"):
 
     * replacement: ``best`` (:func:`best_block`, the early block of highest R²_lin) stores at least ``min_ratio``× fewer
       numbers and raises perplexity by at most ``max_relative`` of the original (the paper: +0.77
       at 8×; its base perplexity is not in the sources, so the relative cost is the comparable part);
-    * signal: Spearman's ρ(R²_lin, ΔPPL) is negative with a 95% CI below 0.
+    * signal: Spearman's ρ(R²_lin, ΔPPL) is negative with a 95% CI below 0;
+    * with ``frontier`` (:func:`linrec.interventions.perplexity.compression_frontier`), the cost of swapping every
+      block, a headline number the paper does not report.
     """
     replacement = (
         f"{best.ratio:.2f}× fewer numbers, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%} of "
         f"{best.base_ppl:.2f}) at block {int(best.block)}"
     )
     ok = best.ratio >= min_ratio and best.relative <= max_relative
-    claims = [Claim.check("single-layer replacement, GPT-2 early block", paper.EARLY_SWAP, replacement, ok)]
+    claims = [
+        Claim.check(
+            "single-layer replacement, GPT-2 early block",
+            paper.EARLY_SWAP,
+            replacement,
+            ok,
+            value=best.delta_ppl,
+            unit="perplexity",
+            note=f"block {int(best.block)}, the early block of highest R²_lin {best.r2_lin:.3f}",
+        )
+    ]
     claim = ("low R²_lin flags unsafe replacements", "low-recoverability blocks flag where replacement is unsafe")
     if rho is None:
         claims.append(Claim.check(*claim, "too few blocks for a rank correlation", None))
@@ -218,6 +234,17 @@ def compression_claims(
                 *claim,
                 f"Spearman ρ(R²_lin, ΔPPL) = {rho.r:+.3f} [{rho.low:+.3f}, {rho.high:+.3f}], n = {rho.n}",
                 rho.high < 0,
+                value=rho.r,
+                interval=(rho.low, rho.high),
             )
         )
-    return claims_table(claims)
+    if frontier is not None:
+        claims.append(
+            Claim.measure(
+                "affine swap ΔPPL, all blocks swapped",
+                frontier.delta_ppl.iloc[-1],
+                unit="perplexity",
+                note=f"{frontier.ffn_saved_fraction.iloc[-1]:.0%} of FFN numbers saved",
+            )
+        )
+    return claims

@@ -9,10 +9,12 @@ summaries and distances:
 * :func:`depth_table` stacks measurements into one tidy table (with each checkpoint's optimiser
   step, from :func:`training_checkpoints`); :func:`depth_summary` gives each profile's range, its
   largest jump between adjacent blocks and whether it is monotone, judged against the k-fold
-  spread; :func:`heterogeneity_claims` checks the paper's claim part by part.
+  spread; :func:`heterogeneity_claims` checks the paper's claim part by part, and :func:`swap_range`
+  states the swap's cost beside it.
 * :func:`profile_distance` is the root-mean-square difference of two profiles over their blocks;
   :func:`drift_table` and :func:`training_summary` follow one model across checkpoints (with
-  :func:`training_losses`, the zoo's record of held-out loss), :func:`corpus_summary` across corpora.
+  :func:`training_losses`, the zoo's record of held-out loss), :func:`corpus_summary` across corpora;
+  :func:`training_claims` and :func:`corpus_claims` state them beside the paper.
 
 The zero-shot swap these chapters show beside the profiles is
 :func:`linrec.experiment.swaps.affine_swaps`.
@@ -32,7 +34,8 @@ from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import Profile
 from linrec.models.zoo import zoo_record
-from linrec.report.claims import Claim, claims_table
+from linrec.report import paper
+from linrec.report.claims import Claim
 
 PROFILE_KEYS = ("model", "checkpoint", "corpus")
 """The columns that name one depth profile in a stacked table."""
@@ -145,14 +148,14 @@ def depth_summary(table: pd.DataFrame, by: Sequence[str] = ("model",), sigmas: f
     return pd.DataFrame(rows)
 
 
-def heterogeneity_claims(
-    table: pd.DataFrame, high: float = 0.99, low: float = 0.3, sigmas: float = 2.0
-) -> pd.DataFrame:
-    """The paper's heterogeneity claim, part by part, against a depth table of trained models.
+def heterogeneity_claims(table: pd.DataFrame, high: float = 0.99, low: float = 0.3, sigmas: float = 2.0) -> list[Claim]:
+    """The paper's heterogeneity claim, part by part, against a depth table of trained models, and its
+    headline numbers.
 
-    One row per part: near-linear blocks (R²_lin > ``high``), strongly nonlinear blocks (< ``low``),
-    both between *adjacent* blocks, and a non-monotone profile (:func:`depth_summary` with
-    ``sigmas``); ``this run (measured)`` says what was found and ``reproduced`` is "yes" or "no".
+    Four tested parts: near-linear blocks (R²_lin > ``high``), strongly nonlinear blocks (< ``low``), both
+    between *adjacent* blocks, and a non-monotone profile (:func:`depth_summary` with ``sigmas``). Then the
+    numbers the appendix sets beside the paper's: the range of R²_lin, the largest jump between adjacent
+    blocks, and how many profiles are non-monotone.
     """
     summary = depth_summary(table, by=("model",), sigmas=sigmas)
     top = table.loc[table["r2_lin"].idxmax()]
@@ -164,34 +167,64 @@ def heterogeneity_claims(
         pairs = np.stack([r2[:-1], r2[1:]])
         adjacent |= bool(((pairs.max(0) > high) & (pairs.min(0) < low)).any())
     shaped = summary[summary["non_monotone"]]
-    return claims_table(
-        [
-            Claim.check(
-                "near-linear blocks",
-                f"R²_lin > {high}",
-                f"highest {top['r2_lin']:.3f} ({top['model']}, block {top['block']})",
-                top["r2_lin"] > high,
-            ),
-            Claim.check(
-                "strongly nonlinear blocks",
-                f"R²_lin < {low}",
-                f"lowest {bottom['r2_lin']:.3f} ({bottom['model']}, block {bottom['block']})",
-                bottom["r2_lin"] < low,
-            ),
-            Claim.check(
-                "both, between adjacent blocks",
-                f"from > {high} to < {low}",
-                f"largest adjacent jump {best['max_jump']:.3f} ({best['model']}, blocks {best['jump']}, "
-                f"{best['jump_sigma']:.1f} k-fold std)",
-                adjacent,
-            ),
-            Claim.check(
-                "non-monotone in depth",
-                "yes",
-                f"{len(shaped)} of {len(summary)} models (steps beyond {sigmas:g} k-fold std both up and down)",
-                len(shaped) > 0,
-            ),
-        ]
+    steps = f"steps beyond {sigmas:g} k-fold std both up and down"
+    return [
+        Claim.check(
+            "near-linear blocks",
+            f"R²_lin > {high}",
+            f"highest {top['r2_lin']:.3f} ({top['model']}, block {top['block']})",
+            top["r2_lin"] > high,
+            value=top["r2_lin"],
+        ),
+        Claim.check(
+            "strongly nonlinear blocks",
+            f"R²_lin < {low}",
+            f"lowest {bottom['r2_lin']:.3f} ({bottom['model']}, block {bottom['block']})",
+            bottom["r2_lin"] < low,
+            value=bottom["r2_lin"],
+        ),
+        Claim.check(
+            "both, between adjacent blocks",
+            f"from > {high} to < {low}",
+            f"largest adjacent jump {best['max_jump']:.3f} ({best['model']}, blocks {best['jump']}, "
+            f"{best['jump_sigma']:.1f} k-fold std)",
+            adjacent,
+            value=best["max_jump"],
+        ),
+        Claim.check(
+            "non-monotone in depth",
+            "yes",
+            f"{len(shaped)} of {len(summary)} models ({steps})",
+            len(shaped) > 0,
+            value=len(shaped),
+        ),
+        Claim.measure(
+            paper.R2_RANGE,
+            f"{bottom['r2_lin']:.3f} to {top['r2_lin']:.3f}",
+            note="; ".join(f"{r.model}: {r.r2_min:.3f}–{r.r2_max:.3f}" for r in summary.itertuples()),
+        ),
+        Claim.measure(
+            "largest jump in R²_lin between adjacent blocks",
+            best["max_jump"],
+            paper="from > 0.99 to < 0.3 (a jump of at least 0.69)",
+            note=f"{best['model']}, blocks {best['jump']}, {best['jump_sigma']:.1f} k-fold std",
+        ),
+        Claim.measure(
+            paper.PROFILE_SHAPE,
+            f"non-monotone in {int(summary['non_monotone'].sum())} of {len(summary)} models",
+            note=steps,
+        ),
+    ]
+
+
+def swap_range(swaps: pd.DataFrame) -> Claim:
+    """The range of the zero-shot affine swap's ΔPPL over blocks (a :func:`linrec.experiment.swaps.affine_swaps`
+    table), overall and per model: a headline number, untested."""
+    harm = swaps.groupby("model")["delta_ppl"].agg(["min", "max"])
+    return Claim.measure(
+        "zero-shot affine swap ΔPPL per block",
+        f"{harm['min'].min():+.3f} to {harm['max'].max():+.3f}",
+        note="; ".join(f"{m}: {r['min']:+.3f} to {r['max']:+.3f}" for m, r in harm.iterrows()),
     )
 
 
@@ -276,6 +309,25 @@ def training_summary(table: pd.DataFrame, reference: str = "final", sigmas: floa
     return pd.DataFrame(rows)
 
 
+def training_claims(summary: pd.DataFrame) -> list[Claim]:
+    """Headline numbers of a :func:`training_summary`: each model's mean R²_lin at its first and last
+    checkpoint (the paper reports none: its training claim rests on GPT-2 against Pythia)."""
+    claims = []
+    for r in summary.itertuples():
+        shape = "non-monotone" if r.non_monotone_last else "monotone"
+        claims += [
+            Claim.measure(
+                f"mean R²_lin at {r.first} ({r.model})", r.mean_first, note=f"range over blocks {r.range_first:.3f}"
+            ),
+            Claim.measure(
+                f"mean R²_lin at {r.last} ({r.model})",
+                r.mean_last,
+                note=f"range {r.range_last:.3f}, {shape}; half-way to the final profile at step {r.halfway_step}",
+            ),
+        ]
+    return claims
+
+
 def corpus_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per model: how far its profiles on different corpora are apart, against how much depth changes R²_lin.
 
@@ -331,3 +383,32 @@ def training_losses(profile: Profile, model: str) -> pd.DataFrame:
             for corpus, loss in c["eval_loss"].items()
         ]
     )
+
+
+def corpus_claims(summary: pd.DataFrame, overlay: float = 0.5) -> list[Claim]:
+    """The paper's corpus-robustness claim against a :func:`corpus_summary`: the profiles overlay when, in every
+    model, the mean spread of a block's R²_lin across corpora is below ``overlay`` times the depth range; and
+    the largest change of one block across corpora, a headline number."""
+    below = summary["spread_to_range"] < overlay
+    ratio = summary["spread_to_range"].median()
+    worst = summary.loc[summary["corpus_spread_max"].idxmax()]
+    return [
+        Claim.check(
+            "depth profiles overlay across corpora",
+            paper.CORPUS_ROBUSTNESS,
+            f"corpus spread below {overlay:g} × the depth range in {int(below.sum())} of {len(summary)} models "
+            f"(median ratio {ratio:.2f}); lowest rank correlation between two corpora's profiles "
+            f"{summary['spearman_min'].min():+.2f}",
+            bool(below.all()),
+            value=ratio,
+            unit="corpus spread / depth range",
+            note="; ".join(
+                f"{r.model}: spread {r.corpus_spread_mean:.3f} vs depth range {r.depth_range:.3f}, "
+                f"min Spearman {r.spearman_min:+.2f}"
+                for r in summary.itertuples()
+            ),
+        ),
+        Claim.measure(
+            "largest change of one block's R²_lin across corpora", worst["corpus_spread_max"], note=worst["model"]
+        ),
+    ]

@@ -8,6 +8,7 @@ output variance those positions carry (variance about the all-rows mean, so a fi
 far from the rest counts fully). :func:`position_effect` captures what it needs for one of a profile's
 models: the measurement's moments (all rows) and one more pass that hands over only the later positions
 (:func:`linrec.core.capture.capture_moments` with ``positions``; the forward pass is unchanged), cached.
+:func:`position_claims` states the largest share and the largest change as headline numbers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from linrec.experiment.measurement import measurement
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames, measurement_identity
+from linrec.report.claims import Claim
 
 
 def position_table(every: BlockMoments, later: BlockMoments, first: int, rcond: float) -> pd.DataFrame:
@@ -67,3 +69,24 @@ def position_effect(profile: Profile, model: str, first: int = 1, progress: bool
 
     table = cached_frames("positions", {"measurement": measurement_identity(m), "first": first}, compute)["positions"]
     return table.assign(model=model)[["model", *table.columns]]
+
+
+def position_claims(positions: pd.DataFrame, first: int, seq_len: int) -> list[Claim]:
+    """Headline numbers of a :func:`position_effect` table (several models stacked): the largest share of a
+    block's output variance at the first ``first`` of ``seq_len`` positions, and the largest change of R²_lin
+    without them. The paper reports neither."""
+    heavy = positions.loc[positions.variance_first.idxmax()]
+    moved = positions.loc[positions.change.abs().idxmax()]
+    return [
+        Claim.measure(
+            "output variance at the first position(s), largest block share",
+            heavy.variance_first,
+            note=f"{heavy.model} block {int(heavy.block)}; the first {first} of {seq_len} positions are "
+            f"{heavy.rows_first:.1%} of rows",
+        ),
+        Claim.measure(
+            "R²_lin change without the first position(s), largest",
+            moved.change,
+            note=f"{moved.model} block {int(moved.block)}: {moved.r2_lin:.3f} → {moved.r2_lin_later:.3f}",
+        ),
+    ]

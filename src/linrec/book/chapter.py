@@ -1,8 +1,9 @@
 """What every chapter of the book calls first and last: which profile runs, and what ran where.
 
 ``start`` is a chapter's first call: it runs :func:`setup`, clears the chapter's ledger and returns
-a :class:`Chapter`, through which the chapter records its headline numbers, states its verdict and
-prints its provenance, without repeating its name and profile at every call.
+a :class:`Chapter`, through which the chapter reports its claims (recorded in the ledger, the verdict
+stated the same way in every chapter) and prints its provenance, without repeating its name and profile
+at every call.
 
 ``setup`` resolves the profile (an explicit name wins, e.g. the ``PROFILE`` papermill injects;
 otherwise ``paper`` on Google Colab, where a GPU and the model hubs are at hand, and ``offline``
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +31,7 @@ from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
-from linrec.report.claims import verdict_sentence
-from linrec.report.paper import Reported
+from linrec.report.claims import Claim, claims_table, verdict_sentence
 
 _YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -104,20 +104,35 @@ class Chapter:
     seed: int
     progress: bool = True
 
-    def record(
-        self, quantity: str | Reported, measured: object, *, paper: str = "", unit: str = "", note: str = ""
-    ) -> dict:
-        """Add a headline number to the ledger the appendix reads (:func:`linrec.book.ledger.record`)."""
-        return ledger.record(self.profile.name, self.name, quantity, measured, paper=paper, unit=unit, note=note)
+    def report(self, claims: Sequence[Claim]) -> pd.DataFrame:
+        """Record ``claims`` in the ledger the appendix reads, state the verdict over the tested ones in one
+        sentence (:func:`~linrec.report.claims.verdict_sentence`), and return their table
+        (:func:`~linrec.report.claims.claims_table`), which the chapter shows."""
+        ledger.record(self.profile.name, self.name, claims)
+        if any(claim.tested for claim in claims):
+            from IPython.display import Markdown, display
+
+            display(Markdown(verdict_sentence(self.profile.name, claims)))
+        return claims_table(claims)
+
+    def glue(self, **values: object) -> None:
+        """Paste ``values`` into the chapter's written text, where a markdown cell says {glue:text}`name` (a
+        format spec may follow: {glue:text}`name:.3f`). Numpy and torch scalars are pasted as plain numbers, so
+        format specs apply. Where myst-nb is missing (a notebook run outside the book, e.g. on Colab) the values
+        are printed instead, so the reader still sees them."""
+        plain = {name: value.item() if hasattr(value, "item") else value for name, value in values.items()}
+        try:
+            from myst_nb import glue
+        except ImportError:
+            print("\n".join(f"{name}: {value}" for name, value in plain.items()))
+            return
+        for name, value in plain.items():
+            glue(name, value, display=False)
 
     def recorded(self) -> pd.DataFrame:
         """What this chapter has recorded so far in this run."""
         table = ledger.ledger(self.profile.name)
         return table[table["chapter"] == self.name]
-
-    def verdict(self, claims: pd.DataFrame) -> str:
-        """The one-sentence verdict over a claims table (:func:`linrec.report.claims.verdict_sentence`)."""
-        return verdict_sentence(self.profile.name, claims)
 
     def provenance(self) -> Provenance:
         """The chapter's provenance line so far, from what it measured (:func:`linrec.book.provenance.provenance`)."""

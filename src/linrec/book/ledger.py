@@ -1,21 +1,25 @@
-"""A ledger of headline numbers: each chapter records what it measured, the appendix lists them all.
+"""A ledger of every chapter's claims and headline numbers, for the "paper vs this run" appendix.
 
-``record`` appends one measured quantity (with the paper's reported value beside it when the
-quantity is one of the :mod:`linrec.report.paper` constants) to the chapter's ledger for the
-current profile; ``start`` clears a chapter's ledger at the top
-of a run so stale numbers never survive a re-run. ``ledger`` reads every chapter's entries back as
-one table, for the "paper vs this run" appendix.
+:func:`record` writes a chapter's :class:`~linrec.report.claims.Claim` objects under the current profile (a
+claim already recorded under the same name is replaced); :func:`start` clears a chapter's entries at the top
+of a run so stale numbers never survive a re-run; :func:`ledger` reads every chapter's entries back as one
+table. Chapters do not call it: :meth:`linrec.book.chapter.Chapter.report` does.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
 from linrec.cache import cache_dir
-from linrec.report.paper import Reported
+from linrec.report.claims import Claim
+
+COLUMNS = ["chapter", "quantity", "measured", "unit", "paper (reported)", "reproduced", "note"]
+"""The ledger's columns: ``measured`` is the number behind a claim where it has one, else its text, and
+``reproduced`` its verdict (empty for a headline number reported without a test)."""
 
 
 def _path(profile: str, chapter: str) -> Path:
@@ -29,35 +33,32 @@ def start(profile: str, chapter: str) -> None:
     path.write_text("[]")
 
 
-def record(
-    profile: str,
-    chapter: str,
-    quantity: str | Reported,
-    measured: object,
-    *,
-    paper: str = "",
-    unit: str = "",
-    note: str = "",
-) -> dict:
-    """Add one measured value. For a quantity the paper reports, pass its :class:`Reported` constant as
-    ``quantity``: its name and the paper's value are written beside the measurement; otherwise ``paper``
-    may say what the paper has instead (e.g. "not reported")."""
-    if isinstance(quantity, Reported):
-        quantity, paper = quantity.quantity, quantity.value
-    entry = {
+def _entry(chapter: str, claim: Claim) -> dict:
+    note = claim.note
+    if claim.interval is not None:
+        low, high = claim.interval
+        note = f"interval [{low:+.3g}, {high:+.3g}]" + (f"; {note}" if note else "")
+    return {
         "chapter": chapter,
-        "quantity": quantity,
-        "measured": measured if isinstance(measured, str) else float(measured),
-        "unit": unit,
-        "paper (reported)": paper,
+        "quantity": claim.claim,
+        "measured": claim.value if claim.value is not None else claim.measured,
+        "unit": claim.unit,
+        "paper (reported)": claim.reported,
+        "reproduced": claim.verdict.value if claim.verdict is not None else "",
         "note": note,
     }
+
+
+def record(profile: str, chapter: str, claims: Iterable[Claim]) -> list[dict]:
+    """Add ``claims`` to ``chapter``'s entries under ``profile``; return the entries written."""
+    new = [_entry(chapter, claim) for claim in claims]
     path = _path(profile, chapter)
     entries = json.loads(path.read_text()) if path.exists() else []
-    entries = [e for e in entries if e["quantity"] != quantity] + [entry]
+    names = {entry["quantity"] for entry in new}
+    entries = [e for e in entries if e["quantity"] not in names] + new
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(entries, indent=1))
-    return entry
+    return new
 
 
 def ledger(profile: str) -> pd.DataFrame:
@@ -65,4 +66,4 @@ def ledger(profile: str) -> pd.DataFrame:
     rows = []
     for path in sorted((cache_dir() / "results" / profile).glob("*.json")):
         rows.extend(json.loads(path.read_text()))
-    return pd.DataFrame(rows, columns=["chapter", "quantity", "measured", "unit", "paper (reported)", "note"])
+    return pd.DataFrame(rows, columns=COLUMNS)
