@@ -214,7 +214,7 @@ pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 
 # %% [markdown]
 # The grid above moves every foreign row into the receiving block's norm coordinates. Fed as captured
-# instead (how earlier versions of this book ran it), A's rows also carry A's norm gain and bias, and
+# instead, A's rows also carry A's norm gain and bias, and
 # part of what the grid measures is B's FFN meeting the wrong per-dimension scales. The same
 # decomposition on that unaligned grid shows how much the choice matters here: where the two columns
 # differ, the verdict rows for cross-feeding below can differ too, and the aligned grid is the one they

@@ -288,12 +288,9 @@ ch.report(bilinear_claims(sweep, concentration, config.gate_init, few=FEW_POINTS
                           low_rank=LOW_RANK, gap=GAP, controls=controls, little=LITTLE))
 
 # %% [markdown]
-# Two changes from earlier versions of this chapter can move these verdicts, and both move them
-# towards what the probe can actually do. The bilinear probe now trains until its validation loss stops
-# improving (under a cap) instead of for the profile's few hundred steps, which had stopped it short
-# and understated its gain; the gain row can therefore read larger than it used to. And the captured
-# share and the planted controls are new: the gain says how many points of R² the probe adds, the share
-# says how much of what the closed form leaves it explains, and the controls say whether a small share
+# The bilinear probe trains until its validation loss stops improving, under a step cap (the probes
+# that reach the cap are counted above). The gain says how many points of R² the probe adds; the share says
+# how much of what the closed form leaves it explains; the planted controls say whether a small share
 # could be the probe's failure rather than the residual's shape.
 #
 # How to read this depends on the profile. Under `paper` the probe runs on the paper's three models

@@ -89,9 +89,9 @@ fig = depth.drift_figure(drift, order=MODELS)
 # %% [markdown]
 # ## Against the reference observations
 #
-# The issue that asked for this chapter reported two observations from an earlier run, not from the
-# paper: a GPT-2-style model started at about 0.955, flat across blocks, and ended non-monotone; a
-# Llama started near 0. They are listed beside what this run measured for the same family (not tuned
+# Two reference observations come from an earlier run of this project, not from the paper: a
+# GPT-2-style model started at about 0.955, flat across blocks, and ended non-monotone; a Llama started
+# near 0. They are listed beside what this run measured for the same family (not tuned
 # toward them: the zoo's widths, data and schedules differ from that run's, so agreement is not
 # expected digit for digit).
 
