@@ -230,6 +230,7 @@ control
 # %% tags=["hide-cell"]
 from linrec.interventions.baseline import train_linear
 
+tuned = runs[runs.tuned]
 pick = tuned[(tuned.model == CURVE_MODEL) & (tuned.role == "worst-conditioned") & (tuned.optimizer == "adam")
              & (tuned.inputs == "raw")].iloc[0]
 longer = train_linear(measured[CURVE_MODEL].samples[pick.block], 0, "adam", "raw",
