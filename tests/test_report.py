@@ -70,4 +70,6 @@ def test_chapter_start_clears_its_ledger_and_records_under_its_name(tmp_path, mo
     table = ch.report([Claim.measure(paper.R2_RANGE, "0.1 to 0.9"), Claim.check("a", "p", "m", False)])
     assert list(ch.recorded().quantity) == ["R²_lin range across blocks", "a"]
     assert list(table.claim) == ["a"] and list(table.reproduced) == ["no"]
+    assert ch.report([Claim.measure("a number", 2.0)]) is None
+    assert "a number" in list(ch.recorded().quantity)
     assert "profile smoke" in str(ch.provenance())

@@ -104,15 +104,16 @@ class Chapter:
     seed: int
     progress: bool = True
 
-    def report(self, claims: Sequence[Claim]) -> pd.DataFrame:
-        """Record ``claims`` in the ledger the appendix reads, state the verdict over the tested ones in one
-        sentence (:func:`~linrec.report.claims.verdict_sentence`), and return their table
-        (:func:`~linrec.report.claims.claims_table`), which the chapter shows."""
+    def report(self, claims: Sequence[Claim]) -> pd.DataFrame | None:
+        """Record ``claims`` in the ledger the appendix reads; where some test a statement, state the verdict over
+        them in one sentence (:func:`~linrec.report.claims.verdict_sentence`) and return their table
+        (:func:`~linrec.report.claims.claims_table`) for the chapter to show. Headline numbers alone show nothing."""
         ledger.record(self.profile.name, self.name, claims)
-        if any(claim.tested for claim in claims):
-            from IPython.display import Markdown, display
+        if not any(claim.tested for claim in claims):
+            return None
+        from IPython.display import Markdown, display
 
-            display(Markdown(verdict_sentence(self.profile.name, claims)))
+        display(Markdown(verdict_sentence(self.profile.name, claims)))
         return claims_table(claims)
 
     def glue(self, **values: object) -> None:
