@@ -148,7 +148,9 @@ def test_bilinear_claims_read_the_tables():
     sweep = pd.DataFrame({"r2_lin": [0.99, 0.9, 0.97, 0.6, 0.8], "gate": [0.01, 0.2, 0.02, 0.5, 0.3]})
     sweep["nonlinearity"] = 1 - sweep.r2_lin
     sweep["gain"] = 0.05 * sweep.nonlinearity  # perfectly correlated: r = 1
-    concentration = pd.DataFrame({"effective_rank_out": [1.1, 20.0], "gap": [0.2, 0.01]})
+    concentration = pd.DataFrame(
+        {"model": "m", "block": [0, 1], "effective_rank_out": [1.1, 20.0], "gap": [0.2, 0.01], "top_share": [0.9, 0.1]}
+    )
     claims = claims_table(bilinear_claims(sweep, concentration, gate_init=0.1)).set_index("claim")
     assert list(claims.reproduced) == ["yes", "no", "yes", "yes"]  # median gain 0.0015 ≤ 0.05; r = 1 excludes 0
     assert claims.loc["bilinear probe gain", "paper (reported)"].startswith("a few points")

@@ -361,6 +361,7 @@ def bilinear_claims(
         )
     else:
         claims.append(Claim.check(*gate, f"no block with R²_lin ≥ {near_linear:g}", None))
+    widest = widest_gap(concentration)
     narrow = concentration[(concentration.effective_rank_out <= low_rank) & (concentration.gap > gap)]
     broad = concentration[(concentration.effective_rank_out > low_rank) & (concentration.gap.abs() <= gap)]
     claims.append(
@@ -372,6 +373,8 @@ def bilinear_claims(
             f"{concentration.gap.max():+.3f}",
             bool(len(narrow) and len(broad)),
             value=concentration.gap.max(),
+            note=f"widest gap: {widest.model} block {int(widest.block)}, effective rank "
+            f"{widest.effective_rank_out:.2f}, its top dims hold {widest.top_share:.0%} of the variance",
         )
     )
     return claims

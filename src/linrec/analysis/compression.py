@@ -222,7 +222,8 @@ def compression_claims(
             ok,
             value=best.delta_ppl,
             unit="perplexity",
-            note=f"block {int(best.block)}, the early block of highest R²_lin {best.r2_lin:.3f}",
+            note=f"block {int(best.block)}, the early block of highest R²_lin {best.r2_lin:.3f}; "
+            f"base PPL {best.base_ppl:.2f}",
         )
     ]
     claim = ("low R²_lin flags unsafe replacements", "low-recoverability blocks flag where replacement is unsafe")
