@@ -209,3 +209,21 @@ def test_verdict_follows_the_numbers():
     v = activation_verdict(close, distance_table(close, ids)).set_index("test")["supports"]
     assert v["trained: seed vs family, same activation"] == "learned"  # seeds differ more than families
     assert len(v) == 1  # no init, no grid, no normalisation: those tests are left out
+
+
+def test_activation_claims_report_distances_and_the_tally():
+    from linrec.analysis.activation import activation_claims
+
+    distances = pd.DataFrame(
+        {
+            "kind": ["family, same activation", "seed", "family, other activation"],
+            "a": ["gpt2", "gpt2", "gpt2"],
+            "b": ["neox", "gpt2-seed1", "llama"],
+            "distance": [0.2, 0.05, 0.4],
+        }
+    )
+    verdict = pd.DataFrame({"test": ["t1", "t2", "t3"], "supports": ["learned", "learned", "inconclusive"]})
+    families, seeds, tally = activation_claims(verdict, distances)
+    assert families.claim == "GPT-2 vs Pythia-160m profiles" and families.value == pytest.approx(0.2)
+    assert "two seeds of one architecture: 0.050" in families.note and seeds.value == pytest.approx(0.05)
+    assert tally.measured == "learned: 2, inconclusive: 1" and all(c.verdict is None for c in (families, seeds, tally))

@@ -8,13 +8,16 @@ import pytest
 
 import tiny_captures
 from linrec.analysis.depth import (
+    corpus_claims,
     corpus_summary,
     depth_summary,
     depth_table,
     drift_table,
     heterogeneity_claims,
     profile_distance,
+    swap_range,
     training_checkpoints,
+    training_claims,
     training_losses,
     training_summary,
 )
@@ -105,6 +108,43 @@ def test_corpus_summary():
     assert s["spearman_min"] == pytest.approx(1)  # a shift keeps the order of the blocks
     with pytest.raises(LinrecError, match="one corpus"):
         corpus_summary(planted({("m", "final"): [0.9, 0.5]}))
+
+
+def test_corpus_claims_overlay_only_when_the_corpus_moves_blocks_less_than_depth():
+    close = pd.concat(
+        [
+            planted({("m", "final"): [0.9, 0.5, 0.7]}, corpus="a"),
+            planted({("m", "final"): [0.88, 0.5, 0.7]}, corpus="b"),
+        ]
+    )
+    far = pd.concat(
+        [planted({("m", "final"): [0.9, 0.5, 0.7]}, corpus="a"), planted({("m", "final"): [0.5, 0.9, 0.3]}, corpus="b")]
+    )
+    (overlay, largest) = corpus_claims(corpus_summary(close))
+    assert overlay.verdict.value == "yes" and overlay.value == pytest.approx(
+        0.02 / 3 / 0.39
+    )  # depth range averaged over corpora
+    assert largest.verdict is None and largest.value == pytest.approx(0.02)
+    assert corpus_claims(corpus_summary(far))[0].verdict.value == "no"  # the corpus reorders the blocks
+
+
+def test_training_claims_and_swap_range_report_numbers_without_verdicts():
+    table = planted({("m", "init"): [0.1, 0.3], ("m", "final"): [0.6, 0.9]})
+    table["step"] = table["checkpoint"].map({"init": 0, "final": 30})
+    first, last = training_claims(training_summary(table))
+    assert (first.claim, first.value, first.verdict) == ("mean R²_lin at init (m)", pytest.approx(0.2), None)
+    assert last.value == pytest.approx(0.75) and "range 0.300" in last.note
+    swaps = pd.DataFrame({"model": ["a", "a", "b"], "delta_ppl": [0.5, -0.1, 2.0]})
+    claim = swap_range(swaps)
+    assert claim.measured == "-0.100 to +2.000" and claim.verdict is None and "b: +2.000 to +2.000" in claim.note
+
+
+def test_heterogeneity_claims_carry_their_numbers():
+    claims = heterogeneity_claims(planted({("m", "final"): [0.995, 0.25, 0.9, 0.6]}))
+    tested = [c for c in claims if c.tested]
+    assert [c.value for c in tested[:3]] == [pytest.approx(0.995), pytest.approx(0.25), pytest.approx(0.745)]
+    (numbers,) = [c for c in claims if c.claim == "R²_lin range across blocks"]
+    assert numbers.measured == "0.250 to 0.995" and numbers.reported.startswith("from > 0.99")
 
 
 # ---------------------------------------------------------------------------------------------

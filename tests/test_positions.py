@@ -64,3 +64,25 @@ def test_position_table_on_planted_rows_where_the_first_position_carries_the_fit
     assert table.variance_first == pytest.approx(float(by_hand), rel=1e-12)
     with pytest.raises(LinrecError, match="blocks \\[0\\]"):
         position_table({0: per_fold(0)}, {}, 1, DEFAULT_RCOND)
+
+
+def test_position_claims_name_the_heaviest_and_the_most_moved_block():
+    import pandas as pd
+
+    from linrec.analysis.positions import position_claims
+
+    positions = pd.DataFrame(
+        {
+            "model": ["a", "a", "b"],
+            "block": [0, 1, 0],
+            "r2_lin": [0.9, 0.99, 0.8],
+            "r2_lin_later": [0.89, 0.2, 0.81],
+            "change": [-0.01, -0.79, 0.01],
+            "rows_first": [1 / 64] * 3,
+            "variance_first": [0.1, 0.95, 0.02],
+        }
+    )
+    heavy, moved = position_claims(positions, 1, 64)
+    assert heavy.value == 0.95 and "a block 1" in heavy.note and "1.6% of rows" in heavy.note
+    assert moved.value == -0.79 and "0.990 → 0.200" in moved.note
+    assert heavy.verdict is None and moved.reported == "not reported"

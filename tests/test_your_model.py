@@ -30,3 +30,12 @@ def test_moment_bytes_is_what_capture_keeps(tokenizer, text):
         for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")
     )
     assert kept == moment_bytes(32, 32, blocks=2, folds=3)
+
+
+def test_your_model_claims_take_the_highest_r2_block_and_the_time_ratio():
+    from linrec.analysis.your_model import your_model_claims
+
+    swaps = pd.DataFrame({"block": [0, 3], "r2_lin": [0.8, 0.97], "delta_ppl": [5.0, 0.4], "ratio": [8.0, 8.0]})
+    swap, ratio = your_model_claims(swaps, {"capture_s": 3.0, "bare_s": 2.0, "tokens": 1024}, "m")
+    assert swap.value == 0.4 and "m block 3, R²_lin 0.970" in swap.note and swap.unit == "perplexity"
+    assert ratio.value == 1.5 and "1,024 tokens" in ratio.note
