@@ -156,7 +156,7 @@ def signal_correlation(swaps: pd.DataFrame, level: float = 0.95) -> Correlation:
         raise LinrecError(
             f"the swap table lacks columns {sorted(missing)}; it needs model, block, r2_lin and delta_ppl"
         )
-    keys = list(zip(swaps.model, swaps.block))
+    keys: list[tuple[str, int]] = list(zip(swaps.model, swaps.block))
     if len(set(keys)) != len(keys):
         raise LinrecError("one swap per (model, block) is expected; select a single kind first")
     return rank_correlation(dict(zip(keys, swaps.r2_lin)), dict(zip(keys, swaps.delta_ppl)), level)

@@ -13,13 +13,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from torch import nn
 
 from linrec.analysis.depth import profile_distance, profile_groups
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ACTIVATIONS = {
     "gpt2": "GELU",
@@ -48,7 +51,7 @@ class Identity:
         return ACTIVATIONS.get(self.family)
 
 
-def model_identity(profile: Profile, model: str, net: nn.Module | None = None) -> Identity:
+def model_identity(profile: Profile, model: str, net: PreTrainedModel | None = None) -> Identity:
     """The identity of one of the profile's trained models: family and seed from the zoo entry, else the
     family from ``net.config`` (seed unknown)."""
     profile.check_model(model)
@@ -59,7 +62,7 @@ def model_identity(profile: Profile, model: str, net: nn.Module | None = None) -
         raise LinrecError(
             f"'{model}' is a hub model: pass the loaded model (net=...) so its family can be read from its config"
         )
-    return Identity(net.config.model_type, None)
+    return Identity(str(net.config.model_type), None)
 
 
 PAIR_KINDS = ("seed", "family, same activation", "family, other activation", "training")

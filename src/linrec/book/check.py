@@ -22,10 +22,10 @@ class _Page(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        if tag == "img" and a.get("src"):
-            self.images.append(a["src"])
-        if tag == "a" and a.get("href"):
-            self.links.append(a["href"])
+        if tag == "img" and (src := a.get("src")):
+            self.images.append(src)
+        if tag == "a" and (href := a.get("href")):
+            self.links.append(href)
 
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception): ", re.MULTILINE)

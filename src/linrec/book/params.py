@@ -18,12 +18,17 @@ from numbers import Integral, Real
 from linrec.errors import LinrecError
 
 
-def _integer(v: object) -> bool:
-    return isinstance(v, Integral) and not isinstance(v, bool)
+def _integer(v: object, low: int | None = None) -> bool:
+    """An integer (not a bool), at least ``low`` when given."""
+    return isinstance(v, Integral) and not isinstance(v, bool) and (low is None or int(v) >= low)
 
 
-def _number(v: object) -> bool:
-    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
+def _number(v: object, low: float = -math.inf, high: float = math.inf, strict: bool = False) -> bool:
+    """A finite real number (not a bool) in [``low``, ``high``] (above ``low`` when ``strict``)."""
+    if not isinstance(v, Real) or isinstance(v, bool) or not math.isfinite(v):
+        return False
+    x = float(v)
+    return (x > low if strict else x >= low) and x <= high
 
 
 def _name(v: object) -> bool:
@@ -32,11 +37,11 @@ def _name(v: object) -> bool:
 
 RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "integer": (_integer, "an integer"),
-    "positive_int": (lambda v: _integer(v) and v >= 1, "a positive integer"),
-    "positive_int_or_none": (lambda v: v is None or (_integer(v) and v >= 1), "a positive integer or None"),
-    "folds": (lambda v: _integer(v) and v >= 2, "an integer of at least 2"),
-    "fraction": (lambda v: _number(v) and 0 <= v <= 1, "a number between 0 and 1"),
-    "positive_number": (lambda v: _number(v) and v > 0, "a positive number"),
+    "positive_int": (lambda v: _integer(v, 1), "a positive integer"),
+    "positive_int_or_none": (lambda v: v is None or _integer(v, 1), "a positive integer or None"),
+    "folds": (lambda v: _integer(v, 2), "an integer of at least 2"),
+    "fraction": (lambda v: _number(v, 0, 1), "a number between 0 and 1"),
+    "positive_number": (lambda v: _number(v, 0, strict=True), "a positive number"),
     "flag": (lambda v: isinstance(v, bool), "True or False"),
     "flag_or_none": (lambda v: v is None or isinstance(v, bool), "True, False or None"),
     "name_or_none": (lambda v: v is None or _name(v), "a non-empty string or None"),
