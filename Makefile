@@ -1,4 +1,4 @@
-# One command each: `make test` lints (ruff) then runs the tests, `make book` builds the book.
+# One command each: `make test` lints (ruff), type-checks (mypy) then runs the tests, `make book` builds the book.
 # Both create .venv when it is missing and install the pinned environment.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,6 +20,7 @@ install: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests book/build.py book/resources.py notebooks/*.py
 	$(VENV)/bin/ruff format --check src tests book/build.py book/resources.py
+	$(VENV)/bin/mypy
 
 test: lint
 	$(PY) -m pytest -q tests

@@ -13,7 +13,8 @@ import multiprocessing as mp
 import platform
 import resource
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 import torch
@@ -25,6 +26,8 @@ from linrec.models.arch import ffn_blocks
 from linrec.models.loading import pick_device
 
 if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+
     from transformers import GPT2LMHeadModel
 
 
@@ -33,7 +36,11 @@ def gpt2_small(device: torch.device, seed: int = 0) -> GPT2LMHeadModel:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    return GPT2LMHeadModel(GPT2Config()).to(device).eval().requires_grad_(False)
+    model = GPT2LMHeadModel(GPT2Config())
+    # transformers wraps Module.to with functools.wraps, which the checker cannot bind to the model: call it as
+    # nn.Module's (the same method, which moves the model in place and returns it).
+    cast(nn.Module, model).to(device)
+    return model.eval().requires_grad_(False)
 
 
 def random_batches(n_tokens: int, batch_size: int, seq_len: int, vocab: int, seed: int = 0) -> TokenBatches:
@@ -48,7 +55,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _timed(fn, device: torch.device) -> float:
+def _timed(fn: Callable[[], object], device: torch.device) -> float:
     _sync(device)
     start = time.perf_counter()
     fn()
@@ -74,13 +81,13 @@ def _lstsq_all(store: _RowStore) -> None:
         torch.linalg.lstsq(x1.cpu(), y.cpu(), driver="gelsd")
 
 
-def _capture_moments(model, batches: TokenBatches, folds: int = 5) -> None:
+def _capture_moments(model: nn.Module, batches: TokenBatches, folds: int = 5) -> None:
     sink = MomentSink(folds)
     run_capture(model, batches, ffn_blocks(model), [sink], batches.folds(folds, 0), progress=False)
     sink.moments()
 
 
-def _peak_child(n_tokens: int, batch_size: int, seq_len: int, device: str, queue) -> None:
+def _peak_child(n_tokens: int, batch_size: int, seq_len: int, device: str, queue: Queue[int]) -> None:
     dev = torch.device(device)
     model = gpt2_small(dev)
     if dev.type == "cuda":
@@ -110,7 +117,7 @@ def capture_overhead(model: nn.Module, batches: TokenBatches, repeats: int = 2) 
     dev = next(model.parameters()).device
     extra = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
 
-    def bare():
+    def bare() -> None:
         with torch.no_grad():
             for b in batches:
                 model(input_ids=b.input_ids.to(dev), attention_mask=b.attention_mask.to(dev), **extra)
@@ -137,7 +144,7 @@ def run_bench(
     batches = random_batches(n_batches * batch_size * seq_len, batch_size, seq_len, model.config.vocab_size)
     tokens = batches.n_rows
 
-    def naive():
+    def naive() -> None:
         store = _RowStore()
         run_capture(model, batches, ffn_blocks(model), [store], batches.folds(5, 0), progress=False)
         _lstsq_all(store)

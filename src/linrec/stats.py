@@ -7,11 +7,11 @@ and the analyses all compute them one way.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import torch
 
@@ -56,7 +56,7 @@ class Correlation:
         )
 
 
-def correlation(a: Sequence[float], b: Sequence[float], method: str = "pearson", level: float = 0.95) -> Correlation:
+def correlation(a: npt.ArrayLike, b: npt.ArrayLike, method: str = "pearson", level: float = 0.95) -> Correlation:
     """Pearson's or Spearman's r between ``a`` and ``b`` with a Fisher-z confidence interval.
 
     z = atanh(r) is taken as normal with standard error 1/√(n-3) (Pearson) or √(1.06/(n-3))
@@ -66,7 +66,8 @@ def correlation(a: Sequence[float], b: Sequence[float], method: str = "pearson",
         raise LinrecError(f"unknown correlation method '{method}'; choose pearson or spearman")
     if not 0 < level < 1:
         raise LinrecError(f"the confidence level must lie in (0, 1); got {level}")
-    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    x: npt.NDArray[np.floating] = np.asarray(a, dtype=np.float64)
+    y: npt.NDArray[np.floating] = np.asarray(b, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1:
         raise LinrecError(f"expected two equally long sequences; got shapes {x.shape} and {y.shape}")
     n = x.shape[0]

@@ -11,11 +11,15 @@ import argparse
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, write_table
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from linrec.experiment.profiles import Profile
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
@@ -76,7 +80,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_profile)
 
 
-def _text(args: argparse.Namespace, profile) -> tuple[str, str, str]:
+def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str, str, str]:
     """(text to measure on, its name, its sha256) from --text-file, --corpus or the profile's main corpus."""
     if args.text_file is not None:
         try:
@@ -104,7 +108,7 @@ def _profile(args: argparse.Namespace) -> int:
     profile = None if args.profile is None else _cli_profile(args)
     if args.out is not None:
         check_output(args.out)
-    if args.model is None and profile is None:
+    if not args.model and profile is None:  # an empty --model names no model either
         raise LinrecError("give --model ID_OR_PATH, or --profile NAME to measure the profile's models")
     rows = args.max_rows or (profile.rows_per_block if profile else 20_000)
     seq_len = args.seq_len or (profile.seq_len if profile else 128)
@@ -126,7 +130,12 @@ def _profile(args: argparse.Namespace) -> int:
 
     text, corpus_name, corpus_hash = _text(args, profile)
     tables = []
-    for model_name in [args.model] if args.model else list(profile.models):
+    if args.model:
+        names = [args.model]
+    else:
+        assert profile is not None  # refused above: neither --model nor --profile
+        names = list(profile.models)
+    for model_name in names:
         if profile is not None and args.model is None:
             from linrec.experiment.resolve import load_profile_model
 
@@ -177,7 +186,7 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cli_profile(args: argparse.Namespace):
+def _cli_profile(args: argparse.Namespace) -> Profile:
     """The ``--profile`` named, with ``--device`` and ``--dtype`` as overrides of its own when its models are
     measured; options that only apply to ``--model`` are refused rather than silently ignored."""
     from linrec.experiment.profiles import get_profile

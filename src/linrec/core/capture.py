@@ -8,8 +8,8 @@ the deepest block asked for, so neither later layers nor the LM head run.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 import torch.distributed as dist
@@ -20,6 +20,9 @@ from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_mome
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class RowSink(Protocol):
@@ -53,7 +56,9 @@ def _non_finite_advice(dtype: torch.dtype) -> str:
 
 def input_device(model: nn.Module) -> torch.device:
     """Where token ids must go: the device of the input embeddings (first device under device_map)."""
-    return model.get_input_embeddings().weight.device
+    # nn.Module types its attributes as Tensor | Module: say what this model (a transformers one) holds.
+    embeddings = cast("PreTrainedModel", model).get_input_embeddings()
+    return cast(torch.Tensor, embeddings.weight).device
 
 
 def run_capture(
@@ -78,14 +83,14 @@ def run_capture(
     pending: dict[int, torch.Tensor] = {}
     state: dict[str, torch.Tensor] = {}
 
-    def make_pre_hook(block: BlockSpec):
-        def hook(_module, args, kwargs):
+    def make_pre_hook(block: BlockSpec) -> Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], None]:
+        def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             pending[block.index] = _first_tensor(args, kwargs)
 
         return hook
 
-    def make_hook(block: BlockSpec):
-        def hook(_module, _args, output):
+    def make_hook(block: BlockSpec) -> Callable[[nn.Module, tuple[Any, ...], Any], None]:
+        def hook(_module: nn.Module, _args: tuple[Any, ...], output: Any) -> None:
             y = output[0] if isinstance(output, tuple) else output
             x = pending.pop(block.index)
             keep = state["mask"].to(x.device)

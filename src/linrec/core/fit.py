@@ -20,13 +20,14 @@ directions carry equal variance.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from linrec.core.moments import BlockMoments, Moments, merge_folds
+from linrec.core.moments import Moments, merge_folds
 from linrec.errors import LinrecError
 from linrec.models.loading import parse_dtype
 from linrec.stats import participation_ratio
@@ -226,7 +227,7 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
     )
 
 
-def recoverability(moments: BlockMoments, rcond: float = DEFAULT_RCOND) -> list[BlockReport]:
+def recoverability(moments: Mapping[int, list[Moments]], rcond: float = DEFAULT_RCOND) -> list[BlockReport]:
     """One :class:`BlockReport` per block, in block order."""
     return [kfold(block, moments[block], rcond) for block in sorted(moments)]
 

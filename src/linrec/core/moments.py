@@ -129,7 +129,7 @@ class MomentAccumulator:
             return
         x = x.detach().to(torch.float64)
         y = y.detach().to(torch.float64)
-        if self.shift_x is None:
+        if self.shift_x is None or self.shift_y is None:  # the first rows: both are set together
             self.shift_x, self.shift_y = x.mean(0), y.mean(0)
         xs, ys = x - self.shift_x, y - self.shift_y
         self.n += x.shape[0]
@@ -143,6 +143,7 @@ class MomentAccumulator:
         """The centred moments of everything added so far."""
         if self.n == 0:
             return Moments.zeros(self.sx.shape[0], self.sy.shape[0], self.sx.device)
+        assert self.shift_x is not None and self.shift_y is not None  # set by the first add of rows
         mx, my = self.sx / self.n, self.sy / self.n
         return Moments(
             self.n,

@@ -23,9 +23,9 @@ def recover_rows(x: torch.Tensor, y: torch.Tensor, folds: int = 5, block: int = 
 
 def gelu_r2(scale: torch.Tensor, offset: torch.Tensor, nodes: int = 120) -> torch.Tensor:
     """Exact R² of the best affine map from z ~ N(0, 1) to GELU(scale · z + offset), elementwise."""
-    z, w = np.polynomial.hermite_e.hermegauss(nodes)
-    z = torch.tensor(z, dtype=torch.float64)
-    w = torch.tensor(w / w.sum(), dtype=torch.float64)
+    nodes_z, weights = np.polynomial.hermite_e.hermegauss(nodes)
+    z = torch.tensor(nodes_z, dtype=torch.float64)
+    w = torch.tensor(weights / weights.sum(), dtype=torch.float64)
     scale, offset = torch.as_tensor(scale, dtype=torch.float64), torch.as_tensor(offset, dtype=torch.float64)
     g = torch.nn.functional.gelu(scale[..., None] * z + offset[..., None])
     mean = (w * g).sum(-1, keepdim=True)

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
 
 EOS = "<|endoftext|>"
 MIN_VOCAB = 257  # the 256 byte symbols and the special token
@@ -25,7 +30,7 @@ def _line_batches(texts: Iterable[str], lines_per_batch: int = 2000) -> Iterator
             yield lines[start : start + lines_per_batch]
 
 
-def byte_level_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (EOS,)):
+def byte_level_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (EOS,)) -> Tokenizer:
     """A bare ``tokenizers.Tokenizer``: byte-level BPE of ``vocab_size`` tokens (``special_tokens`` first) on ``texts``.
 
     It may hold fewer tokens when the texts cannot yield that many merges.
@@ -46,7 +51,9 @@ def byte_level_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequen
     return core
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path | None = None, max_length: int = 1024):
+def train_bpe(
+    texts: Iterable[str], vocab_size: int, out_dir: str | Path | None = None, max_length: int = 1024
+) -> PreTrainedTokenizerFast:
     """A ``PreTrainedTokenizerFast`` trained on ``texts`` (saved to ``out_dir`` when given)."""
     from transformers import PreTrainedTokenizerFast
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ SLICE_FORMAT = 1
 """Bumped whenever the code changes how a hub corpus is cut from its rows (it keys the cached slices)."""
 
 
-def import_datasets():
+def import_datasets() -> types.ModuleType:
     """The ``datasets`` package, which hub and shaped corpora read their rows with."""
     try:
         import datasets
@@ -181,7 +182,9 @@ def load_slice(
         (tmp / "corpus.json").write_text(json.dumps(stored), encoding="utf-8")
 
     build_entry(path, build, refresh=refresh)
-    return _read_slice(path)[0]
+    found = _read_slice(path)
+    assert found is not None  # build_entry returns once the entry is complete
+    return found[0]
 
 
 def hub_corpus(name: str, spec: HubCorpus, loader: Loader | None) -> Corpus:

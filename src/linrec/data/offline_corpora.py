@@ -36,6 +36,9 @@ def in_eval_split(unit: str, every: int = 10) -> bool:
     return int.from_bytes(hashlib.sha256(unit.encode()).digest()[:8], "little") % every == 0
 
 
+# What can own a docstring (``ast.get_docstring`` accepts these).
+_DocOwner = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+
 _NOT_LIBRARY = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
 
 
@@ -51,10 +54,10 @@ def _stdlib_files() -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def _docstring_nodes(tree: ast.Module) -> list[tuple[ast.AST, ast.Expr]]:
+def _docstring_nodes(tree: ast.Module) -> list[tuple[_DocOwner, ast.Expr]]:
     """(owner, docstring statement) for the module and every class and function, in source order."""
     owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-    found = []
+    found: list[tuple[_DocOwner, ast.Expr]] = []
     for node in ast.walk(tree):
         if isinstance(node, owners) and node.body:
             first = node.body[0]
@@ -67,11 +70,12 @@ def _docstring_nodes(tree: ast.Module) -> list[tuple[ast.AST, ast.Expr]]:
     return sorted(found, key=lambda pair: pair[1].lineno)
 
 
-def _without_docstrings(source: str, docstrings: list[tuple[ast.AST, ast.Expr]]) -> str:
+def _without_docstrings(source: str, docstrings: list[tuple[_DocOwner, ast.Expr]]) -> str:
     """``source`` with each docstring that fills its own lines removed (``pass`` where it was the whole body)."""
     lines = source.splitlines(keepends=True)
     replace: dict[int, str] = {}
     for owner, doc in docstrings:
+        assert doc.end_lineno is not None  # ast.parse sets the end position of every node
         first, last = doc.lineno - 1, doc.end_lineno - 1
         before = lines[first][: doc.col_offset]
         after = lines[last].encode("utf-8")[doc.end_col_offset :].decode("utf-8", "replace")
@@ -101,7 +105,8 @@ def _parsed_modules() -> Iterator[tuple[str, Path, list[str], str]]:
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue  # not parseable by this Python (e.g. a template): skipped the same way every time
         docstrings = _docstring_nodes(tree)
-        docs = [ast.get_docstring(owner) for owner, _ in docstrings]
+        # Never None: each owner's first statement is a string constant (_docstring_nodes checked).
+        docs = [text for owner, _ in docstrings if (text := ast.get_docstring(owner)) is not None]
         yield module, path, docs, _without_docstrings(source, docstrings)
 
 
@@ -151,7 +156,8 @@ def _unicode_record(ch: str) -> str:
 
 @functools.cache
 def _unicode_texts() -> tuple[str, str]:
-    fit, held = [], []
+    fit: list[str] = []
+    held: list[str] = []
     for cp in range(sys.maxunicode + 1):
         ch = chr(cp)
         name = unicodedata.name(ch, "")

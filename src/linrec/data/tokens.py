@@ -11,10 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass
@@ -24,23 +28,30 @@ class Batch:
     seq_index: torch.Tensor  # (B,) global sequence indices
 
 
-@dataclass
+@dataclass(init=False)
 class TokenBatches:
     """A list of token sequences served in batches; iterate it for :class:`Batch` objects."""
 
     input_ids: torch.Tensor  # (N, T)
     attention_mask: torch.Tensor  # (N, T)
-    batch_size: int = 8
-    seq_index: torch.Tensor | None = None  # global index of each sequence; default 0..N-1
-    n_sequences_total: int | None = None  # size of the whole set when this is a shard
+    batch_size: int
+    seq_index: torch.Tensor  # global index of each sequence; default 0..N-1
+    n_sequences_total: int  # size of the whole set when this is a shard; default N
 
-    def __post_init__(self) -> None:
+    # Written out rather than generated so that the two defaults filled in here are never None afterwards.
+    def __init__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        batch_size: int = 8,
+        seq_index: torch.Tensor | None = None,
+        n_sequences_total: int | None = None,
+    ) -> None:
+        self.input_ids, self.attention_mask, self.batch_size = input_ids, attention_mask, batch_size
         if self.batch_size < 1:
             raise LinrecError(f"batch_size must be at least 1; got {self.batch_size}")
-        if self.seq_index is None:
-            self.seq_index = torch.arange(self.input_ids.shape[0])
-        if self.n_sequences_total is None:
-            self.n_sequences_total = self.input_ids.shape[0]
+        self.seq_index = torch.arange(self.input_ids.shape[0]) if seq_index is None else seq_index
+        self.n_sequences_total = self.input_ids.shape[0] if n_sequences_total is None else n_sequences_total
 
     @property
     def seq_len(self) -> int:
@@ -95,7 +106,9 @@ class TokenBatches:
         )
 
 
-def tokenize(tokenizer, text: str, chunk_chars: int = 200_000, max_tokens: int | None = None) -> torch.Tensor:
+def tokenize(
+    tokenizer: PreTrainedTokenizerBase, text: str, chunk_chars: int = 200_000, max_tokens: int | None = None
+) -> torch.Tensor:
     """Token ids of ``text`` (no special tokens), tokenised in newline-aligned chunks, stopping
     once ``max_tokens`` are reached (all of the text when None)."""
     ids: list[int] = []
@@ -113,7 +126,7 @@ def tokenize(tokenizer, text: str, chunk_chars: int = 200_000, max_tokens: int |
 _PROBE = "The quick brown fox jumps over the lazy dog."
 
 
-def bos_id(tokenizer) -> int | None:
+def bos_id(tokenizer: PreTrainedTokenizerBase) -> int | None:
     """The token id the tokenizer puts before a text (Llama's ``<s>`` when ``add_bos_token``), or None when it adds
     nothing there (GPT-2, Pythia and the zoo's tokenizers, whose ``<|endoftext|>`` is never added)."""
     bare = tokenizer(_PROBE, add_special_tokens=False)["input_ids"]
@@ -123,7 +136,7 @@ def bos_id(tokenizer) -> int | None:
     return None
 
 
-def bos_policy(tokenizer) -> str:
+def bos_policy(tokenizer: PreTrainedTokenizerBase) -> str:
     """What :func:`make_batches` puts at the start of every window, for a provenance line."""
     bos = bos_id(tokenizer)
     if bos is None:
@@ -132,7 +145,7 @@ def bos_policy(tokenizer) -> str:
 
 
 def make_batches(
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
     text: str,
     seq_len: int = 128,
     max_rows: int | None = None,

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import NoReturn, TypeVar
 
 import pandas as pd
 import torch
@@ -78,13 +79,16 @@ class MeasurementInfo:
         return self.rows // self.folds
 
 
-class _OnDisk(Mapping):
+_V = TypeVar("_V")
+
+
+class _OnDisk(Mapping[int, _V]):
     """Block -> value of one safetensors file, read from disk at each access and not kept."""
 
-    def __init__(self, path: Path, read: Callable[[Path, list[int]], dict]) -> None:
+    def __init__(self, path: Path, read: Callable[[Path, list[int]], dict[int, _V]]) -> None:
         self._path, self._read, self._blocks = path, read, saved_blocks(path)
 
-    def __getitem__(self, block: int):
+    def __getitem__(self, block: int) -> _V:
         if block not in self._blocks:
             raise KeyError(block)
         return self._read(self._path, [block])[block]
@@ -96,7 +100,7 @@ class _OnDisk(Mapping):
         return len(self._blocks)
 
 
-class _NotKept(Mapping):
+class _NotKept(Mapping[int, NoReturn]):
     """What a measurement did not keep: any use says how to ask for it."""
 
     def __init__(self, info: MeasurementInfo, wanted: str) -> None:
@@ -105,7 +109,7 @@ class _NotKept(Mapping):
             f"{info.keep}, not its {wanted}; ask for them with measurement(..., keep='{wanted}')"
         )
 
-    def __getitem__(self, block: int):
+    def __getitem__(self, block: int) -> NoReturn:
         raise LinrecError(self._message)
 
     def __iter__(self) -> Iterator[int]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from linrec.core.capture import rows_needed
 from linrec.data.corpora import corpus_names
@@ -216,7 +217,10 @@ class Profile:
             return None if revision == SAME_AS_MAIN.get(model) else revision
 
         revision = self.hub_revision(model, checkpoint)
-        return "final" if branch(revision) == branch(self.revision(model)) else revision
+        if branch(revision) == branch(self.revision(model)):
+            return "final"
+        assert revision is not None  # None is the default branch, which only "final" loads: handled above
+        return revision
 
     def summary(self) -> dict[str, object]:
         """The profile as plain values, for recording beside results."""
@@ -319,7 +323,8 @@ def get_profile(profile: str | Profile, **overrides: object) -> Profile:
     if unknown:
         raise LinrecError(f"unknown profile field {unknown}; valid fields: {', '.join(fields)}")
     if overrides:
-        changed = {k: _coerce(k, v) for k, v in overrides.items()}
+        # Each value is of its field's type, or not: validate() below says which.
+        changed: dict[str, Any] = {k: _coerce(k, v) for k, v in overrides.items()}
         if isinstance(changed.get("probe"), dict):  # a dict changes only the settings it names
             changed["probe"] = dataclasses.replace(profile.probe, **changed["probe"])
         profile = dataclasses.replace(profile, **changed)

@@ -9,6 +9,9 @@ and :func:`baseline_config` turn the profile's probe settings into the trainers'
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from torch import nn
 
 from linrec.data.corpora import load_corpus
 from linrec.data.corpus import Corpus
@@ -23,7 +26,10 @@ from linrec.models.loading import load_model, max_context, pick_device
 from linrec.models.shapes import load_shaped
 from linrec.models.zoo import ensure_zoo_model
 
-ModelLoader = Callable[..., tuple]
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+ModelLoader = Callable[..., tuple[nn.Module, "PreTrainedTokenizerBase"]]
 """``loader(name_or_path, revision=..., dtype=..., device=...)`` -> (model, tokenizer); :func:`linrec.load_model` by
 default."""
 
@@ -35,7 +41,7 @@ def load_profile_model(
     *,
     loader: ModelLoader | None = None,
     progress: bool = True,
-) -> tuple:
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) of one of the profile's models at ``checkpoint``, frozen in eval mode.
 
     Zoo models: ``checkpoint`` is ``"init"``, ``"final"`` or ``"step<N>"`` (see
@@ -77,7 +83,13 @@ def profile_corpus(profile: Profile, name: str | None = None, *, loader: Loader 
 
 
 def profile_batches(
-    profile: Profile, tokenizer, corpus: Corpus, *, split: str = "fit", max_rows: int | None = None, model=None
+    profile: Profile,
+    tokenizer: PreTrainedTokenizerBase,
+    corpus: Corpus,
+    *,
+    split: str = "fit",
+    max_rows: int | None = None,
+    model: nn.Module | None = None,
 ) -> TokenBatches:
     """Token batches of ``corpus`` at the profile's sizes: ``rows_per_block`` rows of the fit text, or
     ``eval_tokens`` of the eval text (``max_rows`` overrides); ``model`` bounds seq_len by its context."""

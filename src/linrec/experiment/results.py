@@ -9,8 +9,9 @@ a measurement assembled by hand should not be cached this way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
+from pathlib import Path
 
 import pandas as pd
 
@@ -28,13 +29,13 @@ def measurement_identity(m: Measurement) -> dict[str, object]:
 
 
 def cached_frames(
-    kind: str, content: dict[str, object], compute: Callable[[], dict[str, pd.DataFrame]]
+    kind: str, content: Mapping[str, object], compute: Callable[[], dict[str, pd.DataFrame]]
 ) -> dict[str, pd.DataFrame]:
     """The tables ``compute`` returns ({name: table}), computed once per ``content`` (a JSON-able description of
     everything that determines them, e.g. :func:`measurement_identity` and a configuration) and cached."""
     path = cache_dir() / "sweeps" / f"{kind}-{cache_key({'format': FORMAT, 'kind': kind, **content})}"
 
-    def build(tmp) -> None:
+    def build(tmp: Path) -> None:
         for name, frame in compute().items():
             write_frame(frame, tmp / f"{name}.json")
 

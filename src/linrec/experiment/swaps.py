@@ -12,6 +12,7 @@ time, perplexity on the *eval* split of a corpus, text the fit never saw. It nee
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from torch import nn
@@ -25,13 +26,16 @@ from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.surgery import fit_replacements
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 LABELS = ("model", "checkpoint", "corpus")
 """The measurement's labels that lead each row of :func:`affine_swaps` (those of the fitted rows)."""
 
 
 def eval_batches(
     profile: Profile,
-    tokenizer,
+    tokenizer: PreTrainedTokenizerBase,
     model: nn.Module | None = None,
     tokens: int | None = None,
     corpus: str | None = None,

@@ -190,6 +190,7 @@ def _train(
     model.to(device)
     if config.standardise_targets:
         nn.init.zeros_(model.bias)  # the training mean, in standardised units
+    opt: torch.optim.Optimizer
     if optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=config.momentum)
     else:

@@ -46,7 +46,7 @@ and step budget.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -55,7 +55,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from linrec.core.fit import DEFAULT_RCOND, AffineFit
-from linrec.core.moments import BlockMoments, Moments
+from linrec.core.moments import Moments
 from linrec.core.sample import Rows, Samples, closed_form, minibatches, sample_rows
 from linrec.errors import LinrecError
 from linrec.stats import Correlation, Share, captured_share, correlation, r2
@@ -65,6 +65,12 @@ GATES = ("scalar", "output")
 
 class PolyProbe(nn.Module):
     """The closed-form map plus a gated rank-r bilinear term (see the module docstring)."""
+
+    # Buffers, registered in __init__.
+    mean_x: torch.Tensor
+    std_x: torch.Tensor
+    mean_y: torch.Tensor
+    scale: torch.Tensor
 
     def __init__(self, fit: AffineFit, train: Rows, rank: int, gate: str, gate_init: float, seed: int) -> None:
         super().__init__()
@@ -219,7 +225,7 @@ def _probe(
     with torch.no_grad():
         predicted = probe(test.x)
     y = test.y.to(torch.float64)
-    errors = [((y - p.to(torch.float64)) ** 2).sum(1) for p in (fit(test.x), predicted)]
+    before, after = [((y - p.to(torch.float64)) ** 2).sum(1) for p in (fit(test.x), predicted)]
     return ProbeResult(
         block,
         r2(test.y, fit(test.x)),
@@ -231,7 +237,7 @@ def _probe(
         len(val),
         len(test),
         probe,
-        captured_share(*errors, seed=config.seed),
+        captured_share(before, after, seed=config.seed),
         steps == config.steps and best_step + config.eval_every > config.steps,
     )
 
@@ -266,7 +272,7 @@ def seeded_poly(
 
 def probe_table(
     sample: Samples,
-    moments: BlockMoments | None = None,
+    moments: Mapping[int, list[Moments]] | None = None,
     blocks: Sequence[int] | None = None,
     test_fold: int = 0,
     config: ProbeConfig = ProbeConfig(),

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
-from linrec.core.moments import BlockMoments, Moments, merge_folds
+from linrec.core.moments import Moments, merge_folds
 from linrec.errors import LinrecError
 from linrec.models.arch import Spec, ffn_blocks, select_blocks
 
@@ -98,6 +98,8 @@ class LowRankFFN(nn.Module):
 class MeanFFN(nn.Module):
     """ŷ = ȳ for every token (mean ablation); the mean is a buffer."""
 
+    mean: torch.Tensor  # registered as a buffer in __init__
+
     def __init__(self, mean: torch.Tensor, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
         self.register_buffer("mean", mean.detach().to(dtype).clone())
@@ -144,7 +146,7 @@ def mean_ffn(train: Moments, dtype: torch.dtype = torch.float32) -> MeanFFN:
 
 
 def fit_replacements(
-    moments: BlockMoments,
+    moments: Mapping[int, list[Moments]],
     kind: str,
     rank: int | None = None,
     blocks: Sequence[int] | None = None,
@@ -172,6 +174,7 @@ def fit_replacements(
         if kind == "affine":
             out[b] = affine_ffn(fit_affine(train, rcond))
         elif kind == "lowrank":
+            assert rank is not None  # checked above: kind 'lowrank' comes with a rank
             out[b] = low_rank_ffn(fit_affine(train, rcond), train, rank, weighted)
         elif kind == "mean":
             out[b] = mean_ffn(train)

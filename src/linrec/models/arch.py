@@ -24,10 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torch import nn
 
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,15 @@ def check_supported(model_type: str | None) -> None:
         )
 
 
+def _checked_layout(model: nn.Module) -> tuple[str, PretrainedConfig]:
+    """``model.config.model_type`` (refused by ``check_supported`` unless known) and ``model.config``."""
+    config: PretrainedConfig | None = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    check_supported(model_type)
+    assert config is not None and model_type is not None  # check_supported refused a model without either
+    return model_type, config
+
+
 def ffn_blocks(model: nn.Module, spec: Spec = None) -> list[BlockSpec]:
     """The FFN blocks of ``model`` in depth order, from its architecture or from ``spec``."""
     modules = dict(model.named_modules())
@@ -98,19 +111,17 @@ def ffn_blocks(model: nn.Module, spec: Spec = None) -> list[BlockSpec]:
                 if name not in modules:
                     raise LinrecError(f"block {b.index}: the model has no module named '{name}'")
         return blocks
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    check_supported(model_type)
+    model_type, config = _checked_layout(model)
     src, dst = _LAYOUTS[model_type]
-    n_layers = model.config.num_hidden_layers
+    n_layers = config.num_hidden_layers
     return [BlockSpec(i, _resolve(model, src.format(i=i)), _resolve(model, dst.format(i=i))) for i in range(n_layers)]
 
 
 def ffn_norm(model: nn.Module, block: int) -> nn.Module:
     """The norm module whose output FFN block ``block`` of ``model`` reads (from its architecture)."""
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    check_supported(model_type)
-    if not 0 <= block < model.config.num_hidden_layers:
-        raise LinrecError(f"no FFN block {block}; this model has blocks 0..{model.config.num_hidden_layers - 1}")
+    model_type, config = _checked_layout(model)
+    if not 0 <= block < config.num_hidden_layers:
+        raise LinrecError(f"no FFN block {block}; this model has blocks 0..{config.num_hidden_layers - 1}")
     return model.get_submodule(_resolve(model, _NORMS[model_type].format(i=block)))
 
 

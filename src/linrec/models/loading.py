@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING, overload
 
 import torch
 from torch import nn
@@ -16,6 +17,9 @@ from torch import nn
 from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable, resolve_revision, use_hub_timeouts
 from linrec.models.arch import CAUSAL, check_supported
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 DTYPES = {
     "float32": torch.float32,
@@ -64,6 +68,10 @@ def pick_device(device: str | None = None) -> torch.device:
     return chosen
 
 
+@overload
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype: ...
+@overload
+def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None: ...
 def parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     """A torch dtype from a name, or from the ``str`` of one as a measurement records it ("torch.bfloat16");
     None keeps the checkpoint's own, or float32."""
@@ -97,7 +105,7 @@ def _local_dir(name_or_path: str) -> Path | None:
     return None
 
 
-def _check_tokenizer(tokenizer, name_or_path: str) -> None:
+def _check_tokenizer(tokenizer: PreTrainedTokenizerBase, name_or_path: str) -> None:
     """An empty tokenizer (what transformers builds for a directory without tokenizer files) is an error here."""
     if not tokenizer("The quick brown fox.", add_special_tokens=False)["input_ids"]:
         raise LinrecError(
@@ -125,7 +133,7 @@ def _missing_packages() -> list[str]:
     return missing
 
 
-def load_tokenizer(source: str, name_or_path: str | None = None, **kwargs) -> object:
+def load_tokenizer(source: str, name_or_path: str | None = None, **kwargs: object) -> PreTrainedTokenizerBase:
     """``AutoTokenizer.from_pretrained(source, **kwargs)``; a missing sentencepiece or protobuf is named.
 
     Without them transformers fails on a ``tokenizer.model``-only checkpoint with an error about
@@ -181,7 +189,7 @@ def load_model(
     device_map: str | None = None,
     trust_remote_code: bool = False,
     supported_only: bool = False,
-) -> tuple[nn.Module, object]:
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer), the model frozen in eval mode on ``device`` (or spread by ``device_map="auto"``).
 
     Causal LMs load with their LM head (needed for perplexity); encoders (BERT-style) load bare.
@@ -221,7 +229,7 @@ def load_model(
     if device_map:
         kwargs["device_map"] = device_map
     try:
-        model = auto.from_pretrained(source, **kwargs)
+        model: nn.Module = auto.from_pretrained(source, **kwargs)
     except (OSError, SafetensorError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
         raise _weights_error(name_or_path, local, err) from err
     if target is not None:

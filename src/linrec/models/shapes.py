@@ -42,6 +42,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -52,6 +53,10 @@ from linrec.data.corpora import load_corpus
 from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
 from linrec.models.loading import load_tokenizer, parse_dtype, pick_device
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 SHAPES_FORMAT = 1
 """Bumped whenever the code changes what a shaped tokenizer contains (it keys the cache)."""
@@ -160,7 +165,7 @@ def _reserved(count: int, start: int, fmt: str) -> list[str]:
     return [fmt.format(i) for i in range(start, start + count)]
 
 
-def _save_byte_level(core, out_dir: Path, specials: dict[str, str], max_length: int) -> None:
+def _save_byte_level(core: Tokenizer, out_dir: Path, specials: dict[str, str], max_length: int) -> None:
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = PreTrainedTokenizerFast(
@@ -189,7 +194,7 @@ def train_neox_tokenizer(texts: Sequence[str], size: int, out_dir: Path, max_len
     return missing
 
 
-LLAMA_TRAINER = {
+LLAMA_TRAINER: dict[str, Any] = {  # SentencePieceTrainer.train's keyword options, of mixed types
     # Llama's own trainer settings (as its tokenizer.model records them), but one thread for determinism.
     "model_type": "bpe",
     "byte_fallback": True,
@@ -226,12 +231,14 @@ def train_llama_tokenizer(texts: Sequence[str], size: int, out_dir: Path, max_le
         minloglevel=2,
         **LLAMA_TRAINER,
     )
-    proto = sentencepiece_model_pb2.ModelProto()
+    # protobuf builds the message classes when the module is imported: the checker cannot see them.
+    model_proto = sentencepiece_model_pb2.ModelProto  # type: ignore[attr-defined]
+    proto = model_proto()
     proto.ParseFromString(buffer.getvalue())
     missing = size - len(proto.pieces)
     floor = min(piece.score for piece in proto.pieces)
     for i, name in enumerate(_reserved(missing, 0, "<reserved_{}>")):
-        proto.pieces.add(piece=name, score=floor - 1 - i, type=sentencepiece_model_pb2.ModelProto.SentencePiece.UNUSED)
+        proto.pieces.add(piece=name, score=floor - 1 - i, type=model_proto.SentencePiece.UNUSED)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "tokenizer.model").write_bytes(proto.SerializeToString())
     config = {
@@ -304,7 +311,7 @@ def shaped_seed(name: str, revision: str | None = None) -> int:
     return int.from_bytes(hashlib.sha256(f"{name}@{revision}".encode()).digest()[:8], "little") >> 1
 
 
-def shaped_config(name: str):
+def shaped_config(name: str) -> PretrainedConfig:
     """The transformers config of ``name``, built from its ``config.json`` fields as ``from_pretrained`` would."""
     from transformers import AutoConfig
 
@@ -314,7 +321,7 @@ def shaped_config(name: str):
 
 def load_shaped(
     name: str, *, revision: str | None = None, dtype: str | torch.dtype | None = None, device: str | None = None
-) -> tuple[nn.Module, object]:
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) of the paper model ``name`` with random weights: a :data:`ModelLoader` that needs no hub.
 
     The model is frozen in eval mode on ``device`` (:func:`pick_device`) in ``dtype`` (float32 by default);
@@ -341,6 +348,6 @@ def save_shaped(name: str, directory: str | Path, *, revision: str | None = None
     """
     model, tokenizer = load_shaped(name, revision=revision, device="cpu")
     path = Path(directory)
-    model.save_pretrained(str(path))
+    cast("PreTrainedModel", model).save_pretrained(str(path))  # load_shaped builds a transformers model
     tokenizer.save_pretrained(str(path))
     return path

@@ -7,6 +7,7 @@ with labelled axes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -67,8 +68,9 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
                     label=model)  # fmt: skip
     if controls is not None:
         for row in controls.itertuples():
-            ax.axhline(row.captured, color="0.45", lw=1, ls=":", zorder=0)
-            ax.text(0.99, row.captured, f"{row.control} ", transform=ax.get_yaxis_transform(), ha="right",
+            captured = cast(float, row.captured)  # a float column (pandas types a row's cells as any scalar)
+            ax.axhline(captured, color="0.45", lw=1, ls=":", zorder=0)
+            ax.text(0.99, captured, f"{row.control} ", transform=ax.get_yaxis_transform(), ha="right",
                     va="bottom", fontsize=8, color="0.35")  # fmt: skip
     return _against_nonlinearity(
         fig,

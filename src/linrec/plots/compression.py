@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
@@ -20,7 +21,7 @@ from linrec.stats import Correlation
 DELTA_LABEL = "ΔPPL (swapped − original perplexity)"
 
 
-def _symlog(ax, values: pd.Series) -> None:
+def _symlog(ax: Axes, values: pd.Series) -> None:
     """A symmetric-log y axis, linear within the smallest non-zero |value| (at least 1e-3), spanning
     the values with a factor-of-two margin (no empty negative half when every value is ≥ 0)."""
     nonzero = values.abs()[values.abs() > 0]

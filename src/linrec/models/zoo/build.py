@@ -144,7 +144,8 @@ def _end(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    proc.stdin.close()
+    if proc.stdin is not None:  # always a pipe here
+        proc.stdin.close()
 
 
 class _Workers:
@@ -165,13 +166,15 @@ class _Workers:
                     return  # cancelled before it started
                 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
                 self._live.add(proc)
+            stdin, stdout = proc.stdin, proc.stdout
+            assert stdin is not None and stdout is not None  # both are pipes (Popen above)
             try:
                 try:
-                    proc.stdin.write(job.to_json().encode() + b"\n")
-                    proc.stdin.flush()
+                    stdin.write(job.to_json().encode() + b"\n")
+                    stdin.flush()
                 except BrokenPipeError:
                     pass  # it ended at once: its exit status says why
-                for line in proc.stdout:
+                for line in stdout:
                     bar.update(int(line))
                 proc.wait()
             finally:

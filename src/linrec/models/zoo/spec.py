@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
 
 from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 ZOO_FORMAT = 2
 """Bumped whenever the code changes what a given configuration trains to (it is part of every key).
@@ -104,20 +108,26 @@ def _family_entries(
     """One entry per family (seed 0) plus a seed-1 twin of ``second_seed``, all of one size and schedule."""
     checkpoints = tuple(sorted({0, steps, *(round(f * steps) for f in checkpoint_fractions)}))
     short = {"gpt2": "gpt2", "gpt_neox": "neox", "llama": "llama"}
-    common = dict(
-        width=width,
-        depth=depth,
-        heads=heads,
-        ffn=4 * width,
-        steps=steps,
-        batch_size=batch_size,
-        seq_len=seq_len,
-        lr=lr,
-        warmup_steps=max(1, steps // 20),
-        checkpoints=checkpoints,
-    )
-    entries = [ZooEntry(f"zoo-{short[f]}", f, seed=0, **common) for f in FAMILIES]
-    entries.append(ZooEntry(f"zoo-{short[second_seed]}-seed1", second_seed, seed=1, **common))
+
+    def entry(name: str, family: str, seed: int) -> ZooEntry:
+        return ZooEntry(
+            name,
+            family,
+            seed=seed,
+            width=width,
+            depth=depth,
+            heads=heads,
+            ffn=4 * width,
+            steps=steps,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            lr=lr,
+            warmup_steps=max(1, steps // 20),
+            checkpoints=checkpoints,
+        )
+
+    entries = [entry(f"zoo-{short[f]}", f, seed=0) for f in FAMILIES]
+    entries.append(entry(f"zoo-{short[second_seed]}-seed1", second_seed, seed=1))
     return tuple(entries)
 
 
@@ -182,11 +192,20 @@ def get_zoo(name: str) -> ZooSpec:
     return ZOOS[name]
 
 
-def model_config(entry: ZooEntry, vocab_size: int, eos_id: int):
+class _Vocabulary(TypedDict):
+    """The keyword arguments of every family's config that the tokenizer decides."""
+
+    bos_token_id: int
+    eos_token_id: int
+    pad_token_id: int
+    vocab_size: int
+
+
+def model_config(entry: ZooEntry, vocab_size: int, eos_id: int) -> PretrainedConfig:
     """The transformers config of a zoo entry (dropout off everywhere)."""
     from transformers import GPT2Config, GPTNeoXConfig, LlamaConfig
 
-    ids = dict(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, vocab_size=vocab_size)
+    ids = _Vocabulary(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id, vocab_size=vocab_size)
     if entry.family == "gpt2":
         return GPT2Config(
             n_embd=entry.width,
@@ -207,7 +226,8 @@ def model_config(entry: ZooEntry, vocab_size: int, eos_id: int):
             num_attention_heads=entry.heads,
             intermediate_size=entry.ffn,
             hidden_act="gelu",
-            rotary_pct=0.25,
+            # transformers 5 reads it from **kwargs (4.x names it), which its dataclass signature does not show.
+            rotary_pct=0.25,  # type: ignore[call-arg]
             use_parallel_residual=True,
             max_position_embeddings=entry.seq_len,
             tie_word_embeddings=False,

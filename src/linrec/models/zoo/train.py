@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +26,8 @@ def _deterministic_cpu(threads: int = 1) -> Iterator[None]:
 
     Deterministic mode would also fill every new tensor with NaN (a guard against reading memory
     no kernel wrote); that costs about 4% of a step and changes no result, so it is off here."""
-    determinism = torch.utils.deterministic
+    # torch gives this module a class with the fill_uninitialized_memory property, which the checker cannot see.
+    determinism: Any = torch.utils.deterministic
     old_threads, old_det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     old_fill = determinism.fill_uninitialized_memory
     torch.set_num_threads(threads)
@@ -165,7 +167,7 @@ def _entry_from_dict(entry: dict) -> ZooEntry:
     return ZooEntry(**{**entry, "checkpoints": tuple(entry["checkpoints"])})
 
 
-def train_entry(job: TrainJob, report: Callable[[int], None] | None = None) -> dict:
+def train_entry(job: TrainJob, report: Callable[[int], object] | None = None) -> dict:
     """Train ``job.entry``, save its checkpoints and ``zoo.json`` into ``job.out`` (atomically), return the record.
 
     Training holds the cache key's lock: a process that finds another one training the same model
@@ -177,7 +179,7 @@ def train_entry(job: TrainJob, report: Callable[[int], None] | None = None) -> d
     return json.loads((job.out / "zoo.json").read_text())
 
 
-def _train_into(job: TrainJob, tmp: Path, report: Callable[[int], None] | None) -> dict:
+def _train_into(job: TrainJob, tmp: Path, report: Callable[[int], object] | None) -> dict:
     """The training run of :func:`train_entry`, written into the temporary directory ``tmp``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -186,7 +188,7 @@ def _train_into(job: TrainJob, tmp: Path, report: Callable[[int], None] | None) 
     data = ZooData(job.data, spec.train_mix, spec.eval_corpora)
     windows = {c: data.windows(c, entry.seq_len, spec.eval_tokens) for c in spec.eval_corpora}
     vocab = len(tokenizer)
-    record = {
+    record: dict[str, Any] = {
         "name": entry.name,
         "family": entry.family,
         "zoo": spec.name,
