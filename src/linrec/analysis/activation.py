@@ -114,8 +114,10 @@ def normalisation_table(
 
 def normalisation_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per (model, normalisation): mean change of R²_lin, mean and largest absolute change over blocks."""
-    return table.groupby(["model", "normalisation"], sort=False)["change"].agg(
-        mean_change="mean", mean_abs_change=lambda c: c.abs().mean(), largest_abs_change=lambda c: c.abs().max()
+    return table.groupby(["model", "normalisation"], sort=False).agg(
+        mean_change=("change", "mean"),
+        mean_abs_change=("change", lambda c: c.abs().mean()),
+        largest_abs_change=("change", lambda c: c.abs().max()),
     )
 
 
@@ -328,7 +330,8 @@ def activation_verdict(
         )
     if normalised is not None and len(normalised) and len(trained):
         spread = float(trained["r2_range"].mean())
-        for kind, g in normalised.groupby("normalisation", sort=False):
+        for key, g in normalised.groupby("normalisation", sort=False):
+            kind = str(key)
             change = float(g["change"].abs().mean())
             rows.append(
                 {

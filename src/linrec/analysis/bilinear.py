@@ -171,7 +171,7 @@ def residual_correlations(sweep: pd.DataFrame, level: float = 0.95) -> pd.DataFr
 
     add("Pearson r(gain, 1 − R²_lin) (the paper's)", "all blocks", sweep.gain, sweep.nonlinearity, "pearson")
     for model, group in sweep.groupby("model", sort=False):
-        add("Spearman ρ(captured share, 1 − R²_lin)", model, group.captured, group.nonlinearity, "spearman")
+        add("Spearman ρ(captured share, 1 − R²_lin)", str(model), group.captured, group.nonlinearity, "spearman")
     add("Spearman ρ(captured share, 1 − R²_lin)", "all blocks", sweep.captured, sweep.nonlinearity, "spearman")
     return pd.DataFrame(rows)
 
@@ -250,7 +250,7 @@ def widest_gap(concentration: pd.DataFrame) -> pd.Series:
     """The row of :func:`output_concentration` whose global and median per-feature R² differ most."""
     if concentration.empty:
         raise LinrecError("the concentration table is empty")
-    return concentration.loc[concentration.gap.abs().idxmax()]
+    return concentration.iloc[concentration.gap.abs().argmax()]
 
 
 def bilinear_claims(

@@ -126,7 +126,7 @@ def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5, by
     if by not in rows.columns:
         raise LinrecError(f"the swap table has no '{by}' column; pass r2_lin to swap_kinds")
     rows = rows[rows.block.isin(early_blocks(rows.block.tolist(), early))]
-    return rows.loc[rows.r2_lin.idxmax()] if by == "r2_lin" else rows.loc[rows.delta_ppl.idxmin()]
+    return rows.iloc[rows.r2_lin.argmax()] if by == "r2_lin" else rows.iloc[rows.delta_ppl.argmin()]
 
 
 def affine_signal(
@@ -176,7 +176,7 @@ def flags(signal: pd.DataFrame) -> pd.DataFrame:
         )
     rows = []
     for model, group in signal.groupby("model", sort=False):
-        low, worst = group.loc[group.r2_lin.idxmin()], group.loc[group.delta_ppl.idxmax()]
+        low, worst = group.iloc[group.r2_lin.argmin()], group.iloc[group.delta_ppl.argmax()]
         rows.append(
             {
                 "model": model,

@@ -158,9 +158,9 @@ def heterogeneity_claims(table: pd.DataFrame, high: float = 0.99, low: float = 0
     blocks, and how many profiles are non-monotone.
     """
     summary = depth_summary(table, by=("model",), sigmas=sigmas)
-    top = table.loc[table["r2_lin"].idxmax()]
-    bottom = table.loc[table["r2_lin"].idxmin()]
-    best = summary.loc[summary["max_jump"].idxmax()]
+    top = table.iloc[table["r2_lin"].argmax()]
+    bottom = table.iloc[table["r2_lin"].argmin()]
+    best = summary.iloc[summary["max_jump"].argmax()]
     adjacent = False
     for _, g in profile_groups(table, ("model",)):
         r2 = g["r2_lin"].to_numpy()
@@ -313,16 +313,18 @@ def training_claims(summary: pd.DataFrame) -> list[Claim]:
     """Headline numbers of a :func:`training_summary`: each model's mean R²_lin at its first and last
     checkpoint (the paper reports none: its training claim rests on GPT-2 against Pythia)."""
     claims = []
-    for r in summary.itertuples():
-        shape = "non-monotone" if r.non_monotone_last else "monotone"
+    for r in summary.to_dict("records"):
+        shape = "non-monotone" if r["non_monotone_last"] else "monotone"
         claims += [
             Claim.measure(
-                f"mean R²_lin at {r.first} ({r.model})", r.mean_first, note=f"range over blocks {r.range_first:.3f}"
+                f"mean R²_lin at {r['first']} ({r['model']})",
+                r["mean_first"],
+                note=f"range over blocks {r['range_first']:.3f}",
             ),
             Claim.measure(
-                f"mean R²_lin at {r.last} ({r.model})",
-                r.mean_last,
-                note=f"range {r.range_last:.3f}, {shape}; half-way to the final profile at step {r.halfway_step}",
+                f"mean R²_lin at {r['last']} ({r['model']})",
+                r["mean_last"],
+                note=f"range {r['range_last']:.3f}, {shape}; half-way to the final profile at step {r['halfway_step']}",
             ),
         ]
     return claims
@@ -391,7 +393,7 @@ def corpus_claims(summary: pd.DataFrame, overlay: float = 0.5) -> list[Claim]:
     the largest change of one block across corpora, a headline number."""
     below = summary["spread_to_range"] < overlay
     ratio = summary["spread_to_range"].median()
-    worst = summary.loc[summary["corpus_spread_max"].idxmax()]
+    worst = summary.iloc[summary["corpus_spread_max"].argmax()]
     return [
         Claim.check(
             "depth profiles overlay across corpora",

@@ -60,7 +60,7 @@ def representative_blocks(table: pd.DataFrame, column: str = "input_condition") 
         )
     rows = []
     for model, group in table.groupby("model", sort=False):
-        low, high = group.loc[group[column].idxmin()], group.loc[group[column].idxmax()]
+        low, high = group.iloc[group[column].argmin()], group.iloc[group[column].argmax()]
         picks = [(ROLES[1], high)] if low.block == high.block else [(ROLES[0], low), (ROLES[1], high)]
         rows += [{"model": model, "block": int(r.block), "role": role, column: float(r[column])} for role, r in picks]
     return pd.DataFrame(rows)
@@ -122,7 +122,7 @@ def _all_runs(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     summaries, learning = [], []
     for model, group in chosen.groupby("model", sort=False):
-        m = measurements[model]
+        m = measurements[str(model)]
         runs = baseline_runs(m.samples, group.block.tolist(), optimizers, inputs, 0, config, rcond, progress)
         info = group.drop(columns="model").assign(model=model)
         summaries.append(summary(runs).merge(info, on="block"))
@@ -136,7 +136,7 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (optimizer, inputs), group in runs.groupby(["optimizer", "inputs"], sort=False):
         per_run = group.groupby(["model", "block"], sort=False)
-        edge = per_run.apply(lambda g: g.lr[g.tuned].iloc[0] in (g.lr.min(), g.lr.max()), include_groups=False)
+        edge = pd.Series([g.lr[g.tuned].iloc[0] in (g.lr.min(), g.lr.max()) for _, g in per_run])
         lrs = group.lr[group.tuned]
         rows.append(
             {
@@ -181,11 +181,11 @@ def closed_form_time(
     """Wall time of the closed-form fit itself (the float64 moments of the fitting rows the baselines train on, and
     the solve), per chosen block: ``model, block, closed_form_s`` — the cost to set against the trained runs'."""
     rows = []
-    for r in chosen.itertuples():
-        fit, _ = measurements[r.model].samples[r.block].split(test_fold)[0].holdout(VALIDATION, seed)
+    for r in chosen.to_dict("records"):
+        fit, _ = measurements[r["model"]].samples[r["block"]].split(test_fold)[0].holdout(VALIDATION, seed)
         start = time.perf_counter()
         fit_affine(Moments.from_rows(fit.x, fit.y), rcond)
-        rows.append({"model": r.model, "block": r.block, "closed_form_s": time.perf_counter() - start})
+        rows.append({"model": r["model"], "block": r["block"], "closed_form_s": time.perf_counter() - start})
     return pd.DataFrame(rows)
 
 

@@ -75,8 +75,8 @@ def position_claims(positions: pd.DataFrame, first: int, seq_len: int) -> list[C
     """Headline numbers of a :func:`position_effect` table (several models stacked): the largest share of a
     block's output variance at the first ``first`` of ``seq_len`` positions, and the largest change of R²_lin
     without them. The paper reports neither."""
-    heavy = positions.loc[positions.variance_first.idxmax()]
-    moved = positions.loc[positions.change.abs().idxmax()]
+    heavy = positions.iloc[positions.variance_first.argmax()]
+    moved = positions.iloc[positions.change.abs().argmax()]
     return [
         Claim.measure(
             "output variance at the first position(s), largest block share",

@@ -44,7 +44,7 @@ def _output_problems(executed: Path) -> list[str]:
     return problems
 
 
-def _toc_files(node) -> list[str]:
+def _toc_files(node: object) -> list[str]:
     if isinstance(node, dict):
         return ([node["file"]] if "file" in node else []) + [f for v in node.values() for f in _toc_files(v)]
     if isinstance(node, list):

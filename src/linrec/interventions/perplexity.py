@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TypeVar
 
 import pandas as pd
 import torch
@@ -139,7 +140,13 @@ def compression_frontier(
     return pd.DataFrame(rows).astype({"block": "Int64"})
 
 
-def rank_correlation(r2_lin: Mapping[int, float], delta_ppl: Mapping[int, float], level: float = 0.95) -> Correlation:
+BlockKey = TypeVar("BlockKey", int, tuple[str, int])
+"""A block, or a (model, block) pair when several models are pooled."""
+
+
+def rank_correlation(
+    r2_lin: Mapping[BlockKey, float], delta_ppl: Mapping[BlockKey, float], level: float = 0.95
+) -> Correlation:
     """Spearman's ρ across the blocks present in both between R²_lin and swap ΔPPL."""
     blocks = sorted(set(r2_lin) & set(delta_ppl))
     return correlation([r2_lin[b] for b in blocks], [delta_ppl[b] for b in blocks], "spearman", level)
