@@ -18,7 +18,8 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 # %%
 import pandas as pd
 
-from linrec.analysis.depth import corpus_claims, corpus_summary, depth_table
+from linrec.analysis.corpora import corpus_claims, corpus_summary
+from linrec.analysis.depth import depth_table
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement

@@ -7,9 +7,8 @@ import pandas as pd
 import pytest
 
 import tiny_captures
+from linrec.analysis.corpora import corpus_claims, corpus_summary
 from linrec.analysis.depth import (
-    corpus_claims,
-    corpus_summary,
     depth_summary,
     depth_table,
     drift_table,

@@ -1,4 +1,4 @@
-"""Chapters 2, 7 and 8: depth profiles of R²_lin across models, corpora and checkpoints, compared.
+"""Chapters 2 and 8: depth profiles of R²_lin across models and checkpoints, compared.
 
 A *depth profile* is R²_lin of every FFN block of one model, at one checkpoint, on one corpus: the
 rows of :meth:`linrec.experiment.measurement.Measurement.table` for that measurement. The chapters on
@@ -13,8 +13,8 @@ summaries and distances:
   states the swap's cost beside it.
 * :func:`profile_distance` is the root-mean-square difference of two profiles over their blocks;
   :func:`drift_table` and :func:`training_summary` follow one model across checkpoints (with
-  :func:`training_losses`, the zoo's record of held-out loss), :func:`corpus_summary` across corpora;
-  :func:`training_claims` and :func:`corpus_claims` state them beside the paper.
+  :func:`training_losses`, the zoo's record of held-out loss), and :func:`training_claims` states the
+  numbers; chapter 7 compares profiles across corpora (:mod:`linrec.analysis.corpora`).
 
 The zero-shot swap these chapters show beside the profiles is
 :func:`linrec.experiment.swaps.affine_swaps`.
@@ -22,7 +22,6 @@ The zero-shot swap these chapters show beside the profiles is
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -232,7 +231,7 @@ def swap_range(swaps: pd.DataFrame) -> Claim:
 # Pairs of profiles: distances, along training and across corpora.
 
 
-def _rms(a: pd.Series, b: pd.Series) -> float:
+def rms_difference(a: pd.Series, b: pd.Series) -> float:
     """Root-mean-square difference of two series on the same index."""
     return float(np.sqrt(((a - b.loc[a.index]) ** 2).mean()))
 
@@ -245,7 +244,7 @@ def profile_distance(a: pd.DataFrame, b: pd.DataFrame) -> float:
             f"the profiles cover different blocks ({sorted(ra.index)} and {sorted(rb.index)}); "
             "compare models of the same depth"
         )
-    return _rms(ra, rb)
+    return rms_difference(ra, rb)
 
 
 def drift_table(table: pd.DataFrame, reference: str = "final") -> pd.DataFrame:
@@ -330,41 +329,6 @@ def training_claims(summary: pd.DataFrame) -> list[Claim]:
     return claims
 
 
-def corpus_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model: how far its profiles on different corpora are apart, against how much depth changes R²_lin.
-
-    Columns: ``corpora``; ``depth_range`` (range of R²_lin over blocks, averaged over corpora);
-    ``corpus_spread_mean`` / ``corpus_spread_max`` (per block, max − min of R²_lin over corpora,
-    averaged / maximised over blocks); ``spread_to_range`` (their mean spread over the depth range:
-    small means the profiles overlay); ``distance_mean`` (mean RMS distance over corpus pairs);
-    ``spearman_min`` (the lowest rank correlation across blocks between two corpora's profiles).
-    """
-    rows = []
-    for (model, checkpoint), g in table.groupby(["model", "checkpoint"], sort=False):
-        wide = g.pivot(index="block", columns="corpus", values="r2_lin").sort_index()
-        if wide.shape[1] < 2:
-            raise LinrecError(f"model '{model}' is measured on one corpus only; corpus robustness needs two or more")
-        if wide.isna().any().any():
-            raise LinrecError(f"model '{model}': not every corpus covers every block")
-        spread = wide.max(axis=1) - wide.min(axis=1)
-        depth_range = float((wide.max() - wide.min()).mean())
-        pairs = list(itertools.combinations(wide.columns, 2))
-        rows.append(
-            {
-                "model": model,
-                "checkpoint": checkpoint,
-                "corpora": wide.shape[1],
-                "depth_range": depth_range,
-                "corpus_spread_mean": float(spread.mean()),
-                "corpus_spread_max": float(spread.max()),
-                "spread_to_range": float(spread.mean() / depth_range) if depth_range > 0 else math.inf,
-                "distance_mean": float(np.mean([_rms(wide[a], wide[b]) for a, b in pairs])),
-                "spearman_min": float(pd.Series([wide[a].corr(wide[b], method="spearman") for a, b in pairs]).min()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 # ---------------------------------------------------------------------------------------------
 # Training records.
 
@@ -385,32 +349,3 @@ def training_losses(profile: Profile, model: str) -> pd.DataFrame:
             for corpus, loss in c["eval_loss"].items()
         ]
     )
-
-
-def corpus_claims(summary: pd.DataFrame, overlay: float = 0.5) -> list[Claim]:
-    """The paper's corpus-robustness claim against a :func:`corpus_summary`: the profiles overlay when, in every
-    model, the mean spread of a block's R²_lin across corpora is below ``overlay`` times the depth range; and
-    the largest change of one block across corpora, a headline number."""
-    below = summary["spread_to_range"] < overlay
-    ratio = summary["spread_to_range"].median()
-    worst = summary.iloc[summary["corpus_spread_max"].argmax()]
-    return [
-        Claim.check(
-            "depth profiles overlay across corpora",
-            paper.CORPUS_ROBUSTNESS,
-            f"corpus spread below {overlay:g} × the depth range in {int(below.sum())} of {len(summary)} models "
-            f"(median ratio {ratio:.2f}); lowest rank correlation between two corpora's profiles "
-            f"{summary['spearman_min'].min():+.2f}",
-            bool(below.all()),
-            value=ratio,
-            unit="corpus spread / depth range",
-            note="; ".join(
-                f"{r.model}: spread {r.corpus_spread_mean:.3f} vs depth range {r.depth_range:.3f}, "
-                f"min Spearman {r.spearman_min:+.2f}"
-                for r in summary.itertuples()
-            ),
-        ),
-        Claim.measure(
-            "largest change of one block's R²_lin across corpora", worst["corpus_spread_max"], note=worst["model"]
-        ),
-    ]
