@@ -101,13 +101,13 @@ summary
 claims = heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + ([swap_range(swaps)] if SWAP else [])
 ch.report(claims)
 
+# %% tags=["remove-input"]
+ch.caveat()
+
 # %% [markdown]
-# How to read the sentence above depends on the profile. Under `paper` it is a direct test of the
-# paper's Figure 2 on the paper's models and corpus. Under `offline` the models are a few million
-# parameters trained for minutes: the parts that are reproduced show that the heterogeneity does not
-# need a large model, but a part that is *not* reproduced (typically the "below 0.3 next to above
-# 0.99" extreme) is a statement about these small models, not evidence against the paper; only the
-# `paper` profile can check that number. Under `smoke` the models exist only to exercise the code.
+# Under `paper` the sentence above is a direct test of the paper's Figure 2. The part the small
+# offline models most often miss is the extreme, "below 0.3 next to above 0.99", which only the
+# `paper` profile can check.
 #
 # ## Where the rows come from
 #

@@ -96,7 +96,7 @@ pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
 # of each profile.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
-fig = depth.profiles_figure(profiles, style="checkpoint", order=MODELS,
+fig = depth.curves_figure(profiles, style="checkpoint", order=MODELS,
                             title="R²_lin per block, trained (solid) and at random initialisation (dashed)")
 
 # %%

@@ -293,16 +293,17 @@ ch.report(bilinear_claims(sweep, concentration, config.gate_init, few=FEW_POINTS
 # how much of what the closed form leaves it explains; the planted controls say whether a small share
 # could be the probe's failure rather than the residual's shape.
 #
-# How to read this depends on the profile. Under `paper` the probe runs on the paper's three models
-# and corpus with the paper's rank, a direct check of its Figures 3 and 4 (with a probe that is
-# necessarily our own parametrisation). Under `offline` the models are small and trained briefly on
-# Python's own documentation and code: a claim reproduced there shows the effect does not need a
-# large model; a claim not reproduced is a finding about these models, not a verdict on the paper.
-# The "two regimes" claim in particular rests on the handful of huge residual-stream dims of
+# Under `paper` the probe runs on the paper's three models and corpus with the paper's rank, a direct
+# check of its Figures 3 and 4 (with a probe that is necessarily our own parametrisation). The "two
+# regimes" claim in particular rests on the handful of huge residual-stream dims of
 # GPT-2-scale models, which are reported to emerge with scale {cite}`dettmers2022llmint8`; the
 # zoo's models are far smaller. Under `smoke` the probes train for a few
-# dozen steps and the numbers only exercise the code.
-#
+# dozen steps.
+
+# %% tags=["remove-input"]
+ch.caveat()
+
+# %% [markdown]
 # ## What this shows, and what it cannot show
 #
 # **Shows.** For each block, how much a gated rank-r quadratic term adds to the closed form on

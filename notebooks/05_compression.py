@@ -188,12 +188,14 @@ ch.glue(signal_reading=(f"Pooled over {signal.model.nunique()} models and {len(s
 # %%
 ch.report(compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier))
 
+# %% tags=["remove-input"]
+ch.caveat()
+
 # %% [markdown]
-# Under `paper` these are the paper's own models and corpus (with our choice of early blocks and of
-# evaluation text length), so the first row is a direct check of the +0.77 figure. Under `offline`
-# the parameter ratio is nearly the same by construction, but the models are tiny and their perplexities
-# large, so only the relative cost is comparable, and the safety signal is tested on a few dozen
-# blocks. Under `smoke` the numbers only exercise the code.
+# Under `paper` the first row is a direct check of the +0.77 figure (with our choice of early blocks
+# and of evaluation text length). Under `offline` the parameter ratio is nearly the same by
+# construction, but the models are tiny and their perplexities large, so only the relative cost is
+# comparable, and the safety signal is tested on a few dozen blocks.
 #
 # ## What this shows, and what it cannot show
 #

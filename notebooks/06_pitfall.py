@@ -193,13 +193,16 @@ control
 # tuning the rate remove them, and what the earlier sections still show is the conditioning.
 #
 # Under `paper` the blocks are GPT-2's, Pythia's and llama-160m's, whose inputs include GPT-2's
-# famous outlier dims, and the budget is the profile's; under `offline` the zoo's small models
-# have milder outliers, so a smaller gap there is about these models. Under `smoke` the budget is a
-# few dozen steps and nothing is expected to converge. On every profile, the gap depends on the
-# budget: with enough steps every run reaches the ceiling, which is why a trained baseline needs
-# its budget reported beside it, and why the closed form, which needs no budget, is the number
-# to report.
-#
+# famous outlier dims, and the budget is the profile's; the zoo's small models have milder outliers,
+# and under `smoke` the budget is a few dozen steps, so nothing is expected to converge. On every
+# profile, the gap depends on the budget: with enough steps every run reaches the ceiling, which is
+# why a trained baseline needs its budget reported beside it, and why the closed form, which needs no
+# budget, is the number to report.
+
+# %% tags=["remove-input"]
+ch.caveat()
+
+# %% [markdown]
 # ## What this shows, and what it cannot show
 #
 # **Shows.** How far trained linear maps are from the exact least-squares ceiling after a stated

@@ -80,6 +80,9 @@ summary
 # %%
 ch.report(corpus_claims(summary, overlay=0.5))
 
+# %% tags=["remove-input"]
+ch.caveat()
+
 # %% [markdown]
 # A ratio near or above 1 would mean the corpus matters as much as depth; where that happens, look at
 # which corpus departs (exercise 1 computes it). On profiles whose depth range is itself small

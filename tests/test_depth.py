@@ -9,11 +9,11 @@ import pytest
 import tiny_captures
 from linrec.analysis.corpora import corpus_claims, corpus_summary
 from linrec.analysis.depth import (
+    curve_distance,
     depth_summary,
     depth_table,
     drift_table,
     heterogeneity_claims,
-    profile_distance,
     swap_range,
     training_checkpoints,
     training_claims,
@@ -63,13 +63,13 @@ def test_heterogeneity_claims_judge_each_part():
     assert apart.tolist() == ["yes", "yes", "no", "no"]  # both extremes, but not adjacent; monotone
 
 
-def test_profile_distance_is_the_rms_difference():
+def test_curve_distance_is_the_rms_difference():
     a = planted({("a", "final"): [0.9, 0.8, 0.7]})
     b = planted({("b", "final"): [0.9, 0.5, 0.3]})
-    assert profile_distance(a, b) == pytest.approx(math.sqrt((0.3**2 + 0.4**2) / 3))
-    assert profile_distance(a, a) == 0
+    assert curve_distance(a, b) == pytest.approx(math.sqrt((0.3**2 + 0.4**2) / 3))
+    assert curve_distance(a, a) == 0
     with pytest.raises(LinrecError, match="same depth"):
-        profile_distance(a, planted({("c", "final"): [0.9, 0.8]}))
+        curve_distance(a, planted({("c", "final"): [0.9, 0.8]}))
 
 
 def test_drift_and_training_summary():

@@ -50,10 +50,10 @@ def errorbars(ax) -> list[ErrorbarContainer]:
     return [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
 
 
-def test_profile_axes_draws_each_profile_with_its_error_bars():
+def test_curve_axes_draws_each_curve_with_its_error_bars():
     table = table_of(checkpoints=("init", "final"))
     fig, ax = plt.subplots()
-    depth.profile_axes(ax, table, style="checkpoint", hue_order=MODELS, label="{hue}/{style}")
+    depth.curve_axes(ax, table, style="checkpoint", hue_order=MODELS, label="{hue}/{style}")
     bars = errorbars(ax)
     assert [b.get_label() for b in bars] == ["m-b/init", "m-b/final", "m-a/init", "m-a/final"]
     first = table[(table.model == "m-b") & (table.checkpoint == "init")]
@@ -64,7 +64,7 @@ def test_profile_axes_draws_each_profile_with_its_error_bars():
     assert bars[0].lines[0].get_linestyle() != bars[1].lines[0].get_linestyle()
     assert ax.get_xlabel() and ax.get_ylabel()
     with pytest.raises(LinrecError, match="r2_lin_std"):
-        depth.profile_axes(ax, table.drop(columns="r2_lin_std"))
+        depth.curve_axes(ax, table.drop(columns="r2_lin_std"))
 
 
 def test_heterogeneity_figure_has_profiles_over_swaps():
@@ -124,8 +124,8 @@ def test_training_lines_and_drift():
     np.testing.assert_allclose(data(ax.lines[0].get_ydata()), [0.4, 0.1, 0.0])
 
 
-def test_profiles_figure_styles_each_checkpoint():
-    fig = depth.profiles_figure(table_of(checkpoints=("init", "final")), style="checkpoint", order=MODELS, title="t")
+def test_curves_figure_styles_each_checkpoint():
+    fig = depth.curves_figure(table_of(checkpoints=("init", "final")), style="checkpoint", order=MODELS, title="t")
     assert len(errorbars(fig.axes[0])) == 4 and fig.axes[0].get_title() == "t"
 
 

@@ -1,17 +1,18 @@
-"""Chapters 2 and 8: depth profiles of R²_lin across models and checkpoints, compared.
+"""Chapters 2 and 8: depth curves of R²_lin across models and checkpoints, compared.
 
-A *depth profile* is R²_lin of every FFN block of one model, at one checkpoint, on one corpus: the
-rows of :meth:`linrec.experiment.measurement.Measurement.table` for that measurement. The chapters on
-heterogeneity (2), corpus robustness (7) and training dynamics (8) ask how such profiles differ;
+A *depth curve* (the paper's "depth profile"; in code, "profile" names only a run setting of
+:mod:`linrec.experiment.profiles`) is R²_lin of every FFN block of one model, at one checkpoint, on one
+corpus: the rows of :meth:`linrec.experiment.measurement.Measurement.table` for that measurement. The
+chapters on heterogeneity (2), corpus robustness (7) and training dynamics (8) ask how such curves differ;
 chapter 3 (:mod:`linrec.analysis.identity`, :mod:`linrec.analysis.activation`) builds on the same
 summaries and distances:
 
 * :func:`depth_table` stacks measurements into one tidy table (with each checkpoint's optimiser
-  step, from :func:`training_checkpoints`); :func:`depth_summary` gives each profile's range, its
+  step, from :func:`training_checkpoints`); :func:`depth_summary` gives each curve's range, its
   largest jump between adjacent blocks and whether it is monotone, judged against the k-fold
   spread; :func:`heterogeneity_claims` checks the paper's claim part by part, and :func:`swap_range`
   states the swap's cost beside it.
-* :func:`profile_distance` is the root-mean-square difference of two profiles over their blocks;
+* :func:`curve_distance` is the root-mean-square difference of two curves over their blocks;
   :func:`drift_table` and :func:`training_summary` follow one model across checkpoints (with
   :func:`training_losses`, the zoo's record of held-out loss), and :func:`training_claims` states the
   numbers; chapter 7 compares profiles across corpora (:mod:`linrec.analysis.corpora`).
@@ -36,8 +37,8 @@ from linrec.models.zoo import zoo_record
 from linrec.report import paper
 from linrec.report.claims import Claim
 
-PROFILE_KEYS = ("model", "checkpoint", "corpus")
-"""The columns that name one depth profile in a stacked table."""
+CURVE_KEYS = ("model", "checkpoint", "corpus")
+"""The columns that name one depth curve in a stacked table."""
 
 # ---------------------------------------------------------------------------------------------
 # Checkpoints and stacked tables.
@@ -83,8 +84,8 @@ def depth_table(measurements: Iterable[Measurement], profile: Profile | None = N
     return table
 
 
-def profile_groups(table: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tuple, pd.DataFrame]]:
-    """(key, rows in block order) of each profile of ``table``, a profile being one value of the ``by`` columns."""
+def curve_groups(table: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tuple, pd.DataFrame]]:
+    """(key, rows in block order) of each depth curve of ``table``, a curve being one value of the ``by`` columns."""
     missing = [c for c in (*by, "block", "r2_lin") if c not in table.columns]
     if missing:
         raise LinrecError(f"the table has no column {missing}; columns: {', '.join(table.columns)}")
@@ -92,7 +93,7 @@ def profile_groups(table: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tup
         if group["block"].duplicated().any():
             raise LinrecError(
                 f"profile {dict(zip(by, key))} has a block more than once; group by more columns "
-                f"(e.g. {', '.join(c for c in PROFILE_KEYS if c not in by)})"
+                f"(e.g. {', '.join(c for c in CURVE_KEYS if c not in by)})"
             )
         yield key, group.sort_values("block")
 
@@ -110,7 +111,7 @@ def depth_summary(table: pd.DataFrame, by: Sequence[str] = ("model",), sigmas: f
     largest jump in those units (inf when both blocks have zero spread).
     """
     rows = []
-    for key, g in profile_groups(table, by):
+    for key, g in curve_groups(table, by):
         r2 = g["r2_lin"].to_numpy(dtype=float)
         sd = g["r2_lin_std"].to_numpy(dtype=float) if "r2_lin_std" in g else np.zeros_like(r2)
         blocks = g["block"].to_numpy()
@@ -161,7 +162,7 @@ def heterogeneity_claims(table: pd.DataFrame, high: float = 0.99, low: float = 0
     bottom = table.iloc[table["r2_lin"].argmin()]
     best = summary.iloc[summary["max_jump"].argmax()]
     adjacent = False
-    for _, g in profile_groups(table, ("model",)):
+    for _, g in curve_groups(table, ("model",)):
         r2 = g["r2_lin"].to_numpy()
         pairs = np.stack([r2[:-1], r2[1:]])
         adjacent |= bool(((pairs.max(0) > high) & (pairs.min(0) < low)).any())
@@ -236,8 +237,8 @@ def rms_difference(a: pd.Series, b: pd.Series) -> float:
     return float(np.sqrt(((a - b.loc[a.index]) ** 2).mean()))
 
 
-def profile_distance(a: pd.DataFrame, b: pd.DataFrame) -> float:
-    """Root-mean-square difference of R²_lin between two profiles (tables with block, r2_lin) over their blocks."""
+def curve_distance(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    """Root-mean-square difference of R²_lin between two depth curves (tables with block, r2_lin) over their blocks."""
     ra, rb = a.set_index("block")["r2_lin"], b.set_index("block")["r2_lin"]
     if set(ra.index) != set(rb.index):
         raise LinrecError(
@@ -263,7 +264,7 @@ def drift_table(table: pd.DataFrame, reference: str = "final") -> pd.DataFrame:
                     "model": model,
                     "checkpoint": checkpoint,
                     "step": h["step"].iloc[0] if "step" in h else None,
-                    "distance_to_" + reference: profile_distance(h, ref),
+                    "distance_to_" + reference: curve_distance(h, ref),
                     "mean_r2": h["r2_lin"].mean(),
                 }
             )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from linrec.analysis.depth import profile_distance, profile_groups
+from linrec.analysis.depth import curve_distance, curve_groups
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
 
@@ -104,7 +104,7 @@ def distance_table(
     unknown = sorted(set(table["model"]) - set(identities))
     if unknown:
         raise LinrecError(f"no (family, seed) for {unknown}; give identities for every model in the table")
-    profiles = list(profile_groups(table, ("model", "checkpoint")))
+    profiles = list(curve_groups(table, ("model", "checkpoint")))
     rows = []
     for ((ma, ca), ga), ((mb, cb), gb) in itertools.combinations(profiles, 2):
         ia = replace(identities[ma], trained=ca not in untrained)
@@ -119,7 +119,7 @@ def distance_table(
                 "kind": kind,
                 "a": f"{ma} @ {ca}",
                 "b": f"{mb} @ {cb}",
-                "distance": profile_distance(ga, gb),
+                "distance": curve_distance(ga, gb),
                 "mean_difference": float(ga["r2_lin"].mean() - gb["r2_lin"].mean()),
             }
         )

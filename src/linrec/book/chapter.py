@@ -34,6 +34,14 @@ from linrec.models.loading import pick_device
 from linrec.report.claims import Claim, claims_table, verdict_sentence
 
 _YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+PROFILE_CAVEAT = (
+    "**Reading a verdict by profile.** Under `paper` a chapter runs the paper's own models and corpus, so its "
+    "verdicts test the paper directly. Under `offline` the models are small ones trained on this machine on "
+    "Python's own text: a claim reproduced there shows that the effect does not need a large model, and a claim "
+    "not reproduced is a finding about these models, not evidence against the paper. Under `smoke` the models are "
+    "tinier still, and every number only exercises the code."
+)
+"""The one note on how far a profile's verdicts reach, shown by every chapter that states verdicts."""
 
 
 def resolve_profile(profile: str | None) -> str:
@@ -115,6 +123,12 @@ class Chapter:
 
         display(Markdown(verdict_sentence(self.profile.name, claims)))
         return claims_table(claims)
+
+    def caveat(self) -> None:
+        """Show :data:`PROFILE_CAVEAT`, the note every chapter with verdicts shares, beside its own specifics."""
+        from IPython.display import Markdown, display
+
+        display(Markdown(PROFILE_CAVEAT))
 
     def glue(self, **values: object) -> None:
         """Paste ``values`` into the chapter's written text, where a markdown cell says {glue:text}`name` (a

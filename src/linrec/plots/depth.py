@@ -4,7 +4,7 @@ Every function takes the tidy tables of :mod:`linrec.analysis.depth` or :mod:`li
 (one row per block) and returns a matplotlib Figure with labelled axes; error bars are the k-fold
 standard deviation (``r2_lin_std``). Colours follow the active seaborn palette, one colour per model
 throughout a chapter when ``order`` is the same. Chapters 1 and 3 draw their profiles with
-:func:`profiles_figure`; chapter 3's other figures (:mod:`linrec.plots.activation`) share the labels
+:func:`curves_figure`; chapter 3's other figures (:mod:`linrec.plots.activation`) share the labels
 and panel layout defined here.
 """
 
@@ -55,7 +55,7 @@ def outer_ylabels(axes: Sequence[Axes], cols: int = 2) -> None:
             ax.set_ylabel("")
 
 
-def profile_axes(
+def curve_axes(
     ax: Axes,
     table: pd.DataFrame,
     hue: str = "model",
@@ -92,12 +92,12 @@ def profile_axes(
     return ax
 
 
-def profiles_figure(
+def curves_figure(
     table: pd.DataFrame, style: str | None = None, order: Sequence[str] | None = None, title: str = "R²_lin per block"
 ) -> Figure:
-    """All profiles of ``table`` on one axes: a colour per model, a line style per value of ``style``."""
+    """All depth curves of ``table`` on one axes: a colour per model, a line style per value of ``style``."""
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    profile_axes(ax, table, hue="model", style=style, hue_order=order, label="{hue} ({style})" if style else "{hue}")
+    curve_axes(ax, table, hue="model", style=style, hue_order=order, label="{hue} ({style})" if style else "{hue}")
     ax.set_title(title)
     ax.legend(fontsize=8, ncol=2, loc="best")
     fig.tight_layout()
@@ -114,7 +114,7 @@ def _reference_lines(ax: Axes, levels: Sequence[float], text: str) -> None:
 
 def heterogeneity_reference_figure(table: pd.DataFrame, reference: Sequence[float] = (0.99, 0.3)) -> Figure:
     """All of this run's depth profiles on one axes, with the paper's reported bounds as dashed lines."""
-    fig = profiles_figure(table, title="This run's R²_lin per block, beside the paper's reported range")
+    fig = curves_figure(table, title="This run's R²_lin per block, beside the paper's reported range")
     _reference_lines(fig.axes[0], reference, "paper (reported): trained blocks span these bounds")
     return fig
 
@@ -132,7 +132,7 @@ def heterogeneity_figure(
     """
     require(swaps, ["model", "block", "delta_ppl"], "the swap panel", rows=False)  # empty: no swaps run
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    profile_axes(top, table, hue_order=order)
+    curve_axes(top, table, hue_order=order)
     if reference:
         _reference_lines(
             top, reference, f"paper (reported): adjacent blocks from > {max(reference)} to < {min(reference)}"
@@ -176,7 +176,7 @@ def corpus_figure(
     corpora = ordered(table, "corpus", None)
     fig, axes = panel_grid(len(models))
     for ax, model in zip(axes, models):
-        profile_axes(
+        curve_axes(
             ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error, ylabel=ylabel
         )
         ax.set_title(model)

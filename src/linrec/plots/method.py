@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import require
-from linrec.plots.depth import profiles_figure
+from linrec.plots.depth import curves_figure
 
 R2_LABEL = "held-out R²_lin"
 
@@ -147,6 +147,6 @@ def untrained_figure(
     """The depth profile of one untrained model (a :func:`linrec.core.measure` table), labelled ``label``,
     on the full scale 0 to 1: at its own scale a spread of a few thousandths would look like a swing."""
     require(table, ["block", "r2_lin", "r2_lin_std"], "the untrained profile")
-    fig = profiles_figure(table.assign(model=label), title=title)
+    fig = curves_figure(table.assign(model=label), title=title)
     fig.axes[0].set_ylim(0, 1.05)
     return fig
