@@ -22,7 +22,7 @@ import pandas as pd
 from IPython.display import display
 
 from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims, swap_range
-from linrec.analysis.positions import position_claims, position_effect
+from linrec.analysis.positions import position_claims, position_effect, position_extremes
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
@@ -127,8 +127,7 @@ fig = depth.position_figure(positions, order=MODELS)
 
 # %%
 ch.report(position_claims(positions, FIRST, profile.seq_len))
-heavy = positions.loc[positions.variance_first.idxmax()]
-moved = positions.loc[positions.change.abs().idxmax()]
+heavy, moved = position_extremes(positions)
 ch.glue(first=FIRST, rows_first=heavy.rows_first, variance_first=heavy.variance_first,
         heavy_block=f"{heavy.model} block {int(heavy.block)}", change=moved.change,
         moved_block=f"{moved.model} block {int(moved.block)}, {moved.r2_lin:.3f} → {moved.r2_lin_later:.3f}",

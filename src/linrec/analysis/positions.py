@@ -71,12 +71,17 @@ def position_effect(profile: Profile, model: str, first: int = 1, progress: bool
     return table.assign(model=model)[["model", *table.columns]]
 
 
+def position_extremes(positions: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The rows of a :func:`position_effect` table whose first positions carry the largest share of the output
+    variance, and whose R²_lin moves most without them."""
+    return positions.iloc[positions.variance_first.argmax()], positions.iloc[positions.change.abs().argmax()]
+
+
 def position_claims(positions: pd.DataFrame, first: int, seq_len: int) -> list[Claim]:
     """Headline numbers of a :func:`position_effect` table (several models stacked): the largest share of a
     block's output variance at the first ``first`` of ``seq_len`` positions, and the largest change of R²_lin
     without them. The paper reports neither."""
-    heavy = positions.iloc[positions.variance_first.argmax()]
-    moved = positions.iloc[positions.change.abs().argmax()]
+    heavy, moved = position_extremes(positions)
     return [
         Claim.measure(
             "output variance at the first position(s), largest block share",
