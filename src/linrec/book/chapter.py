@@ -144,11 +144,6 @@ class Chapter:
         for name, value in plain.items():
             glue(name, value, display=False)
 
-    def recorded(self) -> pd.DataFrame:
-        """What this chapter has recorded so far in this run."""
-        table = ledger.ledger(self.profile.name)
-        return table[table["chapter"] == self.name]
-
     def provenance(self) -> Provenance:
         """The chapter's provenance line so far, from what it measured (:func:`linrec.book.provenance.provenance`)."""
         return provenance(self.profile.name)
