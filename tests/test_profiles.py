@@ -51,7 +51,7 @@ def test_pythia_revisions_are_the_public_schedule():
         ({"device": "tpu"}, "cpu, cuda, cuda:N, mps"),
         ({"dtype": "float8"}, "float32"),
         ({"seeds": []}, "seeds"),
-        ({"rows_per_block": 100}, "whole 128-token sequences; use at least 640"),
+        ({"rows_per_block": 100}, "for width 576 .*whole 128-token sequences; use at least 896"),
         ({"seq_len": 4096}, "context of 128"),
         ({"probe": {"rank": 0}}, "probe.rank"),
         ({"probe": {"rnak": 4}}, "valid: rank, sample_rows, steps, lr"),

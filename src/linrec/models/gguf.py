@@ -1,0 +1,152 @@
+"""GGUF files (llama.cpp's single-file checkpoints) as float32 transformers models, dequantised once.
+
+transformers reads a GGUF file with the ``gguf`` package and dequantises every tensor to the dtype
+asked for, which takes tens of seconds. :func:`dequantised` does it once per file and keeps the
+float32 model and its tokenizer as an ordinary model directory in the cache, keyed by the file's
+sha256, with ``gguf.json`` recording where the weights came from (file, sha256, quantisation).
+The architecture is read from the file's metadata first, so an unsupported model is refused
+before anything is dequantised.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from linrec.cache import build_entry, cache_dir, entry_complete
+from linrec.errors import LinrecError
+from linrec.models.arch import SUPPORTED
+
+GGUF_PACKAGE = "gguf"
+"""What transformers needs to read a GGUF file (``pip install gguf``; ``make install`` pins it)."""
+
+
+@dataclass(frozen=True)
+class GgufInfo:
+    """Where a dequantised model came from: stored beside it as ``gguf.json``."""
+
+    file: str  # the GGUF file's name
+    sha256: str
+    architecture: str  # general.architecture, which is transformers' model_type for the supported ones
+    quantisation: str  # general.file_type, e.g. MOSTLY_Q4_1 (llama.cpp's name)
+    name: str  # general.name
+
+    @property
+    def weights(self) -> str:
+        """The weights as provenance names them: the file's content hash and what they were dequantised from."""
+        return f"gguf sha256:{self.sha256} ({self.quantisation.removeprefix('MOSTLY_')}, dequantised to float32)"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB chunks; remembered while its size and modification time stay put."""
+    stat = path.stat()
+    return _sha256(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _require_gguf() -> None:
+    if importlib.util.find_spec(GGUF_PACKAGE) is None:
+        raise LinrecError(
+            "reading a .gguf file needs the 'gguf' package, which is not installed: pip install gguf "
+            "(or pip install 'linrec[gguf]'; `make install` installs it)"
+        )
+
+
+def _field(reader: Any, key: str) -> Any:
+    """One metadata value of a GGUF file: a string, or an integer, or None when absent."""
+    field = reader.fields.get(key)
+    if field is None or not field.data:
+        return None
+    value = field.parts[field.data[0]]
+    return bytes(value).decode() if field.types and field.types[0].name == "STRING" else int(value[0])
+
+
+def read_gguf_info(path: Path, sha256: str | None = None) -> GgufInfo:
+    """What a GGUF file holds, from its metadata only (no tensor is read); a file that is no GGUF is an error.
+    ``sha256``: the file's, when already known."""
+    _require_gguf()
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except (ValueError, OSError) as err:
+        raise LinrecError(f"'{path}' is not a readable GGUF file ({err}); download or copy it again") from err
+    file_type = _field(reader, "general.file_type")
+    try:
+        quantisation = gguf.LlamaFileType(file_type).name if file_type is not None else "unknown"
+    except ValueError:
+        quantisation = f"file type {file_type}"
+    return GgufInfo(
+        file=path.name,
+        sha256=sha256 or file_sha256(path),
+        architecture=_field(reader, "general.architecture") or "unknown",
+        quantisation=quantisation,
+        name=_field(reader, "general.name") or path.stem,
+    )
+
+
+def check_gguf_architecture(info: GgufInfo) -> None:
+    """Refuse, before dequantising, a file whose architecture transformers cannot read or linrec cannot measure."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    readable = sorted(set(GGUF_CONFIG_MAPPING) & set(SUPPORTED))
+    if info.architecture not in readable:
+        raise LinrecError(
+            f"'{info.file}' holds a '{info.architecture}' model; the GGUF architectures that transformers can read "
+            f"and linrec can measure are {', '.join(readable)}"
+        )
+
+
+def dequantised(path: str | Path, *, refresh: bool = False) -> tuple[Path, GgufInfo]:
+    """(a model directory of the float32 weights and tokenizer of the GGUF file ``path``, its :class:`GgufInfo`).
+
+    Dequantised on first use (tens of seconds) and cached under ``<cache>/gguf``, keyed by the file's
+    sha256, so a changed file is dequantised again and an unchanged one never is.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise LinrecError(f"no such GGUF file: '{path}'")
+    sha256 = file_sha256(path)
+    target = cache_dir() / "gguf" / f"{path.stem}-{sha256[:16]}"
+    if not refresh and entry_complete(target):
+        origin = gguf_origin(target)
+        assert origin is not None  # build() writes gguf.json into every entry
+        return target, origin
+    info = read_gguf_info(path, sha256)
+    check_gguf_architecture(info)
+
+    def build(tmp: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+        # The weights are plain float32 now; transformers still marks the model as GGUF-quantised and refuses
+        # to save it until that mark is dropped.
+        model.hf_quantizer = None  # type: ignore[assignment]  # a plain attribute, typed as a module by torch
+        model.config.__dict__.pop("quantization_config", None)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "gguf.json").write_text(json.dumps(asdict(info), indent=1))
+
+    build_entry(target, build, refresh=refresh)
+    return target, info
+
+
+def gguf_origin(directory: str | Path) -> GgufInfo | None:
+    """The :class:`GgufInfo` of a model directory :func:`dequantised` made (None for any other directory)."""
+    record = Path(directory) / "gguf.json"
+    return GgufInfo(**json.loads(record.read_text())) if record.is_file() else None
