@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib import metadata
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -215,3 +216,18 @@ def test_gguf_dequantised_once_then_read_from_the_cache(real, monkeypatch):
     monkeypatch.setattr(gguf_module, "read_gguf_info", lambda *a: pytest.fail("dequantised again"))
     again, info = dequantised(packaged_file(SMOL))
     assert again == directory and info.sha256 == file_sha256(packaged_file(SMOL))
+
+
+def test_cli_measures_a_packaged_model_by_name_and_records_its_file(real, monkeypatch, tmp_path, capsys):
+    from linrec.cli import main
+
+    _, _, directory = real
+    monkeypatch.setenv("LINREC_CACHE", str(directory.parents[1]))
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join((ROOT / name).read_text() for name in ("README.md", "CONTRIBUTING.md")))
+    out = tmp_path / "table.json"
+    args = ["profile", "--model", SMOL, "--text-file", str(text), "--max-rows", "1024", "--seq-len", "64"]
+    assert main([*args, "--folds", "3", "--blocks", "11", "--no-progress", "--out", str(out)]) == 0
+    table = pd.read_json(out)
+    assert list(table["block"]) == [11] and table["revision"][0].startswith("gguf sha256:")
+    assert file_sha256(packaged_file(SMOL)) in table["revision"][0]

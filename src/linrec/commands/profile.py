@@ -34,7 +34,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         formatter_class=HelpFormatter,
         description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.",
     )
-    p.add_argument("--model", metavar="ID_OR_DIR", help="hub id or local directory (default: every model of --profile)")
+    p.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="hub id, local directory, .gguf file, or a packaged model (smollm2-135m) "
+        "(default: every model of --profile, pretrained ones included)",
+    )
     p.add_argument("--revision", help="hub revision, e.g. step1000 for Pythia checkpoints")
     text = p.add_mutually_exclusive_group()
     text.add_argument("--text-file", type=Path, metavar="FILE", help="a local UTF-8 text file to measure on")
@@ -103,13 +108,15 @@ def _profile(args: argparse.Namespace) -> int:
 
     from linrec.core.measure import measure
     from linrec.data.tokens import make_batches
+    from linrec.models.gguf import gguf_origin
     from linrec.models.loading import load_model, max_context, pick_device
+    from linrec.models.packaged import PACKAGED, packaged_file
 
     profile = None if args.profile is None else _cli_profile(args)
     if args.out is not None:
         check_output(args.out)
     if not args.model and profile is None:  # an empty --model names no model either
-        raise LinrecError("give --model ID_OR_PATH, or --profile NAME to measure the profile's models")
+        raise LinrecError("give --model MODEL, or --profile NAME to measure the profile's models")
     rows = args.max_rows or (profile.rows_per_block if profile else 20_000)
     seq_len = args.seq_len or (profile.seq_len if profile else 128)
     folds = args.folds or (profile.folds if profile else 5)
@@ -134,7 +141,7 @@ def _profile(args: argparse.Namespace) -> int:
         names = [args.model]
     else:
         assert profile is not None  # refused above: neither --model nor --profile
-        names = list(profile.models)
+        names = [*profile.models, *profile.pretrained]
     for model_name in names:
         if profile is not None and args.model is None:
             from linrec.experiment.resolve import load_profile_model
@@ -144,7 +151,7 @@ def _profile(args: argparse.Namespace) -> int:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
             model, tokenizer = load_model(
-                model_name,
+                str(packaged_file(model_name)) if model_name in PACKAGED else model_name,
                 revision=args.revision,
                 dtype=args.dtype,
                 device=args.device,
@@ -160,7 +167,8 @@ def _profile(args: argparse.Namespace) -> int:
             model, batches, blocks=args.blocks, folds=folds, seed=args.seed, progress=not args.no_progress and rank == 0
         )
         table.insert(0, "model", model_name)
-        table["revision"] = args.revision
+        origin = gguf_origin(getattr(model.config, "_name_or_path", ""))
+        table["revision"] = args.revision if origin is None else origin.weights
         weights = next(model.parameters())
         table["dtype"] = str(weights.dtype).removeprefix("torch.")
         table["device"] = str(weights.device)
