@@ -14,9 +14,11 @@ CORPORA = None  # None: the profile's corpora (three domains)
 SWAP = None  # zero-shot swap ΔPPL on each corpus's own eval split; None: on, except on the offline profile
 SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of the profile's eval_tokens (as in chapter 2)
 SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except on the offline profile
+PRETRAINED = None  # real pretrained models measured on every corpus too; None: the profile's
 
 # %%
 import pandas as pd
+from IPython.display import display
 
 from linrec.analysis.corpora import corpus_claims, corpus_summary
 from linrec.analysis.depth import depth_table
@@ -28,12 +30,13 @@ from linrec.experiment.sweeps import corpus_sweep
 from linrec.plots import depth
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CORPORA"], flag_or_none=["SWAP", "SEEDED_POLY"],
-             positive_int_or_none=["SWAP_TOKENS"])
+             positive_int_or_none=["SWAP_TOKENS"], names_empty_or_none=["PRETRAINED"])
 ch = chapter.start("07_corpora", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
 MODELS = list(MODELS or profile.models)
 CORPORA = list(CORPORA or profile.corpora)
+PRETRAINED = list(profile.pretrained if PRETRAINED is None else PRETRAINED)
 SWAP = PROFILE != "offline" if SWAP is None else SWAP
 SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
 SEEDED_POLY = PROFILE != "offline" if SEEDED_POLY is None else SEEDED_POLY
@@ -89,6 +92,28 @@ ch.caveat()
 # (near-linear models), the ratio divides two small numbers and says little; the spreads themselves
 # are then the thing to read.
 #
+# ## A real pretrained model on the same three texts
+#
+# The zoo was trained on a mix of these very corpora, so its profiles overlaying could be a property
+# of its training text. The profile's real pretrained model (SmolLM2-135M under `offline`) was
+# trained elsewhere, on web text, code and mathematics, and sees standard-library prose, code and
+# Unicode records here for the first time; {numref}`fig-corpora-real` overlays its profiles.
+
+# %% mystnb={"figure": {"caption": "The profile's real pretrained model: held-out $R^2_\\text{lin}$ per block on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std).", "name": "fig-corpora-real"}}
+real_table = depth_table([measurement(profile, m, corpus=c, keep="table", progress=ch.progress)
+                          for m in PRETRAINED for c in CORPORA]) if PRETRAINED else pd.DataFrame()
+if PRETRAINED:
+    fig = depth.corpus_figure(real_table, order=PRETRAINED)
+else:
+    print("This profile measures no pretrained model; the section needs one (offline profile).")
+
+# %%
+if PRETRAINED:
+    real_summary = corpus_summary(real_table)
+    ch.report([c.of(", ".join(PRETRAINED)) for c in corpus_claims(real_summary, overlay=0.5)])
+    display(real_summary)
+
+# %% [markdown]
 # ## The rest of the depth sweep: seeded-poly and swap
 #
 # The paper repeats its whole depth sweep per corpus: the closed-form ceiling above, plus the

@@ -16,6 +16,7 @@ MAX_ROWS = None  # rows per block; None: the profile's
 MIN_R2 = 0.95  # candidate threshold on held-out R²_lin
 MAX_STD = 0.02  # ... and on its spread over folds
 TRY_BLOCKS = 3  # how many top candidates to verify by perplexity
+GGUF_BLOCKS = "0,1,2,3"  # blocks of the GGUF example (the forward pass stops after the deepest one); None: all
 
 # %%
 import tempfile
@@ -34,11 +35,12 @@ from linrec.experiment.resolve import load_profile_model, profile_batches, profi
 from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.surgery import fit_replacements
 from linrec.models.loading import max_context
+from linrec.models.packaged import PACKAGED, packaged_file
 from linrec.models.shapes import save_shaped
 from linrec.models.zoo import ensure_zoo_model
 from linrec.plots.your_model import candidates_figure
 
-check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], positive_int_or_none=["MAX_ROWS"],
+check_params(globals(), integer=["SEED"], name_or_none=["MODEL", "GGUF_BLOCKS"], positive_int_or_none=["MAX_ROWS"],
              fraction=["MIN_R2", "MAX_STD"], positive_int=["TRY_BLOCKS"])
 ch = chapter.start("09_your_model", PROFILE, seed=SEED)
 profile = ch.profile
@@ -150,6 +152,36 @@ width = int(table.d_in.iloc[0])
 cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / llama-160m": (768, 12),
             "a 1B model (width 2048, 24 blocks)": (2048, 24), "a 7B model (width 4096, 32 blocks)": (4096, 32)},
            folds=profile.folds)
+
+# %% [markdown]
+# ## A GGUF file
+#
+# Many models that people run on their own machines come as a single GGUF file (llama.cpp's format),
+# usually with weights rounded to 4 to 8 bits. `--model` takes such a file as it is: linrec reads
+# the architecture from the file's metadata (and refuses one it cannot measure before reading any
+# weights), dequantises the weights to float32 once, caches the result under the file's sha256, and
+# measures it like any other model. The table's `revision` column then names the file's sha256 and
+# its quantisation, so a result always says which file it came from. The example below is the GGUF
+# file inside the profile's packaged model (SmolLM2-135M, installed from the package index), with
+# `GGUF_BLOCKS` only: the forward pass stops after the deepest block asked for, so the first few
+# blocks of a 30-block model cost a fraction of a full pass.
+
+# %%
+with tempfile.TemporaryDirectory(prefix="linrec-ch9-gguf-") as workdir:
+    text_file = Path(workdir) / "my_text.txt"
+    text_file.write_text(corpus.fit_text, encoding="utf-8")
+    for m in profile.pretrained:
+        gguf_args = ["profile", "--model", str(packaged_file(m)), "--text-file", str(text_file),
+                     "--max-rows", str(rows), "--seq-len", str(profile.seq_len), "--folds", str(profile.folds),
+                     *(["--blocks", GGUF_BLOCKS] if GGUF_BLOCKS else []), "--out", str(Path(workdir) / "gguf.csv"),
+                     *(["--device", profile.device] if profile.device else []),
+                     *([] if ch.progress else ["--no-progress"])]
+        print(f"$ linrec {' '.join(gguf_args)}   # {PACKAGED[m].description}")
+        if linrec_cli(gguf_args) != 0:
+            raise linrec.LinrecError("linrec profile failed; its message is printed above")
+        print("weights:", pd.read_csv(Path(workdir) / "gguf.csv")["revision"].iloc[0])
+    if not profile.pretrained:
+        print("This profile has no packaged model; give any .gguf file with --model.")
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

@@ -24,6 +24,8 @@ CHAPTER_9 = Path(__file__).resolve().parents[1] / "notebooks" / "09_your_model.p
         ("flag_or_none", [None, True], [1]),
         ("name_or_none", [None, "gpt2"], ["", "  ", 3]),
         ("names_or_none", [None, ["a", "b"], ("a",)], [[], "ab", ["a", ""], [1]]),
+        ("names_empty_or_none", [None, [], ["a"], ("a", "b")], ["ab", ["a", ""], [1]]),
+        ("seeds", [[0], (0, 1), [3, 2]], [[], None, [-1], [0.5], [True], "01"]),
     ],
 )
 def test_rules_accept_good_and_refuse_bad_values(rule, good, bad):

@@ -85,3 +85,14 @@ def test_cached_swaps_are_scored_once(two_models, loaded, monkeypatch, tmp_path)
     assert loaded == [("gelu", "final")] * 2  # read from the cache: no model loaded
     affine_swaps(PROFILE, [captured["gelu"]], max_tokens=256, progress=False, cache=True)
     assert len(loaded) == 3  # another budget is another entry
+
+
+def test_a_block_subset_is_swapped_alone_and_keyed_apart(two_models, loaded, monkeypatch, tmp_path):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    _, captured = two_models
+    every = affine_swaps(PROFILE, [captured["gelu"]], max_tokens=512, progress=False)
+    one = affine_swaps(PROFILE, [captured["gelu"]], max_tokens=512, progress=False, cache=True, blocks=[1])
+    assert list(one["block"]) == [1]
+    np.testing.assert_allclose(one["delta_ppl"], every.set_index("block").loc[[1], "delta_ppl"], rtol=1e-6)
+    both = affine_swaps(PROFILE, [captured["gelu"]], max_tokens=512, progress=False, cache=True, blocks=[1, 0])
+    assert list(both["block"]) == [0, 1]  # a second subset is scored, not read from the first's cache

@@ -135,13 +135,15 @@ def affine_signal(
     tokens: int | None = None,
     progress: bool = True,
     cache: bool = False,
+    blocks: Sequence[int] | None = None,
 ) -> pd.DataFrame:
-    """Each block of each measured model swapped alone for its affine map
+    """Each block (or each of ``blocks``) of each measured model swapped alone for its affine map
     (:func:`linrec.experiment.swaps.affine_swaps` on ``tokens`` of the profile's evaluation text),
     with ``kind`` ("affine") and the block's ``r2_lin``: rows for :func:`signal_correlation`; ``cache`` as there."""
     measurements = list(measurements)
-    swaps = affine_swaps(profile, measurements, max_tokens=tokens, progress=progress, cache=cache)
-    r2_lin = [r for m in measurements for r in m.table().set_index("block").loc[m.blocks, "r2_lin"]]
+    swaps = affine_swaps(profile, measurements, max_tokens=tokens, progress=progress, cache=cache, blocks=blocks)
+    chosen = [sorted(set(blocks)) if blocks is not None else m.blocks for m in measurements]
+    r2_lin = [r for m, bs in zip(measurements, chosen) for r in m.table().set_index("block").loc[bs, "r2_lin"]]
     return swaps.assign(kind="affine", r2_lin=r2_lin)
 
 

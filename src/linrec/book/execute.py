@@ -36,18 +36,25 @@ def kernel() -> str:
 
 
 def prepare_models(profile: str) -> None:
-    """Train the profile's zoo up front, all models in parallel workers, if it is not cached yet.
+    """Train the profile's zoo up front, all models in parallel workers, and dequantise its packaged pretrained
+    models, whatever of it is not cached yet.
 
-    Chapters would otherwise train each missing model on first use, one at a time.
+    Chapters would otherwise train each missing model on first use, one at a time, and the first chapters
+    running side by side would wait for one another's dequantising.
     """
     from linrec.experiment.profiles import get_profile
+    from linrec.models.gguf import dequantised
+    from linrec.models.packaged import packaged_file
     from linrec.models.zoo import build_zoo
 
-    zoo = get_profile(profile).zoo
-    if zoo is not None:
-        start = time.perf_counter()
-        build_zoo(zoo, progress=True)
-        print(f"[book] zoo '{zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
+    chosen = get_profile(profile)
+    start = time.perf_counter()
+    if chosen.zoo is not None:
+        build_zoo(chosen.zoo, progress=True)
+        print(f"[book] zoo '{chosen.zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
+    for name in chosen.pretrained:
+        dequantised(packaged_file(name))
+        print(f"[book] pretrained '{name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
 
 
 def assignments(pairs: list[str] | None, what: str) -> dict[str, object]:

@@ -67,3 +67,19 @@ def ledger(profile: str) -> pd.DataFrame:
     for path in sorted((cache_dir() / "results" / profile).glob("*.json")):
         rows.extend(json.loads(path.read_text()))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def side_by_side(entries: pd.DataFrame, subject: str) -> pd.DataFrame:
+    """The entries recorded about ``subject`` (named ``"<quantity> (<subject>)"``, :meth:`Claim.of`) beside the
+    same quantities recorded without it, e.g. a pretrained model beside the zoo: one row per quantity about
+    ``subject``, with the paper's value, the plain entry's measured value and verdict (empty where the
+    chapter recorded none) and ``subject``'s."""
+    suffix = f" ({subject})"
+    mine = entries["quantity"].str.endswith(suffix)
+    about = entries[mine].assign(quantity=entries.loc[mine, "quantity"].str.removesuffix(suffix))
+    keep = ["chapter", "quantity", "measured", "reproduced"]
+    joined = about[[*keep, "paper (reported)"]].merge(
+        entries[~mine][keep], on=["chapter", "quantity"], how="left", suffixes=(f" ({subject})", "")
+    )
+    order = ["chapter", "quantity", "paper (reported)", "measured", "reproduced"]
+    return joined[[*order, f"measured ({subject})", f"reproduced ({subject})"]].astype(object).fillna("")

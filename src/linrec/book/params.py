@@ -49,6 +49,14 @@ RULES: dict[str, tuple[Callable[[object], bool], str]] = {
         lambda v: v is None or (isinstance(v, (list, tuple)) and bool(v) and all(map(_name, v))),
         "a non-empty list of names or None",
     ),
+    "names_empty_or_none": (
+        lambda v: v is None or (isinstance(v, (list, tuple)) and all(map(_name, v))),
+        "a list of names, empty for none, or None",
+    ),
+    "seeds": (
+        lambda v: isinstance(v, (list, tuple)) and bool(v) and all(_integer(s, 0) for s in v),
+        "a non-empty list of non-negative integers",
+    ),
 }
 """rule -> (test, what a passing value is)."""
 

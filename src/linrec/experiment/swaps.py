@@ -11,7 +11,7 @@ time, perplexity on the *eval* split of a corpus, text the fit never saw. It nee
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -53,8 +53,9 @@ def affine_swaps(
     max_tokens: int | None = None,
     progress: bool = True,
     cache: bool = False,
+    blocks: Sequence[int] | None = None,
 ) -> pd.DataFrame:
-    """ΔPPL of each block of each measured model swapped alone for its closed-form affine map.
+    """ΔPPL of each block (or each of ``blocks``) of each measured model swapped alone for its closed-form affine map.
 
     Each measurement's model is loaded at its checkpoint, its affine maps are fitted on all its
     captured rows, and perplexity is scored on :func:`eval_batches` of ``corpus`` (default: the
@@ -71,7 +72,8 @@ def affine_swaps(
         def compute(m: Measurement = m) -> dict[str, pd.DataFrame]:
             net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
             batches = eval_batches(profile, tokenizer, net, max_tokens, corpus)
-            table = swap_deltas(net, batches, fit_replacements(m.moments, "affine"), progress=progress)
+            chosen = m.moments if blocks is None else {b: m.moments[b] for b in sorted(set(blocks))}
+            table = swap_deltas(net, batches, fit_replacements(chosen, "affine"), progress=progress)
             for i, column in enumerate(LABELS):
                 table.insert(i, column, getattr(m.info, column))
             table["relative"] = table["delta_ppl"] / table["base_ppl"]
@@ -81,7 +83,8 @@ def affine_swaps(
 
         if cache:
             content = {"measurement": measurement_identity(m), "profile": repr(profile), "corpus": corpus,
-                       "eval_sha256": profile_corpus(profile, corpus).sha256, "max_tokens": max_tokens}  # fmt: skip
+                       "eval_sha256": profile_corpus(profile, corpus).sha256, "max_tokens": max_tokens,
+                       **({} if blocks is None else {"blocks": sorted(set(blocks))})}  # fmt: skip
             tables.append(cached_frames("swaps", content, compute)["swaps"])
         else:
             tables.append(compute()["swaps"])

@@ -297,9 +297,14 @@ def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, refere
     return fig
 
 
+FLOOR = -1.0
+"""Where the position figure clips R²_lin from below (a clipped point is labelled with its value)."""
+
+
 def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
-    """R²_lin of every block on all rows and without the first positions (left), and the share of the output
-    variance the first positions carry against their share of rows (right), one line per model.
+    """R²_lin of every block on all rows and without the first positions (left; values below :data:`FLOOR` drawn
+    at it and labelled), and the share of the output variance the first positions carry against their share
+    of rows (right), one line per model.
 
     ``table``: :func:`linrec.analysis.positions.position_effect` rows of one or more models.
     """
@@ -311,7 +316,12 @@ def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> 
     long = table.melt(id_vars=["model", "block"], value_vars=["r2_lin", "r2_lin_later"], var_name="rows",
                       value_name="R²")  # fmt: skip
     long["rows"] = long.rows.map({"r2_lin": "all positions", "r2_lin_later": f"without the first {first}"})
+    clipped = long[long["R²"] < FLOOR]
+    long["R²"] = long["R²"].clip(lower=FLOOR)  # one block far below zero would flatten every other
     sns.lineplot(data=long, x="block", y="R²", hue="model", hue_order=models, style="rows", marker="o", ax=left)
+    for _, row in clipped.iterrows():
+        left.annotate(f"{row['R²']:.3g}", (row["block"], FLOOR), xytext=(0, 6), textcoords="offset points",
+                      ha="center", fontsize=7, color="0.3")  # fmt: skip
     left.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", title="R²_lin with and without the first positions")
     sns.lineplot(data=table, x="block", y="variance_first", hue="model", hue_order=models, marker="o", ax=right,
                  legend=False)  # fmt: skip

@@ -11,7 +11,7 @@ tested ones with :func:`claims_table` (always the same four columns) and :func:`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import pandas as pd
@@ -81,6 +81,10 @@ class Claim:
         name, reported = (quantity.quantity, quantity) if isinstance(quantity, Reported) else (quantity, paper)
         value = None if isinstance(measured, str) else float(measured)
         return cls(name, reported, str(measured), None, value, interval, unit, note)
+
+    def of(self, subject: str) -> Claim:
+        """This claim about ``subject`` (e.g. one model of several), named so that the ledger keeps it apart."""
+        return replace(self, claim=f"{self.claim} ({subject})")
 
     @property
     def reported(self) -> str:

@@ -1,0 +1,118 @@
+"""The real-model analyses (linrec.analysis.pretrained): controls, row convergence, the swap subset, their plots."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd
+import pytest
+import torch
+
+from linrec.analysis.pretrained import (
+    WEIGHTS,
+    control_claims,
+    convergence_claim,
+    row_convergence,
+    swap_blocks,
+)
+from linrec.book.ledger import side_by_side
+from linrec.core.fit import kfold
+from linrec.core.moments import Moments
+from linrec.errors import LinrecError
+from linrec.plots.pretrained import controls_figure, profile_figure
+from linrec.report.claims import Claim, Verdict
+
+
+def controls(trained: list[float], permuted: list[list[float]], init: list[list[float]]) -> pd.DataFrame:
+    """A control table as control_profiles returns it, from R²_lin per block."""
+    rows = [{"block": b, "r2_lin": r, "r2_lin_std": 0.01, "weights": WEIGHTS["final"], "seed": None}
+            for b, r in enumerate(trained)]  # fmt: skip
+    for kind, runs in (("permuted", permuted), ("init", init)):
+        rows += [{"block": b, "r2_lin": r, "r2_lin_std": 0.01, "weights": WEIGHTS[kind], "seed": s}
+                 for s, run in enumerate(runs) for b, r in enumerate(run)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_controls_below_the_trained_profile_in_every_block_support_learning():
+    table = controls([0.9, 0.5, 0.7], [[0.3, 0.1, 0.2], [0.35, 0.05, 0.1]], [[-0.5, -0.6, 0.0]])
+    learned, medians = control_claims(table)
+    assert learned.verdict is Verdict.YES and learned.value == pytest.approx(0.4)  # block 1: 0.5 - 0.1
+    assert "3 of 3 blocks" in learned.measured and "2 seed(s)" in learned.measured
+    assert medians.verdict is None and "trained 0.70" in medians.measured
+
+
+def test_a_control_reaching_the_trained_value_in_one_block_fails_the_claim():
+    """A planted architectural case: one seed of the shuffled weights matches the trained block 0."""
+    table = controls([0.9, 0.5], [[0.2, 0.1], [0.95, 0.1]], [[0.0, 0.0]])
+    learned, _ = control_claims(table)
+    assert learned.verdict is Verdict.NO and learned.value == pytest.approx(-0.05)
+    assert "1 of 2 blocks" in learned.measured and "(block 0)" in learned.measured
+    with pytest.raises(LinrecError, match="at least one control"):
+        control_claims(table[table.weights == WEIGHTS["final"]])
+
+
+def folds_of(x: torch.Tensor, y: torch.Tensor, k: int) -> list[Moments]:
+    return [Moments.from_rows(xs, ys) for xs, ys in zip(x.chunk(k), y.chunk(k), strict=True)]
+
+
+def test_row_convergence_is_kfold_on_the_first_folds_and_rises_with_rows():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(500, 60, dtype=torch.float64, generator=gen)
+    noise = torch.randn(500, 8, dtype=torch.float64, generator=gen)
+    y = 0.3 * x @ torch.randn(60, 8, dtype=torch.float64, generator=gen) + 2 * noise
+    folds = folds_of(x, y, 5)
+    table = row_convergence({3: folds}, rcond=1e-12)
+    assert list(table.folds) == [2, 3, 4, 5] and (table.block == 3).all()
+    assert table.r2_lin.iloc[-1] == pytest.approx(kfold(3, folds, 1e-12).r2_lin)
+    assert table.r2_lin.iloc[1] == pytest.approx(kfold(3, folds[:3], 1e-12).r2_lin)
+    assert list(table.train_rows) == [100, 200, 300, 400]
+    assert table.r2_lin.is_monotonic_increasing  # 60 inputs: 100 training rows overfit, 400 much less
+    claim = convergence_claim(table)
+    assert claim.verdict is None and "300 to 400 training rows" in claim.measured
+    flat = table.assign(r2_lin=0.5)
+    assert "still rising" in convergence_claim(table).note and convergence_claim(flat).note == ""
+    with pytest.raises(LinrecError, match="at least two row counts"):
+        convergence_claim(table[table.folds == 2])
+
+
+def test_swap_blocks_are_fixed_by_depth():
+    assert swap_blocks(30, 3) == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 29]
+    assert swap_blocks(4, 1) == [0, 1, 2, 3] and swap_blocks(1, 5) == [0]
+    with pytest.raises(LinrecError, match="positive"):
+        swap_blocks(30, 0)
+
+
+def test_figures_label_their_axes():
+    table = controls([0.9, 0.5, 0.7], [[0.3, 0.1, 0.2]], [[-0.5, -0.6, 0.0]])
+    ax = controls_figure(table, "t").axes[0]
+    assert ax.get_xlabel() == "FFN block (depth)" and "R²_lin" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(WEIGHTS.values())
+    trained = table[table.weights == WEIGHTS["final"]].assign(r2_feature_median=[0.2, 0.1, 0.3])
+    ax = profile_figure(trained, "t").axes[0]
+    assert "fraction of variance" in ax.get_ylabel() and len(ax.get_legend().get_texts()) == 2
+    with pytest.raises(LinrecError, match="r2_feature_median"):
+        profile_figure(trained.drop(columns="r2_feature_median"), "t")
+
+
+def test_side_by_side_pairs_a_models_claims_with_the_plain_ones():
+    entries = pd.DataFrame([
+        {"chapter": "02", "quantity": "near-linear blocks", "measured": 0.98, "reproduced": "no",
+         "paper (reported)": "> 0.99", "unit": "", "note": ""},
+        {"chapter": "02", "quantity": "near-linear blocks (smol)", "measured": 0.975, "reproduced": "no",
+         "paper (reported)": "> 0.99", "unit": "", "note": ""},
+        {"chapter": "03", "quantity": "controls (smol)", "measured": 0.2, "reproduced": "yes",
+         "paper (reported)": "not tested", "unit": "", "note": ""},
+        {"chapter": "03", "quantity": "controls (other)", "measured": 0.1, "reproduced": "yes",
+         "paper (reported)": "not tested", "unit": "", "note": ""},
+    ])  # fmt: skip
+    table = side_by_side(entries, "smol")
+    assert list(table.quantity) == ["near-linear blocks", "controls"]
+    assert list(table["measured"]) == [0.98, ""] and list(table["measured (smol)"]) == [0.975, 0.2]
+    assert list(table["reproduced (smol)"]) == ["no", "yes"] and table["paper (reported)"].iloc[0] == "> 0.99"
+
+
+def test_claim_of_names_its_subject():
+    claim = Claim.check("x", "p", "m", True).of("model a")
+    assert claim.claim == "x (model a)" and claim.verdict is Verdict.YES
