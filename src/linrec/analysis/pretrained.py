@@ -44,7 +44,7 @@ def control_profiles(
         for seed in seeds:
             m = measurement(profile, model, checkpoint=f"{control}@{seed}", keep="table", progress=progress)
             tables.append(m.table().assign(weights=WEIGHTS[control], seed=seed))
-    return pd.concat(tables, ignore_index=True)
+    return pd.concat(tables, ignore_index=True).astype({"seed": "Int64"})
 
 
 def control_claims(table: pd.DataFrame) -> list[Claim]:

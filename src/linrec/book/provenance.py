@@ -20,6 +20,7 @@ import torch
 
 from linrec.experiment.measurement import MeasurementInfo, used_measurements
 from linrec.models.loading import pick_device
+from linrec.models.packaged import PACKAGED
 
 _LIBRARIES = ("linrec", "torch", "transformers", "numpy", "pandas")
 _clock = {"start": time.perf_counter()}
@@ -128,20 +129,27 @@ def _model_label(model: str, checkpoints: list[str]) -> str:
 
 
 def measured_inputs(infos: Sequence[MeasurementInfo]) -> tuple[str, ...]:
-    """Provenance parts for measurements: the commits hub weights and corpora resolved to, and each model's
-    first token of a window (its BOS policy), so that a rerun can tell whether it saw the same inputs."""
+    """Provenance parts for measurements: the commits hub weights and corpora resolved to, the file hash of a
+    packaged model's weights, and each model's first token of a window (its BOS policy), so that a rerun can
+    tell whether it saw the same inputs."""
     commits = [
         f"{i.model}{'' if i.checkpoint == 'final' else ' ' + i.checkpoint}@{i.revision[:12]}"
         for i in infos
         if i.revision
     ]
     corpora = {i.corpus: i.corpus_source.rpartition("commit ")[2][:12] for i in infos if "commit " in i.corpus_source}
+    packaged = [
+        f"{i.model}@sha256:{i.weights.partition('sha256:')[2][:12]} ({PACKAGED[i.model].quantisation} GGUF from "
+        f"{i.weights.partition(' ')[0]}, dequantised to float32)"
+        for i in infos
+        if i.model in PACKAGED and i.weights and i.checkpoint == "final"
+    ]
     policies: dict[str, list[str]] = {}
     for model, bos in dict.fromkeys((i.model, i.bos) for i in infos):
         policies.setdefault(bos, []).append(model)
     parts = []
-    if commits:
-        parts.append("weights " + ", ".join(dict.fromkeys(commits)))
+    if commits or packaged:
+        parts.append("weights " + ", ".join(dict.fromkeys(commits + packaged)))
     if corpora:
         parts.append("data " + ", ".join(f"{c}@{commit}" for c, commit in corpora.items()))
     if policies:

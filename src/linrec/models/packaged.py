@@ -32,6 +32,7 @@ class PackagedModel:
     description: str
     licence: str
     width: int  # the FFN blocks' input width, for the row-count check before anything loads
+    quantisation: str  # how the file stores its weights (llama.cpp's name), which linrec dequantises to float32
 
     @property
     def install(self) -> str:
@@ -50,6 +51,7 @@ PACKAGED: dict[str, PackagedModel] = {
         ),
         licence="Apache-2.0",
         width=576,
+        quantisation="Q4_1",
     ),
 }
 """Every packaged model, by name."""
