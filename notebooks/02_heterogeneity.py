@@ -166,11 +166,12 @@ if not real:
     print("This profile measures no pretrained model (PRETRAINED is empty); the sections on one are skipped.")
 for m, conv in convergence.items():
     ch.report([convergence_claim(conv).of(m)])
-    display(conv.pivot(index="train_rows", columns="block", values="r2_lin").round(3))
+    display(conv.pivot(index="block", columns="train_rows", values="r2_lin").round(3)
+            .rename(columns=lambda rows: f"{rows:,} training rows"))
 
 # %% [markdown]
-# The table gives held-out R²_lin per block (columns) against the number of training rows per fit
-# (rows). Where the last steps still raise it, the profile below is a lower bound on what more text
+# The table gives held-out R²_lin per block (rows) against the number of training rows per fit
+# (columns; the last is the profile's own number). Where the last steps still raise it, the profile below is a lower bound on what more text
 # would show, most in the least linear blocks, and a ranking of blocks rather than final values.
 
 # %% mystnb={"figure": {"caption": "The real pretrained model of the profile: held-out $R^2_\\text{lin}$ of each of its FFN blocks, variance-weighted ($k$-fold mean ± std), and the median over output features of each feature's own $R^2$.", "name": "fig-heterogeneity-real"}}

@@ -173,4 +173,9 @@ def start(
         print(f"profile fields changed: {', '.join(f'{k}={v!r}' for k, v in overrides.items())}")
     ledger.start(resolved, name)
     forget_used()
-    return Chapter(name, get_profile(resolved, **overrides), seed, progress_bars())
+    progress = progress_bars()
+    if not progress:  # transformers draws its own bar while loading weights: none in a built page either
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    return Chapter(name, get_profile(resolved, **overrides), seed, progress)

@@ -24,7 +24,7 @@ import yaml
 
 from linrec.book.layout import Book, BookError
 
-INSTALL_EXTRAS = "paper,notebook"
+INSTALL_EXTRAS = "paper,notebook,gguf"
 PINNED_SOURCES = ("src", "notebooks/*.py", "pyproject.toml")  # what the install cell's commit pins
 _PIN = re.compile(r'^COMMIT = "([0-9a-f]{40})"$', re.MULTILINE)
 COLAB = "https://colab.research.google.com"
