@@ -236,6 +236,14 @@ if PRETRAINED:
     plt.show()
 
 # %% [markdown]
+# Read the verdicts for this model as they come out. A condition number in the billions says that the
+# input covariance has a few directions of enormous variance (outlier channels) beside directions of
+# almost none; it does not say that the map to be learned needs them resolved. Where the raw runs of
+# the worst-conditioned block reach the ceiling as fast as the whitened ones, the conditioning of the
+# inputs is not what limits a tuned trained baseline on this model, and the claim that it does is a
+# statement about the zoo's blocks (or the paper's) rather than a law.
+
+# %% [markdown]
 # ## What this shows, and what it cannot show
 #
 # **Shows.** How far trained linear maps are from the exact least-squares ceiling after a stated

@@ -144,6 +144,7 @@ def test_unknown_packaged_model_lists_them():
 def test_offline_profile_names_the_real_model_and_its_controls():
     profile = get_profile("offline")
     assert profile.pretrained == (SMOL,) and SMOL not in profile.models
+    assert get_profile("offline", pretrained=[]).pretrained == ()  # a notebook parameter's list
     assert profile.checkpoints(SMOL) == ("init", "final")
     assert profile.canonical_checkpoint(SMOL, "init@0") == "init"
     assert profile.canonical_checkpoint(SMOL, "permuted@2") == "permuted@2"

@@ -336,7 +336,7 @@ def profile_names() -> list[str]:
 
 def _coerce(name: str, value: object) -> object:
     """Notebook parameters arrive as lists and dicts: make them the field's tuple / ProbeSettings form."""
-    if name in ("models", "corpora", "seeds") and isinstance(value, list):
+    if name in ("models", "corpora", "seeds", "pretrained") and isinstance(value, list):
         return tuple(value)
     if name in ("revisions", "training_checkpoints") and isinstance(value, dict):
         return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in value.items())
