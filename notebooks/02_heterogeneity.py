@@ -187,7 +187,7 @@ for m in PRETRAINED:
 # The variance-weighted number and the per-feature median part ways in some blocks: where one output
 # channel carries most of a block's variance, the map that predicts that channel scores high on the
 # first whatever it does with the other 575. This model has such a channel, and it lives at the
-# first position of every window. {numref}`fig-heterogeneity-real-positions` repeats the position
+# first position of every window. The figure below repeats the position
 # analysis of the previous section on it.
 
 # %% mystnb={"figure": {"caption": "The real pretrained model. Left: held-out $R^2_\\text{lin}$ of every block on all rows and with the first position(s) of every window left out (values below −1 are drawn at −1 and labelled). Right: the share of each block's output sum of squares carried by those positions; dashed: their share of the rows.", "name": "fig-heterogeneity-real-positions"}}

@@ -97,7 +97,7 @@ ch.caveat()
 # The zoo was trained on a mix of these very corpora, so its profiles overlaying could be a property
 # of its training text. The profile's real pretrained model (SmolLM2-135M under `offline`) was
 # trained elsewhere, on web text, code and mathematics, and sees standard-library prose, code and
-# Unicode records here for the first time; {numref}`fig-corpora-real` overlays its profiles.
+# Unicode records here for the first time; the figure below overlays its profiles.
 
 # %% mystnb={"figure": {"caption": "The profile's real pretrained model: held-out $R^2_\\text{lin}$ per block on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std).", "name": "fig-corpora-real"}}
 real_table = depth_table([measurement(profile, m, corpus=c, keep="table", progress=ch.progress)
