@@ -165,7 +165,9 @@ convergence = {m: row_convergence(r.moments, r.rcond) for m, r in real.items()}
 if not real:
     print("This profile measures no pretrained model (PRETRAINED is empty); the sections on one are skipped.")
 for m, conv in convergence.items():
-    ch.report([convergence_claim(conv).of(m)])
+    gained = convergence_claim(conv).of(m)
+    ch.report([gained])
+    print(f"{gained.claim}: {gained.measured}" + (f"; {gained.note}" if gained.note else ""))
     display(conv.pivot(index="block", columns="train_rows", values="r2_lin").round(3)
             .rename(columns=lambda rows: f"{rows:,} training rows"))
 

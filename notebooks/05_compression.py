@@ -236,7 +236,7 @@ for name, rows in real_signal.items():
 # %% [markdown]
 # Read the two rows above as a second model beside the zoo, not as the paper's GPT-2: the early block
 # of highest R²_lin is this model's, and its base perplexity is that of an instruction-tuned model
-# on Python's documentation. What this model adds is the sign question on 30 real blocks: in this
+# on Python's documentation. What this model adds is the sign question on a real model's blocks: in this
 # kind of model the blocks with the highest R²_lin can be the ones whose small unrecovered part the
 # rest of the network needs most (chapter 2 found its most linear blocks dominated by one outlier
 # channel at the window's first position), so a high R²_lin is no licence to swap.

@@ -55,7 +55,8 @@ recorded
 
 # %%
 for m in profile.pretrained if not recorded.empty else []:
-    display(ledger.side_by_side(recorded, m))
+    paired = ledger.side_by_side(recorded, m).map(lambda v: f"{v:.3g}" if isinstance(v, float) else v)
+    display(paired.assign(chapter=paired.chapter.str[:2]).set_index(["chapter", "quantity"]))
 if not profile.pretrained:
     print("This profile measures no pretrained model.")
 

@@ -37,7 +37,7 @@ def controls_figure(table: pd.DataFrame, title: str) -> Figure:
     require(table, ["block", "r2_lin", "r2_lin_std", "weights", "seed"], "a control table")
     kinds = list(dict.fromkeys(table["weights"]))
     colours = dict(zip(kinds, sns.color_palette(n_colors=len(kinds)), strict=True))
-    fig, ax = plt.subplots(figsize=(9, 4.4))
+    fig, ax = plt.subplots(figsize=(10.5, 4.4))
     for kind in kinds:
         rows = table[table["weights"] == kind]
         for i, (_, run) in enumerate(rows.groupby(rows["seed"].fillna(-1), sort=True)):
@@ -48,6 +48,7 @@ def controls_figure(table: pd.DataFrame, title: str) -> Figure:
     ax.axhline(0, color="0.5", lw=0.8, zorder=0)
     ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R²_lin (k-fold mean ± std)", title=title)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8, loc="best", title="weights (one line per seed)", title_fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="weights\n(one line per seed)",
+              title_fontsize=8)  # fmt: skip
     fig.tight_layout()
     return fig
