@@ -30,7 +30,7 @@ def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1
     fig, axes = plt.subplots(2, len(panels), figsize=(4.2 * len(panels), 7), squeeze=False, sharey=True)
     for col, (model, block) in enumerate(panels):
         panel = data[(data.model == model) & (data.block == block)]
-        condition = f", κ = {panel.input_condition.iloc[0]:.3g}" if "input_condition" in panel else ""
+        condition = f"\nκ = {panel.input_condition.iloc[0]:.3g}" if "input_condition" in panel else ""  # own line: fits
         for row, x in enumerate(("step", "seconds")):
             ax = axes[row, col]
             sns.lineplot(
