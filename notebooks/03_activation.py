@@ -3,10 +3,14 @@
 #
 # **Claim under test.** Two models with the same width and the same GELU activation (GPT-2 and
 # Pythia-160m) have sharply different R²_lin profiles, so how linear a block is was *learned* by
-# that block, not imposed by the architecture {cite}`whipp2026linear`. The paper compares each model
-# on its own activations only; this chapter adds the controls its reviewers asked for: the same
-# architectures at random initialisation, a second training seed, cross-feeding one model's block
-# inputs into another model's FFN, normalised inputs, and the conditioning of every block's inputs.
+# that block, not imposed by the architecture {cite}`whipp2026linear`. The paper compares two trained
+# models; a difference between them could still come from the architecture, or from how large
+# training made the weights. This chapter tests the claim directly, on every model of the profile:
+# the trained weights against the same weights with their arrangement destroyed, over several seeds.
+# It then describes what the other comparisons its reviewers asked for can and cannot separate: the
+# same architectures at random initialisation, a second training seed, the conditioning of each
+# block's inputs, normalised inputs, and cross-feeding one model's block inputs into another model's
+# FFN.
 
 # %% tags=["parameters"]
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
@@ -17,7 +21,7 @@ GRID_BLOCKS = 3  # blocks per model in the cross-feeding grid, spread evenly ove
 NORMALISATIONS = ("standardise", "whiten")
 SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
 PRETRAINED = None  # real pretrained models tested against their own controls; None: the profile's
-CONTROL_SEEDS = (0, 1)  # seeds of each control (permuted within each matrix, random init) of a pretrained model
+CONTROL_SEEDS = (0, 1, 2)  # seeds of the shuffled-weights control (the verdict needs at least 3)
 
 # %%
 import numpy as np
@@ -25,7 +29,6 @@ import pandas as pd
 
 from linrec.analysis.activation import (
     activation_claims,
-    activation_verdict,
     conditioning_table,
     grid_shares,
     normalisation_summary,
@@ -34,14 +37,14 @@ from linrec.analysis.activation import (
 )
 from linrec.analysis.depth import depth_summary, training_checkpoints
 from linrec.analysis.identity import ACTIVATIONS, distance_table, model_identity
-from linrec.analysis.pretrained import control_claims, control_profiles
+from linrec.analysis.learned import control_bands, control_profiles, learned_claims
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import load_profile_model
 from linrec.interventions.crossfeed import crossfeed_grid
 from linrec.plots import activation as figures
-from linrec.plots import depth, pretrained
+from linrec.plots import depth
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
              names_empty_or_none=["PRETRAINED"], seeds=["CONTROL_SEEDS"],
@@ -54,31 +57,38 @@ GRID_MODELS = list(GRID_MODELS or MODELS)
 PRETRAINED = list(profile.pretrained if PRETRAINED is None else PRETRAINED)
 
 # %% [markdown]
-# ## What "learned, not architectural" predicts
+# ## What "learned, not architectural" predicts, and how to test it
 #
-# If the profile were set by the architecture, models of one architecture would share it, whatever
-# their seed, and the structure would be visible before any training. If it is learned, untrained
-# models should lack it, and what a block does to its inputs, its weights, should carry it wherever
-# those inputs come from. If it were an artefact of the inputs each block happens to see, feeding
-# a block someone else's inputs, or normalising its own, should move its R²_lin with them.
+# If a block's linearity were set by the architecture, any weights of that architecture would give
+# it; if it were set by how large training made the weights, any weights of that size would. If it
+# was learned, it lives in the *arrangement* of the trained values: which input each weight
+# multiplies. One control separates these readings. Each weight matrix of the trained model keeps
+# its exact values, and so its scale, but they are shuffled across the matrix by a seeded
+# permutation (`linrec.models.controls`; norm gains and biases stay as trained). The shuffled model
+# is measured on the same rows as the trained one, block by block.
 #
-# Five measurements test these predictions, all from the cached capture of chapter 2 plus one of
-# each model at initialisation:
+# One shuffle is one draw; several seeds show how much the control varies by chance, and that
+# variation is the yardstick. With $n$ seeds, a block's control values have mean $m$ and standard
+# deviation $s$, and one more seed would fall within $m \pm t_{n-1}\, s \sqrt{1 + 1/n}$ with 95 %
+# probability (Student's $t$, because $s$ itself comes from only a few seeds). The rule, fixed
+# before any result: **the claim holds when the trained R²_lin lies outside that band in a majority
+# of the blocks.** If the trained weights were just another draw of the control, each block would
+# leave the band with probability 0.05, and four or more of six blocks would do so by chance with
+# probability about 10⁻⁴. The rule needs at least three seeds (`CONTROL_SEEDS`).
 #
-# | control | question |
-# | --- | --- |
-# | random init | is the profile already there before training? |
-# | second seed | how different are two trainings of one architecture, against two architectures? |
-# | input conditioning | do condition number, effective rank or outlier dimensions of a block's inputs predict its R²_lin? |
-# | normalised inputs | does R²_lin survive standardising or whitening the inputs? |
-# | cross-feeding | run on another block's inputs, does a block's R²_lin follow its weights or the inputs? |
+# The other comparisons of this chapter are descriptions, not tests of this claim. A random
+# initialisation has the initialiser's scale, not the trained one. Two seeds and two families
+# separate one training run from another. Cross-feeding and normalised inputs separate what a
+# block's weights do from what its inputs are. A weight pattern that every model shares by design,
+# without any learning, would look the same in all of them, which is why none of them enters the
+# verdict.
 #
 # Which models take part is the profile's choice: the `offline` zoo has a GPT-2, a GPT-NeoX (the
 # Pythia architecture: parallel residual, rotary, untied embeddings), a Llama and a second seed of
 # the GPT-2, all of one width and depth, trained on the same text mix with the same schedule (the
 # seed-0 models on exactly the same batches; the seed sets both the initialisation and the batch
-# order, see `linrec.models.zoo`). The hub models of the `paper` profile have no second seed, and only
-# Pythia publishes its initial checkpoint.
+# order, see `linrec.models.zoo`), and a real pretrained model, SmolLM2-135M. The hub models of the
+# `paper` profile have no second seed, and only Pythia publishes its initial checkpoint.
 
 # %%
 identities = {m: model_identity(profile, m, load_profile_model(profile, m, progress=ch.progress)[0]
@@ -92,6 +102,51 @@ pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
               "activation": {m: ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
               "seed": {m: i.seed for m, i in identities.items()},
               "measured at init": {m: m in untrained for m in MODELS}})
+
+# %% [markdown]
+# ## Every model against its shuffled weights
+#
+# {numref}`fig-activation-learned` draws each model's trained profile with its shuffled controls
+# and the band one more shuffle would fall in; ringed points are blocks whose trained R²_lin lies
+# outside it. The table below it gives the same per block, and the claims table applies the rule
+# to all the profile's models together.
+
+# %% mystnb={"figure": {"caption": "Each model's held-out $R^2_\\text{lin}$ per block with its trained weights (thick) and with the entries of every weight matrix shuffled, one thin line per seed ($k$-fold mean ± std); shaded: the 95 % prediction band for one more shuffle; ringed: blocks whose trained value lies outside it.", "name": "fig-activation-learned"}}
+shuffled = pd.concat([control_profiles(profile, m, CONTROL_SEEDS, progress=ch.progress) for m in MODELS],
+                     ignore_index=True)
+bands = control_bands(shuffled)
+fig = figures.controls_figure(shuffled, bands, order=MODELS)
+
+# %%
+ch.report(learned_claims(shuffled))
+
+# %%
+bands.round(3)
+
+# %% [markdown]
+# The real pretrained model is tested by the same rule on its own
+# (under `offline`, SmolLM2-135M: 30 blocks, so one shuffle is 30 draws). Beside the shuffles, its
+# figure shows a fresh random initialisation of its architecture at the same seeds: the
+# architecture at the initialiser's scale, a description that the rule does not use.
+
+# %% mystnb={"figure": {"caption": "The profile's real pretrained model: held-out $R^2_\\text{lin}$ per block of its trained weights (thick), of the same matrices with their entries shuffled and of a fresh random initialisation, one thin line per seed ($k$-fold mean ± std); shaded: the 95 % prediction band for one more shuffle; ringed: blocks outside it.", "name": "fig-activation-controls"}}
+controls = {m: control_profiles(profile, m, CONTROL_SEEDS, controls=("permuted", "init"), progress=ch.progress)
+            for m in PRETRAINED}
+for m, table in controls.items():
+    fig = figures.controls_figure(table, control_bands(table), order=[m])
+if not controls:
+    print("This profile measures no pretrained model; see the offline profile.")
+
+# %%
+for m, table in controls.items():
+    display(ch.report([c.of(m) for c in learned_claims(table)]))
+    display(table.groupby(["weights", "seed"], dropna=False)["r2_lin"].describe()[["min", "50%", "max"]]
+            .rename(columns={"50%": "median"}).round(3))
+
+# %% [markdown]
+# Many of the random-initialisation values are below zero: at about 11 training rows per input
+# dimension an affine fit to a block that is nearly all nonlinear does worse on held-out rows than
+# the mean.
 
 # %% [markdown]
 # ## Trained and untrained profiles
@@ -212,9 +267,9 @@ fig = figures.crossfeed_heatmap(grid, order=GRID_MODELS)
 
 # %%
 gelu = [m for m in GRID_MODELS if ACTIVATIONS.get(identities[m].family) == "GELU"]
-shares = {"all models": grid_shares(grid, identities=identities)}
+shares = {"all models": grid_shares(grid)}
 if len(gelu) >= 2 and len(gelu) < len(GRID_MODELS):
-    shares["GELU models"] = grid_shares(grid, models=gelu, identities=identities)
+    shares["GELU models"] = grid_shares(grid, models=gelu)
 pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 
 # %% [markdown]
@@ -228,9 +283,9 @@ pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 # %%
 unaligned = crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS},
                            {m: nets[m] for m in GRID_MODELS}, profile.folds, blocks=blocks, align=False)
-unaligned_shares = {"all models": grid_shares(unaligned, identities=identities)}
+unaligned_shares = {"all models": grid_shares(unaligned)}
 if "GELU models" in shares:
-    unaligned_shares["GELU models"] = grid_shares(unaligned, models=gelu, identities=identities)
+    unaligned_shares["GELU models"] = grid_shares(unaligned, models=gelu)
 pd.concat({(label, version): s[label].frame()["value"] for label in shares
            for version, s in (("aligned", shares), ("as captured", unaligned_shares))}, axis=1)
 
@@ -245,74 +300,31 @@ pd.concat({(label, version): s[label].frame()["value"] for label in shares
 # come from model A. A cross-fed R²_lin is thus "this FFN on features like A's, in its own coordinates",
 # not "this FFN on inputs like its own but from elsewhere".
 #
-# ## Verdict, computed
+# ## Headline numbers
 #
-# Each row is one test; the finding is generated from the measurements above, and "supports" says
-# which reading the numbers favour under a fixed rule: one quantity at least twice the other, else
-# inconclusive (for seed against family: families at least twice as far apart as seeds point to the
-# architecture, families no farther apart than seeds point to learning; for *untrained* profiles,
-# "architecture" only says where training starts from). A cross-feeding grid that mixes activations
-# and follows the weights is marked "weights": there the FFN that runs differs in architecture *and*
-# training, so only the single-activation grid can point to learning.
+# The distances and shares above are recorded for the appendix as numbers without a verdict: they
+# say how far apart trainings and architectures land and whether a cross-fed block follows its
+# weights or its inputs, which is a different question from whether what the weights carry was
+# learned.
 
 # %%
-verdict = activation_verdict(profiles, distances, shares, normalised, sigmas=SIGMAS)
-display(verdict)
-counts = verdict["supports"].value_counts()
-print(f"Profile '{PROFILE}': {len(verdict)} tests; " + ", ".join(f"{n} point to '{k}'" for k, n in counts.items()) + ".")
-
-# %%
-ch.report(activation_claims(verdict, distances, shares))
-
-# %% [markdown]
-# ## One real model against its own controls
-#
-# The tests above compare models with one another, and every one of them can be passed by a weight
-# pattern that all models share by design rather than by learning. The direct test holds the
-# architecture fixed and takes the learning out. For the profile's real pretrained model
-# (SmolLM2-135M under `offline`) three sets of weights are measured on the same rows: the trained
-# ones; the trained matrices with the entries of each matrix shuffled, so every matrix keeps its
-# exact distribution of values, and so its scale, but none of its learned arrangement; and a fresh
-# random initialisation of the architecture. Each control is drawn with several seeds
-# (`CONTROL_SEEDS`). The rule, fixed before the numbers: the claim holds when in *every* block the
-# trained R²_lin is above the highest R²_lin any control reaches at any seed.
-
-# %% mystnb={"figure": {"caption": "The profile's real pretrained model: held-out $R^2_\\text{lin}$ per block of its trained weights (thick) against the same matrices with their entries shuffled within each matrix and against a fresh random initialisation, one thin line per seed ($k$-fold mean ± std).", "name": "fig-activation-controls"}}
-controls = {m: control_profiles(profile, m, CONTROL_SEEDS, progress=ch.progress) for m in PRETRAINED}
-for m, table in controls.items():
-    fig = pretrained.controls_figure(table, f"{m}: trained against its controls")
-if not controls:
-    print("This profile measures no pretrained model; the controls need one (offline profile).")
-
-# %%
-for m, table in controls.items():
-    ch.report([c.of(m) for c in control_claims(table)])
-    display(table.groupby(["weights", "seed"], dropna=False)["r2_lin"].describe()[["min", "50%", "max"]]
-            .rename(columns={"50%": "median"}).round(3))
-
-# %% [markdown]
-# A shuffled matrix has the trained matrix's values and so its scale; what the shuffle destroys is
-# which input each value multiplies. If the trained profile were set by the architecture together
-# with the scale training gives the weights, the shuffled control would share it. The random
-# initialisation tests the architecture at the initialiser's scale. Many control values are below
-# zero: at about 11 training rows per input dimension an affine fit to a block that is nearly all
-# nonlinear does worse on held-out rows than the mean.
-#
-# What this shows about one 135M model quantised to 4 bits: its blocks' linearity is a property of
-# its learned weights, not of its architecture or of the scale of its weights. What it cannot
-# show: that the same holds for every model, or which part of training (data, schedule, the
-# instruction tuning) put it there; chapter 8 follows linearity along training on the zoo.
+ch.report(activation_claims(distances, shares))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
 #
-# **Shows.** Whether the profile exists before training, how large the seed-to-seed variation is
-# next to the differences between architectures, whether input conditioning or a change of input
-# shape predicts R²_lin, and whether an FFN keeps its recoverability on someone else's inputs. The
-# verdict table states, test by test, which reading the numbers favour on this profile.
+# **Shows.** Whether each model's blocks are as linear as the same architecture with the same
+# weight values in a random arrangement, judged against the spread of that control over seeds; and,
+# as descriptions, whether the profile exists before training, how large the seed-to-seed variation
+# is next to the differences between architectures, whether input conditioning or a change of input
+# shape predicts R²_lin, and whether an FFN keeps its recoverability on someone else's inputs.
 #
-# **Cannot show.** "Learned" and "architectural" are not exclusive: training shapes weights *within*
-# an architecture, so a difference between families that is stable across seeds (if the table shows
+# **Cannot show.** Which part of training (data, schedule, for SmolLM2 the instruction tuning) put
+# a block's linearity there; chapter 8 follows it along training on the zoo. The shuffle keeps what
+# lies in a matrix's values alone (their scale and distribution) and destroys whatever lies in their
+# arrangement, learned or imposed by an initialiser; norm gains and biases stay as trained.
+# "Learned" and "architectural" are not exclusive: training shapes weights *within* an
+# architecture, so a difference between families that is stable across seeds (if the table shows
 # one) is learned *and* architecture-specific, and these controls cannot say which architectural
 # detail (parallel residual, tied embeddings, rotary embeddings) causes it. One second seed gives a
 # single seed-to-seed distance, not its distribution. The zoo's models are small and briefly trained;

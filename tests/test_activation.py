@@ -10,7 +10,7 @@ import torch
 
 import tiny_captures
 from conftest import measurement_info
-from linrec.analysis.activation import activation_verdict, conditioning_table, grid_shares, normalisation_table
+from linrec.analysis.activation import conditioning_table, grid_shares, normalisation_table
 from linrec.analysis.identity import Identity, distance_table, model_identity, pair_kind
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
@@ -92,15 +92,9 @@ def test_grid_shares_of_planted_grids():
     rng = np.random.default_rng(0)
     columns = np.tile(rng.uniform(0, 1, 6), (6, 1))  # R² set by the FFN alone
     s = grid_shares(grid_of(columns))
-    assert (s.weights, s.inputs) == (pytest.approx(1), pytest.approx(0, abs=1e-12)) and s.same_activation is None
+    assert (s.weights, s.inputs) == (pytest.approx(1), pytest.approx(0, abs=1e-12))
     assert s.own_gap == pytest.approx(0, abs=1e-12)
     assert grid_shares(grid_of(columns - 0.2 * np.eye(6))).own_gap == pytest.approx(-0.2)  # less linear on own inputs
-    gelu, mixed = (
-        {"A": Identity("gpt2", 0), "B": Identity("gpt_neox", 0)},
-        {"A": Identity("gpt2", 0), "B": Identity("llama", 0)},
-    )
-    assert grid_shares(grid_of(columns), identities=gelu).same_activation
-    assert not grid_shares(grid_of(columns), identities=mixed).same_activation
     assert s.follows_weights.r == pytest.approx(1) and s.cells == 36
     rows = columns.T  # R² set by the inputs alone
     s = grid_shares(grid_of(rows))
@@ -158,60 +152,10 @@ def test_conditioning_table_of_planted_inputs():
 
 
 # ---------------------------------------------------------------------------------------------
-# The verdict
+# Headline numbers
 
 
-def test_verdict_follows_the_numbers():
-    profiles = planted(
-        {
-            ("g", "final"): [0.9, 0.4, 0.8],
-            ("g1", "final"): [0.85, 0.45, 0.8],
-            ("n", "final"): [0.3, 0.9, 0.5],
-            ("g", "init"): [0.95, 0.95, 0.95],
-            ("g1", "init"): [0.95, 0.95, 0.951],
-            ("n", "init"): [0.96, 0.96, 0.96],
-        }
-    )
-    ids = {"g": Identity("gpt2", 0), "g1": Identity("gpt2", 1), "n": Identity("gpt_neox", 0)}
-    distances = distance_table(profiles, ids)
-    columns = np.tile(np.linspace(0.2, 1, 6), (6, 1))
-    same = {"A": Identity("gpt2", 0), "B": Identity("gpt_neox", 0)}
-    shares = {
-        "all": grid_shares(grid_of(columns + 0.01 * columns.T), identities=same),
-        "mixed": grid_shares(grid_of(columns), identities={"A": Identity("gpt2", 0), "B": Identity("llama", 0)}),
-        "inputs": grid_shares(grid_of(columns.T)),
-        "pairs": grid_shares(grid_of(np.outer([1, -1] * 3, [1, -1] * 3) + 0.3 * columns)),
-    }
-    normalised = pd.DataFrame({"normalisation": ["whiten"] * 3, "change": [0.01, -0.02, 0.0]})
-    verdict = activation_verdict(profiles, distances, shares, normalised).set_index("test")
-    v = verdict["supports"]
-    assert v["block-to-block differences: trained vs random init"] == "learned"  # all three grew from a flat init
-    assert verdict.loc["inputs whitened", "finding"].startswith(
-        "mean |ΔR²_lin| 0.010 when each block's inputs are whitened"
-    )
-    assert not verdict["finding"].str.contains("{").any()  # every finding is filled in
-    flat = profiles.assign(
-        r2_lin=np.where(profiles["checkpoint"] == "init", profiles["r2_lin"] + [0.8, 0, -0.8] * 6, profiles["r2_lin"])
-    )
-    shrunk = activation_verdict(flat, distance_table(flat, ids)).set_index("test")["supports"]
-    assert (
-        shrunk["block-to-block differences: trained vs random init"] == "architecture"
-    )  # init ranges 1.6, trained 0.4-0.6
-    assert v["trained: seed vs family, same activation"] == "architecture"  # families far apart, seeds close
-    assert v["cross-feeding (all)"] == "learned"  # one activation (GELU): the weights are what training made
-    assert v["cross-feeding (mixed)"] == "weights"  # GELU and SwiGLU: architecture and training not separated
-    assert v["cross-feeding (inputs)"] == "inputs"
-    assert v["cross-feeding (pairs)"] == "inconclusive"  # the interaction outweighs both main effects
-    assert v["inputs whitened"] == "learned"  # |change| 0.01 against a range of ~0.5
-    close = planted(
-        {("g", "final"): [0.9, 0.4, 0.8], ("g1", "final"): [0.5, 0.9, 0.4], ("n", "final"): [0.85, 0.45, 0.8]}
-    )
-    v = activation_verdict(close, distance_table(close, ids)).set_index("test")["supports"]
-    assert v["trained: seed vs family, same activation"] == "learned"  # seeds differ more than families
-    assert len(v) == 1  # no init, no grid, no normalisation: those tests are left out
-
-
-def test_activation_claims_report_distances_and_the_tally():
+def test_activation_claims_report_distances_and_shares_without_a_verdict():
     from linrec.analysis.activation import activation_claims
 
     distances = pd.DataFrame(
@@ -222,8 +166,9 @@ def test_activation_claims_report_distances_and_the_tally():
             "distance": [0.2, 0.05, 0.4],
         }
     )
-    verdict = pd.DataFrame({"test": ["t1", "t2", "t3"], "supports": ["learned", "learned", "inconclusive"]})
-    families, seeds, tally = activation_claims(verdict, distances)
+    shares = {"GELU": grid_shares(grid_of(np.tile(np.linspace(0.2, 1, 6), (6, 1))))}
+    families, seeds, weights = activation_claims(distances, shares)
     assert families.claim == "GPT-2 vs Pythia-160m profiles" and families.value == pytest.approx(0.2)
     assert "two seeds of one architecture: 0.050" in families.note and seeds.value == pytest.approx(0.05)
-    assert tally.measured == "learned: 2, inconclusive: 1" and all(c.verdict is None for c in (families, seeds, tally))
+    assert weights.claim == "cross-feeding: variance share of the weights (GELU)" and weights.value == pytest.approx(1)
+    assert all(c.verdict is None for c in (families, seeds, weights))

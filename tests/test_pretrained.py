@@ -1,4 +1,4 @@
-"""The real-model analyses (linrec.analysis.pretrained): controls, row convergence, the swap subset, their plots."""
+"""The real-model analyses (linrec.analysis.pretrained): row convergence, the swap subset, the profile figure."""
 
 from __future__ import annotations
 
@@ -10,47 +10,13 @@ import pandas as pd
 import pytest
 import torch
 
-from linrec.analysis.pretrained import (
-    WEIGHTS,
-    control_claims,
-    convergence_claim,
-    row_convergence,
-    swap_blocks,
-)
+from linrec.analysis.pretrained import convergence_claim, row_convergence, swap_blocks
 from linrec.book.ledger import side_by_side
 from linrec.core.fit import kfold
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
-from linrec.plots.pretrained import controls_figure, profile_figure
+from linrec.plots.pretrained import profile_figure
 from linrec.report.claims import Claim, Verdict
-
-
-def controls(trained: list[float], permuted: list[list[float]], init: list[list[float]]) -> pd.DataFrame:
-    """A control table as control_profiles returns it, from R²_lin per block."""
-    rows = [{"block": b, "r2_lin": r, "r2_lin_std": 0.01, "weights": WEIGHTS["final"], "seed": None}
-            for b, r in enumerate(trained)]  # fmt: skip
-    for kind, runs in (("permuted", permuted), ("init", init)):
-        rows += [{"block": b, "r2_lin": r, "r2_lin_std": 0.01, "weights": WEIGHTS[kind], "seed": s}
-                 for s, run in enumerate(runs) for b, r in enumerate(run)]  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def test_controls_below_the_trained_profile_in_every_block_support_learning():
-    table = controls([0.9, 0.5, 0.7], [[0.3, 0.1, 0.2], [0.35, 0.05, 0.1]], [[-0.5, -0.6, 0.0]])
-    learned, medians = control_claims(table)
-    assert learned.verdict is Verdict.YES and learned.value == pytest.approx(0.4)  # block 1: 0.5 - 0.1
-    assert "3 of 3 blocks" in learned.measured and "2 seed(s)" in learned.measured
-    assert medians.verdict is None and "trained 0.70" in medians.measured
-
-
-def test_a_control_reaching_the_trained_value_in_one_block_fails_the_claim():
-    """A planted architectural case: one seed of the shuffled weights matches the trained block 0."""
-    table = controls([0.9, 0.5], [[0.2, 0.1], [0.95, 0.1]], [[0.0, 0.0]])
-    learned, _ = control_claims(table)
-    assert learned.verdict is Verdict.NO and learned.value == pytest.approx(-0.05)
-    assert "1 of 2 blocks" in learned.measured and "(block 0)" in learned.measured
-    with pytest.raises(LinrecError, match="at least one control"):
-        control_claims(table[table.weights == WEIGHTS["final"]])
 
 
 def folds_of(x: torch.Tensor, y: torch.Tensor, k: int) -> list[Moments]:
@@ -84,14 +50,12 @@ def test_swap_blocks_are_fixed_by_depth():
         swap_blocks(30, 0)
 
 
-def test_figures_label_their_axes():
-    table = controls([0.9, 0.5, 0.7], [[0.3, 0.1, 0.2]], [[-0.5, -0.6, 0.0]])
-    ax = controls_figure(table, "t").axes[0]
-    assert ax.get_xlabel() == "FFN block (depth)" and "R²_lin" in ax.get_ylabel()
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(WEIGHTS.values())
-    trained = table[table.weights == WEIGHTS["final"]].assign(r2_feature_median=[0.2, 0.1, 0.3])
+def test_the_profile_figure_labels_its_axes():
+    trained = pd.DataFrame({"block": [0, 1, 2], "r2_lin": [0.9, 0.5, 0.7], "r2_lin_std": 0.01,
+                            "r2_feature_median": [0.2, 0.1, 0.3]})  # fmt: skip
     ax = profile_figure(trained, "t").axes[0]
-    assert "fraction of variance" in ax.get_ylabel() and len(ax.get_legend().get_texts()) == 2
+    assert ax.get_xlabel() == "FFN block (depth)" and "fraction of variance" in ax.get_ylabel()
+    assert len(ax.get_legend().get_texts()) == 2
     with pytest.raises(LinrecError, match="r2_feature_median"):
         profile_figure(trained.drop(columns="r2_feature_median"), "t")
 

@@ -12,8 +12,8 @@ profiles are), and characterises the inputs each block sees:
 * :func:`grid_shares` asks whether the R² of a cross-feeding grid
   (:func:`linrec.interventions.crossfeed.crossfeed_grid`) follows the weights or the inputs: a
   two-way decomposition of the grid's variance and two correlations with the own-input values.
-* :func:`activation_verdict` turns the chapter's measurements into one row per test whose every
-  number, and the direction it points, comes from the data under a fixed rule.
+* :func:`activation_claims` reports the distances and shares as numbers: they tell weights from inputs, not
+  learning from architecture, which :mod:`linrec.analysis.learned` tests directly.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.analysis.depth import depth_summary
-from linrec.analysis.identity import Identity
 from linrec.core.fit import DEFAULT_RCOND
 from linrec.core.moments import merge_folds
 from linrec.core.normalise import NORMALISATIONS
@@ -136,7 +134,6 @@ class GridShares:
     follows_inputs: Correlation  # cross-model cells: R² against the input block's own R²
     cells: int
     own_gap: float  # mean over FFNs of R² on their own inputs minus R² on other models' inputs
-    same_activation: bool | None = None  # every model of the grid has one MLP activation (None: not known)
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -172,16 +169,11 @@ class GridShares:
 def grid_shares(
     grid: pd.DataFrame,
     models: Sequence[str] | None = None,
-    identities: Mapping[str, Identity] | None = None,
     level: float = 0.95,
 ) -> GridShares:
     """Two-way decomposition of a complete cross-feeding grid (restricted to ``models``) and two correlations.
 
     ``grid``: :func:`linrec.interventions.crossfeed.crossfeed_grid`.
-
-    ``identities`` (model -> :func:`linrec.analysis.identity.model_identity`) records whether the grid's
-    models share one MLP activation: only then can "follows the weights" mean "follows what
-    training put there" rather than "follows the architecture".
 
     With G the grid (rows: input blocks, columns: FFN blocks), SS_total = Σ(G − Ḡ)² splits exactly
     into n_cols·Σ(row mean − Ḡ)² (inputs), n_rows·Σ(column mean − Ḡ)² (weights) and an
@@ -215,9 +207,6 @@ def grid_shares(
     own_gap = float(np.mean([own[key] - r for key, r in foreign.items()]))
     weight_own = [own[(m, b)] for m, b in zip(cross["weight_model"], cross["weight_block"])]
     input_own = [own[(m, b)] for m, b in zip(cross["input_model"], cross["input_block"])]
-    same = None
-    if identities is not None:
-        same = len({identities[m].activation for m in set(grid["input_model"])}) == 1
     return GridShares(
         weights,
         inputs,
@@ -226,131 +215,15 @@ def grid_shares(
         correlation(cross["r2_lin"], input_own, "pearson", level),
         len(grid),
         own_gap,
-        same,
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# The activation chapter's verdict, computed.
-
-
-SUPPORTS = ("learned", "architecture", "inputs", "weights", "inconclusive")
-"""Which way a test of :func:`activation_verdict` points ("weights": R² follows the FFN that runs, in a
-cross-feeding grid whose models differ in activation, so architecture and training are not separated)."""
-
-
-def _kind_mean(distances: pd.DataFrame, kind: str) -> tuple[float, int]:
-    d = distances.loc[distances["kind"] == kind, "distance"]
-    return (float(d.mean()) if len(d) else math.nan), len(d)
-
-
-def _lean(a: float, b: float, if_a: str, if_b: str) -> str:
-    """``if_a`` when a is at least twice b, ``if_b`` when b is at least twice a, else inconclusive."""
-    return if_a if a >= 2 * b else (if_b if b >= 2 * a else "inconclusive")
-
-
-def activation_verdict(
-    profiles: pd.DataFrame,
-    distances: pd.DataFrame,
-    shares: Mapping[str, GridShares] | None = None,
-    normalised: pd.DataFrame | None = None,
-    untrained: Sequence[str] = ("init",),
-    sigmas: float = 2.0,
-) -> pd.DataFrame:
-    """The evidence on "learned, not architectural", one row per test: the comparison, its numbers, and which
-    way it points (``supports``, one of :data:`SUPPORTS`).
-
-    ``profiles``: the depth table of the compared models on one corpus, trained and, where
-    available, untrained (checkpoints in ``untrained``); ``distances``: its
-    :func:`linrec.analysis.identity.distance_table`; ``shares``: :func:`grid_shares` of cross-feeding
-    grids by label; ``normalised``: :func:`normalisation_table` rows. Tests without data are left out.
-    A comparison points one way only when one quantity is at least twice the other (init against
-    trained: in most models; cross-feeding: and the larger main effect is at least the interaction),
-    except seed against family: "architecture" when families are at least twice as far apart as
-    seeds, "learned" when no farther apart than seeds (for untrained profiles "architecture" then
-    means: the starting point is the architecture's). Steps between blocks count when larger than
-    ``sigmas`` k-fold spreads (:func:`depth_summary`).
-    """
-    rows = []
-    summary = depth_summary(profiles, by=("model", "checkpoint"), sigmas=sigmas)
-    trained = summary[~summary["checkpoint"].isin(untrained)]
-    init = summary[summary["checkpoint"].isin(untrained)]
-    both = sorted(set(init["model"]) & set(trained["model"]))
-    if both:
-        r_init, r_trained = (t.set_index("model").loc[both, "r2_range"] for t in (init, trained))
-        steps = trained.set_index("model").loc[both, ["rises", "falls"]].sum(axis=1)
-        grew = [m for m in both if r_trained[m] >= 2 * r_init[m] and steps[m] > 0]
-        shrank = [m for m in both if r_init[m] >= 2 * r_trained[m]]
-        d_train, n_train = _kind_mean(distances, "training")
-        rows.append(
-            {
-                "test": "block-to-block differences: trained vs random init",
-                "finding": "range of R²_lin over blocks, init → trained: "
-                + "; ".join(f"{m} {r_init[m]:.3f} → {r_trained[m]:.3f}" for m in both)
-                + f". {len(grew)} of {len(both)} models gained at least twice their initial range, with "
-                f"significant steps; training moved each profile {d_train:.3f} (RMS, mean of "
-                f"{n_train}) from its initialisation",
-                "supports": "learned"
-                if 2 * len(grew) > len(both)
-                else ("architecture" if 2 * len(shrank) > len(both) else "inconclusive"),
-            }
-        )
-    for suffix, state in (("", "trained"), (" (init)", "untrained")):
-        d_seed, n_seed = _kind_mean(distances, "seed" + suffix)
-        for kind in ("family, same activation", "family, other activation"):
-            d_family, n_family = _kind_mean(distances, kind + suffix)
-            if not (n_seed and n_family):
-                continue
-            rows.append(
-                {
-                    "test": f"{state}: seed vs {kind}",
-                    "finding": f"RMS distance between {state} profiles {d_seed:.3f} for two seeds (n = {n_seed}) "
-                    f"and {d_family:.3f} between families (n = {n_family}); ratio "
-                    f"{d_family / d_seed if d_seed > 0 else math.inf:.1f}",
-                    "supports": "architecture"
-                    if d_family >= 2 * d_seed
-                    else ("learned" if d_family <= d_seed else "inconclusive"),
-                }
-            )
-    for label, share in (shares or {}).items():
-        rows.append(
-            {
-                "test": f"cross-feeding ({label})",
-                "finding": f"the FFN's weights explain {share.weights:.0%} of the grid's variance, the inputs' source "
-                f"{share.inputs:.0%} (interaction {share.interaction:.0%}); across models, cross-fed R² "
-                f"correlates r = {share.follows_weights.r:+.2f} with the FFN's own R² and "
-                f"r = {share.follows_inputs.r:+.2f} with the input block's; on its own inputs an FFN "
-                f"scores {share.own_gap:+.3f} against other models' inputs ({share.cells} cells)",
-                "supports": _lean(
-                    share.weights, share.inputs, "learned" if share.same_activation else "weights", "inputs"
-                )
-                if max(share.weights, share.inputs) >= share.interaction
-                else "inconclusive",
-            }
-        )
-    if normalised is not None and len(normalised) and len(trained):
-        spread = float(trained["r2_range"].mean())
-        for key, g in normalised.groupby("normalisation", sort=False):
-            kind = str(key)
-            change = float(g["change"].abs().mean())
-            rows.append(
-                {
-                    "test": f"inputs {NORMALISED.get(kind, kind)}",
-                    "finding": f"mean |ΔR²_lin| {change:.3f} when each block's inputs "
-                    f"are {NORMALISED.get(kind, kind)}, "
-                    f"against a mean range of {spread:.3f} across trained blocks",
-                    "supports": _lean(spread, change, "learned", "inputs"),
-                }
-            )
-    return pd.DataFrame(rows, columns=["test", "finding", "supports"])
-
-
-def activation_claims(
-    verdict: pd.DataFrame, distances: pd.DataFrame, shares: Mapping[str, GridShares] | None = None
-) -> list[Claim]:
-    """Chapter 3's headline numbers, untested: the profile distance between families of one activation (the
-    paper's GPT-2 against Pythia), between two training seeds, each cross-feeding grid's variance share of the
-    weights, and the tally of :func:`activation_verdict`'s tests."""
+def activation_claims(distances: pd.DataFrame, shares: Mapping[str, GridShares] | None = None) -> list[Claim]:
+    """Chapter 3's descriptive numbers, none of them a test of "learned": the profile distance between families of
+    one activation (the paper's GPT-2 against Pythia) and between two training seeds, and each cross-feeding
+    grid's variance share of the weights. These separate weights from inputs, not learning from architecture (a
+    weight pattern every model shares by design passes them all); :func:`linrec.analysis.learned.learned_claims`
+    asks that question."""
     claims = []
     same_activation = distances[distances["kind"] == "family, same activation"]
     seeds = distances[distances["kind"] == "seed"]
@@ -383,13 +256,4 @@ def activation_claims(
                 f"minus other models' inputs {s.own_gap:+.3f}",
             )
         )
-    counts = verdict["supports"].value_counts()
-    claims.append(
-        Claim.measure(
-            "learned, not architectural: tests",
-            ", ".join(f"{k}: {n}" for k, n in counts.items()),
-            paper="claimed from the GPT-2 vs Pythia-160m comparison alone",
-            note="; ".join(f"{r.test} → {r.supports}" for r in verdict.itertuples()),
-        )
-    )
     return claims

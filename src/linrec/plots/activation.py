@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from linrec.analysis.activation import NORMALISED
+from linrec.analysis.learned import MATCHED, WEIGHTS
 from linrec.plots._columns import require
 from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, R2_LABEL, ordered, outer_ylabels, panel_grid
 
@@ -140,4 +142,41 @@ def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None)
     axes[-1].legend(fontsize=8, loc="best")
     fig.suptitle("Does the shape of a block's inputs predict its recoverability?")
     fig.tight_layout()
+    return fig
+
+
+def controls_figure(table: pd.DataFrame, bands: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
+    """One panel per model: R²_lin per block of the trained weights (k-fold mean ± std) against each control at
+    each seed (one thin line each), with the scale-matched control's prediction band shaded and the blocks whose
+    trained value leaves it ringed. ``table``: :func:`linrec.analysis.learned.control_profiles` of each model
+    (with a ``model`` column); ``bands``: their :func:`linrec.analysis.learned.control_bands`."""
+    require(table, ["model", "block", "r2_lin", "r2_lin_std", "weights", "seed"], "a control table")
+    require(bands, ["model", "block", "trained", "low", "high", "departs"], "the control bands")
+    models = ordered(table, "model", order)
+    kinds = [k for k in WEIGHTS.values() if k in set(table["weights"])]
+    colours = dict(zip(kinds, sns.color_palette(n_colors=len(kinds)), strict=True))
+    wide = table["block"].nunique() > 12
+    fig, axes = panel_grid(len(models), width=10.5 if wide else 5.2, height=3.8, cols=1 if wide else 2)
+    for ax, model in zip(axes, models):
+        rows, band = table[table["model"] == model], bands[bands["model"] == model].sort_values("block")
+        ax.fill_between(band["block"], band["low"], band["high"], color=colours[MATCHED], alpha=0.2, lw=0,
+                        label=f"{MATCHED}: 95% band for one more seed")  # fmt: skip
+        for kind in kinds:
+            runs = rows[rows["weights"] == kind]
+            for i, (_, run) in enumerate(runs.groupby(runs["seed"].fillna(-1), sort=True)):
+                run = run.sort_values("block")
+                ax.errorbar(run["block"], run["r2_lin"], yerr=run["r2_lin_std"], capsize=2, marker="o", ms=3,
+                            lw=2 if kind == WEIGHTS["final"] else 0.8, color=colours[kind],
+                            label=kind if i == 0 else None)  # fmt: skip
+        out = band[band["departs"]]
+        ax.scatter(out["block"], out["trained"], s=110, facecolors="none", edgecolors="k", lw=1.2, zorder=5,
+                   label="trained outside the band")  # fmt: skip
+        ax.axhline(0, color="0.5", lw=0.8, zorder=0)
+        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="held-out R²_lin (k-fold mean ± std)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    outer_ylabels(axes, cols=1 if wide else 2)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(labels), 3), bbox_to_anchor=(0.5, 0.0),
+               title="weights (one thin line per seed)", title_fontsize=8)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.1 if len(models) > 1 else 0.16, 1, 1))
     return fig

@@ -1,4 +1,4 @@
-"""Figures of the real pretrained model (:mod:`linrec.analysis.pretrained`): its depth profile and its controls."""
+"""Figures of the real pretrained model (:mod:`linrec.analysis.pretrained`): its depth profile."""
 
 from __future__ import annotations
 
@@ -27,28 +27,5 @@ def profile_figure(table: pd.DataFrame, title: str) -> Figure:
     ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R² (fraction of variance)", title=title)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    return fig
-
-
-def controls_figure(table: pd.DataFrame, title: str) -> Figure:
-    """R²_lin per block of trained weights (k-fold mean ± std) against each control at each seed (one thin line
-    each), from :func:`linrec.analysis.pretrained.control_profiles`."""
-    require(table, ["block", "r2_lin", "r2_lin_std", "weights", "seed"], "a control table")
-    kinds = list(dict.fromkeys(table["weights"]))
-    colours = dict(zip(kinds, sns.color_palette(n_colors=len(kinds)), strict=True))
-    fig, ax = plt.subplots(figsize=(10.5, 4.4))
-    for kind in kinds:
-        rows = table[table["weights"] == kind]
-        for i, (_, run) in enumerate(rows.groupby(rows["seed"].fillna(-1), sort=True)):
-            run = run.sort_values("block")
-            ax.errorbar(run["block"], run["r2_lin"], yerr=run["r2_lin_std"], capsize=2, marker="o", ms=3,
-                        lw=1.8 if kind == kinds[0] else 1, color=colours[kind],
-                        label=kind if i == 0 else None)  # fmt: skip
-    ax.axhline(0, color="0.5", lw=0.8, zorder=0)
-    ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R²_lin (k-fold mean ± std)", title=title)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="weights\n(one line per seed)",
-              title_fontsize=8)  # fmt: skip
     fig.tight_layout()
     return fig

@@ -1,0 +1,141 @@
+"""Learned or architectural: a model's trained depth profile against the same architecture with scale-matched
+random weights.
+
+Chapter 3's question, asked directly. If a block's linearity were set by the architecture (with the scale
+training gives the weights), a model whose every weight matrix keeps its trained values but loses their
+arrangement would score the same R²_lin; if the arrangement was learned, it would not. The control is
+:mod:`linrec.models.controls`' ``permuted``: the entries of each matrix shuffled, each matrix keeping its
+exact distribution of values. It is drawn with several seeds, and their spread is the yardstick:
+
+* :func:`control_profiles` measures a model's trained weights and its controls over seeds, on the profile's
+  main corpus;
+* :func:`control_bands` gives, per block, the controls' mean, seed spread and the prediction interval in
+  which the trained value would fall if it were one more draw of the control;
+* :func:`learned_claims` states the rule and applies it.
+
+A random initialisation (``init``, packaged models only) is shown beside it as a description: its weights
+have the initialiser's scale, not the trained one, so it does not enter the verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from linrec.errors import LinrecError
+from linrec.experiment.measurement import measurement
+from linrec.experiment.profiles import Profile
+from linrec.report.claims import Claim
+from linrec.stats import t_quantile
+
+WEIGHTS = {"final": "trained", "permuted": "permuted within each matrix", "init": "random init"}
+"""What each kind of weights is called in tables and figures."""
+
+MATCHED = WEIGHTS["permuted"]
+"""The scale-matched control the verdict compares against."""
+
+LEVEL = 0.95
+"""Coverage of the per-block prediction interval: a control seed falls outside it 5 % of the time."""
+
+MIN_SEEDS = 3
+"""Fewest control seeds with which a seed spread is estimated at all (two give one difference)."""
+
+
+def control_profiles(
+    profile: Profile,
+    model: str,
+    seeds: Sequence[int] | None = None,
+    controls: Sequence[str] = ("permuted",),
+    progress: bool = True,
+) -> pd.DataFrame:
+    """The k-fold table of ``model``'s trained weights and of each of ``controls`` at each of ``seeds`` (default:
+    the profile's), on the profile's main corpus, with ``weights`` (:data:`WEIGHTS`) and ``seed`` (None: trained).
+
+    ``init`` is a control of packaged models only (a zoo model's ``init`` is its own first checkpoint)."""
+    seeds = list(profile.seeds if seeds is None else seeds)
+    if not seeds:
+        raise LinrecError("give at least one seed for the controls")
+    unknown = sorted(set(controls) - (set(WEIGHTS) - {"final"}))
+    if unknown:
+        raise LinrecError(f"unknown control(s) {unknown}; choose from permuted, init")
+    tables = [measurement(profile, model, keep="table", progress=progress).table().assign(weights=WEIGHTS["final"])]
+    for control in controls:
+        for seed in seeds:
+            m = measurement(profile, model, checkpoint=f"{control}@{seed}", keep="table", progress=progress)
+            tables.append(m.table().assign(weights=WEIGHTS[control], seed=seed))
+    return pd.concat(tables, ignore_index=True).astype({"seed": "Int64"})
+
+
+def control_bands(table: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """Per (model, block): the trained R²_lin against the scale-matched control's seeds.
+
+    Columns ``model, block, trained, control_mean, control_sd, seeds, low, high, difference, departs``.
+    [low, high] is the prediction interval for one more control seed, mean ± t(n−1)·sd·√(1 + 1/n) with n seeds
+    (Student's t: with three seeds the spread itself is uncertain); ``departs`` is True where the trained value
+    lies outside it. ``table``: :func:`control_profiles` (one model, or several with a ``model`` column).
+    """
+    if not 0 < level < 1:
+        raise LinrecError(f"the interval's level must lie in (0, 1); got {level}")
+    table = table if "model" in table else table.assign(model="")
+    trained = table[table["weights"] == WEIGHTS["final"]]
+    controls = table[table["weights"] == MATCHED]
+    if trained.empty or controls.empty:
+        raise LinrecError(f"the table needs the trained weights and the '{MATCHED}' control (control_profiles)")
+    stats = controls.groupby(["model", "block"])["r2_lin"].agg(control_mean="mean", control_sd="std", seeds="count")
+    bands = trained.set_index(["model", "block"])[["r2_lin"]].rename(columns={"r2_lin": "trained"}).join(stats)
+    if bands["seeds"].isna().any():
+        missing = bands.index[bands["seeds"].isna()].tolist()
+        raise LinrecError(f"no control measured for (model, block) {missing}")
+    n = bands["seeds"].astype(int)
+    if (n < 2).any():
+        raise LinrecError("a seed spread needs at least two control seeds per block")
+    half = [t_quantile((1 + level) / 2, k - 1) * sd * math.sqrt(1 + 1 / k) for k, sd in zip(n, bands["control_sd"])]
+    bands["low"] = bands["control_mean"] - half
+    bands["high"] = bands["control_mean"] + half
+    bands["difference"] = bands["trained"] - bands["control_mean"]
+    bands["departs"] = (bands["trained"] < bands["low"]) | (bands["trained"] > bands["high"])
+    return bands.reset_index().astype({"seeds": int})
+
+
+def learned_claims(table: pd.DataFrame, level: float = LEVEL, min_seeds: int = MIN_SEEDS) -> list[Claim]:
+    """The learned-versus-architectural test on :func:`control_profiles` (one model or several), and the median
+    R²_lin of each kind of weights.
+
+    The rule, fixed before any result: the claim holds when the trained R²_lin lies outside the scale-matched
+    control's ``level`` prediction interval (:func:`control_bands`) in a majority of the blocks. Basis: the
+    statement is about the profile, so most of it must be unlike what the architecture gives at the trained
+    scale; if the trained weights were one more draw of the control, each block would depart with probability
+    1 − ``level``, and (blocks departing independently) a majority, m = ⌊B/2⌋ + 1 of B blocks, with probability
+    at most C(B, m)(1 − level)^m: 1e-4 for B = 6 at 95 %. With fewer than ``min_seeds`` control seeds the spread
+    is not estimated and the claim is untestable.
+    """
+    bands = control_bands(table, level)
+    claim = "learned, not architectural: trained R²_lin outside the shuffled weights' seed band in most blocks"
+    paper = "not tested in the paper (it compares two trained models)"
+    seeds = int(bands["seeds"].min())
+    if seeds < min_seeds:
+        verdict = Claim.check(claim, paper, f"{seeds} control seed(s); the rule needs {min_seeds}", None)
+    else:
+        departs = int(bands["departs"].sum())
+        above = int((bands["departs"] & (bands["difference"] > 0)).sum())
+        half = (bands["high"] - bands["low"]) / 2
+        per_model = bands.groupby("model", sort=False)["departs"].agg(["sum", "count"])
+        by_model = (
+            ""
+            if len(per_model) < 2
+            else " (" + ", ".join(f"{m} {r['sum']}/{r['count']}" for m, r in per_model.iterrows()) + ")"
+        )
+        verdict = Claim.check(
+            claim,
+            paper,
+            f"{departs} of {len(bands)} blocks outside{by_model}: {above} above, {departs - above} below; median "
+            f"|trained − control mean| {bands['difference'].abs().median():.3f} against a median "
+            f"{level:.0%} half-width of {half.median():.3f} over {seeds} seeds",
+            2 * departs > len(bands),
+            value=departs / len(bands),
+        )
+    medians = table.groupby("weights", sort=False)["r2_lin"].median()
+    summary = ", ".join(f"{name} {value:.2f}" for name, value in medians.items())
+    return [verdict, Claim.measure("median R²_lin over blocks, by weights", summary)]
