@@ -124,6 +124,14 @@ ch.report(learned_claims(shuffled))
 bands.round(3)
 
 # %% [markdown]
+# A model whose blocks mostly sit inside the band has a profile that shuffled weights reproduce:
+# for it, the values training gave each matrix (their scale and spread) set how linear its blocks
+# are, not where those values sit. Departures count in both directions: a block below its band is
+# less linear than its own weight values at random positions would make it, and that too is
+# something training arranged. One family with large departures can carry the verdict over all
+# blocks, which is why each model is also judged on its own in the claims table.
+
+# %% [markdown]
 # The real pretrained model is tested by the same rule on its own
 # (under `offline`, SmolLM2-135M: 30 blocks, so one shuffle is 30 draws). Beside the shuffles, its
 # figure shows a fresh random initialisation of its architecture at the same seeds: the

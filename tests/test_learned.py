@@ -16,7 +16,7 @@ import torch
 from scipy import stats
 
 from conftest import tiny_model
-from linrec.analysis.learned import MATCHED, WEIGHTS, control_bands, learned_claims
+from linrec.analysis.learned import CLAIM, MATCHED, WEIGHTS, control_bands, learned_claims
 from linrec.core.measure import measure
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
@@ -124,8 +124,9 @@ def test_a_profile_set_by_design_is_not_read_as_learned(batches):
         tables.append(profile_of(name, model, batches))
     trained = [t.loc[t.weights == WEIGHTS["final"], "r2_lin"] for t in tables]
     assert min(r.max() - r.min() for r in trained) > 0.05  # the schedule does set a profile
-    claim, _ = learned_claims(pd.concat(tables, ignore_index=True))
-    assert claim.verdict is Verdict.NO, claim.measured
+    claims = learned_claims(pd.concat(tables, ignore_index=True))
+    assert [c.claim.removeprefix(CLAIM) for c in claims[:5]] == ["", " (gpt2)", " (gpt2-seed1)", " (neox)", " (llama)"]
+    assert all(c.verdict is Verdict.NO for c in claims[:5]), [c.measured for c in claims]
 
 
 def test_weights_arranged_to_cancel_the_nonlinearity_are_read_as_learned(batches):

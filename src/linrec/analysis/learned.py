@@ -99,9 +99,33 @@ def control_bands(table: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     return bands.reset_index().astype({"seeds": int})
 
 
+CLAIM = "learned, not architectural: trained R²_lin outside the shuffled weights' seed band in most blocks"
+
+
+def _verdict(bands: pd.DataFrame, level: float, min_seeds: int) -> Claim:
+    """:data:`CLAIM` judged on ``bands`` (see :func:`learned_claims`)."""
+    paper = "not tested in the paper (it compares two trained models)"
+    seeds = int(bands["seeds"].min())
+    if seeds < min_seeds:
+        return Claim.check(CLAIM, paper, f"{seeds} control seed(s); the rule needs {min_seeds}", None)
+    departs = int(bands["departs"].sum())
+    above = int((bands["departs"] & (bands["difference"] > 0)).sum())
+    half = (bands["high"] - bands["low"]) / 2
+    return Claim.check(
+        CLAIM,
+        paper,
+        f"{departs} of {len(bands)} blocks outside ({above} above, {departs - above} below); median "
+        f"|trained − control mean| {bands['difference'].abs().median():.3f} against a median "
+        f"{level:.0%} half-width of {half.median():.3f} over {seeds} seeds",
+        2 * departs > len(bands),
+        value=departs / len(bands),
+    )
+
+
 def learned_claims(table: pd.DataFrame, level: float = LEVEL, min_seeds: int = MIN_SEEDS) -> list[Claim]:
-    """The learned-versus-architectural test on :func:`control_profiles` (one model or several), and the median
-    R²_lin of each kind of weights.
+    """The learned-versus-architectural test on :func:`control_profiles`, and the median R²_lin of each kind of
+    weights. With several models (a ``model`` column), the test is applied to all their blocks together and then
+    to each model on its own (claims named with :meth:`Claim.of`), since one family can carry the pooled verdict.
 
     The rule, fixed before any result: the claim holds when the trained R²_lin lies outside the scale-matched
     control's ``level`` prediction interval (:func:`control_bands`) in a majority of the blocks. Basis: the
@@ -112,30 +136,10 @@ def learned_claims(table: pd.DataFrame, level: float = LEVEL, min_seeds: int = M
     is not estimated and the claim is untestable.
     """
     bands = control_bands(table, level)
-    claim = "learned, not architectural: trained R²_lin outside the shuffled weights' seed band in most blocks"
-    paper = "not tested in the paper (it compares two trained models)"
-    seeds = int(bands["seeds"].min())
-    if seeds < min_seeds:
-        verdict = Claim.check(claim, paper, f"{seeds} control seed(s); the rule needs {min_seeds}", None)
-    else:
-        departs = int(bands["departs"].sum())
-        above = int((bands["departs"] & (bands["difference"] > 0)).sum())
-        half = (bands["high"] - bands["low"]) / 2
-        per_model = bands.groupby("model", sort=False)["departs"].agg(["sum", "count"])
-        by_model = (
-            ""
-            if len(per_model) < 2
-            else " (" + ", ".join(f"{m} {r['sum']}/{r['count']}" for m, r in per_model.iterrows()) + ")"
-        )
-        verdict = Claim.check(
-            claim,
-            paper,
-            f"{departs} of {len(bands)} blocks outside{by_model}: {above} above, {departs - above} below; median "
-            f"|trained − control mean| {bands['difference'].abs().median():.3f} against a median "
-            f"{level:.0%} half-width of {half.median():.3f} over {seeds} seeds",
-            2 * departs > len(bands),
-            value=departs / len(bands),
-        )
+    claims = [_verdict(bands, level, min_seeds)]
+    models = list(dict.fromkeys(bands["model"]))
+    if len(models) > 1:
+        claims += [_verdict(bands[bands["model"] == m], level, min_seeds).of(m) for m in models]
     medians = table.groupby("weights", sort=False)["r2_lin"].median()
     summary = ", ".join(f"{name} {value:.2f}" for name, value in medians.items())
-    return [verdict, Claim.measure("median R²_lin over blocks, by weights", summary)]
+    return [*claims, Claim.measure("median R²_lin over blocks, by weights", summary)]

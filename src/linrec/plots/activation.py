@@ -156,7 +156,7 @@ def controls_figure(table: pd.DataFrame, bands: pd.DataFrame, order: Sequence[st
     kinds = [k for k in WEIGHTS.values() if k in set(table["weights"])]
     colours = dict(zip(kinds, sns.color_palette(n_colors=len(kinds)), strict=True))
     wide = table["block"].nunique() > 12
-    fig, axes = panel_grid(len(models), width=10.5 if wide else 5.2, height=3.8, cols=1 if wide else 2)
+    fig, axes = panel_grid(len(models), width=10.5 if wide else 5.2, height=3.8, cols=1 if wide else 2, sharey=False)
     for ax, model in zip(axes, models):
         rows, band = table[table["model"] == model], bands[bands["model"] == model].sort_values("block")
         ax.fill_between(band["block"], band["low"], band["high"], color=colours[MATCHED], alpha=0.2, lw=0,
