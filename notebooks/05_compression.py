@@ -34,6 +34,7 @@ from linrec.analysis.compression import (
     flags,
     replacement_sets,
     signal_correlation,
+    signal_table,
     swap_kinds,
 )
 from linrec.analysis.pretrained import swap_blocks
@@ -160,29 +161,41 @@ frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "mode
 #
 # If R²_lin is a useful safety signal, blocks with low R²_lin should be the ones whose affine swap
 # hurts most: a negative rank correlation between R²_lin and ΔPPL. The affine swap of every block of
-# `SIGNAL_MODELS` enters one Spearman correlation (pooled over models: a model with a costly block
-# anywhere contributes its ranks like any other), drawn in {numref}`fig-compression-signal`.
+# `SIGNAL_MODELS` is scored, and the ranks are compared **within each model**: Spearman's ρ over one
+# model's blocks, then the models' ρ combined as the inverse-variance weighted mean of their Fisher
+# $z = \operatorname{atanh}\rho$ (weights $n - 3$ for a model with $n$ blocks), with its 95% interval
+# (`linrec.stats.stratified_correlation`). One ρ over the blocks of all models pooled would also rank
+# one model's blocks against another's, and models differ in their level of R²_lin and of perplexity
+# for reasons of their own: a model whose blocks are all more linear and all cheaper to swap pulls a
+# pooled ρ negative even when, inside every model, the more linear blocks are the costlier ones
+# (Simpson's paradox). The verdict reads the combined within-model ρ; the table under the figure gives
+# every model's own ρ, and the pooled one for contrast only. A model with fewer than four blocks has
+# no interval and is left out. The swaps are drawn in {numref}`fig-compression-signal`.
 
-# %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$, one point per block of every model; the pooled Spearman correlation with its 95% interval is in the title.", "name": "fig-compression-signal"}}
+# %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
 others = {name: measurement(profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
                     affine_signal(profile, others.values(), EVAL_TOKENS, progress=ch.progress, cache=True) if others else None], ignore_index=True)
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
-rho = signal_correlation(signal) if len(signal) >= 4 else None
-fig = figures.signal_figure(signal, rho)
+rho = signal_correlation(signal)
+fig = figures.signal_figure(signal, rho.combined if rho else None)
 plt.show()
+
+# %%
+signal_table(signal, rho) if rho else None
 
 # %%
 flags(signal)
 
 # %% tags=["remove-cell"]
 agree = flags(signal).agree
-ch.glue(signal_reading=(f"Pooled over {signal.model.nunique()} models and {len(signal)} blocks, Spearman ρ(R²_lin, ΔPPL) = "
-                        f"{rho.r:+.2f} with 95% CI [{rho.low:+.2f}, {rho.high:+.2f}]"
-                        + (": lower R²_lin goes with costlier swaps." if rho.high < 0 else
+ch.glue(signal_reading=(f"Within each of {len(rho.groups)} models and combined over them ({rho.combined.n} blocks), "
+                        f"Spearman ρ(R²_lin, ΔPPL) = {rho.combined.r:+.2f} with 95% CI [{rho.combined.low:+.2f}, "
+                        f"{rho.combined.high:+.2f}]"
+                        + (": within a model, lower R²_lin goes with costlier swaps." if rho.combined.high < 0 else
                            ": the interval does not exclude 0 or a positive value, so this run does not establish "
                            "the signal.")
-                        if rho is not None else "Too few blocks for a rank correlation."),
+                        if rho is not None else "No model has four or more blocks, too few for a rank correlation."),
         agree=int(agree.sum()), agree_models=len(agree))
 
 # %% [markdown]
@@ -216,13 +229,14 @@ ch.caveat()
 # fitting), fewer than the zoo's passes because a pass of this model costs about as much as the
 # whole zoo's.
 
-# %% mystnb={"figure": {"caption": "The profile's real pretrained model: change in perplexity when each chosen block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$; the Spearman correlation with its 95% interval is in the title.", "name": "fig-compression-real"}}
+# %% mystnb={"figure": {"caption": "The profile's real pretrained model: change in perplexity when each chosen block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$; the Spearman correlation over its blocks with its 95% interval is in the title.", "name": "fig-compression-real"}}
 real_signal = {}
 for name in PRETRAINED:
     run = measurement(profile, name, progress=ch.progress)
     real_signal[name] = affine_signal(profile, [run], REAL_EVAL_TOKENS, progress=ch.progress, cache=True,
                                       blocks=swap_blocks(len(run.blocks), REAL_EVERY))
-    fig = figures.signal_figure(real_signal[name], signal_correlation(real_signal[name]))
+    real_rho = signal_correlation(real_signal[name])
+    fig = figures.signal_figure(real_signal[name], real_rho.combined if real_rho else None)
     plt.show()
 if not PRETRAINED:
     print("This profile measures no pretrained model; the section needs one (offline profile).")
@@ -252,7 +266,7 @@ for name, rows in real_signal.items():
 # **Cannot show.** Swaps are zero-shot: nothing is fine-tuned after the swap, which is what a
 # practical compression would do, so these are upper bounds on the damage of each replacement.
 # Stored numbers are not speed: a 128-wide affine layer is not 8× faster than the FFN on every
-# device. The safety signal is a rank correlation over the blocks of a few models; it says that
+# device. The safety signal is a rank correlation within each of a few models; it says that
 # R²_lin orders blocks, not where to put a threshold. And a variance-based score cannot see that a
 # block with tiny outputs can be removed outright (compare `zero` with `affine`): R²_lin measures
 # how well a block is *imitated*, not how much the model *needs* it.

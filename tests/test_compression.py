@@ -19,6 +19,7 @@ from linrec.analysis.compression import (
     flags,
     replacement_sets,
     signal_correlation,
+    signal_table,
     swap_kinds,
 )
 from linrec.core.sample import capture_with_sample
@@ -30,7 +31,7 @@ from linrec.interventions.perplexity import compression_frontier, perplexity, sw
 from linrec.interventions.probes import ProbeConfig
 from linrec.interventions.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
 from linrec.report.claims import claims_table
-from linrec.stats import correlation
+from linrec.stats import correlation, stratified_correlation
 
 CONFIG = ProbeConfig(rank=2, steps=40, eval_every=10)
 
@@ -136,8 +137,7 @@ def test_early_blocks_signal_and_flags():
             "delta_ppl": [1.0, 5.0, 0.1, 2.0, 0.5, 1.5],
         }
     )
-    rho = signal_correlation(signal)
-    assert rho.r == pytest.approx(correlation(signal.r2_lin, signal.delta_ppl, "spearman").r) and rho.n == 6
+    assert signal_correlation(signal) is None  # no model has 4 blocks: no within-model ρ
     flagged = flags(signal).set_index("model")
     assert flagged.loc["a", "flagged"] == 1 and flagged.loc["a", "agree"]
     assert flagged.loc["b", "flagged"] == 2 and flagged.loc["b", "costliest"] == 0 and not flagged.loc["b", "agree"]
@@ -147,9 +147,47 @@ def test_early_blocks_signal_and_flags():
         flags(signal.drop(columns="model"))
 
 
+BEST = pd.Series({"block": 1, "ratio": 7.98, "delta_ppl": 1.0, "relative": 0.01, "base_ppl": 100.0, "r2_lin": 0.97})
+
+
+def simpson_signal() -> pd.DataFrame:
+    """Three models whose blocks' ΔPPL rises with R²_lin within each model (ρ +0.83, +0.89, +0.94), while the models
+    with higher R²_lin have lower ΔPPL throughout: pooled over models, the ranks say the opposite."""
+    r2_lin = [0.50, 0.52, 0.55, 0.58, 0.60, 0.63]
+    rising = [[1, 2, 4, 3, 5, 6], [2, 1, 3, 4, 6, 5], [1, 3, 2, 5, 4, 6]]
+    return pd.DataFrame(
+        [
+            {"model": m, "block": b, "r2_lin": r2_lin[b] + 0.2 * k, "delta_ppl": rising[k][b] + 10.0 * (2 - k)}
+            for k, m in enumerate(("x", "y", "z"))
+            for b in range(6)
+        ]
+    )
+
+
+def test_signal_correlation_is_within_models_not_pooled():
+    signal = simpson_signal()
+    pooled = correlation(signal.r2_lin, signal.delta_ppl, "spearman")
+    rho = signal_correlation(signal)
+    assert pooled.high < 0 < rho.combined.low  # pooled: "lower R²_lin, costlier swap"; within models: the opposite
+    assert rho.combined.r == stratified_correlation(signal.r2_lin, signal.delta_ppl, signal.model).combined.r
+    assert [c.r for c in rho.groups.values()] == pytest.approx(
+        [correlation(g.r2_lin, g.delta_ppl, "spearman").r for _, g in signal.groupby("model")]
+    )
+    table = signal_table(signal, rho)
+    assert list(table["ρ over"]) == ["within models, combined", "x", "y", "z", "pooled over models (not used)"]
+    assert table["ρ"].iloc[-1] == pytest.approx(pooled.r) and table.blocks.tolist() == [18, 6, 6, 6, 18]
+    verdict = claims_table(compression_claims(BEST, rho)).set_index("claim").reproduced
+    assert verdict["low R²_lin flags unsafe replacements"] == "no"  # the pooled ρ alone would have said "yes"
+    with pytest.raises(LinrecError, match="one swap per"):
+        signal_correlation(pd.concat([signal, signal]))
+    with pytest.raises(LinrecError, match="delta_ppl"):
+        signal_correlation(signal.drop(columns="delta_ppl"))
+
+
 def test_compression_claims():
-    best = pd.Series({"block": 1, "ratio": 7.98, "delta_ppl": 1.0, "relative": 0.01, "base_ppl": 100.0, "r2_lin": 0.97})
-    strong = correlation([0.9, 0.5, 0.99, 0.2, 0.7, 0.8], [0.3, 2.0, 0.1, 5.0, 0.6, 0.4], "spearman")
+    best = BEST.copy()
+    r2_lin, delta = [0.9, 0.5, 0.99, 0.2, 0.7, 0.8], [0.3, 2.0, 0.1, 5.0, 0.6, 0.4]
+    strong = stratified_correlation(r2_lin, delta, ["m"] * 6)
     claims = claims_table(compression_claims(best, strong))
     assert list(claims.reproduced) == ["yes", "yes"] and claims["paper (reported)"][0].startswith("8×")
     worse = claims_table(compression_claims(best.copy().replace({0.01: 0.2}), None))

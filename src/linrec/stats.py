@@ -1,4 +1,5 @@
-"""Statistics used across the package: R² of predictions, correlations with intervals, participation ratios.
+"""Statistics used across the package: R² of predictions, correlations with intervals (pooled or within groups),
+participation ratios.
 
 These are plain functions of arrays, beneath every other layer, so the core, the interventions
 and the analyses all compute them one way.
@@ -7,6 +8,7 @@ and the analyses all compute them one way.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -62,10 +64,7 @@ def correlation(a: npt.ArrayLike, b: npt.ArrayLike, method: str = "pearson", lev
     z = atanh(r) is taken as normal with standard error 1/√(n-3) (Pearson) or √(1.06/(n-3))
     (Spearman, Fieller et al. 1957); the interval is tanh(z ± q·se). Needs n ≥ 4.
     """
-    if method not in ("pearson", "spearman"):
-        raise LinrecError(f"unknown correlation method '{method}'; choose pearson or spearman")
-    if not 0 < level < 1:
-        raise LinrecError(f"the confidence level must lie in (0, 1); got {level}")
+    _check_method(method, level)
     x: npt.NDArray[np.floating] = np.asarray(a, dtype=np.float64)
     y: npt.NDArray[np.floating] = np.asarray(b, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1:
@@ -80,10 +79,87 @@ def correlation(a: npt.ArrayLike, b: npt.ArrayLike, method: str = "pearson", lev
     r = float(np.clip(np.corrcoef(x, y)[0, 1], -1.0, 1.0))
     if abs(r) == 1.0:
         return Correlation(r, r, r, n, method, level)
-    se = math.sqrt((1.0 if method == "pearson" else 1.06) / (n - 3))
+    z, se = math.atanh(r), math.sqrt(_z_variance(method, n))
     q = NormalDist().inv_cdf((1 + level) / 2)
-    z = math.atanh(r)
     return Correlation(r, math.tanh(z - q * se), math.tanh(z + q * se), n, method, level)
+
+
+def _check_method(method: str, level: float) -> None:
+    if method not in ("pearson", "spearman"):
+        raise LinrecError(f"unknown correlation method '{method}'; choose pearson or spearman")
+    if not 0 < level < 1:
+        raise LinrecError(f"the confidence level must lie in (0, 1); got {level}")
+
+
+def _z_variance(method: str, n: int) -> float:
+    """The variance of Fisher's z = atanh(r) over n pairs: 1/(n-3) (Pearson), 1.06/(n-3) (Spearman)."""
+    return (1.0 if method == "pearson" else 1.06) / (n - 3)
+
+
+@dataclass
+class Stratified:
+    """A correlation within groups: each group's own (``groups``), their combination (``combined``), and the groups
+    left out with the reason (``skipped``)."""
+
+    combined: Correlation
+    groups: dict[Hashable, Correlation]
+    skipped: dict[Hashable, str]
+
+    def table(self) -> pd.DataFrame:
+        """One row per group and one for the combination: ``group, n, r, low, high``."""
+        rows = [("within groups, combined", self.combined), *self.groups.items()]
+        return pd.DataFrame([{"group": g, "n": c.n, "r": c.r, "low": c.low, "high": c.high} for g, c in rows])
+
+    @property
+    def note(self) -> str:
+        """Which groups entered, and which were left out and why."""
+        kept = f"{len(self.groups)} group{'s' * (len(self.groups) != 1)}, {self.combined.n} pairs"
+        left = "; ".join(f"{g}: {why}" for g, why in self.skipped.items())
+        return kept + (f"; left out: {left}" if left else "")
+
+
+def stratified_correlation(
+    a: npt.ArrayLike, b: npt.ArrayLike, groups: npt.ArrayLike, method: str = "spearman", level: float = 0.95
+) -> Stratified:
+    """Pearson's or Spearman's r between ``a`` and ``b`` within each group of ``groups``, and their combination.
+
+    A correlation pooled over groups mixes the relation within each group with the differences between the groups'
+    levels, and can even take the opposite sign (Simpson's paradox); this one compares items only with items of
+    their own group. Each group's r is :func:`correlation` of its items. The combination is the inverse-variance
+    weighted mean of the groups' Fisher z = atanh(r), weights n_g - 3 (the inverse of :func:`correlation`'s
+    variance of z, the same for every group of one method), with the interval tanh(z̄ ± q / √Σw) (Spearman: Σw
+    divided by 1.06); for one group with |r| < 1 it is that group's :func:`correlation`. A group with r = ±1 (common for
+    Spearman over a handful of items) would have infinite z: it enters at ±(1 - 6/(n³ - n)), half a step of
+    Spearman's lattice of attainable values below 1 (for either method). Groups with fewer than 4 items, or with a
+    constant sequence, are left out and named in ``skipped``; none left is an error.
+    """
+    _check_method(method, level)
+    if not np.shape(a) == np.shape(b) == np.shape(groups) or np.ndim(a) != 1:
+        raise LinrecError(
+            f"expected three equally long sequences; got shapes {np.shape(a)}, {np.shape(b)} and {np.shape(groups)}"
+        )
+    frame = pd.DataFrame(
+        {"a": np.asarray(a, dtype=np.float64), "b": np.asarray(b, dtype=np.float64), "g": np.asarray(groups)}
+    )
+    kept: dict[Hashable, Correlation] = {}
+    skipped: dict[Hashable, str] = {}
+    for g, part in frame.groupby("g", sort=False):
+        if len(part) < 4:
+            skipped[g] = f"{len(part)} items, fewer than the 4 an interval needs"
+        elif part.a.nunique() == 1 or part.b.nunique() == 1:
+            skipped[g] = "a constant sequence, r undefined"
+        else:
+            kept[g] = correlation(part.a, part.b, method, level)
+    if not kept:
+        raise LinrecError(f"no group has 4 or more items with varying values; left out: {skipped}")
+    weights = np.array([1 / _z_variance(method, c.n) for c in kept.values()])
+    bound = np.array([1 - 6 / (c.n**3 - c.n) for c in kept.values()])
+    z = np.arctanh(np.clip([c.r for c in kept.values()], -bound, bound))
+    mean, se = float(weights @ z / weights.sum()), math.sqrt(1 / weights.sum())
+    q = NormalDist().inv_cdf((1 + level) / 2)
+    n = sum(c.n for c in kept.values())
+    combined = Correlation(math.tanh(mean), math.tanh(mean - q * se), math.tanh(mean + q * se), n, method, level)
+    return Stratified(combined, kept, skipped)
 
 
 @dataclass

@@ -13,8 +13,10 @@
 * :func:`affine_signal`: the affine swap of every block of further models
   (:func:`linrec.experiment.swaps.affine_swaps`), with R²_lin, for the signal below.
 * :func:`flags`: per model, the block R²_lin flags as least safe against the costliest swap.
-* :func:`signal_correlation`: Spearman's ρ between R²_lin and affine ΔPPL over (model, block)
-  pairs, pooled across models when there are several.
+* :func:`signal_correlation`: Spearman's ρ between R²_lin and affine ΔPPL within each model, and their
+  combination (:func:`linrec.stats.stratified_correlation`): blocks are compared only with blocks of their own
+  model, so differences between models' levels cannot make the signal (Simpson's paradox);
+  :func:`signal_table` shows each model's ρ beside it.
 * :func:`compression_claims`: the paper's compression claims, each against this run.
 """
 
@@ -32,13 +34,13 @@ from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import Profile
 from linrec.experiment.swaps import affine_swaps
-from linrec.interventions.perplexity import perplexity, rank_correlation, swap_deltas
+from linrec.interventions.perplexity import perplexity, swap_deltas
 from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.interventions.surgery import fit_replacements
 from linrec.models.arch import Spec
 from linrec.report import paper
 from linrec.report.claims import Claim
-from linrec.stats import Correlation
+from linrec.stats import Stratified, correlation, stratified_correlation
 
 SWAP_KINDS = ("affine", "lowrank", "poly", "mean", "zero")
 """The replacements :func:`replacement_sets` builds (``poly`` included): see the module docstring."""
@@ -147,21 +149,60 @@ def affine_signal(
     return swaps.assign(kind="affine", r2_lin=r2_lin)
 
 
-def signal_correlation(swaps: pd.DataFrame, level: float = 0.95) -> Correlation:
-    """Spearman's ρ between ``r2_lin`` and ``delta_ppl`` over the rows' (model, block) pairs.
+MIN_BLOCKS = 4
+"""The fewest blocks a model needs to enter the signal correlation (a Fisher-z interval needs 4)."""
 
-    ``swaps`` holds one swap per (model, block) (e.g. the affine rows of several
-    :func:`swap_kinds` calls, each with a ``model`` column); a good safety signal gives ρ < 0.
+
+def signal_correlation(swaps: pd.DataFrame, level: float = 0.95) -> Stratified | None:
+    """Spearman's ρ between ``r2_lin`` and ``delta_ppl`` within each model, and their combination (the
+    inverse-variance weighted mean of the models' Fisher z, :func:`linrec.stats.stratified_correlation`).
+
+    ``swaps`` holds one swap per (model, block) (e.g. the affine rows of several :func:`swap_kinds` calls, each
+    with a ``model`` column); a good safety signal gives ρ < 0. A ρ pooled over models would also rank one model's
+    blocks against another's, whose perplexities and R²_lin differ in level for reasons of their own, and can take
+    the opposite sign of every model's own ρ; this one does not. Models with fewer than :data:`MIN_BLOCKS` blocks
+    are left out (named in ``skipped``); None when no model has that many.
     """
+    _check_signal(swaps)
+    keys: list[tuple[str, int]] = list(zip(swaps.model, swaps.block))
+    if len(set(keys)) != len(keys):
+        raise LinrecError("one swap per (model, block) is expected; select a single kind first")
+    if swaps.groupby("model").size().max() < MIN_BLOCKS:
+        return None
+    return stratified_correlation(swaps.r2_lin, swaps.delta_ppl, swaps.model, "spearman", level)
+
+
+def signal_table(swaps: pd.DataFrame, rho: Stratified) -> pd.DataFrame:
+    """Each model's Spearman ρ(R²_lin, ΔPPL) with its interval, their combination (what the verdict reads) and, for
+    contrast only, the ρ pooled over every block of every model: ``ρ over, blocks, ρ, low, high``."""
+    _check_signal(swaps)
+    table = rho.table()
+    rows = [table.assign(group=table.group.replace({"within groups, combined": "within models, combined"}))]
+    if swaps.model.nunique() > 1:
+        pooled = correlation(swaps.r2_lin, swaps.delta_ppl, "spearman", rho.combined.level)
+        rows.append(
+            pd.DataFrame(
+                [
+                    {
+                        "group": "pooled over models (not used)",
+                        "n": pooled.n,
+                        "r": pooled.r,
+                        "low": pooled.low,
+                        "high": pooled.high,
+                    }
+                ]
+            )
+        )
+    out = pd.concat(rows, ignore_index=True)
+    return out.rename(columns={"group": "ρ over", "n": "blocks", "r": "ρ"})
+
+
+def _check_signal(swaps: pd.DataFrame) -> None:
     missing = {"model", "block", "r2_lin", "delta_ppl"} - set(swaps.columns)
     if missing:
         raise LinrecError(
             f"the swap table lacks columns {sorted(missing)}; it needs model, block, r2_lin and delta_ppl"
         )
-    keys: list[tuple[str, int]] = list(zip(swaps.model, swaps.block))
-    if len(set(keys)) != len(keys):
-        raise LinrecError("one swap per (model, block) is expected; select a single kind first")
-    return rank_correlation(dict(zip(keys, swaps.r2_lin)), dict(zip(keys, swaps.delta_ppl)), level)
 
 
 def flags(signal: pd.DataFrame) -> pd.DataFrame:
@@ -171,11 +212,7 @@ def flags(signal: pd.DataFrame) -> pd.DataFrame:
     Columns: ``model, flagged, flagged_r2_lin, flagged_delta_ppl, costliest, costliest_r2_lin,
     costliest_delta_ppl, agree``.
     """
-    missing = {"model", "block", "r2_lin", "delta_ppl"} - set(signal.columns)
-    if missing:
-        raise LinrecError(
-            f"the swap table lacks columns {sorted(missing)}; it needs model, block, r2_lin and delta_ppl"
-        )
+    _check_signal(signal)
     rows = []
     for model, group in signal.groupby("model", sort=False):
         low, worst = group.iloc[group.r2_lin.argmin()], group.iloc[group.delta_ppl.argmax()]
@@ -196,7 +233,7 @@ def flags(signal: pd.DataFrame) -> pd.DataFrame:
 
 def compression_claims(
     best: pd.Series,
-    rho: Correlation | None,
+    rho: Stratified | None,
     min_ratio: float = 7.5,
     max_relative: float = 0.05,
     frontier: pd.DataFrame | None = None,
@@ -207,7 +244,8 @@ def compression_claims(
     * replacement: ``best`` (:func:`best_block`, the early block of highest R²_lin) stores at least ``min_ratio``× fewer
       numbers and raises perplexity by at most ``max_relative`` of the original (the paper: +0.77
       at 8×; its base perplexity is not in the sources, so the relative cost is the comparable part);
-    * signal: Spearman's ρ(R²_lin, ΔPPL) is negative with a 95% CI below 0;
+    * signal: Spearman's ρ(R²_lin, ΔPPL) within models, combined (:func:`signal_correlation`), is negative with
+      its 95% CI below 0 (untestable when no model has enough blocks);
     * with ``frontier`` (:func:`linrec.interventions.perplexity.compression_frontier`), the cost of swapping every
       block, a headline number the paper does not report.
     """
@@ -230,15 +268,18 @@ def compression_claims(
     ]
     claim = ("low R²_lin flags unsafe replacements", "low-recoverability blocks flag where replacement is unsafe")
     if rho is None:
-        claims.append(Claim.check(*claim, "too few blocks for a rank correlation", None))
+        claims.append(Claim.check(*claim, f"no model has {MIN_BLOCKS} or more blocks for a rank correlation", None))
     else:
+        r = rho.combined
         claims.append(
             Claim.check(
                 *claim,
-                f"Spearman ρ(R²_lin, ΔPPL) = {rho.r:+.3f} [{rho.low:+.3f}, {rho.high:+.3f}], n = {rho.n}",
-                rho.high < 0,
-                value=rho.r,
-                interval=(rho.low, rho.high),
+                f"Spearman ρ(R²_lin, ΔPPL) within models, combined = {r.r:+.3f} [{r.low:+.3f}, {r.high:+.3f}]; "
+                + ", ".join(f"{model} {c.r:+.2f}" for model, c in rho.groups.items()),
+                r.high < 0,
+                value=r.r,
+                interval=(r.low, r.high),
+                note=rho.note,
             )
         )
     if frontier is not None:

@@ -74,7 +74,8 @@ def frontier_figure(frontier: pd.DataFrame) -> Figure:
 
 
 def signal_figure(swaps: pd.DataFrame, rho: Correlation | None = None) -> Figure:
-    """Affine-swap ΔPPL against R²_lin, one point per (model, block); ``rho`` in the title."""
+    """Affine-swap ΔPPL against R²_lin, one point per (model, block); ``rho`` (the within-model combination of
+    :func:`linrec.analysis.compression.signal_correlation`) in the title."""
     require(swaps, ["model", "r2_lin", "delta_ppl"], "the signal figure")
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     sns.scatterplot(data=swaps, x="r2_lin", y="delta_ppl", hue="model", s=60, ax=ax)
@@ -84,7 +85,7 @@ def signal_figure(swaps: pd.DataFrame, rho: Correlation | None = None) -> Figure
         xlabel=R2_GLOBAL_LABEL,
         ylabel=DELTA_LABEL + ", affine swap (symlog)",
         title="Does R²_lin flag the unsafe swaps?"
-        + (f"\nSpearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]" if rho else ""),
+        + (f"\nwithin models: Spearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]" if rho else ""),
     )
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
