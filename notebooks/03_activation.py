@@ -206,12 +206,17 @@ fig = figures.conditioning_figure(profiles, order=MODELS)
 
 # %%
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
-predictor_table(trained_blocks)
+if trained_blocks.groupby("model").size().max() >= 4:
+    display(predictor_table(trained_blocks))
+else:
+    print(f"Profile '{PROFILE}': no model has the 4 blocks a correlation within it needs.")
 
 # %% [markdown]
-# Rank correlations are pooled over the trained blocks of every model, so they mix a within-model
-# and a between-model association: a family with both well-conditioned inputs and low R²_lin can
-# create a correlation that no single model shows.
+# Each correlation is taken within one model and the models' values are then combined (Fisher's $z$,
+# weighted by blocks): pooled over models, a family with both larger values of a statistic and lower
+# R²_lin would make a correlation that no single model shows. The pooled value is listed beside it,
+# unused, so a reader can see how much the pooling would change. A model with few blocks gives a
+# coarse correlation of its own, and the combined interval stays wide accordingly.
 #
 # ## Normalised inputs
 #

@@ -10,7 +10,7 @@ import torch
 
 import tiny_captures
 from conftest import measurement_info
-from linrec.analysis.activation import conditioning_table, grid_shares, normalisation_table
+from linrec.analysis.activation import conditioning_table, grid_shares, normalisation_table, predictor_table
 from linrec.analysis.identity import Identity, distance_table, model_identity, pair_kind
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
@@ -172,3 +172,21 @@ def test_activation_claims_report_distances_and_shares_without_a_verdict():
     assert "two seeds of one architecture: 0.050" in families.note and seeds.value == pytest.approx(0.05)
     assert weights.claim == "cross-feeding: variance share of the weights (GELU)" and weights.value == pytest.approx(1)
     assert all(c.verdict is None for c in (families, seeds, weights))
+
+
+def test_predictors_are_correlated_within_models_not_pooled():
+    """A planted Simpson case: within each model R²_lin rises with the statistic, but the model with the larger
+    values has the lower R²_lin, so the pooled correlation is negative."""
+    rank = np.arange(6.0)
+    table = pd.DataFrame(
+        {
+            "model": ["A"] * 6 + ["B"] * 6,
+            "r2_lin": np.r_[0.8 + 0.02 * rank, 0.3 + 0.02 * rank],
+            "input_rms": np.r_[rank, 10 + rank],
+        }
+    )
+    row = predictor_table(table, columns=["input_rms"]).loc["input_rms"]
+    assert row["spearman r within models"] == pytest.approx(np.tanh(np.arctanh(1 - 6 / (6**3 - 6))))
+    assert row["pooled r (not used)"] < -0.4 and row["per model"] == "A +1.00, B +1.00" and row["blocks"] == 12
+    with pytest.raises(LinrecError, match="at least 4 blocks"):
+        predictor_table(table.groupby("model").head(3), columns=["input_rms"])

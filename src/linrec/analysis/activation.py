@@ -35,7 +35,7 @@ from linrec.experiment.measurement import Measurement
 from linrec.interventions.crossfeed import normalised_table
 from linrec.report import paper
 from linrec.report.claims import Claim
-from linrec.stats import Correlation, correlation, participation_ratio
+from linrec.stats import Correlation, correlation, participation_ratio, stratified_correlation
 
 NORMALISED = {"standardise": "standardised", "whiten": "whitened"}
 """How each normalisation kind reads in a sentence or a legend."""
@@ -79,13 +79,24 @@ def predictor_table(
     method: str = "spearman",
     level: float = 0.95,
 ) -> pd.DataFrame:
-    """Correlation of R²_lin with each input statistic in ``columns`` across the table's blocks, with its CI."""
+    """Correlation of R²_lin with each input statistic in ``columns`` across blocks, within each model.
+
+    One row per statistic: the within-model correlations combined (:func:`linrec.stats.stratified_correlation`)
+    with their interval, each model's own r, and the correlation pooled over all models' blocks for comparison
+    only: pooled, a family with both higher values of a statistic and lower R²_lin makes a correlation that no
+    single model shows (Simpson's paradox).
+    """
+    if table.groupby("model").size().max() < 4:
+        raise LinrecError("a correlation within models needs a model with at least 4 blocks")
     rows = {}
     for column in columns:
-        c = correlation(table["r2_lin"], table[column], method, level)
+        within = stratified_correlation(table["r2_lin"], table[column], table["model"], method, level)
+        c = within.combined
         rows[column] = {
-            f"{method} r with R²_lin": c.r,
+            f"{method} r within models": c.r,
             f"{level:.0%} CI": f"[{c.low:+.2f}, {c.high:+.2f}]",
+            "per model": ", ".join(f"{m} {g.r:+.2f}" for m, g in within.groups.items()),
+            "pooled r (not used)": correlation(table["r2_lin"], table[column], method, level).r,
             "blocks": c.n,
         }
     return pd.DataFrame(rows).T
