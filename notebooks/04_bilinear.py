@@ -207,12 +207,14 @@ ch.glue(share_median=sweep.captured.median(), blocks=len(sweep), share_min=sweep
 # {glue:text}`steps` steps ({glue:text}`at_budget_reading`).
 #
 # The verdict on "the residual is not low-rank quadratic" reads the blocks against the random FFNs,
-# not against a fixed share: it is "yes" when more than half of the blocks lie wholly below the
-# random FFNs' range (their residual is *less* low-rank quadratic than a generic FFN's), "no" when
-# they do not, and "untestable" when the controls fail or when the random FFNs' range does not lie
-# above the odd control's: at such a width the probe takes no more of a generic FFN's residual than
-# of one with no quadratic part, and a small share on a trained block says nothing about its
-# residual.
+# not against a fixed share. It is "untestable" when the probe fails its quadratic or odd control.
+# When the random FFNs' range lies above the odd control's, it is "yes" if more than half of the
+# blocks lie wholly below that range (their residual is *less* low-rank quadratic than a generic
+# FFN's) and "no" otherwise. When it does not, the probe takes no more of a generic FFN's residual
+# than of one with no quadratic part, so no block can be shown below it and a small share says
+# nothing; blocks can still lie wholly *above* it, and then the verdict is "no" if more than half
+# do (the probe captures more of their residual than of any untrained FFN's), "untestable"
+# otherwise.
 
 # %% [markdown]
 # ## The paper's statistic, and one that can decide
@@ -403,8 +405,10 @@ else:
 # %% [markdown]
 # A real model's blocks are far wider than the zoo's, and at width 576 the probe's rank-16 term is a
 # much smaller share of what a full quadratic map could hold; so a small captured share here is
-# expected whether or not the residual is low-rank, and the random-FFN controls at this width (the
-# first table) say how small. What the rows above add to the zoo's: whether
+# expected whether or not the residual is low-rank, and the controls at this width (the first table)
+# say how small, and whether the probe learns even the planted quadratic there within its budget:
+# where it does not, the share and gate verdicts are untestable for this model. What the rows above
+# add to the zoo's: whether
 # the probe's gain on a model trained on trillions of tokens is as small as the paper reports for
 # GPT-2, and whether the gate behaves the same on its near-linear blocks.
 
@@ -422,7 +426,10 @@ else:
 # a probe trained longer or with another parametrisation might find more (exercise 1 shows how
 # much the budget matters). A rank-r quadratic is one family of nonlinear maps: a small gain
 # says the residual is not low-rank quadratic, not what it is, and at a width where the probe
-# takes as little of a random FFN's residual, it does not say even that. Correlations over a dozen or two
+# takes as little of a random FFN's residual, it does not say even that. The planted inputs are
+# isotropic Gaussians; a real block's inputs concentrate in fewer directions, which makes any
+# quadratic of them easier for a low-rank term, so a trained block captured above the random FFNs
+# is read against controls that are, in that respect, harder. Correlations over a dozen or two
 # blocks have wide intervals, and blocks of one model are not independent. Per-feature statistics
 # are tied to the output basis (exercise 3); the effective rank is basis-free, the top-dim share
 # is not.

@@ -201,13 +201,18 @@ def test_bilinear_claims_read_the_tables():
 
 
 def test_share_verdict_reads_blocks_against_the_random_ffns():
-    """Below the random FFNs' interval: yes; within or above it: no; the controls not bracketing: untestable."""
+    """Controls bracketing: most blocks below the random FFNs' interval, yes, else no. Controls not bracketing
+    (the FFNs on the odd control, as at the zoo's width): most blocks above the FFNs, no, else untestable. Controls
+    failing: untestable."""
     assert verdicts(table_sweep([0.05, 0.1, 0.0, 0.1, 0.2]), controls=WORKS)[SHARE] == "yes"  # 4 of 5 below 0.3
     assert verdicts(table_sweep([0.05, 0.1, 0.4, 0.4, 0.45]), controls=WORKS)[SHARE] == "no"  # 2 of 5 below
     assert verdicts(table_sweep([0.97, 0.9, 0.95, 0.99, 0.9]), controls=WORKS)[SHARE] == "no"  # above
     at_width = controls_table(0.97, (-0.001, 0.034), 0.0)  # the reviewer's d = 128: the FFNs overlap "odd"
     wide = verdicts(table_sweep([0.0, 0.0, 0.0, 0.0, 0.0], half_width=0.001), controls=at_width)
     assert wide[SHARE] == "untestable" and wide["planted controls at this budget"] == "yes"
+    # no block can be shown below the FFNs there, but blocks well above them still refute the claim
+    assert verdicts(table_sweep([0.5, 0.4, 0.6, 0.5, 0.0]), controls=at_width)[SHARE] == "no"
+    assert verdicts(table_sweep([0.5, 0.4, 0.0, 0.0, 0.0]), controls=at_width)[SHARE] == "untestable"
     broken = verdicts(table_sweep([0.0] * 5), controls=controls_table(0.5, (0.3, 0.5), 0.0))
     assert broken["planted controls at this budget"] == "no" and broken[SHARE] == "untestable"
     with pytest.raises(LinrecError, match="no random-FFN residual"):

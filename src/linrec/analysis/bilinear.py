@@ -381,11 +381,12 @@ def bilinear_claims(
       represent and invents nothing.
     * share, "the residual is not low-rank quadratic" (with ``controls``): each block's captured-share interval
       (sequence bootstrap spanning the probe seeds) is set against the random-FFN controls' interval at the same
-      width (:func:`ffn_reference`). "untestable" when the controls fail, or when the FFN interval does not lie
-      above the odd control's (at this width and rank the probe takes no more of an untrained FFN's residual,
-      which is mostly quadratic, than of one with no quadratic part, so a small share cannot tell a trained
-      block from any FFN); else "yes" when more than half of the blocks (the median block) lie wholly below
-      the FFN interval, "no" otherwise.
+      width (:func:`ffn_reference`). "untestable" when the controls fail. When the FFN interval lies above the
+      odd control's (the controls bracket): "yes" when more than half of the blocks (the median block) lie
+      wholly below the FFN interval, "no" otherwise. When it does not (at this width and rank the probe takes no
+      more of an untrained FFN's residual, which is mostly quadratic, than of one with no quadratic part, so no
+      block can be shown below it): "no" when more than half of the blocks lie wholly above the FFN interval
+      (their residual is more low-rank quadratic than a generic FFN's), "untestable" otherwise.
     * correlation: the paper's "r ≈ 0", an equivalence rule on the 95% Fisher-z interval of Pearson
       r(gain, 1 - R²_lin): "yes" when the whole interval lies within ±``band`` (:data:`PEARSON_BAND`), "no" when
       it excludes 0, "untestable" when it holds 0 but reaches past the band (too few blocks to tell), or with
@@ -457,12 +458,18 @@ def _share_claims(sweep: pd.DataFrame, controls: pd.DataFrame) -> list[Claim]:
     working = controls_pass(controls)
     low, high = ffn_reference(controls)
     odd_high = float(kinds.captured_high["odd"])
-    bracketed = working and low > odd_high
+    bracketed = low > odd_high
     below = int((sweep.captured_high < low).sum())
     above = int((sweep.captured_low > high).sum())
+    majority = len(sweep) / 2
+    holds: bool | None = None  # controls failing, or not bracketing with no majority above: untestable
+    if working and bracketed:
+        holds = below > majority
+    elif working and above > majority:
+        holds = False
     share = float(sweep.captured.median())
     reason = (
-        "" if bracketed else "the probe fails its planted controls" if not working else
+        "the probe fails its planted controls" if not working else "" if bracketed else
         "at this width the probe captures no more of a random FFN's residual than of one with no quadratic part"
     )  # fmt: skip
     return [
@@ -480,7 +487,7 @@ def _share_claims(sweep: pd.DataFrame, controls: pd.DataFrame) -> list[Claim]:
             f"median share {share:.3f} over {len(sweep)} blocks; {below} wholly below the random-FFN controls' "
             f"[{low:.3f}, {high:.3f}], {above} wholly above; {int(sweep.at_budget.sum())} probes still improving "
             "at the step cap",
-            below > len(sweep) / 2 if bracketed else None,
+            holds,
             value=share,
             interval=(float(sweep.captured_low.median()), float(sweep.captured_high.median())),
             unit="fraction of 1 − R²_lin",
