@@ -94,5 +94,19 @@ def test_captured_figure_draws_intervals_and_controls():
     assert ax.get_xlabel() and "share of the residual" in ax.get_ylabel()
     assert [t.get_text().strip() for t in ax.texts] == list(controls.control)
     assert sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":") == [0.0, 0.97]
+    kinds = ["quadratic", "gelu-mlp", "swiglu-mlp", "odd"]
+    bracket = pd.DataFrame(
+        {
+            "control": kinds,
+            "kind": kinds,
+            "captured": [0.97, 0.4, 0.3, 0.0],
+            "captured_low": [0.95, 0.35, 0.25, -0.01],
+            "captured_high": [0.99, 0.45, 0.33, 0.01],
+        }
+    )
+    shaded = figures.captured_figure(table, bracket).axes[0]
+    (band,) = [p for p in shaded.patches if p.get_label() == "random FFNs at this width"]
+    # from the lowest FFN low end to the highest FFN high end
+    assert (band.get_y(), band.get_y() + band.get_height()) == pytest.approx((0.25, 0.45))
     with pytest.raises(LinrecError, match="captured"):
         figures.captured_figure(table.drop(columns="captured"))

@@ -173,14 +173,23 @@ class Share:
 
 
 def captured_share(
-    before: torch.Tensor, after: torch.Tensor, level: float = 0.95, resamples: int = 1000, seed: int = 0
+    before: torch.Tensor,
+    after: torch.Tensor,
+    level: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+    clusters: torch.Tensor | None = None,
 ) -> Share:
     """The share of the squared error ``before`` (one value per row) that a model leaving ``after`` removes:
-    1 - Σ after / Σ before, with a percentile bootstrap interval over rows.
+    1 - Σ after / Σ before, with a percentile bootstrap interval.
 
     With ``before`` the closed form's per-row errors and ``after`` a probe's, this is the probe's gain over
     the closed form divided by what the closed form leaves, (R²_probe - R²_lin) / (1 - R²_lin), on the same
     rows: 1 when the probe removes the whole residual, 0 when it removes nothing, negative when it adds error.
+
+    ``clusters``: one label per row (such as its sequence); the bootstrap then resamples whole clusters, since
+    rows of one sequence are not independent draws and resampling them one by one narrows the interval. None:
+    every row is its own cluster.
     """
     if not 0 < level < 1:
         raise LinrecError(f"the confidence level must lie in (0, 1); got {level}")
@@ -189,9 +198,17 @@ def captured_share(
         raise LinrecError(f"expected two equally long per-row errors (at least 2); got {before.shape}, {after.shape}")
     if before.sum() <= 0:
         raise LinrecError("the share is undefined: there is no error to capture")
+    labels = torch.arange(before.numel()) if clusters is None else clusters.detach().cpu().flatten()
+    if labels.shape != before.shape:
+        raise LinrecError(f"expected one cluster label per row ({before.numel()}); got {labels.numel()}")
+    _, cluster = torch.unique(labels, return_inverse=True)
+    k = int(cluster.max()) + 1
+    if k < 2:
+        raise LinrecError("a cluster bootstrap needs at least 2 clusters; all rows carry one label")
+    sums = [torch.zeros(k, dtype=torch.float64).index_add_(0, cluster, e) for e in (before.cpu(), after.cpu())]
     g = torch.Generator().manual_seed(seed)
-    rows = torch.randint(before.numel(), (resamples, before.numel()), generator=g)
-    shares = 1 - after[rows].sum(1) / before[rows].sum(1)
+    drawn = torch.randint(k, (resamples, k), generator=g)
+    shares = 1 - sums[1][drawn].sum(1) / sums[0][drawn].sum(1)
     tail = (1 - level) / 2
     low, high = torch.quantile(shares, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
     return Share(float(1 - after.sum() / before.sum()), low, high, level)

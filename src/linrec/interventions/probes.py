@@ -36,6 +36,7 @@ of them used for early stopping (validation loss every ``eval_every`` steps from
 after ``patience`` checks without improvement; the best state is kept). Scores are on the test
 fold's rows. R²_lin for the gain is the closed-form map scored on the same test rows.
 
+:func:`bilinear_probes` repeats the bilinear probe over probe seeds and combines their captured shares.
 :func:`probe_table` runs both probes on every block of a :class:`~linrec.core.sample.RowSample` or of
 a mapping block -> Rows (``Measurement.samples``); :func:`probe_config` takes a profile's rank
 and step budget.
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -216,7 +217,10 @@ def _probe(
     config: ProbeConfig,
     train_linear: bool,
     rcond: float,
+    sequence_rows: int = 1,
 ) -> ProbeResult:
+    if sequence_rows < 1:
+        raise LinrecError(f"sequence_rows must be at least 1; got {sequence_rows}")
     train, test = rows.split(test_fold)
     fit = closed_form(train, folds, test_fold, rcond)
     fit_rows, val = train.holdout(config.val_fraction, config.seed)
@@ -237,7 +241,7 @@ def _probe(
         len(val),
         len(test),
         probe,
-        captured_share(before, after, seed=config.seed),
+        captured_share(before, after, seed=config.seed, clusters=torch.arange(len(test)) // sequence_rows),
         steps == config.steps and best_step + config.eval_every > config.steps,
     )
 
@@ -249,13 +253,41 @@ def bilinear_probe(
     config: ProbeConfig = ProbeConfig(),
     block: int = 0,
     rcond: float = DEFAULT_RCOND,
+    sequence_rows: int = 1,
 ) -> ProbeResult:
     """The rank-r bilinear probe of the closed-form residual (linear part frozen).
 
     ``folds``: the block's captured per-fold moments for the closed form (else the sampled
-    training rows' own); see :func:`linrec.core.sample.closed_form`.
+    training rows' own); see :func:`linrec.core.sample.closed_form`. ``sequence_rows``: how many consecutive
+    rows (in stream order, where each sequence's rows are contiguous) make one sequence; the captured share's
+    bootstrap resamples runs of that many test rows (1: single rows).
     """
-    return _probe(block, rows, folds, test_fold, config, False, rcond)
+    return _probe(block, rows, folds, test_fold, config, False, rcond, sequence_rows)
+
+
+def bilinear_probes(
+    rows: Rows,
+    folds: list[Moments] | None = None,
+    test_fold: int = 0,
+    config: ProbeConfig = ProbeConfig(),
+    block: int = 0,
+    rcond: float = DEFAULT_RCOND,
+    sequence_rows: int = 1,
+    seeds: int = 2,
+) -> tuple[list[ProbeResult], Share]:
+    """:func:`bilinear_probe` with ``seeds`` probe seeds (``config.seed``, ``config.seed + 1``, ...), and their
+    captured shares combined: the mean share, with the interval from the lowest seed's low end to the highest
+    seed's high end. The envelope covers both the test sequences (each seed's sequence bootstrap) and the probe's
+    own seed (its initialisation, minibatches and validation rows): two seeds' intervals need not overlap."""
+    if seeds < 1:
+        raise LinrecError(f"seeds must be at least 1; got {seeds}")
+    results = [
+        bilinear_probe(rows, folds, test_fold, replace(config, seed=config.seed + i), block, rcond, sequence_rows)
+        for i in range(seeds)
+    ]
+    shares = [r.captured for r in results]
+    value = sum(s.value for s in shares) / seeds
+    return results, Share(value, min(s.low for s in shares), max(s.high for s in shares), shares[0].level)
 
 
 def seeded_poly(
@@ -279,32 +311,36 @@ def probe_table(
     rcond: float = DEFAULT_RCOND,
     progress: bool = True,
     seeded: ProbeConfig | None = None,
+    seeds: int = 1,
+    sequence_rows: int = 1,
 ) -> pd.DataFrame:
     """Per block: both probes on the sampled rows, one row each (``seeded``: seeded-poly's own settings, else
-    ``config``).
+    ``config``); the bilinear probe with ``seeds`` probe seeds (:func:`bilinear_probes`).
 
-    Columns: ``block, r2_lin`` (closed form on the test rows), ``r2_poly, gain`` (the probe),
-    ``captured, captured_low, captured_high`` (the share of the closed form's residual the probe removes,
-    gain / (1 - R²_lin), with a 95% bootstrap interval over test rows), ``steps, at_budget`` (steps taken;
-    whether it was still improving when the budget ran out), ``r2_seeded, gain_seeded, gate`` (seeded-poly and
-    its |g| after fitting), ``seeded_at_budget``, ``n_train, n_val, n_test``.
+    Columns: ``block, r2_lin`` (closed form on the test rows), ``r2_poly, gain`` (the probe, means over its
+    seeds), ``captured, captured_low, captured_high`` (the share of the closed form's residual the probe
+    removes, gain / (1 - R²_lin), with a 95% interval that resamples runs of ``sequence_rows`` test rows and
+    spans the seeds), ``steps, at_budget`` (most steps taken; whether any seed was still improving when the
+    budget ran out), ``r2_seeded, gain_seeded, gate`` (seeded-poly, one seed, and its |g| after fitting),
+    ``seeded_at_budget``, ``n_train, n_val, n_test``.
     """
     out = []
     for b, rows in tqdm(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
         folds = None if moments is None else moments[b]
-        plain = bilinear_probe(rows, folds, test_fold, config, b, rcond)
+        plains, share = bilinear_probes(rows, folds, test_fold, config, b, rcond, sequence_rows, seeds)
+        plain = plains[0]
         joint = seeded_poly(rows, folds, test_fold, config if seeded is None else seeded, b, rcond)
         out.append(
             {
                 "block": b,
                 "r2_lin": plain.r2_lin,
-                "r2_poly": plain.r2_poly,
-                "gain": plain.gain,
-                "captured": plain.captured.value,
-                "captured_low": plain.captured.low,
-                "captured_high": plain.captured.high,
-                "steps": plain.steps,
-                "at_budget": plain.best_at_budget,
+                "r2_poly": sum(p.r2_poly for p in plains) / seeds,
+                "gain": sum(p.gain for p in plains) / seeds,
+                "captured": share.value,
+                "captured_low": share.low,
+                "captured_high": share.high,
+                "steps": max(p.steps for p in plains),
+                "at_budget": any(p.best_at_budget for p in plains),
                 "r2_seeded": joint.r2_poly,
                 "gain_seeded": joint.gain,
                 "gate": joint.gate,

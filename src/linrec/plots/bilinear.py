@@ -15,6 +15,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from linrec.analysis.bilinear import FFN_CONTROLS
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
 from linrec.stats import Correlation
 
@@ -55,7 +56,8 @@ def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | N
 
 def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -> Figure:
     """The share of the closed form's residual the bilinear probe captures, with its bootstrap interval, against
-    1 - R²_lin, one point per (model, block); dotted lines: the planted controls' shares.
+    1 - R²_lin, one point per (model, block); dotted lines: the planted controls' shares; shaded: the interval of
+    the random-FFN controls, the reference each block is read against.
 
     ``table``: :func:`linrec.analysis.bilinear.probe_sweep`; ``controls``: its ``probe_controls``.
     """
@@ -67,6 +69,10 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
         ax.errorbar(group.nonlinearity, group.captured, yerr=errors, fmt="o", ms=6, capsize=2, color=palette[model],
                     label=model)  # fmt: skip
     if controls is not None:
+        ffn = controls[controls.kind.isin(FFN_CONTROLS)] if "kind" in controls.columns else controls.iloc[:0]
+        if len(ffn) and {"captured_low", "captured_high"} <= set(ffn.columns):
+            ax.axhspan(ffn.captured_low.min(), ffn.captured_high.max(), color="0.85", zorder=0,
+                       label="random FFNs at this width")  # fmt: skip
         for row in controls.itertuples():
             captured = cast(float, row.captured)  # a float column (pandas types a row's cells as any scalar)
             ax.axhline(captured, color="0.45", lw=1, ls=":", zorder=0)
@@ -76,7 +82,7 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
         fig,
         ax,
         "share of the residual captured, gain / (1 − R²_lin)",
-        "How much of what the closed form leaves is a rank-r quadratic (95% bootstrap intervals)",
+        "How much of what the closed form leaves is a rank-r quadratic (95% intervals over sequences and seeds)",
     )
 
 
