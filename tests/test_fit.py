@@ -10,7 +10,7 @@ from sklearn.metrics import r2_score
 
 from conftest import tiny_model
 from linrec.core.capture import MomentSink, run_capture
-from linrec.core.fit import DEFAULT_RCOND, fit_affine, held_out, rcond_for
+from linrec.core.fit import DEFAULT_RCOND, BlockReport, fit_affine, held_out, rcond_for
 from linrec.core.measure import measure
 from linrec.core.moments import Moments, merge_folds
 from linrec.core.planted import recover_rows
@@ -132,3 +132,15 @@ def test_half_precision_captures_find_the_float32_null_direction_and_condition(t
         assert (fixed.null_dims == 0).all() and (fixed.input_condition > 1e3 * full.input_condition).all()
         model.float()
     assert rcond_for(torch.float32) == rcond_for("torch.float64") == DEFAULT_RCOND
+
+
+@pytest.mark.parametrize("width", [4, 7, 64])
+def test_feature_median_is_the_true_median(width):
+    """For an even width the median is the mean of the two middle values (numpy's), not the lower one."""
+    values = torch.rand(width, generator=torch.Generator().manual_seed(width), dtype=torch.float64)
+    report = BlockReport(0, 0.5, 0.0, values, 1.0, 1.0, 1.0, 0, 10, 2, 3, width)
+    assert report.r2_feature_median == pytest.approx(float(np.median(values.numpy())), abs=1e-15)
+    if width % 2 == 0:
+        assert report.r2_feature_median > float(values.median())  # torch's lower median differs
+    planted = BlockReport(0, 0.5, 0.0, torch.tensor([0.1, 0.9, 0.3, 0.5]), 1.0, 1.0, 1.0, 0, 10, 2, 3, 4)
+    assert planted.r2_feature_median == pytest.approx(0.4)

@@ -169,7 +169,9 @@ class BlockReport:
 
     @property
     def r2_feature_median(self) -> float:
-        return float(self.r2_per_feature.median())
+        """The median of the per-feature R² (for an even width, the mean of the two middle values, as
+        ``numpy.median``; ``torch.median`` would return the lower one)."""
+        return float(np.median(self.r2_per_feature.to(torch.float64).numpy()))
 
     def row(self) -> dict:
         return {
