@@ -74,7 +74,7 @@ def input_transform(
         raise LinrecError(f"variance must be positive; got {variance}")
     cxx = moments.cxx
     target = float(cxx.diagonal().sum() / (moments.n * moments.d_in)) if variance is None else variance
-    spec = input_spectrum(cxx, rcond)
+    spec = input_spectrum(moments, rcond)
     if kind == "standardise":
         scale = cxx.diagonal().clamp(min=0).sqrt()
         inverse = torch.where(scale > 0, 1 / scale.clamp(min=torch.finfo(torch.float64).tiny), torch.zeros_like(scale))
