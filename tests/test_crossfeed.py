@@ -9,11 +9,20 @@ import tiny_captures
 from conftest import tiny_config, tiny_model
 from linrec.core.fit import fit_affine, kfold
 from linrec.core.moments import Moments
-from linrec.core.normalise import input_transform, off_manifold_spread
+from linrec.core.normalise import NormManifold, input_transform, off_manifold_spread
 from linrec.core.sample import Rows, capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
-from linrec.interventions.crossfeed import align_inputs, crossfeed, crossfeed_grid, feed, norm_affine, normalised_table
+from linrec.interventions.crossfeed import (
+    align_inputs,
+    crossfeed,
+    crossfeed_grid,
+    feed,
+    norm_manifold,
+    normalised_inputs,
+    normalised_table,
+)
+from linrec.models.arch import ffn_norm
 
 FOLDS = 4
 
@@ -122,7 +131,8 @@ def test_crossfeed_grid_agrees_with_the_core(two_models):
     diagonal = (grid.input_model == grid.weight_model) & (grid.input_block == grid.weight_block)
     assert (grid.aligned == ~diagonal).all()  # every other cell is moved into the receiving block's norm coordinates
     rows = captured["affine"].samples[0]
-    moved = align_inputs(rows.x, norm_affine(models["affine"], 0), norm_affine(models["gelu"], 1)).float()
+    receiving = norm_manifold(models["gelu"], 1, captured["gelu"].samples[1].x)
+    moved = align_inputs(rows.x, norm_manifold(models["affine"], 0, rows.x), receiving).float()
     by_hand = crossfeed(Rows(moved, rows.y, rows.fold), models["gelu"].transformer.h[1].mlp, FOLDS, 1).r2_lin
     assert cell[("affine", 0, "gelu", 1)] == by_hand
     raw = crossfeed_grid({m: c.samples for m, c in captured.items()}, models, FOLDS, align=False)
@@ -164,21 +174,85 @@ def test_normalised_and_aligned_inputs_stay_on_the_layernorm_manifold():
     correlation_scale = (x.double() - x.double().mean(0)) / scale  # what a per-dimension transform alone does
     assert off_manifold_spread(correlation_scale, null) > 1e-3  # ... leaves the manifold: the check can fail
     y, gain_b, bias_b = layernormed(1)
-    aligned = align_inputs(x, (gain, bias), (gain_b, bias_b)).float()
+    own, other = NormManifold.of_rows(x, gain, bias, True), NormManifold.of_rows(y, gain_b, bias_b, True)
+    assert own.radius == pytest.approx(24**0.5, rel=1e-4)  # ‖z‖ = √d on a LayerNorm's rows
+    aligned = align_inputs(x, own, other).float()
     assert off_manifold_spread(aligned, unit(1 / gain_b)) <= 1e-6  # on B's manifold
     assert off_manifold_spread(x, unit(1 / gain_b)) > 1e-3  # A's rows as they are are not
-    torch.testing.assert_close(align_inputs(x, (gain, bias), (gain, bias)).float(), x)  # a block's own norm: unchanged
+    torch.testing.assert_close(align_inputs(x, own, own).float(), x, rtol=1e-5, atol=1e-5)  # own norm: unchanged
     with pytest.raises(LinrecError, match="same width"):
-        align_inputs(x, (gain, bias), (gain_b[:8], bias_b[:8]))
+        align_inputs(x, own, NormManifold.of_rows(y[:, :8], gain_b[:8], bias_b[:8], True))
+    with pytest.raises(LinrecError, match="same width"):
+        NormManifold.of_rows(y, gain_b[:8], bias_b[:8], True)
 
 
-def test_norm_affine_reads_each_family_s_pre_ffn_norm():
+def test_norm_manifold_reads_each_family_s_pre_ffn_norm():
     gpt2, llama = tiny_model("gpt2"), tiny_model("llama")
-    gain, bias = norm_affine(gpt2, 1)
-    torch.testing.assert_close(gain, gpt2.transformer.h[1].ln_2.weight.double())
-    torch.testing.assert_close(bias, gpt2.transformer.h[1].ln_2.bias.double())
-    gain, bias = norm_affine(llama, 0)  # RMSNorm: a gain and no bias
-    torch.testing.assert_close(gain, llama.model.layers[0].post_attention_layernorm.weight.double())
-    assert not bias.any()
+    h = 3 * torch.randn(200, 32, generator=torch.Generator().manual_seed(0))
+    ln, rms = gpt2.transformer.h[1].ln_2, llama.model.layers[0].post_attention_layernorm
+    surface = norm_manifold(gpt2, 1, ln(h))
+    torch.testing.assert_close(surface.gain, ln.weight.double())
+    torch.testing.assert_close(surface.bias, ln.bias.double())
+    assert surface.centred and surface.radius == pytest.approx(32**0.5, rel=1e-4)  # ‖z‖ = √d
+    surface = norm_manifold(llama, 0, rms(h))  # RMSNorm: a gain, no bias, not centred
+    torch.testing.assert_close(surface.gain, rms.weight.double())
+    assert not surface.bias.any() and not surface.centred and surface.radius == pytest.approx(32**0.5, rel=1e-4)
     with pytest.raises(LinrecError, match="no FFN block 7"):
-        norm_affine(gpt2, 7)
+        norm_manifold(gpt2, 7, h)
+
+
+def spread_norms(model: nn.Module, seed: int) -> nn.Module:
+    """``model`` with the gains (0.5 to 1.5) and biases of its FFN norms spread out, as trained norms have them."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for block in range(model.config.num_hidden_layers):
+            norm = ffn_norm(model, block)
+            norm.weight.copy_(0.5 + torch.rand(norm.weight.shape, generator=g))
+            if getattr(norm, "bias", None) is not None:
+                norm.bias.copy_(0.3 * torch.randn(norm.bias.shape, generator=g))
+    return model
+
+
+def off_surface(x: torch.Tensor, surface: NormManifold) -> tuple[float, float]:
+    """(spread along 1/γ as :func:`off_manifold_spread` measures it, 0 for a norm that does not centre;
+    largest |‖z‖ - radius| / radius): how far rows ``x`` are from ``surface``."""
+    along = off_manifold_spread(x, unit(1 / surface.gain)) if surface.centred else 0.0
+    length = surface.features(x).norm(dim=1)
+    return along, float((length - surface.radius).abs().max() / surface.radius)
+
+
+@pytest.fixture(scope="module")
+def three_families(tokenizer, text):
+    """A LayerNorm GPT-2, a LayerNorm GPT-NeoX and an RMSNorm Llama with spread norms, and their sampled rows."""
+    batches = make_batches(tokenizer, text, seq_len=32, max_rows=800, batch_size=16)
+    out = {}
+    for seed, family in enumerate(("gpt2", "gpt_neox", "llama")):
+        model = spread_norms(tiny_model(family, seed=seed), seed)
+        _, sample = capture_with_sample(model, batches, max_rows=600, folds=FOLDS, progress=False)
+        out[family] = (model, sample.rows(1))
+    return out
+
+
+def test_normalised_and_cross_fed_rows_lie_on_the_receiving_norm_surface(three_families):
+    """Standardised, whitened and cross-fed rows lie on the receiving norm's surface: spread along 1/γ at most 1e-6
+    (LayerNorm) and row length within 1e-4 of the captured rows' (LayerNorm and RMSNorm)."""
+    surfaces = {f: norm_manifold(model, 1, rows.x) for f, (model, rows) in three_families.items()}
+    for family, (model, rows) in three_families.items():
+        surface = surfaces[family]
+        assert surface.centred == (family != "llama")
+        assert off_surface(rows.x, surface)[0] <= 1e-6, family  # captured rows (lengths vary with the norm's eps)
+        for kind in ("standardise", "whiten"):
+            z, _ = normalised_inputs(model, 1, rows, kind)
+            along, length = off_surface(z, surface)
+            assert along <= 1e-6 and length <= 1e-4, (family, kind, along, length)
+            loose, _ = normalised_inputs(model, 1, rows, kind, project=False)
+            assert off_surface(loose, surface)[1] > 1e-2, (family, kind)  # off the sphere unprojected: can fail
+    for source, target in [("gpt2", "gpt_neox"), ("llama", "gpt2"), ("gpt2", "llama")]:  # LN->LN, RMS->LN, LN->RMS
+        a, b = surfaces[source], surfaces[target]
+        along, length = off_surface(align_inputs(three_families[source][1].x, a, b).float(), b)
+        assert along <= 1e-6 and length <= 1e-4, (source, target, along, length)
+    rms_rows = three_families["llama"][1].x  # γ_B ⊙ z_A + β_B alone leaves an RMSNorm's rows off the hyperplane
+    affine = surfaces["gpt2"].gain * surfaces["llama"].features(rms_rows) + surfaces["gpt2"].bias
+    assert off_surface(affine, surfaces["gpt2"])[0] > 1e-3
+    with pytest.raises(LinrecError, match="project=False"):
+        normalised_table(three_families["gpt2"][0], {1: three_families["gpt2"][1]}, "whiten", FOLDS, spec=[("a", "b")])

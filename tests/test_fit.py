@@ -9,8 +9,8 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
 from conftest import tiny_model
-from linrec.core.capture import MomentSink, run_capture
-from linrec.core.fit import DEFAULT_RCOND, fit_affine, held_out, rcond_for
+from linrec.core.capture import MomentSink, capture_moments, run_capture
+from linrec.core.fit import DEFAULT_RCOND, BlockReport, fit_affine, held_out, rcond_for, recoverability
 from linrec.core.measure import measure
 from linrec.core.moments import Moments, merge_folds
 from linrec.core.planted import recover_rows
@@ -132,3 +132,38 @@ def test_half_precision_captures_find_the_float32_null_direction_and_condition(t
         assert (fixed.null_dims == 0).all() and (fixed.input_condition > 1e3 * full.input_condition).all()
         model.float()
     assert rcond_for(torch.float32) == rcond_for("torch.float64") == DEFAULT_RCOND
+
+
+def test_half_precision_keeps_the_small_real_directions_of_anisotropic_inputs(tokenizer, text):
+    """Embedding columns scaled over four decades make a NeoX block's inputs strongly anisotropic: real directions
+    sit below eps(bfloat16)² of the largest, where a relative cutoff alone would drop them. The rounding clause
+    keeps them, so a bfloat16 capture's R²_lin stays within 0.01 of float32's."""
+    model = tiny_model("gpt_neox", seed=0)
+    with torch.no_grad():
+        for layer in model.gpt_neox.layers:
+            layer.mlp.dense_h_to_4h.weight *= 5  # pre-activations well into GELU's curvature
+        model.gpt_neox.embed_in.weight *= torch.logspace(0, -4, model.config.hidden_size)
+    batches = make_batches(tokenizer, text, seq_len=32, max_rows=2000, batch_size=16)
+    full = capture_moments(model, batches, blocks=[0], folds=5, progress=False)
+    half = capture_moments(model.to(torch.bfloat16), batches, blocks=[0], folds=5, progress=False)
+    eps2 = torch.finfo(torch.bfloat16).eps ** 2
+    total = merge_folds(full[0])
+    scale = total.cxx.diagonal().sqrt()
+    lam = torch.linalg.eigvalsh(total.cxx / torch.outer(scale, scale))
+    assert int((lam < eps2 * lam.max()).sum()) >= 5  # real directions under the relative cutoff: the check can fail
+    r2_full = recoverability(full, rcond_for(torch.float32))[0]
+    r2_half = recoverability(half, rcond_for(torch.bfloat16))[0]
+    assert r2_full.null_dims == 1 and r2_half.null_dims <= 3
+    assert abs(r2_half.r2_lin - r2_full.r2_lin) <= 0.01, (r2_half.r2_lin, r2_full.r2_lin)
+
+
+@pytest.mark.parametrize("width", [4, 7, 64])
+def test_feature_median_is_the_true_median(width):
+    """For an even width the median is the mean of the two middle values (numpy's), not the lower one."""
+    values = torch.rand(width, generator=torch.Generator().manual_seed(width), dtype=torch.float64)
+    report = BlockReport(0, 0.5, 0.0, values, 1.0, 1.0, 1.0, 0, 10, 2, 3, width)
+    assert report.r2_feature_median == pytest.approx(float(np.median(values.numpy())), abs=1e-15)
+    if width % 2 == 0:
+        assert report.r2_feature_median > float(values.median())  # torch's lower median differs
+    planted = BlockReport(0, 0.5, 0.0, torch.tensor([0.1, 0.9, 0.3, 0.5]), 1.0, 1.0, 1.0, 0, 10, 2, 3, 4)
+    assert planted.r2_feature_median == pytest.approx(0.4)

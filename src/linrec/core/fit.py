@@ -2,9 +2,17 @@
 
 Fit. On training moments, W = Cxx⁺ Cxy and b = ȳ - x̄ W (so ŷ = x W + b). The pseudo-inverse is
 rank-revealing: Cxx is first scaled to a correlation matrix (so a handful of huge residual-stream
-dimensions do not set the scale), then eigendecomposed; eigenvalues below ``rcond`` times the
-largest are treated as exact null directions and dropped. A LayerNorm-fed block has one such
-direction per LayerNorm (its normalised features sum to zero), so a plain inverse would be wrong.
+dimensions do not set the scale), then eigendecomposed, and eigendirections that are numerically
+null are dropped. A LayerNorm-fed block has one such direction per LayerNorm (its normalised
+features sum to zero), so a plain inverse would be wrong.
+
+Which directions are null. ``rcond`` is the squared relative precision the captured rows are trusted
+to (√rcond per element). A direction u is dropped when its eigenvalue λ is at most ``rcond`` times the
+largest *and* at most the variance that errors of √rcond/2 of each element (independent, as rounding
+errors nearly are) could give it on their own: (rcond/4) Σᵢ uᵢ² E[xᵢ²]/Var[xᵢ]. The second clause keeps
+small but real directions of strongly anisotropic inputs that a relative cutoff alone would drop; a
+direction the rows never move along holds rounding only and falls under both. The rule never drops a
+direction the relative cutoff alone would keep.
 
 Score. On test moments, with r = y - ŷ the sum of squared errors per output dimension j is
 ``Cyy[j,j] - 2 (WᵀCxy)[j,j] + (WᵀCxxW)[j,j] + n δ_j²``, where δ is the error of the prediction at
@@ -33,21 +41,24 @@ from linrec.models.loading import parse_dtype
 from linrec.stats import participation_ratio
 
 DEFAULT_RCOND = 1e-10
-"""Relative eigenvalue cutoff on the input correlation matrix (float32 activations put an exact
-LayerNorm null direction near 1e-14; genuine directions of trained models sit far above 1e-10)."""
+"""The null-direction cutoff for float32 and float64 rows: relative to the largest eigenvalue of the input
+correlation matrix (float32 activations put an exact LayerNorm null direction near 1e-14; genuine directions of
+trained models sit far above 1e-10), and as a squared precision in the rounding clause (module docstring)."""
 
 HALF_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def rcond_for(dtype: torch.dtype | str) -> float:
-    """The relative eigenvalue cutoff for inputs captured in ``dtype``: :data:`DEFAULT_RCOND`, or eps(dtype)² when
-    that is larger (16-bit captures).
+    """The null-direction cutoff for inputs captured in ``dtype``: :data:`DEFAULT_RCOND`, or eps(dtype)² when
+    that is larger (16-bit captures): rows trusted to the format's precision (see the module docstring).
 
-    Rounding a LayerNorm's output to a format with machine epsilon eps leaves its null direction an eigenvalue
-    of about eps²/20 on the correlation scale (measured: 1.2e-6 of the largest for bfloat16, 2e-8 for
-    float16, on tiny GPT-2 and NeoX models), far above 1e-10, so the fixed cutoff would keep it and report a
-    condition number set by rounding. eps² sits tens of times above that and, for a correlation spectrum
-    whose largest eigenvalue is at least 1, below any direction the format can resolve anyway.
+    Rounding a LayerNorm's output to a format with machine epsilon eps (unit roundoff eps/2) leaves its null
+    direction an eigenvalue of about eps²/20 on the correlation scale (measured: 1.2e-6 of the largest for
+    bfloat16, 2e-8 for float16, on tiny GPT-2 and NeoX models), far above 1e-10, so the float32 cutoff would
+    keep it and report a condition number set by rounding. Rounding bounds each element's error by eps/2, so
+    the direction also sits below the rounding clause (rcond/4) Σᵢ uᵢ² E[xᵢ²]/Var[xᵢ], and is dropped; a real
+    direction whose variance exceeds what rounding alone could produce is kept, however small it is next to
+    the largest.
     """
     return max(DEFAULT_RCOND, torch.finfo(parse_dtype(dtype)).eps ** 2)
 
@@ -58,9 +69,11 @@ def half_precision_note(dtype: torch.dtype | str) -> str | None:
     if dtype not in HALF_PRECISION:
         return None
     return (
-        f"the activations were captured in {str(dtype).removeprefix('torch.')}: rounding limits the input "
-        "condition numbers it can show (the null-direction cutoff follows the dtype, rcond_for), so blocks chosen "
-        "or compared by conditioning are better measured from a float32 capture (--dtype float32)"
+        f"the activations were captured in {str(dtype).removeprefix('torch.')}: input directions whose variance "
+        "is no larger than rounding to this format could produce are dropped as null (rcond_for), so very "
+        "small real directions are lost with the LayerNorm's null direction, which changes the fitted map and "
+        "R²_lin slightly and caps the input condition numbers it can show; blocks chosen or compared by "
+        "conditioning or by small differences in R²_lin are better measured from a float32 capture (--dtype float32)"
     )
 
 
@@ -83,7 +96,7 @@ class InputSpectrum:
     """The non-null eigenpairs of the input correlation matrix D⁻¹CxxD⁻¹ (D = per-feature scale)."""
 
     scale: torch.Tensor  # sqrt(diag Cxx), 1 for constant features
-    eigenvalues: torch.Tensor  # kept eigenvalues (above rcond × the largest)
+    eigenvalues: torch.Tensor  # kept eigenvalues (above rcond × the largest or the rounding clause)
     eigenvectors: torch.Tensor  # (d_in, kept)
     null_dims: int  # directions dropped as numerically null
     dropped: torch.Tensor  # (d_in, null_dims): the dropped eigenvectors, on the correlation scale
@@ -95,12 +108,16 @@ class InputSpectrum:
         return q
 
 
-def input_spectrum(cxx: torch.Tensor, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
-    """Rank-revealing eigendecomposition of centred input sums, on the correlation scale (see module docstring)."""
-    scale = cxx.diagonal().clamp(min=0).sqrt()
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    lam, vec = torch.linalg.eigh(cxx / torch.outer(scale, scale))
-    keep = lam > rcond * lam.max().clamp(min=torch.finfo(torch.float64).tiny)
+def input_spectrum(moments: Moments, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
+    """Rank-revealing eigendecomposition of the centred input sums of ``moments``, on the correlation scale: a
+    direction is null when its eigenvalue is small both next to the largest and next to what errors of √rcond/2
+    per element could produce (see the module docstring)."""
+    variance = moments.cxx.diagonal().clamp(min=0)
+    scale = torch.where(variance > 0, variance.sqrt(), torch.ones_like(variance))
+    lam, vec = torch.linalg.eigh(moments.cxx / torch.outer(scale, scale))
+    second = torch.where(variance > 0, 1 + moments.n * moments.mean_x**2 / scale**2, torch.ones_like(variance))
+    rounding = rcond / 4 * (vec.pow(2) * second[:, None]).sum(0)  # E[x²]/Var[x] per feature, along each direction
+    keep = (lam > rcond * lam.max().clamp(min=torch.finfo(torch.float64).tiny)) | (lam > rounding)
     return InputSpectrum(scale, lam[keep], vec[:, keep], int((~keep).sum()), vec[:, ~keep])
 
 
@@ -111,7 +128,7 @@ def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND) -> AffineFit:
             f"{train.n} training rows for an input width of {train.d_in}: the affine fit needs at least "
             f"{train.d_in + 1} (width + 1). Raise --max-rows (the rows per block) or use fewer folds."
         )
-    spec = input_spectrum(train.cxx, rcond)
+    spec = input_spectrum(train, rcond)
     vk, scale = spec.eigenvectors, spec.scale
     pinv = (vk / spec.eigenvalues) @ vk.T
     weight = (pinv @ (train.cxy / scale[:, None])) / scale[:, None]
@@ -169,7 +186,9 @@ class BlockReport:
 
     @property
     def r2_feature_median(self) -> float:
-        return float(self.r2_per_feature.median())
+        """The median of the per-feature R² (for an even width, the mean of the two middle values, as
+        ``numpy.median``; ``torch.median`` would return the lower one)."""
+        return float(np.median(self.r2_per_feature.to(torch.float64).numpy()))
 
     def row(self) -> dict:
         return {

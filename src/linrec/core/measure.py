@@ -37,7 +37,8 @@ def measure(
     ``d_in, d_out``.
 
     ``rcond``: the null-direction cutoff (:func:`linrec.core.fit.fit_affine`); None follows the model's dtype
-    (:func:`linrec.core.fit.rcond_for`), and a 16-bit model draws a warning about condition numbers.
+    (:func:`linrec.core.fit.rcond_for`), and a 16-bit model draws a warning
+    (:func:`linrec.core.fit.half_precision_note`).
     """
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     note = half_precision_note(dtype)

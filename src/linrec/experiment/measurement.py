@@ -43,9 +43,11 @@ from linrec.models.gguf import file_sha256
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 3
+FORMAT = 4
 """Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
-3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path."""
+3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path.
+4: the stored table's ``r2_feature_median`` is the true median, and its null directions follow the rounding
+clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small real directions)."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""

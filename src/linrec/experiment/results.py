@@ -18,7 +18,7 @@ import pandas as pd
 from linrec.cache import build_entry, cache_dir, cache_key
 from linrec.experiment.measurement import Measurement, read_frame, write_frame
 
-FORMAT = 2  # 2: probe tables carry the captured share and convergence columns
+FORMAT = 3  # 2: probe tables carry the captured share and convergence columns; 3: true medians, rounding clause
 
 
 def measurement_identity(m: Measurement) -> dict[str, object]:

@@ -7,9 +7,10 @@ own activations:
   inputs captured at block i of model A (same width), Y' = FFN_B(X'), and R²_lin of (X', Y') is
   measured with the core's k-fold recovery, on the folds the rows came with; the grid does it for
   every pair of blocks of the given models. A's inputs carry A's norm gain and bias, so by default
-  they are first moved into B's norm coordinates (:func:`align_inputs`):
-  x' = γ_B ⊙ (x - β_A) / γ_A + β_B (β = 0 for RMSNorm), the row B's norm would have produced from
-  the same normalised features; B's FFN then sees inputs on its own manifold and only the
+  they are first moved into B's norm coordinates (:func:`align_inputs`): the normalised features
+  z = (x - β_A) / γ_A (β = 0 for RMSNorm) are put on B's norm surface (centred when B's norm is a
+  LayerNorm, at the length B's own rows have) and mapped out as γ_B ⊙ z + β_B, the row B's norm would
+  have produced from the same features; B's FFN then sees inputs on its own manifold and only the
   features differ.
 * Input normalisation (:func:`normalised_table`): each block is run on its own inputs
   standardised (every dimension to a common variance) or whitened (every non-null direction
@@ -21,8 +22,9 @@ distribution changes; pass ``variance=`` for one common scale across blocks and 
 statistics come from all sampled rows of the block: they define the input distribution (they
 never see Y), and the k-fold split then fits and scores on it as usual.
 
-Both normalisations keep the inputs on their LayerNorm manifold
-(:mod:`linrec.core.normalise`): the raw null direction stays at the mean.
+Both normalisations keep the raw null direction at the mean (:mod:`linrec.core.normalise`), and the
+normalised rows are then put back on the block's norm surface (:class:`~linrec.core.normalise.NormManifold`:
+the LayerNorm hyperplane and sphere, or the RMSNorm sphere), so the FFN is fed rows its norm could produce.
 
 Rows come from a row sample (a :class:`~linrec.core.sample.RowSample` or a mapping block -> Rows), so these R² are
 on the sampled rows.
@@ -39,7 +41,7 @@ from tqdm.auto import tqdm
 
 from linrec.core.fit import DEFAULT_RCOND, BlockReport, kfold
 from linrec.core.moments import Moments
-from linrec.core.normalise import input_transform
+from linrec.core.normalise import NormManifold, input_transform
 from linrec.core.sample import Rows, Samples, sample_rows
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site
@@ -71,31 +73,31 @@ def feed(ffn: nn.Module, x: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     return torch.cat(outs)
 
 
-def norm_affine(model: nn.Module, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(γ, β) in float64 of the norm FFN block ``block`` reads: its gain, and its bias (zeros for RMSNorm or
-    a norm without one)."""
+def norm_manifold(model: nn.Module, block: int, x: torch.Tensor) -> NormManifold:
+    """The surface of the norm FFN block ``block`` reads (from the architecture): its gain γ, its bias β (zeros
+    for RMSNorm or a norm without one), whether it centres (``nn.LayerNorm``) or not (an RMSNorm), and the length
+    of ``x``, the rows it produced (the block's captured inputs)."""
     norm = ffn_norm(model, block)
     weight, bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
     if not isinstance(weight, torch.Tensor):
         raise LinrecError(f"block {block}'s norm ({type(norm).__name__}) has no gain to align by; pass align=False")
+    if not isinstance(norm, nn.LayerNorm) and not type(norm).__name__.endswith("RMSNorm"):
+        raise LinrecError(f"block {block}'s norm ({type(norm).__name__}) is neither a LayerNorm nor an RMSNorm")
     gain = weight.detach().to("cpu", torch.float64)
     shift = torch.zeros_like(gain) if bias is None else bias.detach().to("cpu", torch.float64)
-    return gain, shift
+    return NormManifold.of_rows(x, gain, shift, isinstance(norm, nn.LayerNorm))
 
 
-def align_inputs(
-    x: torch.Tensor, source: tuple[torch.Tensor, torch.Tensor], target: tuple[torch.Tensor, torch.Tensor]
-) -> torch.Tensor:
-    """Rows normed by ``source`` = (γ_A, β_A) re-expressed as ``target`` = (γ_B, β_B) would have normed them:
-    γ_B ⊙ (x - β_A) / γ_A + β_B, in float64 (a feature with γ_A = 0 carries nothing and goes to β_B)."""
-    (gain_a, bias_a), (gain_b, bias_b) = source, target
-    if not gain_a.shape == bias_a.shape == gain_b.shape == bias_b.shape == x.shape[1:]:
+def align_inputs(x: torch.Tensor, source: NormManifold, target: NormManifold) -> torch.Tensor:
+    """Rows of ``source``'s norm re-expressed as ``target``'s norm would have produced them from the same
+    normalised features, in float64: z = (x - β_A)/γ_A placed on the target surface (centred if it is a
+    LayerNorm, at its length), then γ_B ⊙ z + β_B (a feature with γ_A = 0 carries nothing)."""
+    if not source.gain.shape == target.gain.shape == x.shape[1:]:
         raise LinrecError(
-            f"cannot align rows of width {x.shape[1]} from a norm of width {gain_a.shape[0]} to one of width "
-            f"{gain_b.shape[0]}; cross-feeding needs models of the same width"
+            f"cannot align rows of width {x.shape[1]} from a norm of width {source.gain.shape[0]} to one of width "
+            f"{target.gain.shape[0]}; cross-feeding needs models of the same width"
         )
-    ratio = torch.where(gain_a != 0, gain_b / torch.where(gain_a != 0, gain_a, torch.ones_like(gain_a)), 0.0)
-    return (x.to(torch.float64) - bias_a) * ratio + bias_b
+    return target.place(source.features(x))
 
 
 def _recover(block: int, rows: Rows, y: torch.Tensor, folds: int, rcond: float) -> BlockReport:
@@ -133,7 +135,7 @@ def crossfeed_grid(
         if absent:
             raise LinrecError(f"model '{m}' has no sampled rows for blocks {absent}; it has {sorted(samples[m])}")
     inputs = [(m, b) for m in samples for b in sorted(samples[m]) if blocks is None or b in blocks]
-    norms = {(m, b): norm_affine(models[m], b) for m, b in inputs} if align else {}
+    norms = {(m, b): norm_manifold(models[m], b, samples[m][b].x) for m, b in inputs} if align else {}
     rows = []
     bar = tqdm(total=len(inputs) ** 2, desc="cross-feeding", disable=not progress)
     for ma, i in inputs:
@@ -158,6 +160,25 @@ def crossfeed_grid(
     return pd.DataFrame(rows)
 
 
+def normalised_inputs(
+    model: nn.Module,
+    block: int,
+    rows: Rows,
+    kind: str,
+    variance: float | None = None,
+    rcond: float = DEFAULT_RCOND,
+    project: bool = True,
+) -> tuple[torch.Tensor, int]:
+    """Block ``block``'s sampled inputs standardised or whitened (``kind``;
+    :func:`linrec.core.normalise.input_transform`) and, with ``project``, put back on its norm's surface
+    (:func:`norm_manifold`); float32, with the number of null directions the transform kept null."""
+    transform = input_transform(Moments.from_rows(rows.x, rows.y), kind, variance, rcond=rcond)
+    z = transform(rows.x)
+    if project:
+        z = norm_manifold(model, block, rows.x).project(z)
+    return z.to(torch.float32), transform.null_dims
+
+
 def normalised_table(
     model: nn.Module,
     sample: Samples,
@@ -167,16 +188,20 @@ def normalised_table(
     variance: float | None = None,
     spec: Spec = None,
     rcond: float = DEFAULT_RCOND,
+    project: bool = True,
 ) -> pd.DataFrame:
     """Per block: R²_lin on its own sampled inputs, and on them standardised or whitened (``kind``).
 
+    ``project``: put the normalised rows back on each block's norm surface (:func:`normalised_inputs`; the
+    norms are read from the architecture, so a model given by ``spec`` needs ``project=False``).
     Columns: ``block, r2_lin`` (own inputs, captured outputs), ``r2_lin_norm, r2_lin_norm_std``
     (normalised inputs pushed through the same FFN), ``normalisation, null_dims``.
     """
+    if project and spec is not None:
+        raise LinrecError("the norms of blocks named by spec are unknown; pass project=False")
     out = []
     for b, rows in sample_rows(sample, blocks).items():
-        transform = input_transform(Moments.from_rows(rows.x, rows.y), kind, variance, rcond=rcond)
-        z = transform(rows.x).to(torch.float32)
+        z, null_dims = normalised_inputs(model, b, rows, kind, variance, rcond, project)
         normed = _recover(b, Rows(z, rows.y, rows.fold), feed(ffn_site(model, b, spec)[2], z), folds, rcond)
         own = kfold(b, rows.fold_moments(folds), rcond)
         out.append(
@@ -186,7 +211,7 @@ def normalised_table(
                 "r2_lin_norm": normed.r2_lin,
                 "r2_lin_norm_std": normed.r2_lin_std,
                 "normalisation": kind,
-                "null_dims": transform.null_dims,
+                "null_dims": null_dims,
             }
         )
     return pd.DataFrame(out)
