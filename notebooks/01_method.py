@@ -138,7 +138,8 @@ plt.show()
 # The $^{+}$ is a pseudo-inverse {cite}`penrose1955generalized`, and it is needed: after a LayerNorm
 # (before its gain and bias) the features of every row sum to zero, so $C_{xx}$ has an exact null
 # direction and a plain inverse would be meaningless. `linrec` rescales $C_{xx}$ to a correlation
-# matrix, eigendecomposes it and drops eigenvalues below a relative cutoff.
+# matrix, eigendecomposes it and drops the directions whose eigenvalue is small both next to the
+# largest and next to what rounding of the captured rows could produce.
 #
 # **Score (test moments).** For output coordinate $j$, the squared error of the map on the test
 # rows can be expanded around the test means, and every term is a test moment:

@@ -230,10 +230,13 @@ else:
 # sum to zero, so every captured row has the same projection on the direction 1/γ (γ: the norm's
 # gain), and the FFN has never seen an input move along it. Rescaling dimensions one by one would
 # tilt that direction and push rows off the surface they live on, and part of any change in R²_lin
-# would then be the FFN's response to impossible inputs. Here the whitening is done in the raw basis
-# (the pseudo-inverse square root of the input covariance) and standardising is followed by
-# projecting the null direction out, so transformed rows stay on the manifold to float32 rounding
-# (tested: spread along 1/γ at most 10⁻⁶ of the row scale).
+# would then be the FFN's response to impossible inputs. A norm also fixes each row's length in its
+# normalised coordinates $z = (x - \beta)/\gamma$ ($\lVert z \rVert^2 = d$, slightly less with the
+# norm's $\epsilon$), which neither transform keeps, and an RMSNorm has no null direction at all.
+# So each transformed row is put back on its norm's surface: $z$ is centred (LayerNorm only) and
+# rescaled to the captured rows' mean length (`linrec.core.normalise.NormManifold`). Tested on
+# GPT-2, GPT-NeoX and Llama blocks: spread along 1/γ at most 10⁻⁶ of the row scale, and row length
+# within 10⁻⁴ of the captured rows'.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
 nets = {m: load_profile_model(profile, m, progress=ch.progress)[0] for m in dict.fromkeys(MODELS + GRID_MODELS)}
@@ -255,9 +258,10 @@ normalisation_summary(normalised)
 # Block $j$ of model $B$ is run on the rows captured at block $i$ of model $A$ (all models here share
 # one width), and R²_lin of those (input, output) pairs is measured with the rows' own folds. A's rows
 # carry A's norm gain and bias, so each is first rewritten as B's norm would have produced it from the
-# same normalised features, $x' = \gamma_B \odot (x_A - \beta_A) / \gamma_A + \beta_B$ (for RMSNorm,
-# no $\beta$): B's FFN then sees inputs on its own manifold, at its own per-dimension scales, and what
-# differs is the features alone. The
+# same normalised features: $z = (x_A - \beta_A)/\gamma_A$ is put on B's norm surface (centred when
+# B's norm is a LayerNorm, rescaled to the length of B's own rows), then
+# $x' = \gamma_B \odot z + \beta_B$ (for RMSNorm, no $\beta$). B's FFN then sees inputs on its own
+# manifold, at its own per-dimension scales, and what differs is the features alone. The
 # grid ({numref}`fig-activation-crossfeed`) holds every pair of the chosen blocks; its diagonal is
 # each block on its own inputs. If R²_lin were a property of the inputs, each row of the grid would be
 # uniform; if it is a property of the weights, each column would.

@@ -27,7 +27,6 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.fit import DEFAULT_RCOND
 from linrec.core.moments import merge_folds
 from linrec.core.normalise import NORMALISATIONS
 from linrec.errors import LinrecError
@@ -103,15 +102,15 @@ def predictor_table(
 
 
 def normalisation_table(
-    net: nn.Module, measurement: Measurement, kinds: Sequence[str] = NORMALISATIONS, rcond: float = DEFAULT_RCOND
+    net: nn.Module, measurement: Measurement, kinds: Sequence[str] = NORMALISATIONS, rcond: float | None = None
 ) -> pd.DataFrame:
     """R²_lin of each block on its own sampled inputs and on them standardised / whitened, one row per (kind, block).
 
     ``net`` is the measured model (its FFNs are run on the transformed rows). Columns as in
     :func:`linrec.interventions.crossfeed.normalised_table`, plus ``model``, ``checkpoint`` and ``change``
-    (normalised minus own).
+    (normalised minus own). ``rcond`` None: the capture dtype's cutoff (:attr:`Measurement.rcond`).
     """
-    folds = measurement.info.folds
+    folds, rcond = measurement.info.folds, measurement.rcond if rcond is None else rcond
     table = pd.concat(
         [normalised_table(net, measurement.samples, kind, folds, rcond=rcond) for kind in kinds], ignore_index=True
     )
