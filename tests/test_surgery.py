@@ -14,7 +14,7 @@ from linrec.core.moments import Moments
 from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
-from linrec.interventions.perplexity import compression_frontier, perplexity, rank_correlation, swap_deltas
+from linrec.interventions.perplexity import compression_frontier, perplexity, swap_deltas
 from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.interventions.surgery import (
     AffineFFN,
@@ -27,7 +27,6 @@ from linrec.interventions.surgery import (
     param_table,
     swapped,
 )
-from linrec.stats import correlation
 
 
 @pytest.fixture(scope="module")
@@ -154,14 +153,6 @@ def test_compression_frontier_swaps_in_order_of_r2(fit_text, eval_text):
         assert frontier.ppl.iloc[-1] == pytest.approx(perplexity(model, eval_text), rel=1e-12)
     with pytest.raises(LinrecError, match="no R²_lin for blocks"):
         compression_frontier(model, eval_text, replacements, {0: 0.5}, progress=False)
-
-
-def test_rank_correlation_uses_the_blocks_in_both():
-    r2_lin = {0: 0.9, 1: 0.5, 2: 0.99, 3: 0.2, 4: 0.7, 9: 0.1}
-    delta = {0: 0.3, 1: 2.0, 2: 0.1, 3: 5.0, 4: 0.2}
-    rho = rank_correlation(r2_lin, delta)
-    expected = correlation([0.9, 0.5, 0.99, 0.2, 0.7], [0.3, 2.0, 0.1, 5.0, 0.2], "spearman")
-    assert (rho.r, rho.n, rho.method) == (expected.r, 5, "spearman") and rho.r == pytest.approx(-0.9)
 
 
 def test_surgery_errors():

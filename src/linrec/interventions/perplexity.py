@@ -1,4 +1,4 @@
-"""Perplexity with FFN blocks swapped out: per-block ΔPPL, the compression frontier, and how R²_lin ranks blocks.
+"""Perplexity with FFN blocks swapped out: per-block ΔPPL and the compression frontier.
 
 Perplexity is exp of the mean next-token negative log-likelihood over every predicted token of
 the evaluation batches (token t+1 scored from tokens ≤ t; a pair is scored when both tokens are
@@ -10,15 +10,12 @@ head (``load_model`` loads one) and in eval mode.
 * :func:`swap_deltas`: each block swapped alone, ΔPPL = PPL(swapped) - PPL(original).
 * :func:`compression_frontier`: blocks swapped cumulatively in order of R²_lin, highest
   first; after each step the cumulative numbers saved and ΔPPL: the compression frontier.
-* :func:`rank_correlation`: Spearman's ρ between R²_lin and swap ΔPPL across blocks (with a
-  confidence interval); a good compression signal gives a strongly negative ρ.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TypeVar
 
 import pandas as pd
 import torch
@@ -31,7 +28,6 @@ from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
 from linrec.models.arch import Spec, ffn_blocks
-from linrec.stats import Correlation, correlation
 
 
 def perplexity(model: nn.Module, batches: TokenBatches, progress: bool = False) -> float:
@@ -138,15 +134,3 @@ def compression_frontier(
             }
         )
     return pd.DataFrame(rows).astype({"block": "Int64"})
-
-
-BlockKey = TypeVar("BlockKey", int, tuple[str, int])
-"""A block, or a (model, block) pair when several models are pooled."""
-
-
-def rank_correlation(
-    r2_lin: Mapping[BlockKey, float], delta_ppl: Mapping[BlockKey, float], level: float = 0.95
-) -> Correlation:
-    """Spearman's ρ across the blocks present in both between R²_lin and swap ΔPPL."""
-    blocks = sorted(set(r2_lin) & set(delta_ppl))
-    return correlation([r2_lin[b] for b in blocks], [delta_ppl[b] for b in blocks], "spearman", level)
