@@ -121,7 +121,7 @@ fig = figures.controls_figure(shuffled, bands, order=MODELS)
 ch.report(learned_claims(shuffled))
 
 # %%
-bands.round(3)
+bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]].round(3)
 
 # %% [markdown]
 # A model whose blocks mostly sit inside the band has a profile that shuffled weights reproduce:

@@ -171,7 +171,8 @@ def controls_figure(table: pd.DataFrame, bands: pd.DataFrame, order: Sequence[st
         out = band[band["departs"]]
         ax.scatter(out["block"], out["trained"], s=110, facecolors="none", edgecolors="k", lw=1.2, zorder=5,
                    label="trained outside the band")  # fmt: skip
-        ax.axhline(0, color="0.5", lw=0.8, zorder=0)
+        if (rows["r2_lin"] < 0).any():  # only where a value is negative: elsewhere 0 would squash the curves
+            ax.axhline(0, color="0.5", lw=0.8, zorder=0)
         ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="held-out R²_lin (k-fold mean ± std)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     outer_ylabels(axes, cols=1 if wide else 2)
