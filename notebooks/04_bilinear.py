@@ -182,7 +182,7 @@ plt.show()
 # %%
 width = block_width(measured)
 controls = probe_controls(config, d=width, seed=SEED, seeds=PROBE_SEEDS)
-controls.drop(columns="kind")
+controls.drop(columns="kind").round(3)
 
 # %% mystnb={"figure": {"caption": "Share of what the closed form leaves over that the bilinear probe captures, gain / (1 − $R^2_\\text{lin}$), with 95% intervals (held-out sequences resampled, spanning the probe seeds), against the block's residual nonlinearity; dotted lines: the shares of the planted controls; shaded: the interval of the random-FFN controls at this width.", "name": "fig-bilinear-captured"}}
 fig = figures.captured_figure(sweep, controls)
