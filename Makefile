@@ -35,7 +35,7 @@ book: $(STAMP)
 
 # Figures on every chapter, no tracebacks, Colab targets committed and in sync; screenshot a chapter.
 book-check: $(STAMP)
-	$(PY) book/build.py check --screenshot $(SHOT)
+	$(PY) book/build.py check --maths --screenshot $(SHOT)
 
 # Per-chapter peak memory, cache on disk and time at the paper's real sizes (shapes profile): book/resources.md.
 resources: $(STAMP)

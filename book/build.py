@@ -4,10 +4,10 @@ The steps live in :mod:`linrec.book`; this script is their command line. ``sync`
 committed Colab notebooks (:mod:`linrec.book.notebooks`), ``execute`` runs the chapters with papermill for
 one profile (:mod:`linrec.book.execute`), ``html`` renders them with Jupyter Book, warnings as errors
 (:mod:`linrec.book.render`), and ``check`` verifies the result (:mod:`linrec.book.check`), optionally with
-a headless-Chromium screenshot.
+headless Chromium: the first chapter's formulas as MathJax drew them, and a screenshot.
 
     python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)
-    python book/build.py check --screenshot _build/screenshots/01_method.png
+    python book/build.py check --maths --screenshot _build/screenshots/01_method.png
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from linrec.book.check import check, toc_problems
 from linrec.book.execute import assignments, execute
 from linrec.book.layout import Book, BookError
 from linrec.book.notebooks import source_commit, sources, sync, sync_problems, uncommitted_sources
-from linrec.book.render import html, screenshot
+from linrec.book.render import html, maths_problems, rendered_dom, screenshot
 
 BOOK = Book(Path(__file__).resolve().parents[1])
 
@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("html", help="render the executed chapters with Jupyter Book (-W)")
     c = sub.add_parser("check", help="check the built book")
     c.add_argument("--screenshot", type=Path, help="also photograph the first chapter into this PNG")
+    c.add_argument(
+        "--maths", action="store_true", help="also render the first chapter in headless Chromium and check its formulas"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
@@ -75,11 +78,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.step in ("html", "all"):
             html(BOOK)
         if args.step == "check":
-            if problems := check(BOOK):
+            first = BOOK.page(sources(BOOK)[0].stem)
+            problems = check(BOOK) + (maths_problems(rendered_dom(first), first.name) if args.maths else [])
+            if problems:
                 raise BookError("book check failed:\n  " + "\n  ".join(problems))
             print(f"[book] check passed: {len(sources(BOOK))} chapters")
             if args.screenshot:
-                shot = screenshot(BOOK.page(sources(BOOK)[0].stem), args.screenshot)
+                shot = screenshot(first, args.screenshot)
                 print(f"[book] screenshot: {shot}")
     except BookError as err:
         print(f"[book] error: {err}", file=sys.stderr)
