@@ -516,4 +516,4 @@ pd.DataFrame({
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

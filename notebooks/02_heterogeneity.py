@@ -308,4 +308,4 @@ if SWAP:
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

@@ -406,4 +406,4 @@ display(trained_blocks.pivot(index="block", columns="model", values="input_rms")
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

@@ -522,4 +522,4 @@ pd.DataFrame({"original outputs": [before.r2_lin, before.r2_feature_median, befo
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

@@ -343,4 +343,4 @@ pd.DataFrame({"FFN numbers": [n_stored(gpt2_mlp), n_stored(llama_mlp)],
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

@@ -360,4 +360,4 @@ pd.DataFrame(sweep)
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

@@ -202,4 +202,4 @@ display(departure.assign(departs=departure.idxmax(axis=1)))
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

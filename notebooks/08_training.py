@@ -173,4 +173,4 @@ display(table.groupby(["model", "block"]).apply(overshoots).groupby("model").sum
 # ## Provenance
 
 # %%
-print(ch.provenance())
+ch.provenance()

@@ -216,4 +216,4 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-gguf-") as workdir:
 # :::
 
 # %%
-print(ch.provenance())
+ch.provenance()

@@ -96,4 +96,4 @@ plt.show()
 
 # %%
 print(CITATION)
-print(ch.provenance())
+ch.provenance()

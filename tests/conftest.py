@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -19,6 +20,19 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def own_cache(tmp_path_factory):
+    """Every test writes to a cache of its session, never into the user's ``$LINREC_CACHE`` (nor ~/.cache/linrec);
+    a test that needs a particular cache still sets its own."""
+    before = os.environ.get("LINREC_CACHE")
+    os.environ["LINREC_CACHE"] = str(tmp_path_factory.mktemp("linrec-cache"))
+    yield
+    if before is None:
+        os.environ.pop("LINREC_CACHE", None)
+    else:
+        os.environ["LINREC_CACHE"] = before
 
 
 WIDTH = 32

@@ -86,6 +86,8 @@ def test_provenance_line_names_what_the_chapter_measured(monkeypatch):
     ):
         assert part in line
     assert "wall" not in str(provenance.provenance("offline", wall=False))
+    shown = provenance.provenance("offline", wall=False)._repr_markdown_()  # a wrapped paragraph in a notebook
+    assert shown == "**Provenance.** " + "; ".join(str(provenance.provenance("offline", wall=False)).split(" | ")) + "."
     monkeypatch.setattr(provenance, "used_measurements", lambda: infos[1:2])
     assert "models m2 step0 |" in str(provenance.provenance("offline"))
     monkeypatch.setattr(provenance, "used_measurements", list)

@@ -62,7 +62,8 @@ def versions() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Provenance:
-    """What a chapter ran: printed as one line, kept as fields for tables."""
+    """What a chapter ran: printed as one line, shown in a notebook as a wrapped paragraph, kept as fields for
+    tables."""
 
     profile: str
     device: str
@@ -76,6 +77,14 @@ class Provenance:
     inputs: tuple[str, ...] = ()  # what the measurements ran on: resolved commits, what each window starts with
 
     def __str__(self) -> str:
+        return " | ".join(self.parts())
+
+    def _repr_markdown_(self) -> str:
+        """As the last expression of a notebook cell: a wrapped paragraph, where a printed line would be clipped."""
+        return "**Provenance.** " + "; ".join(self.parts()) + "."
+
+    def parts(self) -> list[str]:
+        """The provenance, item by item: profile, models, corpus, rows, inputs, device, versions, wall time."""
         parts = [f"profile {self.profile}"]
         if self.models:
             parts.append("models " + ", ".join(self.models))
@@ -88,7 +97,7 @@ class Provenance:
         parts.append(" ".join(f"{k} {v}" for k, v in self.versions.items()))
         if self.wall_s is not None:
             parts.append(f"wall {self.wall_s:.1f} s")
-        return " | ".join(parts)
+        return parts
 
 
 def _describe(device: torch.device) -> str:
