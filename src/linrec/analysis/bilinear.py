@@ -47,6 +47,7 @@ from linrec.interventions.probes import (
     bilinear_probes,
     gain_correlation,
     probe_table,
+    probes_summary,
     seeded_poly,
 )
 from linrec.report import paper
@@ -208,13 +209,7 @@ def probe_controls(config: ProbeConfig, d: int, rank: int = 8, seed: int = 0, se
                 "control": f"{kind} residual" + (f" (rank {rank})" if kind in ("quadratic", "odd") else ""),
                 "kind": kind,
                 "expected": expected,
-                "r2_lin": results[0].r2_lin,
-                "gain": sum(r.gain for r in results) / seeds,
-                "captured": share.value,
-                "captured_low": share.low,
-                "captured_high": share.high,
-                "steps": max(r.steps for r in results),
-                "at_budget": any(r.best_at_budget for r in results),
+                **probes_summary(results, share),
             }
         )
     return pd.DataFrame(rows)

@@ -290,6 +290,21 @@ def bilinear_probes(
     return results, Share(value, min(s.low for s in shares), max(s.high for s in shares), shares[0].level)
 
 
+def probes_summary(results: Sequence[ProbeResult], share: Share) -> dict[str, float | int | bool]:
+    """What a table row says of one residual probed with several seeds (:func:`bilinear_probes`): ``r2_lin``,
+    ``gain`` (mean over seeds), ``captured, captured_low, captured_high`` (the combined share), ``steps`` (most
+    taken) and ``at_budget`` (whether any seed was still improving when the budget ran out)."""
+    return {
+        "r2_lin": results[0].r2_lin,
+        "gain": sum(r.gain for r in results) / len(results),
+        "captured": share.value,
+        "captured_low": share.low,
+        "captured_high": share.high,
+        "steps": max(r.steps for r in results),
+        "at_budget": any(r.best_at_budget for r in results),
+    }
+
+
 def seeded_poly(
     rows: Rows,
     folds: list[Moments] | None = None,
@@ -330,17 +345,13 @@ def probe_table(
         plains, share = bilinear_probes(rows, folds, test_fold, config, b, rcond, sequence_rows, seeds)
         plain = plains[0]
         joint = seeded_poly(rows, folds, test_fold, config if seeded is None else seeded, b, rcond)
+        summary = probes_summary(plains, share)
         out.append(
             {
                 "block": b,
-                "r2_lin": plain.r2_lin,
+                "r2_lin": summary["r2_lin"],
                 "r2_poly": sum(p.r2_poly for p in plains) / seeds,
-                "gain": sum(p.gain for p in plains) / seeds,
-                "captured": share.value,
-                "captured_low": share.low,
-                "captured_high": share.high,
-                "steps": max(p.steps for p in plains),
-                "at_budget": any(p.best_at_budget for p in plains),
+                **summary,
                 "r2_seeded": joint.r2_poly,
                 "gain_seeded": joint.gain,
                 "gate": joint.gate,
