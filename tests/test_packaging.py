@@ -145,3 +145,16 @@ def test_wheel_ships_py_typed_and_the_license(tmp_path):
     assert f"{info}/licenses/LICENSE" in names
     assert meta["License-Expression"] == "MIT" and meta["License-File"] == "LICENSE"
     assert meta["Requires-Python"] == ">=3.11"
+
+
+def test_import_linrec_defers_torch_until_a_public_name_is_used():
+    probe = (
+        "import sys, linrec; heavy = {'torch', 'transformers', 'pandas'} & set(sys.modules); "
+        "assert not heavy, heavy; linrec.measure; assert 'torch' in sys.modules; "
+        "names = dir(linrec); assert set(linrec.__all__) <= set(names) and len(names) == len(set(names))"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
+    with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
+        import linrec
+
+        linrec.nosuch  # noqa: B018

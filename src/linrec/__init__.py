@@ -14,17 +14,64 @@ forward pass to other sinks, such as a ``RowSample``. Swapping a block for its f
 layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
 """
 
-from linrec.core.capture import capture_moments, run_capture
-from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
-from linrec.core.measure import measure
-from linrec.core.moments import Moments, load_moments, save_moments
-from linrec.core.sample import RowSample
-from linrec.data.tokens import TokenBatches, make_batches
+from typing import TYPE_CHECKING
+
 from linrec.errors import LinrecError
-from linrec.interventions.perplexity import perplexity, swap_deltas
-from linrec.interventions.surgery import fit_replacements, swapped
-from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
-from linrec.models.loading import load_model, pick_device
+
+# Where each public name lives. They are imported on first use (PEP 562), so ``import linrec`` and
+# ``linrec --help`` do not pay for torch and transformers until something needs them.
+_HOMES = {
+    "capture_moments": "linrec.core.capture",
+    "run_capture": "linrec.core.capture",
+    "AffineFit": "linrec.core.fit",
+    "fit_affine": "linrec.core.fit",
+    "recoverability": "linrec.core.fit",
+    "report_table": "linrec.core.fit",
+    "measure": "linrec.core.measure",
+    "Moments": "linrec.core.moments",
+    "load_moments": "linrec.core.moments",
+    "save_moments": "linrec.core.moments",
+    "RowSample": "linrec.core.sample",
+    "TokenBatches": "linrec.data.tokens",
+    "make_batches": "linrec.data.tokens",
+    "perplexity": "linrec.interventions.perplexity",
+    "swap_deltas": "linrec.interventions.perplexity",
+    "fit_replacements": "linrec.interventions.surgery",
+    "swapped": "linrec.interventions.surgery",
+    "SUPPORTED": "linrec.models.arch",
+    "BlockSpec": "linrec.models.arch",
+    "ffn_blocks": "linrec.models.arch",
+    "load_model": "linrec.models.loading",
+    "pick_device": "linrec.models.loading",
+}
+
+if TYPE_CHECKING:
+    from linrec.core.capture import capture_moments, run_capture
+    from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
+    from linrec.core.measure import measure
+    from linrec.core.moments import Moments, load_moments, save_moments
+    from linrec.core.sample import RowSample
+    from linrec.data.tokens import TokenBatches, make_batches
+    from linrec.interventions.perplexity import perplexity, swap_deltas
+    from linrec.interventions.surgery import fit_replacements, swapped
+    from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
+    from linrec.models.loading import load_model, pick_device
+
+
+def __getattr__(name: str) -> object:
+    """Import a public name from its home module on first use (and keep it here for the next)."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'linrec' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
 
 __all__ = [
     "SUPPORTED",
