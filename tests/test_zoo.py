@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -365,3 +366,20 @@ def test_an_interrupt_stops_all_zoo_work_and_a_rerun_resumes(built, tmp_path):
     assert sorted(entry_dirs()) == ["zoo-gpt2", "zoo-gpt2-seed1", "zoo-llama", "zoo-neox"]
     assert (entry_dirs()["zoo-gpt2"] / "zoo.json").stat().st_mtime_ns == first.st_mtime_ns  # kept, not retrained
     assert not list(models.glob(".tmp-*"))
+
+
+def test_parallel_training_shows_one_bar_with_each_models_share():
+    from types import SimpleNamespace
+
+    from linrec.models.zoo.build import _Progress
+
+    jobs = [SimpleNamespace(entry=SimpleNamespace(name=n, steps=s)) for n, s in (("a", 10), ("b", 4))]
+    shown = _Progress(jobs, enabled=True)  # type: ignore[arg-type]
+    a, b = shown.reporter("a"), shown.reporter("b")
+    threads = [threading.Thread(target=lambda r=r: [r(1) for _ in range(4)]) for r in (a, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert shown.bar.n == 12 and shown.bar.total == 14
+    assert shown.bar.postfix == "a 80%"  # b is done (4 of 4): only models still training are listed

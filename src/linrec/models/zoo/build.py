@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -156,7 +157,7 @@ class _Workers:
         self._live: set[subprocess.Popen] = set()
         self._stopped = False
 
-    def train(self, job: TrainJob, bar: tqdm) -> None:
+    def train(self, job: TrainJob, report: Callable[[int], object]) -> None:
         """Train one job in a fresh interpreter (no fork of this process, no re-import of its main script)."""
         cmd = [sys.executable, "-c", "from linrec.models.zoo.build import _worker_main; _worker_main()"]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -175,7 +176,7 @@ class _Workers:
                 except BrokenPipeError:
                     pass  # it ended at once: its exit status says why
                 for line in stdout:
-                    bar.update(int(line))
+                    report(int(line))
                 proc.wait()
             finally:
                 _end(proc)
@@ -198,23 +199,48 @@ class _Workers:
             proc.terminate()
 
 
+class _Progress:
+    """One progress bar for a build's training, however many models train at once: the total steps, and each
+    model's own share in its postfix (separate bars per worker interleave in a log that is not a terminal)."""
+
+    def __init__(self, jobs: list[TrainJob], enabled: bool) -> None:
+        self._lock = threading.Lock()
+        self._steps = {j.entry.name: j.entry.steps for j in jobs}
+        self._done = dict.fromkeys(self._steps, 0)
+        self.bar = tqdm(total=sum(self._steps.values()), desc=f"training {len(jobs)} zoo model(s)", unit="step",
+                        disable=not enabled)  # fmt: skip
+
+    def reporter(self, name: str) -> Callable[[int], None]:
+        """The callback through which model ``name`` reports steps done (thread-safe)."""
+
+        def report(steps: int) -> None:
+            with self._lock:
+                self._done[name] += steps
+                self.bar.set_postfix_str(
+                    ", ".join(
+                        f"{m} {100 * d // self._steps[m]}%" for m, d in self._done.items() if 0 < d < self._steps[m]
+                    ),
+                    refresh=False,
+                )
+                self.bar.update(steps)
+
+        return report
+
+
 def _train_all(jobs: list[TrainJob], workers: int, progress: bool) -> None:
     """Train ``jobs``: in this process when ``workers`` is 1, else ``workers`` subprocesses at a time.
 
     The first failure or interrupt stops the rest (see the module docstring) and is raised.
     """
-    bars = {
-        j.entry.name: tqdm(total=j.entry.steps, desc=j.entry.name, unit="step", position=i, disable=not progress)
-        for i, j in enumerate(jobs)
-    }
+    shown = _Progress(jobs, progress)
     try:
         if workers <= 1 or len(jobs) == 1:
             for job in jobs:
-                train_entry(job, report=bars[job.entry.name].update)
+                train_entry(job, report=shown.reporter(job.entry.name))
             return
         pool = _Workers()
         with ThreadPoolExecutor(max_workers=workers) as executor:
-            futures = [executor.submit(pool.train, job, bars[job.entry.name]) for job in jobs]
+            futures = [executor.submit(pool.train, job, shown.reporter(job.entry.name)) for job in jobs]
             try:
                 for future in as_completed(futures):
                     future.result()
@@ -223,8 +249,7 @@ def _train_all(jobs: list[TrainJob], workers: int, progress: bool) -> None:
                 pool.stop()
                 raise
     finally:
-        for bar in bars.values():
-            bar.close()
+        shown.bar.close()
 
 
 def default_workers() -> int:
