@@ -60,6 +60,14 @@ def test_the_profile_figure_labels_its_axes():
         profile_figure(trained.drop(columns="r2_feature_median"), "t")
 
 
+def test_the_profile_figure_draws_one_panel_per_model_in_the_tables_order():
+    one = pd.DataFrame({"block": [1, 0], "r2_lin": [0.5, 0.9], "r2_lin_std": 0.01, "r2_feature_median": [0.1, 0.2]})
+    both = pd.concat([one.assign(model="b"), one.assign(model="a", r2_lin=[0.3, 0.4])])
+    axes = profile_figure(both).axes
+    assert [ax.get_title() for ax in axes] == ["b", "a"]
+    assert list(axes[1].lines[0].get_ydata()) == [0.4, 0.3]  # block order, this model's rows only
+
+
 def test_side_by_side_pairs_a_models_claims_with_the_plain_ones():
     entries = pd.DataFrame([
         {"chapter": "02", "quantity": "near-linear blocks", "measured": 0.98, "reproduced": "no",

@@ -12,20 +12,30 @@ from linrec.plots._columns import require
 from linrec.plots.depth import BLOCK_LABEL
 
 
-def profile_figure(table: pd.DataFrame, title: str) -> Figure:
-    """One model's R²_lin per block, variance-weighted with its k-fold std, beside the median over output
-    features: a block whose variance sits in a few channels can score high on the first and low on the second."""
+def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
+    """R²_lin per block, variance-weighted with its k-fold std, beside the median over output features: a block
+    whose variance sits in a few channels can score high on the first and low on the second.
+
+    A table of several models (a ``model`` column, as ``linrec profile`` writes) gets one panel per model, titled
+    by the model; ``title`` heads the figure."""
     require(table, ["block", "r2_lin", "r2_lin_std", "r2_feature_median"], "a depth profile")
-    table = table.sort_values("block")
+    models = list(dict.fromkeys(table["model"])) if "model" in table else [None]
     blue, orange = sns.color_palette(n_colors=2)
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    ax.errorbar(table["block"], table["r2_lin"], yerr=table["r2_lin_std"], capsize=3, marker="o", ms=4, color=blue,
-                label="R²_lin, variance-weighted (k-fold mean ± std)")  # fmt: skip
-    ax.plot(table["block"], table["r2_feature_median"], marker="s", ms=4, ls="--", color=orange,
-            label="median over output features of their R²")  # fmt: skip
-    ax.axhline(0, color="0.5", lw=0.8, zorder=0)
-    ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R² (fraction of variance)", title=title)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8, loc="best")
+    fig, axes = plt.subplots(len(models), 1, figsize=(9, 4.2 if len(models) == 1 else 2.6 * len(models) + 0.8),
+                             sharey=True, squeeze=False)  # fmt: skip
+    for ax, model in zip(axes[:, 0], models, strict=True):
+        rows = (table if model is None else table[table["model"] == model]).sort_values("block")
+        ax.errorbar(rows["block"], rows["r2_lin"], yerr=rows["r2_lin_std"], capsize=3, marker="o", ms=4, color=blue,
+                    label="R²_lin, variance-weighted (k-fold mean ± std)")  # fmt: skip
+        ax.plot(rows["block"], rows["r2_feature_median"], marker="s", ms=4, ls="--", color=orange,
+                label="median over output features of their R²")  # fmt: skip
+        ax.axhline(0, color="0.5", lw=0.8, zorder=0)
+        ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R² (fraction of variance)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if model is not None and len(models) > 1:
+            ax.set_title(str(model), fontsize=10)
+    axes[0, 0].legend(fontsize=8, loc="best")
+    if title is not None:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig
