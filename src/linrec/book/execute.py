@@ -93,14 +93,38 @@ class ChapterRun:
 
 def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | None) -> subprocess.Popen:
     run.out.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
-    command = [
-        sys.executable, "-m", "papermill", str(run.notebook), str(run.out),
-        "-f", str(run.parameters), "-k", kernel_name, "--log-level", "WARNING",
-        "--progress-bar" if progress_bar else "--no-progress-bar",
-        *(["--cwd", str(cwd)] if cwd is not None else []),
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "linrec.book.execute", str(run.notebook), str(run.out), str(run.parameters),
+               kernel_name, "progress" if progress_bar else "quiet", str(cwd or "")]  # fmt: skip
     # A session of its own: stopped as a group when the build stops, never by a Ctrl-C meant for the build.
     return subprocess.Popen(command, start_new_session=True)
+
+
+def papermill_one(notebook: str, out: str, parameters: str, kernel_name: str, progress: str, cwd: str) -> None:
+    """Execute one chapter with papermill (what :func:`_start` runs in a process of its own).
+
+    Its kernel talks over IPC sockets where the platform has them: over TCP, which nothing here needs, every
+    kernel warns that its traffic is unencrypted."""
+    import logging
+
+    import papermill
+    from traitlets.config import Config
+
+    from linrec.cache import _alive
+
+    logging.basicConfig(level=logging.WARNING)
+    # Each kernel its own socket path (jupyter_client's default, "kernel-ipc" in the working directory, is shared
+    # by chapters running side by side).
+    sockets = Path(tempfile.gettempdir())
+    for stale in sockets.glob("linrec-kernel-*-*"):  # left by a chapter that was killed
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+    ipc = {"transport": "ipc", "ip": str(sockets / f"linrec-kernel-{os.getpid()}")} if os.name == "posix" else {}
+    papermill.execute_notebook(
+        notebook, out, parameters=yaml.safe_load(Path(parameters).read_text()), kernel_name=kernel_name,
+        progress_bar=progress == "progress", cwd=cwd or None,
+        config=Config({"KernelManager": ipc}),
+    )  # fmt: skip
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -222,3 +246,14 @@ def execute(
             run.parameters.write_text(yaml.safe_dump(parameters))
             runs.append(run)
         run_chapters(runs, name, jobs, cwd=book.root)
+
+
+if __name__ == "__main__":
+    from papermill.exceptions import PapermillExecutionError
+
+    try:
+        papermill_one(*sys.argv[1:])
+    except PapermillExecutionError:
+        sys.exit(1)  # the build names the cell, read from the executed notebook (_failure)
+    except KeyboardInterrupt:
+        sys.exit(130)
