@@ -390,3 +390,69 @@ def test_profile_options_are_honoured_or_refused(model_dirs, text_file, monkeypa
     with pytest.raises(AssertionError, match="stop before"):
         main(["profile", "--profile", "offline", "--dtype", "bfloat16", "--device", "cpu", "--no-progress"])
     assert seen == {"device": "cpu", "dtype": "bfloat16", "batch_size": 16}  # the offline profile's batch size
+
+
+def test_top_level_help_imports_no_command_and_no_torch():
+    probe = (
+        "import sys\nfrom linrec.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m in ('torch', 'pandas') or m.startswith('linrec.commands')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[]"
+    assert all(name in done.stdout for name in ("profile", "plot", "zoo", "bench"))
+
+
+def test_profile_table_names_its_versions_prints_short_names_and_help_explains_every_column(
+    model_dirs, text_file, tmp_path, capsys
+):
+    import datetime
+
+    import torch
+    import transformers
+
+    import linrec
+
+    out = tmp_path / "r.csv"
+    assert (
+        main(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert str(model_dirs["gpt2"]) not in printed and model_dirs["gpt2"].name in printed
+    assert str(text_file) not in printed and text_file.name in printed
+    table = pd.read_csv(out)
+    assert table.model.iloc[0] == str(model_dirs["gpt2"])  # the file keeps the model as given
+    assert (table.linrec_version == linrec.__version__).all() and (table.torch_version == torch.__version__).all()
+    assert (table.transformers_version == transformers.__version__).all()
+    age = datetime.datetime.now(datetime.UTC) - datetime.datetime.fromisoformat(table.measured_at.iloc[0])
+    assert datetime.timedelta(0) <= age < datetime.timedelta(minutes=10)
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    help_lines = capsys.readouterr().out.splitlines()
+    described = {line.split()[0] for line in help_lines if line.startswith("  ") and not line.startswith("   ")}
+    assert set(table.columns) <= described, set(table.columns) - described
+
+
+def test_plot_draws_a_profile_table_one_panel_per_model(model_dirs, text_file, tmp_path, capsys, monkeypatch):
+    import linrec.plots.pretrained as pretrained
+
+    out = tmp_path / "r.csv"
+    assert (
+        main(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
+        == 0
+    )
+    two = tmp_path / "two.csv"
+    table = pd.read_csv(out)
+    pd.concat([table, table.assign(model="other/model", r2_lin=0.5)]).to_csv(two, index=False)
+    drawn, real = [], pretrained.profile_figure
+    monkeypatch.setattr(pretrained, "profile_figure", lambda t, title: drawn.append(t) or real(t, title))
+    figure = tmp_path / "fig" / "profile.png"
+    assert main(["plot", str(two), "--out", str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list(dict.fromkeys(drawn[-1].model)) == [model_dirs["gpt2"].name, "other/model"]  # short names, in order
+    assert main(["plot", str(two), "--out", str(figure), "--model", "other/model"]) == 0
+    assert set(drawn[-1].model) == {"other/model"}
+    capsys.readouterr()
+    _fails(["plot", str(two), "--out", str(figure), "--model", "nosuch"], capsys, "no model ['nosuch']", "other/model")
+    _fails(["plot", str(two), "--out", str(tmp_path / "f.jpg")], capsys, "--out must end in .png or .pdf or .svg")
+    _fails(["plot", str(tmp_path / "missing.csv"), "--out", str(figure)], capsys, "cannot read the table")

@@ -90,11 +90,9 @@ def setup(profile: str | None = None, seed: int = 0, style: bool = True, **overr
     np.random.seed(seed)
     pd.set_option("display.max_colwidth", None)  # tables show their text in full, never cut to "..."
     if style:
-        try:
-            import seaborn as sns
-        except ImportError as err:
-            raise LinrecError("the book's figures need seaborn: pip install 'linrec[book]'") from err
-        sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+        from linrec.plots import use_book_style
+
+        use_book_style()
     restart_clock()
     chosen_by = "given" if profile is not None else ("default on Colab" if on_colab() else "default off Colab")
     print(f"{provenance(resolved, wall=False)} | profile {chosen_by}, seed {seed}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -14,8 +15,9 @@ import pandas as pd
 from linrec.errors import LinrecError
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Appends an option's default to its help, except where it has none (None, or an unset flag)."""
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Appends an option's default to its help, except where it has none (None, or an unset flag); a command's
+    description and epilog keep their line breaks (the column lists of ``linrec profile --help``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None or action.default is False:
@@ -40,13 +42,16 @@ def block_indices(value: str) -> list[int]:
         ) from None
 
 
-def check_output(path: Path, option: str = "--out") -> None:
-    """Fail before the work when the table could not be written to ``path``: a wrong suffix, a
+TABLE_SUFFIXES = (".csv", ".json")
+
+
+def check_output(path: Path, option: str = "--out", suffixes: tuple[str, ...] = TABLE_SUFFIXES) -> None:
+    """Fail before the work when the output could not be written to ``path``: a suffix not in ``suffixes``, a
     directory in its place, or no directory it could be created in with write access."""
     if path.is_dir():
-        raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / 'table.csv'}")
-    if path.suffix not in (".csv", ".json"):
-        raise LinrecError(f"{option} must end in .csv or .json; got '{path}'")
+        raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / ('out' + suffixes[0])}")
+    if path.suffix not in suffixes:
+        raise LinrecError(f"{option} must end in {' or '.join(suffixes)}; got '{path}'")
     existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not existing.is_dir():
         raise LinrecError(f"cannot write {option} {path}: {existing} is a file, not a directory")
@@ -57,18 +62,35 @@ def check_output(path: Path, option: str = "--out") -> None:
 
 
 def write_table(table: pd.DataFrame, path: Path) -> None:
-    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision).
+    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision)."""
+    if path.suffix == ".json":
+        write_file(path, lambda tmp: table.to_json(tmp, orient="records", indent=1, double_precision=15))
+    else:
+        write_file(path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.17g"))
 
-    The table goes to a temporary file beside ``path`` that is renamed into place, so an
-    interrupted write never leaves a partial table under the final name.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A table :func:`write_table` wrote (``linrec profile --out``), by its suffix."""
+    if path.suffix not in TABLE_SUFFIXES:
+        raise LinrecError(f"a table must end in {' or '.join(TABLE_SUFFIXES)}; got '{path}'")
+    try:
+        return pd.read_json(path, orient="records") if path.suffix == ".json" else pd.read_csv(path)
+    except (OSError, ValueError) as err:
+        raise LinrecError(f"cannot read the table {path}: {err}") from err
+
+
+def short_name(value: str) -> str:
+    """What a printed table shows for a model or text given as a path: its last part (hub ids and names as they are)."""
+    return Path(value).name if Path(value).expanduser().exists() else value
+
+
+def write_file(path: Path, write: Callable[[Path], object]) -> None:
+    """Have ``write`` write a temporary file beside ``path``, then rename it into place, so an interrupted write
+    never leaves a partial file under the final name."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".json":
-            table.to_json(tmp, orient="records", indent=1, double_precision=15)
-        else:
-            table.to_csv(tmp, index=False, float_format="%.17g")
+        write(tmp)
         os.replace(tmp, path)
     except OSError as err:
         raise LinrecError(f"could not write {path}: {err}") from err

@@ -17,8 +17,8 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec bench``; its handler is ``args.handler``."""
     p = sub.add_parser(
         "bench",
-        help="time capture + moments against the bare forward on a GPT-2-small-sized model",
         formatter_class=HelpFormatter,
+        description="Time capture + float64 moments against the bare forward on a GPT-2-small-sized model.",
     )
     p.add_argument("--device", help="cuda, mps or cpu (default: first available)")
     p.add_argument("--batches", type=positive_int, default=6, help="batches timed")

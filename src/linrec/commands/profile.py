@@ -15,11 +15,46 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, write_table
+from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, short_name, write_table
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
     from linrec.experiment.profiles import Profile
+
+
+COLUMNS = {
+    "model": "the model as given: --model, or the profile's name for it",
+    "revision": "the hub revision asked for; for a GGUF file its sha256 and quantisation",
+    "dtype": "dtype of the weights in the forward pass (the statistics are float64 whatever it is)",
+    "device": "device of the forward pass",
+    "corpus": "the text measured on: a corpus name, or the --text-file path",
+    "corpus_sha256": "sha256 of that text",
+    "seq_len": "tokens per sequence",
+    "folds": "k of the k-fold split by sequence",
+    "seed": "seed of the fold assignment",
+    "linrec_version": "linrec that measured",
+    "torch_version": "torch that ran the forward pass",
+    "transformers_version": "transformers that built the model",
+    "measured_at": "when the table was made (UTC, ISO 8601)",
+}
+"""The columns ``linrec profile`` adds to :data:`linrec.core.fit.COLUMNS`: where each number comes from."""
+
+
+def _columns_help() -> str:
+    """The epilog of ``linrec profile --help``: every output column, in the table's order, and what it means."""
+    import textwrap
+
+    from linrec.core.fit import COLUMNS as MEASURED
+
+    columns = {"model": COLUMNS["model"], **MEASURED, **COLUMNS}
+    width = max(map(len, columns))
+    lines = [
+        textwrap.fill(text, 100, initial_indent=f"  {name:<{width}}  ", subsequent_indent=" " * (width + 4))
+        for name, text in columns.items()
+    ]
+    return "output columns, one row per model and block (the printed table leaves out revision, corpus_sha256\n" + (
+        "and the versions; a path prints as its last part):\n" + "\n".join(lines)
+    )
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
@@ -30,9 +65,9 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "profile",
-        help="measure per-block linear recoverability of a model",
         formatter_class=HelpFormatter,
         description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.",
+        epilog=_columns_help(),
     )
     p.add_argument(
         "--model",
@@ -178,20 +213,36 @@ def _profile(args: argparse.Namespace) -> int:
         table["folds"] = folds
         table["seed"] = args.seed
         tables.append(table)
-    result = pd.concat(tables, ignore_index=True)
+    versions = _versions()
+    result = pd.concat(tables, ignore_index=True).assign(**versions)
     if rank == 0:
+        printed = result.drop(columns=["corpus_sha256", "revision", *versions])
+        printed = printed.assign(model=printed.model.map(short_name), corpus=printed.corpus.map(short_name))
         with pd.option_context("display.width", 200, "display.max_columns", 20):
-            print(
-                result.drop(columns=["corpus_sha256", "revision"]).to_string(
-                    index=False, float_format=lambda v: f"{v:.4g}"
-                )
-            )
+            print(printed.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         if args.out is not None:
             write_table(result, args.out)
             print(f"wrote {args.out}")
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
+
+
+def _versions() -> dict[str, str]:
+    """The versions that made the table and when (its last columns; see :data:`COLUMNS`)."""
+    import datetime
+
+    import torch
+    import transformers
+
+    from linrec import __version__
+
+    return {
+        "linrec_version": __version__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
 
 
 def _cli_profile(args: argparse.Namespace) -> Profile:

@@ -68,7 +68,6 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     """Register ``linrec zoo [--profile offline|smoke] [--force] [--workers N]``; its handler is ``args.handler``."""
     p = subparsers.add_parser(
         "zoo",
-        help="train (or find cached) the offline model zoo and print its table",
         description=zoo.__doc__.split("\n\n")[0],
     )
     p.add_argument("--profile", default="offline", help=f"whose zoo to build: {', '.join(zoo.ZOOS)} (default: offline)")

@@ -167,6 +167,23 @@ def held_out(fit: AffineFit, test: Moments) -> HeldOut:
     return HeldOut(sse.clamp(min=0), test.cyy.diagonal().clone())
 
 
+COLUMNS = {
+    "block": "index of the FFN block, 0 = nearest the input",
+    "r2_lin": "held-out R²_lin: share of the block's output variance its affine map recovers, mean over the k folds",
+    "r2_lin_std": "standard deviation of r2_lin over the k folds (ddof 1)",
+    "r2_feature_median": "median over output features of each feature's own held-out R²",
+    "effective_rank_out": "participation ratio of the output covariance: how many directions carry the output",
+    "effective_rank_map": "participation ratio of the fitted map's predictions WᵀCxxW",
+    "input_condition": "condition number λmax/λmin of the input covariance over its non-null directions",
+    "null_dims": "input directions dropped as numerically null (LayerNorm-fed inputs have at least one)",
+    "n_train": "rows each fold's fit was trained on: all rows less the held-out fold (mean over folds)",
+    "n_test": "held-out rows per fold (the mean over folds)",
+    "d_in": "input width of the block",
+    "d_out": "output width of the block",
+}
+"""What each column of :func:`report_table` means: the one description ``linrec profile --help`` and the docs use."""
+
+
 @dataclass
 class BlockReport:
     """k-fold recoverability of one block (see the module docstring for the definitions)."""

@@ -1,0 +1,52 @@
+"""``linrec plot``: draw a table written by ``linrec profile --out`` as the book draws a depth profile."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from linrec.commands.args import HelpFormatter, check_output, read_table, short_name, write_file
+from linrec.errors import LinrecError
+
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def add_cli(sub: argparse._SubParsersAction) -> None:
+    """Register ``linrec plot``; its handler is ``args.handler``."""
+    p = sub.add_parser(
+        "plot",
+        formatter_class=HelpFormatter,
+        description="Draw R²_lin per block (k-fold mean ± std) beside the median over output features, one panel\n"
+        "per model, from a table written by `linrec profile --out`, with the figure code of the book.",
+    )
+    p.add_argument("table", type=Path, metavar="TABLE", help="a .csv or .json table from linrec profile --out")
+    p.add_argument("--out", type=Path, required=True, metavar="FIGURE", help="the figure to write: .png, .pdf or .svg")
+    p.add_argument("--model", action="append", metavar="MODEL", help="draw only this model (repeat for several)")
+    p.add_argument("--title", help="a title over the figure")
+    p.set_defaults(handler=_plot)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    """Read the table, keep ``--model``'s rows, draw them with :func:`linrec.plots.pretrained.profile_figure`."""
+    check_output(args.out, suffixes=FIGURE_SUFFIXES)
+    table = read_table(args.table)
+    if "model" in table and args.model:
+        names = list(dict.fromkeys(table["model"]))
+        chosen = [n for n in names if n in args.model or short_name(n) in args.model]
+        unknown = [m for m in args.model if m not in names and m not in map(short_name, names)]
+        if unknown:
+            raise LinrecError(f"no model {unknown} in {args.table}; it has {', '.join(map(short_name, names))}")
+        table = table[table["model"].isin(chosen)]
+    if "model" in table:
+        table = table.assign(model=table["model"].map(short_name))
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, never a window
+    from linrec.plots import use_book_style
+    from linrec.plots.pretrained import profile_figure
+
+    use_book_style()
+    fig = profile_figure(table, args.title)
+    write_file(args.out, lambda tmp: fig.savefig(tmp, dpi=150))
+    print(f"wrote {args.out}")
+    return 0
