@@ -49,7 +49,8 @@ def check_output(path: Path, option: str = "--out", suffixes: tuple[str, ...] = 
     """Fail before the work when the output could not be written to ``path``: a suffix not in ``suffixes``, a
     directory in its place, or no directory it could be created in with write access."""
     if path.is_dir():
-        raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / ('out' + suffixes[0])}")
+        example = ("table" if suffixes == TABLE_SUFFIXES else "figure") + suffixes[0]
+        raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / example}")
     if path.suffix not in suffixes:
         raise LinrecError(f"{option} must end in {' or '.join(suffixes)}; got '{path}'")
     existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
