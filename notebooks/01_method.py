@@ -472,11 +472,13 @@ assert abs(before - after) < 1e-8
 
 # %% tags=["remove-cell"]
 # Exercise "Shifted squares": put your R²_lin of y = (x + 1)² in `answer` and run this cell.
-from linrec.book.exercises import check
+from linrec.book import exercises
 
 answer = None
 shifted = recover_rows(x, (x + 1) ** 2, FOLDS)  # this run's measurement: what the answer is checked against
-check(answer, shifted.r2_lin, tol=0.03, hint="split (x + 1)² into its linear and its even part; compare their variances")
+# tol 0.03: the exact value, 2/3, passes at this run's row count (the solution asserts the same bound)
+exercises.check(answer, shifted.r2_lin, tol=0.03,
+                hint="split (x + 1)² into its linear and its even part; compare their variances")
 
 # %% [markdown]
 # :::{solution-start} ex-method-shifted-squares
@@ -506,7 +508,9 @@ assert abs(shifted.r2_lin - 2 / 3) < 0.03
 answer = None
 empty = Moments.zeros(768, 768)  # the moments this block would hold: what the answer is checked against
 per_fold = sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
-check(answer, 5 * per_fold / 1e6, tol=4, hint="count the float64 numbers one fold keeps; do they grow with the rows?")
+# tol 4 MB: an answer in MiB (2^20 bytes, 5 % less, about 3.4 MB here) passes too
+exercises.check(answer, 5 * per_fold / 1e6, tol=4,
+                hint="count the float64 numbers one fold keeps; do they grow with the rows?")
 
 # %% [markdown]
 # :::{solution-start} ex-method-what-it-costs
