@@ -204,7 +204,30 @@ def page(results: dict[str, object]) -> str:
         f"{sum(r['wall_s'] for r in results['chapters']) / 60:.0f} minutes of wall time.",
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + build_lines(results.get("builds", [])))
+
+
+def build_lines(builds: list[dict]) -> list[str]:
+    """The page's table of whole book builds (``--record-build``): what each chapter's run-time note states."""
+    if not builds:
+        return []
+    lines = [
+        "## Whole builds",
+        "",
+        "Each chapter states its run time under its title from these builds of the whole book, in book order, "
+        "two chapters at a time, each chapter reusing what the chapters before it cached (read from the builds' "
+        "logs by `book/resources.py --record-build`). Wall time in seconds:",
+        "",
+        "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}" for b in builds) + " |",
+        "|---|" + "---:|" * len(builds),
+    ]
+    stems = sorted({stem for b in builds for stem in b["chapters"]})
+    for stem in stems:
+        cells = [f"{b['chapters'][stem]:.0f}" if stem in b["chapters"] else "" for b in builds]
+        lines.append(f"| {stem} | " + " | ".join(cells) + " |")
+    zoo = ["not trained" if b.get("zoo_s") is None else f"{b['zoo_s']:.0f}" for b in builds]
+    lines += ["| zoo, before the chapters | " + " | ".join(zoo) + " |", ""]
+    return lines
 
 
 BUILD_LINE = re.compile(r"\[book\] (?:(\d\d_\w+): done in|zoo '(\w+)' ready in) ([\d.]+) s$", re.MULTILINE)

@@ -227,8 +227,12 @@ def test_a_build_log_becomes_a_record_of_chapter_times(tmp_path):
     record = resources.build_record(log, "offline")
     assert record["chapters"] == {"01_method": 147.8, "02_heterogeneity": 331.7}
     assert record["zoo_s"] is None  # ready, but the log shows no training: a cached zoo
+    assert "| zoo, before the chapters | not trained |" in resources.build_lines([record])
     log.write_text(log.read_text() + "zoo-gpt2:  50%|#####     | 500/1000\n")
-    assert resources.build_record(log, "offline")["zoo_s"] == 704.1
+    trained = resources.build_record(log, "offline")
+    assert trained["zoo_s"] == 704.1
+    page = resources.build_lines([record, trained])  # the Resources page's table of whole builds
+    assert "| 01_method | 148 | 148 |" in page and "| zoo, before the chapters | not trained | 704 |" in page
     log.write_text("nothing\n")
     with pytest.raises(SystemExit, match="is it the log of a book build"):
         resources.build_record(log, "offline")
