@@ -89,8 +89,8 @@ def warn_if_zoo_missing(profile: Profile) -> bool:
     print(
         f"{'!' * 80}\n!! The model zoo '{profile.zoo.name}' is not in the cache ({cache_dir()}): this chapter trains "
         f"{len(missing)} model(s) ({', '.join(missing)}) before it measures anything. On a CPU that "
-        "takes minutes to tens of minutes (the run-time note at the top gives the measured time); later chapters "
-        f"and runs reuse the trained zoo.\n{'!' * 80}"
+        "can take many minutes (the run-time note at the top gives the time measured for the `offline` zoo); "
+        f"later chapters and runs reuse the trained zoo.\n{'!' * 80}"
     )
     return True
 
