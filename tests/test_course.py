@@ -185,6 +185,16 @@ def test_every_colab_notebook_is_plain_and_runs_no_solution():
         nbformat.validate(nb)
 
 
+def test_exercise_labels_are_unique_and_every_solution_names_an_exercise():
+    labels, solved = [], []
+    for source in notebooks.sources(REPO):
+        text = source.read_text()
+        labels += re.findall(r"^# :label: (ex-[\w-]+)$", text, re.MULTILINE)
+        solved += re.findall(r"^# :::\{solution(?:-start)?\} (\S+)$", text, re.MULTILINE)
+    assert len(labels) == len(set(labels)) > 20
+    assert sorted(solved) == sorted(labels)  # one solution per exercise
+
+
 # ---------------------------------------------------------------------------------------------- run times
 
 RESOURCES = {
