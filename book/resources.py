@@ -204,7 +204,56 @@ def page(results: dict[str, object]) -> str:
         f"{sum(r['wall_s'] for r in results['chapters']) / 60:.0f} minutes of wall time.",
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + build_lines(results.get("builds", [])))
+
+
+def build_lines(builds: list[dict]) -> list[str]:
+    """The page's table of whole book builds (``--record-build``): what each chapter's run-time note states."""
+    if not builds:
+        return []
+    lines = [
+        "## Whole builds",
+        "",
+        "Each chapter states its run time under its title from these builds of the whole book, in book order, "
+        "two chapters at a time, each chapter reusing what the chapters before it cached (read from the builds' "
+        "logs by `book/resources.py --record-build`). Wall time in seconds:",
+        "",
+        "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}" for b in builds) + " |",
+        "|---|" + "---:|" * len(builds),
+    ]
+    stems = sorted({stem for b in builds for stem in b["chapters"]})
+    for stem in stems:
+        cells = [f"{b['chapters'][stem]:.0f}" if stem in b["chapters"] else "" for b in builds]
+        lines.append(f"| {stem} | " + " | ".join(cells) + " |")
+    zoo = ["not trained" if b.get("zoo_s") is None else f"{b['zoo_s']:.0f}" for b in builds]
+    lines += ["| zoo, before the chapters | " + " | ".join(zoo) + " |", ""]
+    return lines
+
+
+BUILD_LINE = re.compile(r"\[book\] (?:(\d\d_\w+): done in|zoo '(\w+)' ready in) ([\d.]+) s$", re.MULTILINE)
+ZOO_TRAINING = re.compile(r"^zoo-[\w-]+:\s+\d+%", re.MULTILINE)
+
+
+def build_record(log: Path, profile: str) -> dict[str, object]:
+    """The chapter times of one whole book build, read from the log of ``book/build.py all|execute``.
+
+    The machine is this one's (run it where the build ran) and the date the log's. ``zoo_s`` is the time the
+    build spent making the zoo ready, kept only where the log shows the zoo being trained (a cached zoo is
+    ready in a fraction of a second, which says nothing about training it).
+    """
+    text = log.read_text(errors="replace")
+    chapters = {m.group(1): float(m.group(3)) for m in BUILD_LINE.finditer(text) if m.group(1)}
+    zoo = [float(m.group(3)) for m in BUILD_LINE.finditer(text) if m.group(2)]
+    if not chapters:
+        raise SystemExit(f"{log}: no '[book] NN_topic: done in N s' line; is it the log of a book build?")
+    return {
+        "profile": profile,
+        "machine": f"{os.cpu_count()} CPU cores ({platform.machine()})",
+        "date": time.strftime("%Y-%m-%d", time.gmtime(log.stat().st_mtime)),
+        "log": log.name,
+        "zoo_s": zoo[0] if zoo and ZOO_TRAINING.search(text) else None,
+        "chapters": chapters,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,7 +262,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NN_topic", help="only these chapters")
     parser.add_argument("--no-offline-pass", action="store_true", help="skip the second, offline run")
     parser.add_argument("--page-only", action="store_true", help="rewrite the page from book/resources.json")
+    parser.add_argument(
+        "--record-build",
+        nargs="+",
+        metavar="LOG",
+        help="add the chapter times of whole book builds (their logs, on this machine) for --profile to "
+        "book/resources.json's 'builds', which the chapters' run-time notes read",
+    )
     args = parser.parse_args(argv)
+    if args.record_build:
+        results = json.loads(RESULTS.read_text())
+        results["builds"] = [
+            *results.get("builds", []),
+            *(build_record(Path(log), args.profile) for log in args.record_build),
+        ]
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"[resources] recorded {len(args.record_build)} build(s) in {RESULTS.relative_to(ROOT)}")
+        return 0
     if args.page_only:
         results = json.loads(RESULTS.read_text())
     else:

@@ -439,17 +439,20 @@ pd.DataFrame({
 #
 # ## Exercises
 #
-# **1. Reparametrising the input.** Predict what happens to $R^2_\text{lin}$ of the "affine + noise"
+# :::{exercise} Reparametrising the input
+# :label: ex-method-reparametrising-the-input
+# Predict what happens to $R^2_\text{lin}$ of the "affine + noise"
 # block when every input row is transformed as $x \mapsto xM + t$ for an invertible $M$. Then check.
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-method-reparametrising-the-input
 # :class: dropdown
+# :::
 # Nothing changes (up to rounding): any affine map of $xM + t$ is an affine map of $x$ and vice
 # versa, so the best achievable fit, and hence $R^2_\text{lin}$, is the same. The measurement
-# depends on the information in $X$, not on its coordinates. The hidden cell below verifies it.
-# :::
+# depends on the information in $X$, not on its coordinates. The code below verifies it.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 M = randn(WIDTH, WIDTH) + 3 * torch.eye(WIDTH, dtype=torch.float64)  # invertible in practice
 t = 10 * randn(WIDTH)
 noisy = planted["affine + noise"][0]
@@ -458,50 +461,86 @@ print(f"R²_lin before {before:.6f}, after x -> xM + t {after:.6f}")
 assert abs(before - after) < 1e-8
 
 # %% [markdown]
-# **2. Shifted squares.** $y = x^2$ (elementwise, $x \sim \mathcal N(0, I)$) gives $R^2_\text{lin}
-# \approx 0$. What does $y = (x + 1)^2$ give, and why?
+# :::{solution-end}
+# :::
 #
-# :::{admonition} Solution
+# :::{exercise} Shifted squares
+# :label: ex-method-shifted-squares
+# $y = x^2$ (elementwise, $x \sim \mathcal N(0, I)$) gives $R^2_\text{lin}
+# \approx 0$. What does $y = (x + 1)^2$ give, and why?
+# :::
+
+# %% tags=["remove-cell"]
+# Exercise "Shifted squares": put your R²_lin of y = (x + 1)² in `answer` and run this cell.
+from linrec.book import exercises
+
+answer = None
+shifted = recover_rows(x, (x + 1) ** 2, FOLDS)  # this run's measurement: what the answer is checked against
+# tol 0.03: the exact value, 2/3, passes at this run's row count (the solution asserts the same bound)
+exercises.check(answer, shifted.r2_lin, tol=0.03,
+                hint="split (x + 1)² into its linear and its even part; compare their variances")
+
+# %% [markdown]
+# :::{solution-start} ex-method-shifted-squares
 # :class: dropdown
+# :::
 # $(x+1)^2 = x^2 + 2x + 1$: the linear part $2x$ has variance 4 per coordinate and the even part
 # $x^2$ has variance 2, and they are uncorrelated, so $R^2_\text{lin} = 4 / (4 + 2) = 2/3$. An offset
 # moves a symmetric input off the centre of the nonlinearity, which is exactly what the GELU map
 # shows for $\beta \neq 0$.
-# :::
 
-# %% tags=["hide-cell"]
-shifted = recover_rows(x, (x + 1) ** 2, FOLDS)
+# %% tags=["solution"]
 print(f"measured {shifted.r2_lin:.4f} ± {shifted.r2_lin_std:.4f}; predicted {2 / 3:.4f}")
 assert abs(shifted.r2_lin - 2 / 3) < 0.03
 
 # %% [markdown]
-# **3. What it costs.** How much memory do the moments of one GPT-2 block (width 768, FFN output 768)
-# take for 5 folds, with 20 thousand rows and with 20 million rows?
+# :::{solution-end}
+# :::
 #
-# :::{admonition} Solution
-# :class: dropdown
-# The same in both cases: per fold, $C_{xx}$, $C_{xy}$ and $C_{yy}$ are $3 \times 768^2$ float64
-# numbers (plus two means), about 14 MB, so 5 folds take about 71 MB whatever the number of rows.
-# Rows only cost forward-pass time. The hidden cell computes it from a real `Moments` object.
+# :::{exercise} What it costs
+# :label: ex-method-what-it-costs
+# How much memory do the moments of one GPT-2 block (width 768, FFN output 768)
+# take for 5 folds, with 20 thousand rows and with 20 million rows?
 # :::
 
-# %% tags=["hide-cell"]
-empty = Moments.zeros(768, 768)
+# %% tags=["remove-cell"]
+# Exercise "What it costs": put your answer for 20 million rows, in MB (10⁶ bytes), in `answer` and run this cell.
+answer = None
+empty = Moments.zeros(768, 768)  # the moments this block would hold: what the answer is checked against
 per_fold = sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
+# tol 4 MB: an answer in MiB (2^20 bytes, 5 % less, about 3.4 MB here) passes too
+exercises.check(answer, 5 * per_fold / 1e6, tol=4,
+                hint="count the float64 numbers one fold keeps; do they grow with the rows?")
+
+# %% [markdown]
+# :::{solution-start} ex-method-what-it-costs
+# :class: dropdown
+# :::
+# The same in both cases: per fold, $C_{xx}$, $C_{xy}$ and $C_{yy}$ are $3 \times 768^2$ float64
+# numbers (plus two means), about 14 MB, so 5 folds take about 71 MB whatever the number of rows.
+# Rows only cost forward-pass time. The code below prints it for a real `Moments` object.
+
+# %% tags=["solution"]
 print(f"{per_fold / 1e6:.1f} MB per fold, {5 * per_fold / 1e6:.1f} MB for 5 folds, any row count")
 
 # %% [markdown]
-# **4. Initialisation scale.** Rebuild the tiny GPT-2 with `initializer_range=0.2` instead of the
+# :::{solution-end}
+# :::
+#
+# :::{exercise} Initialisation scale
+# :label: ex-method-initialisation-scale
+# Rebuild the tiny GPT-2 with `initializer_range=0.2` instead of the
 # default 0.02 and measure it again. Which way does $R^2_\text{lin}$ move, and which region of the
 # GELU map explains it?
-#
-# :::{admonition} Solution
-# :class: dropdown
-# Larger weights give larger pre-activations, moving the units out of the near-linear corner of the
-# map toward the ReLU-like regime, so $R^2_\text{lin}$ drops. The hidden cell runs it.
 # :::
+#
+# :::{solution-start} ex-method-initialisation-scale
+# :class: dropdown
+# :::
+# Larger weights give larger pre-activations, moving the units out of the near-linear corner of the
+# map toward the ReLU-like regime, so $R^2_\text{lin}$ drops. The code below runs it.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 torch.manual_seed(SEED)
 wide = GPT2LMHeadModel(GPT2Config(**{**config.to_dict(), "initializer_range": 0.2}))
 wide = wide.to(DEVICE).eval().requires_grad_(False)
@@ -513,6 +552,9 @@ pd.DataFrame({
 })
 
 # %% [markdown]
+# :::{solution-end}
+# :::
+#
 # ## Provenance
 
 # %%

@@ -247,19 +247,22 @@ ch.glue(**real_reading)
 #
 # ## Exercises
 #
-# **1. First in line.** For each model, which block would you replace by its affine map first, and
+# :::{exercise} First in line
+# :label: ex-heterogeneity-first-in-line
+# For each model, which block would you replace by its affine map first, and
 # what does it cost? Is it the block with the highest R²_lin?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-heterogeneity-first-in-line
 # :class: dropdown
+# :::
 # Take the block with the smallest ΔPPL and compare it with the block with the highest R²_lin; the
-# hidden cell lists both per model. They need not coincide: R²_lin is the fraction of the block's
+# code below lists both per model. They need not coincide: R²_lin is the fraction of the block's
 # *own* output variance the map misses, while ΔPPL depends on how large that missed part is next to
 # the residual stream and on whether later layers read it. A block with a large output can cost
 # more with a few percent missing than a block with a small output and a fifth missing.
-# :::
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 if SWAP:
     merged = table.merge(swaps[["model", "block", "delta_ppl"]], on=["model", "block"])
     display(pd.DataFrame({
@@ -269,11 +272,17 @@ if SWAP:
     }))
 
 # %% [markdown]
-# **2. Signal or noise?** The error bars are the standard deviation over folds. In what sense is a
+# :::{solution-end}
+# :::
+#
+# :::{exercise} Signal or noise?
+# :label: ex-heterogeneity-signal-or-noise
+# The error bars are the standard deviation over folds. In what sense is a
 # jump of two such units between adjacent blocks a conservative threshold, and in what sense is it
 # lenient?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution} ex-heterogeneity-signal-or-noise
 # :class: dropdown
 # Conservative: the plotted value is the *mean* over $k$ folds, whose fluctuation is about
 # $s/\sqrt{k}$, not $s$; and both blocks are scored on the same held-out sequences, so their
@@ -285,26 +294,32 @@ if SWAP:
 # largest jump in these units; chapter 7 shows how much a block moves with another corpus.
 # :::
 #
-# **3. Does R²_lin rank the swaps?** Across the blocks of each model, compute Spearman's rank
+# :::{exercise} Does R²_lin rank the swaps?
+# :label: ex-heterogeneity-rank-the-swaps
+# Across the blocks of each model, compute Spearman's rank
 # correlation between R²_lin and ΔPPL. What sign would make R²_lin a good guide to which block to
 # swap, and what sign do you find?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-heterogeneity-rank-the-swaps
 # :class: dropdown
+# :::
 # A good guide gives a negative ρ: the more of a block the map recovers, the less the swap hurts.
-# Whether that holds is an empirical question, and the hidden cell measures it. A positive ρ means
+# Whether that holds is an empirical question, and the code below measures it. A positive ρ means
 # the blocks the map recovers best are among those whose replacement costs most, for the reason in
-# exercise 1: R²_lin is relative to each block's own output variance, ΔPPL to what the model needs.
+# {ref}`exercise 1 <ex-heterogeneity-first-in-line>`: R²_lin is relative to each block's own output variance, ΔPPL to what the model needs.
 # With a handful of blocks per model the estimate is very uncertain; chapter 5 pools models and adds
 # a confidence interval.
-# :::
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 if SWAP:
     display(merged.groupby("model")[["r2_lin", "delta_ppl"]].corr(method="spearman").xs("r2_lin", level=1)["delta_ppl"]
             .rename("Spearman ρ(R²_lin, ΔPPL)").to_frame())
 
 # %% [markdown]
+# :::{solution-end}
+# :::
+#
 # ## Provenance
 
 # %%

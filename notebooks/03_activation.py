@@ -351,20 +351,23 @@ ch.report(activation_claims(distances, shares))
 #
 # ## Exercises
 #
-# **1. Is the grid symmetric?** Running $B_j$ on $A_i$'s inputs and $A_i$ on $B_j$'s inputs are
+# :::{exercise} Is the grid symmetric?
+# :label: ex-activation-is-the-grid-symmetric
+# Running $B_j$ on $A_i$'s inputs and $A_i$ on $B_j$'s inputs are
 # different experiments. How correlated are the two across the grid, and what would perfect symmetry
 # mean?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-activation-is-the-grid-symmetric
 # :class: dropdown
+# :::
 # Symmetry would mean R²_lin depends only on the *pair* of blocks, not on which supplies the inputs
 # and which the weights, something neither the "weights" nor the "inputs" reading predicts. A
 # weights-driven grid has near-constant columns, so a cell and its transpose are unrelated unless the
-# two FFNs happen to agree; the hidden cell computes the correlation between each cell and its
+# two FFNs happen to agree; the code below computes the correlation between each cell and its
 # transpose.
-# :::
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 transposed = grid.rename(columns={"input_model": "weight_model", "input_block": "weight_block",
                                   "weight_model": "input_model", "weight_block": "input_block"})
 paired = grid.merge(transposed, on=["input_model", "input_block", "weight_model", "weight_block"],
@@ -374,27 +377,39 @@ print(f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paire
       f"over {len(paired)} off-diagonal cells")
 
 # %% [markdown]
-# **2. Which inputs are foreign?** Before reading a cross-fed value, which column of the conditioning
+# :::{solution-end}
+# :::
+#
+# :::{exercise} Which inputs are foreign?
+# :label: ex-activation-which-inputs-are-foreign
+# Before reading a cross-fed value, which column of the conditioning
 # table tells you whether model A's inputs are at a scale model B's FFN has seen, and how would you
 # remove that difference?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-activation-which-inputs-are-foreign
 # :class: dropdown
+# :::
 # `input_rms` (and the input mean, which the table does not show): if A's block inputs have a very
 # different RMS from B's, B's units operate in another regime of the activation. The grid above already
 # rewrites A's rows in B's norm coordinates (`linrec.interventions.crossfeed.align_inputs`), which
 # removes the per-dimension gain and offset; `crossfeed_grid(..., align=False)` feeds them as captured,
-# for comparison. The hidden cell prints the input RMS per model and block.
-# :::
+# for comparison. The code below prints the input RMS per model and block.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 display(trained_blocks.pivot(index="block", columns="model", values="input_rms")[MODELS])
 
 # %% [markdown]
-# **3. A stricter seed test.** With only one seed pair, what would you need to measure to say that
-# two architectures differ "beyond seed variation" with some confidence?
+# :::{solution-end}
+# :::
 #
-# :::{admonition} Solution
+# :::{exercise} A stricter seed test
+# :label: ex-activation-a-stricter-seed-test
+# With only one seed pair, what would you need to measure to say that
+# two architectures differ "beyond seed variation" with some confidence?
+# :::
+#
+# :::{solution} ex-activation-a-stricter-seed-test
 # :class: dropdown
 # Several seeds per architecture (at least three to five): then the within-architecture distances
 # form a distribution, and the between-architecture distances can be compared with it by a

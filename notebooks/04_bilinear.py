@@ -436,20 +436,23 @@ else:
 #
 # ## Exercises
 #
-# **1. An under-trained probe.** Rerun the bilinear probe on the least linear block with the
+# :::{exercise} An under-trained probe
+# :label: ex-bilinear-an-under-trained-probe
+# Rerun the bilinear probe on the least linear block with the
 # quadratic part's learning rate at 1e-3 (the profile's `probe.lr`, the Adam baseline's) instead of
 # 1e-2. What happens to the gain, and why does this matter for the claim?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-bilinear-an-under-trained-probe
 # :class: dropdown
+# :::
 # The gain shrinks towards zero, because with the same budget the quadratic term barely moves from
 # its random start and early stopping keeps a state close to the closed form. A probe that is
 # under-trained *understates* what a nonlinear term can add, in the very direction of the paper's
 # claim ("only a few points"), so an honest probe must be trained to convergence, which is the same
-# pitfall chapter 6 shows for trained linear maps. The hidden cell runs both.
-# :::
+# pitfall chapter 6 shows for trained linear maps. The code below runs both.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 from dataclasses import replace
 
 from linrec.interventions.probes import bilinear_probe
@@ -462,20 +465,26 @@ print(f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {co
       f"{slow.gain:+.4f} at lr {profile.probe.lr:g} ({slow.steps} steps)")
 
 # %% [markdown]
-# **2. A planted quadratic.** Build rows whose output is an exact rank-4 bilinear function of
+# :::{solution-end}
+# :::
+#
+# :::{exercise} A planted quadratic
+# :label: ex-bilinear-a-planted-quadratic
+# Build rows whose output is an exact rank-4 bilinear function of
 # Gaussian inputs plus a linear part. What should the closed form score, what should the probe
 # add, and where should seeded-poly's gate go?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-bilinear-a-planted-quadratic
 # :class: dropdown
+# :::
 # With centred Gaussian inputs the quadratic part is uncorrelated with every linear function
 # (its odd moments vanish), so the closed form recovers exactly the linear part's share of the
 # variance, and the probe, whose form contains the planted map, can recover the rest: the gain
 # is large, and the gate grows instead of shrinking. A small gain on real blocks therefore is a
-# property of the blocks, not an inability of the probe. The hidden cell checks it.
-# :::
+# property of the blocks, not an inability of the probe. The code below checks it.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 from linrec.core.sample import Rows
 from linrec.interventions.probes import seeded_poly
 
@@ -491,22 +500,28 @@ print(f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (
       f"seeded-poly {seeded.r2_poly:.3f}, gate {config.gate_init:g} -> {seeded.gate:.3f}")
 
 # %% [markdown]
-# **3. Rotating the outputs.** Replace each block's outputs $y$ by $yQ$ for a random orthogonal
-# $Q$. Which of global R²_lin, the median per-feature R² and the output effective rank change?
+# :::{solution-end}
+# :::
 #
-# :::{admonition} Solution
+# :::{exercise} Rotating the outputs
+# :label: ex-bilinear-rotating-the-outputs
+# Replace each block's outputs $y$ by $yQ$ for a random orthogonal
+# $Q$. Which of global R²_lin, the median per-feature R² and the output effective rank change?
+# :::
+#
+# :::{solution-start} ex-bilinear-rotating-the-outputs
 # :class: dropdown
+# :::
 # Global R²_lin does not: the sum of squared errors and the total sum of squares are both
 # unchanged by an orthogonal map of the output space, and the best affine map just rotates along.
 # The effective rank does not either (the output covariance's eigenvalues are unchanged). The
 # median per-feature R² does: a rotation mixes high- and low-variance dims, so dims that were
 # poorly predicted borrow from well-predicted ones. Per-feature summaries, and the "top dims" of
 # this chapter, are statements about the basis the model happens to use, which for a residual
-# stream with outlier dims is a meaningful basis. The hidden cell rotates the moments of the
+# stream with outlier dims is a meaningful basis. The code below rotates the moments of the
 # widest-gap block (no rows needed).
-# :::
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 from linrec.core.fit import kfold
 from linrec.core.moments import Moments
 
@@ -519,6 +534,9 @@ pd.DataFrame({"original outputs": [before.r2_lin, before.r2_feature_median, befo
              index=["global R²_lin", "median per-feature R²", "output effective rank"])
 
 # %% [markdown]
+# :::{solution-end}
+# :::
+#
 # ## Provenance
 
 # %%

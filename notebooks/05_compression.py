@@ -273,33 +273,42 @@ for name, rows in real_signal.items():
 #
 # ## Exercises
 #
-# **1. Mean or zero?** For which blocks is the mean-ablation replacement much better than removal,
+# :::{exercise} Mean or zero?
+# :label: ex-compression-mean-or-zero
+# For which blocks is the mean-ablation replacement much better than removal,
 # and what does that say about those blocks?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-compression-mean-or-zero
 # :class: dropdown
+# :::
 # Mean ablation keeps the block's average output, a constant vector added to the residual stream;
 # removal drops it. Where `mean` is far better than `zero`, the block's contribution is largely a
 # fixed offset (a bias the later layers rely on), and a replacement with only $d$ numbers already
-# keeps most of it. The hidden cell lists the ΔPPL difference per block.
-# :::
+# keeps most of it. The code below lists the ΔPPL difference per block.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]}) if {"mean", "zero"} <= set(grid) else None
 
 # %% [markdown]
-# **2. How low can the rank go?** For the best early block, swap in low-rank maps of rank 1, 2, 4,
-# ... up to the full width. At which rank does the swap cost about as much as the full affine map?
+# :::{solution-end}
+# :::
 #
-# :::{admonition} Solution
+# :::{exercise} How low can the rank go?
+# :label: ex-compression-how-low-can-the
+# For the best early block, swap in low-rank maps of rank 1, 2, 4,
+# ... up to the full width. At which rank does the swap cost about as much as the full affine map?
+# :::
+#
+# :::{solution-start} ex-compression-how-low-can-the
 # :class: dropdown
+# :::
 # The cost falls quickly at first and then flattens: the prediction covariance of a trained block
 # is dominated by a few directions (its effective rank, `effective_rank_map` in the table), so a
 # rank of a few times that keeps nearly all of what the affine map achieves, at a fraction of its
-# numbers. The hidden cell runs the sweep.
-# :::
+# numbers. The code below runs the sweep.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.surgery import fit_replacements
 
@@ -313,19 +322,25 @@ print(f"block {block}: effective rank of the map's predictions {float(table.effe
 sweep[["rank", "params", "ratio", "delta_ppl"]]
 
 # %% [markdown]
-# **3. The ratio for other FFNs.** What is the affine map's parameter ratio for a Llama-style
+# :::{solution-end}
+# :::
+#
+# :::{exercise} The ratio for other FFNs
+# :label: ex-compression-the-ratio-for-other
+# What is the affine map's parameter ratio for a Llama-style
 # gated FFN (SwiGLU: three bias-free matrices, hidden width $h$) of width 768 and $h = 3072$, and
 # for GPT-2's FFN? Check by building both modules from their config classes.
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-compression-the-ratio-for-other
 # :class: dropdown
+# :::
 # GPT-2: $(2 \cdot 768 \cdot 3072 + 3072 + 768) / (768^2 + 768) = 7.996$. SwiGLU stores
 # $3 \cdot 768 \cdot 3072$ numbers and no biases, so the same affine map is $11.98\times$ smaller:
 # the gate's extra matrix makes a gated block a more attractive target for the same R²_lin.
 # (llama-160m itself uses a narrower hidden layer, so check its config before quoting a ratio.)
-# :::
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 from transformers import GPT2Config, LlamaConfig
 from transformers.models.gpt2.modeling_gpt2 import GPT2MLP
 from transformers.models.llama.modeling_llama import LlamaMLP
@@ -340,6 +355,9 @@ pd.DataFrame({"FFN numbers": [n_stored(gpt2_mlp), n_stored(llama_mlp)],
              index=["GPT-2 (GELU)", "Llama (SwiGLU)"])
 
 # %% [markdown]
+# :::{solution-end}
+# :::
+#
 # ## Provenance
 
 # %%

@@ -297,18 +297,21 @@ if PRETRAINED:
 #
 # ## Exercises
 #
-# **1. A larger budget.** Rerun the raw-input Adam baseline on the worst-conditioned block of
+# :::{exercise} A larger budget
+# :label: ex-pitfall-a-larger-budget
+# Rerun the raw-input Adam baseline on the worst-conditioned block of
 # `CURVE_MODEL`, at its tuned rate, with ten times the steps. Does it reach the ceiling, and what does that cost in
 # seconds compared with the closed form?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-pitfall-a-larger-budget
 # :class: dropdown
+# :::
 # More steps shrink the gap, and with enough of them the run reaches the tolerance, but the cost
 # grows with the budget while the closed form takes milliseconds and needs no step size or
-# schedule. The hidden cell runs it.
-# :::
+# schedule. The code below runs it.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 from linrec.interventions.baseline import train_linear
 
 tuned = runs[runs.tuned]
@@ -321,18 +324,24 @@ print(f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {lon
       f"{longer.ceiling - longer.log.r2.iloc[-1]:.4f}, {longer.log.seconds.iloc[-1]:.2f} s of training")
 
 # %% [markdown]
-# **2. Conditioning by construction.** Make inputs with a chosen condition number (a random
+# :::{solution-end}
+# :::
+#
+# :::{exercise} Conditioning by construction
+# :label: ex-pitfall-conditioning-by-construction
+# Make inputs with a chosen condition number (a random
 # rotation of coordinates scaled from 1 down to $10^{-c}$), a target that is an exact linear map
 # plus noise, and train SGD for a fixed budget. How does the final gap depend on $c$?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-pitfall-conditioning-by-construction
 # :class: dropdown
+# :::
 # The gap stays near zero while $\kappa = 10^{2c}$ is small compared with the number of steps and
 # grows once $\kappa$ exceeds it: the slowest direction needs about $\kappa$ steps to converge. The
-# hidden cell sweeps $c$.
-# :::
+# code below sweeps $c$.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 from linrec.analysis.pitfall import planted_rows
 
 toy = replace(config, steps=max(config.steps, 300))
@@ -344,10 +353,16 @@ for c in (0.0, 0.5, 1.0, 1.5, 2.0):
 pd.DataFrame(sweep)
 
 # %% [markdown]
-# **3. Adam and axis-aligned outliers.** Why does Adam cope with a few huge input *coordinates*
-# better than with the same spread of variances along rotated directions?
+# :::{solution-end}
+# :::
 #
-# :::{admonition} Solution
+# :::{exercise} Adam and axis-aligned outliers
+# :label: ex-pitfall-adam-and-axis-aligned
+# Why does Adam cope with a few huge input *coordinates*
+# better than with the same spread of variances along rotated directions?
+# :::
+#
+# :::{solution} ex-pitfall-adam-and-axis-aligned
 # :class: dropdown
 # Adam divides each parameter's step by a running estimate of its gradient's size. For a linear
 # map, the gradient of the weights attached to input coordinate $j$ scales with that coordinate's

@@ -169,27 +169,36 @@ if SWAP:
 #
 # ## Exercises
 #
-# **1. Which corpus departs?** For each model, which corpus's profile is farthest from the other two,
+# :::{exercise} Which corpus departs?
+# :label: ex-corpora-which-corpus-departs
+# For each model, which corpus's profile is farthest from the other two,
 # and does the same corpus depart for every model?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution-start} ex-corpora-which-corpus-departs
 # :class: dropdown
+# :::
 # For each model and corpus, compute the RMS distance of that corpus's profile to the mean profile of
 # the other corpora and take the largest. If the same corpus departs for every model, the difference
-# is about the text (e.g. its token statistics), not about a model. The hidden cell does it.
-# :::
+# is about the text (e.g. its token statistics), not about a model. The code below does it.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 wide = table.pivot_table(index=["model", "block"], columns="corpus", values="r2_lin")
 departure = pd.DataFrame({c: ((wide[c] - wide.drop(columns=c).mean(axis=1)) ** 2).groupby("model").mean() ** 0.5
                           for c in wide.columns})
 display(departure.assign(departs=departure.idxmax(axis=1)))
 
 # %% [markdown]
-# **2. Rows or text?** Each corpus gives the same number of rows per block. Why does that matter
-# for comparing R²_lin across corpora, and what changes if one corpus had ten times fewer rows?
+# :::{solution-end}
+# :::
 #
-# :::{admonition} Solution
+# :::{exercise} Rows or text?
+# :label: ex-corpora-rows-or-text
+# Each corpus gives the same number of rows per block. Why does that matter
+# for comparing R²_lin across corpora, and what changes if one corpus had ten times fewer rows?
+# :::
+#
+# :::{solution} ex-corpora-rows-or-text
 # :class: dropdown
 # Held-out R²_lin is biased downward by a finite training split (the fitted map overfits its
 # training rows, roughly in proportion to width over rows) and its fold-to-fold spread grows as rows

@@ -132,11 +132,14 @@ print(f"Profile '{PROFILE}': " + "; ".join(
 #
 # ## Exercises
 #
-# **1. Init is not neutral.** Before looking at {numref}`fig-training-heatmaps`, predict R²_lin at initialisation for a
+# :::{exercise} Init is not neutral
+# :label: ex-training-init-is-not-neutral
+# Before looking at {numref}`fig-training-heatmaps`, predict R²_lin at initialisation for a
 # GELU MLP with GPT-2's default initialisation (weights of standard deviation 0.02) and for a
 # SwiGLU MLP. Then compare with the first column of each heatmap.
+# :::
 #
-# :::{admonition} Solution
+# :::{solution} ex-training-init-is-not-neutral
 # :class: dropdown
 # GELU: with small weights, pre-activations are small and GELU is close to its tangent line
 # $\tfrac12 z$ plus a small quadratic term (chapter 1's map, near scale 0 and offset 0), so R²_lin
@@ -146,17 +149,20 @@ print(f"Profile '{PROFILE}': " + "; ".join(
 # inputs, so R²_lin starts low. How high or low depends on the width and the init scale, so measure.
 # :::
 #
-# **2. Is the change monotone in time?** For each block, does R²_lin move steadily from its initial
+# :::{exercise} Is the change monotone in time?
+# :label: ex-training-is-the-change-monotone
+# For each block, does R²_lin move steadily from its initial
 # to its final value, or does it overshoot? Count the blocks whose R²_lin leaves the interval between
 # its first and last value by more than two k-fold std at some intermediate checkpoint.
-#
-# :::{admonition} Solution
-# :class: dropdown
-# The hidden cell counts them per model. Overshoots mean the profile is not simply "grown" toward its
-# final shape: intermediate training can make a block more (or less) linear than it ends up.
 # :::
+#
+# :::{solution-start} ex-training-is-the-change-monotone
+# :class: dropdown
+# :::
+# The code below counts them per model. Overshoots mean the profile is not simply "grown" toward its
+# final shape: intermediate training can make a block more (or less) linear than it ends up.
 
-# %% tags=["hide-cell"]
+# %% tags=["solution"]
 def overshoots(g: pd.DataFrame) -> int:
     g = g.sort_values("step")
     first, last = g["r2_lin"].iloc[0], g["r2_lin"].iloc[-1]
@@ -170,6 +176,9 @@ display(table.groupby(["model", "block"]).apply(overshoots).groupby("model").sum
         .to_frame().assign(blocks=table.groupby("model")["block"].nunique()))
 
 # %% [markdown]
+# :::{solution-end}
+# :::
+#
 # ## Provenance
 
 # %%

@@ -197,19 +197,25 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-gguf-") as workdir:
 #
 # ## Exercises
 #
-# **1.** Which columns of the table would you check before trusting a candidate on a new corpus?
+# :::{exercise} Before trusting a candidate
+# :label: ex-your-model-before-trusting-a-candidate
+# Which columns of the table would you check before trusting a candidate on a new corpus?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution} ex-your-model-before-trusting-a-candidate
 # :class: dropdown
 # `r2_lin_std` (fold agreement), `r2_feature_median` against `r2_lin` (is the score carried by a few
 # coordinates?), and `n_train` against the width (with barely more rows than width + 1 the fit is
 # noisy). Then re-measure on the new corpus: the table is a property of model *and* text.
 # :::
 #
-# **2.** How much memory would measuring all 32 blocks of a 7B model with 5 folds take, and how would
+# :::{exercise} A 7B model
+# :label: ex-your-model-a-7b-model
+# How much memory would measuring all 32 blocks of a 7B model with 5 folds take, and how would
 # you bring it under 16 GiB?
+# :::
 #
-# :::{admonition} Solution
+# :::{solution} ex-your-model-a-7b-model
 # :class: dropdown
 # The cost table above gives it (about 60 GiB for all blocks at once). One block per pass needs under
 # 2 GiB; eight passes of four blocks each, or two folds instead of five, also fit.

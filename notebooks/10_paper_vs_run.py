@@ -14,10 +14,11 @@ PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build in
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from linrec.analysis.depth import depth_table
 from linrec.book import chapter, ledger
+from linrec.book.provenance import on_colab
 from linrec.experiment.measurement import measurement
 from linrec.plots.depth import heterogeneity_reference_figure
 from linrec.report.paper import CITATION, REPORTED
@@ -42,9 +43,7 @@ pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.s
 
 # %%
 recorded = ledger.ledger(PROFILE)
-if recorded.empty:
-    print("No chapter has recorded results for this profile yet: build the chapters first (make book).")
-recorded
+display(Markdown(ledger.empty_note(PROFILE, on_colab())) if recorded.empty else recorded)
 
 # %% [markdown]
 # ## A real pretrained model beside the zoo

@@ -9,8 +9,9 @@ at every call.
 otherwise ``paper`` on Google Colab, where a GPU and the model hubs are at hand, and ``offline``
 everywhere else), seeds torch and numpy, applies the book's plot style, restarts the chapter's wall
 clock and prints a header; a profile sized for a GPU that is about to run on the CPU is warned about
-there, with the way to switch. ``Chapter.progress`` says whether long cells show progress bars: yes,
-unless ``$LINREC_PROGRESS`` is ``0`` (the book's build sets it, so the built pages stay free of bars).
+there, with the way to switch, and so is a zoo that is not cached yet (the chapter will train it first).
+``Chapter.progress`` says whether long cells show progress bars: yes, unless ``$LINREC_PROGRESS`` is ``0``
+(the book's build sets it, so the built pages stay free of bars).
 ``Chapter.provenance`` is the line a chapter ends with (:mod:`linrec.book.provenance`).
 """
 
@@ -27,6 +28,7 @@ import torch
 
 from linrec.book import ledger
 from linrec.book.provenance import Provenance, on_colab, provenance, restart_clock
+from linrec.cache import cache_dir
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
@@ -76,6 +78,23 @@ def warn_if_cpu(profile: Profile) -> bool:
     return True
 
 
+def warn_if_zoo_missing(profile: Profile) -> bool:
+    """Warn (a printed banner) when ``profile``'s zoo is not all in the cache, so that the chapter's first use
+    of it will train it; return whether it did. The run-time note at the chapter's top says how long that took
+    where it was measured (:mod:`linrec.book.timing`)."""
+    from linrec.models.zoo import zoo_missing
+
+    if profile.zoo is None or not (missing := zoo_missing(profile.zoo)):
+        return False
+    print(
+        f"{'!' * 80}\n!! The model zoo '{profile.zoo.name}' is not in the cache ({cache_dir()}): this chapter trains "
+        f"{len(missing)} model(s) ({', '.join(missing)}) before it measures anything. On a CPU that "
+        "can take many minutes (the run-time note at the top gives the time measured for the `offline` zoo); "
+        f"later chapters and runs reuse the trained zoo.\n{'!' * 80}"
+    )
+    return True
+
+
 def setup(profile: str | None = None, seed: int = 0, style: bool = True, **overrides: object) -> str:
     """Resolve the profile, seed torch and numpy, set the plot style, print a header; return the profile.
 
@@ -97,6 +116,7 @@ def setup(profile: str | None = None, seed: int = 0, style: bool = True, **overr
     chosen_by = "given" if profile is not None else ("default on Colab" if on_colab() else "default off Colab")
     print(f"{provenance(resolved, wall=False)} | profile {chosen_by}, seed {seed}")
     warn_if_cpu(chosen)
+    warn_if_zoo_missing(chosen)
     return resolved
 
 

@@ -69,6 +69,31 @@ def ledger(profile: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def empty_note(profile: str, colab: bool) -> str:
+    """What the appendix says in place of an empty ledger: why it is empty and what to do (Markdown).
+
+    On Colab (``colab``) every notebook opens in a runtime of its own, with a cache of its own, so the appendix
+    never sees what the chapter notebooks recorded unless they share a cache that outlives the runtime.
+    """
+    if not colab:
+        return (
+            f"**No chapter has recorded results under the `{profile}` profile in this cache** ({cache_dir()}). "
+            f"Run the chapters first (`make book PROFILE={profile}`, or each chapter notebook in this environment), "
+            "then this appendix again."
+        )
+    return (
+        f"**No chapter has recorded results under the `{profile}` profile in this runtime.** Each chapter records "
+        "its numbers in linrec's cache, and on Colab every notebook opens in a fresh runtime with an empty cache, "
+        "so this appendix cannot see what you ran in the chapter notebooks. Either read the appendix of the built "
+        "book, whose chapters ran in one environment, or give every notebook the same cache on your Google Drive: "
+        "at the top of each chapter notebook and of this one, run\n\n"
+        '```python\nimport os\nfrom google.colab import drive\n\ndrive.mount("/content/drive")\n'
+        'os.environ["LINREC_CACHE"] = "/content/drive/MyDrive/linrec-cache"\n```\n\n'
+        "then run the chapters, then this appendix. The shared cache also keeps the models and measurements, so "
+        "a chapter run again starts from them."
+    )
+
+
 def side_by_side(entries: pd.DataFrame, subject: str) -> pd.DataFrame:
     """The entries recorded about ``subject`` (named ``"<quantity> (<subject>)"``, :meth:`Claim.of`) beside the
     same quantities recorded without it, e.g. a pretrained model beside the zoo: one row per quantity about

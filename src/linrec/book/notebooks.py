@@ -22,12 +22,16 @@ import jupytext
 import nbformat
 import yaml
 
+from linrec.book import timing
+from linrec.book.colab import bibliography, colab_cells, collapse_solutions
 from linrec.book.layout import Book, BookError
 
 INSTALL_EXTRAS = "paper,notebook,gguf"
 PINNED_SOURCES = ("src", "notebooks/*.py", "pyproject.toml")  # what the install cell's commit pins
 _PIN = re.compile(r'^COMMIT = "([0-9a-f]{40})"$', re.MULTILINE)
 COLAB = "https://colab.research.google.com"
+BIBLIOGRAPHY = "book/references.bib"  # the citations a Colab notebook spells out as (Author, year)
+RESOURCES = "book/resources.json"  # the measured run times each chapter states at its top
 NOTEBOOK_METADATA = {
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
     "language_info": {"name": "python"},
@@ -138,8 +142,14 @@ def pinned_commit(notebook: Path) -> str | None:
     return next((m.group(1) for c in cells if c.cell_type == "code" and (m := _PIN.search(c.source))), None)
 
 
-def paired_notebook(book: Book, source: Path) -> nbformat.NotebookNode:
-    """The unexecuted notebook for a chapter source: its cells, the install cell after the title."""
+def paired_notebook(book: Book, source: Path, colab: bool = False) -> nbformat.NotebookNode:
+    """The unexecuted notebook for a chapter source: its cells, its run time under the title
+    (:func:`linrec.book.timing.run_time_note`, where ``book/resources.json`` exists), the install cell after it.
+
+    ``colab``: the notebook a student opens on Colab (what :func:`sync` writes), its Markdown plain and its
+    solutions collapsed cells that "Run all" does not execute (:mod:`linrec.book.colab`); otherwise the
+    book's, in MyST, which ``execute`` runs.
+    """
     nb = jupytext.read(source, fmt="py:percent")
     cells = nb.cells
     if not cells or cells[0].cell_type != "markdown" or not cells[0].source.startswith("# "):
@@ -148,10 +158,18 @@ def paired_notebook(book: Book, source: Path) -> nbformat.NotebookNode:
         raise BookError(
             f"{source.name}: needs a cell tagged 'parameters' (# %% tags=[\"parameters\"]) that sets PROFILE"
         )
+    if colab:
+        bib = book.root / BIBLIOGRAPHY
+        cells = colab_cells(cells, bibliography(bib) if bib.exists() else {}, source.name)
+    if (resources := timing.load(book.root / RESOURCES)) is not None:  # under the title, before the text
+        title, _, text = cells[0].source.partition("\n")
+        cells[0].source = f"{title}\n\n{timing.run_time_note(resources, source.stem)}\n{text}"
     nb.cells = [cells[0], _install_cell(book), *cells[1:]]
     for i, cell in enumerate(nb.cells):
         cell.id = f"{source.stem}-{i:03d}"  # stable ids keep the committed notebook diff-free
     nb.metadata = json.loads(json.dumps(NOTEBOOK_METADATA))
+    if colab:
+        collapse_solutions(nb)
     return nb
 
 
@@ -160,7 +178,7 @@ def sync(book: Book, write: bool = True) -> list[Path]:
     stale = []
     for source in sources(book):
         target = source.with_suffix(".ipynb")
-        text = nbformat.writes(paired_notebook(book, source)) + "\n"
+        text = nbformat.writes(paired_notebook(book, source, colab=True)) + "\n"
         if not target.exists() or target.read_text() != text:
             stale.append(target)
             if write:

@@ -326,6 +326,12 @@ def zoo_model_path(spec: ZooSpec, model: str | ZooEntry, checkpoint: str = "fina
     return _layout(spec, _corpora(spec)).models[entry.name] / _resolve_checkpoint(entry, checkpoint)
 
 
+def zoo_missing(spec: ZooSpec) -> list[str]:
+    """The zoo's models not (completely) in the cache: what a first use would train. Builds nothing."""
+    models = _layout(spec, _corpora(spec)).models
+    return [e.name for e in spec.entries if not entry_complete(models[e.name])]
+
+
 def ensure_zoo_model(spec: ZooSpec, model: str | ZooEntry, checkpoint: str = "final", progress: bool = True) -> Path:
     """The path of a zoo checkpoint, training that model first if it is not cached (or is damaged)."""
     path = zoo_model_path(spec, model, checkpoint)
