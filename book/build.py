@@ -20,7 +20,7 @@ from pathlib import Path
 from linrec.book.check import check, toc_problems
 from linrec.book.execute import assignments, execute
 from linrec.book.layout import Book, BookError
-from linrec.book.notebooks import source_commit, sources, sync, sync_problems, uncommitted_sources
+from linrec.book.notebooks import sources, sync, sync_problems
 from linrec.book.render import html, maths_problems, rendered_dom, screenshot
 
 BOOK = Book(Path(__file__).resolve().parents[1])
@@ -65,11 +65,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.step in ("sync", "all"):
             for path in sync(BOOK):
                 print(f"[book] wrote {path.relative_to(BOOK.root)}")
-            if changed := uncommitted_sources(BOOK):
-                print(
-                    f"[book] note: the install cells pin {source_commit(BOOK)[:12]}, which lacks the uncommitted "
-                    f"changes to {', '.join(changed)}: commit them, then run `make notebooks` again"
-                )
         if args.step == "check-sync" and (problems := sync_problems(BOOK)):
             raise BookError("stale notebooks:\n  " + "\n  ".join(problems))
         if args.step in ("execute", "all"):
