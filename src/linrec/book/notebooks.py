@@ -121,6 +121,7 @@ def sync(book: Book, write: bool = True) -> list[Path]:
 def sync_problems(book: Book) -> list[str]:
     """Each committed notebook that differs from what ``sync`` would write, with the fix."""
     return [
-        f"{path.relative_to(book.root)} is out of date with its .py source or the version: run `make notebooks` and commit"
+        f"{path.relative_to(book.root)} is out of date with its .py source or the version: "
+        "run `make notebooks` and commit"
         for path in sync(book, write=False)
     ]
