@@ -1,9 +1,10 @@
 """Publishing the book: the release version, the footer naming the build, the cite page from CITATION.cff, each
-figure's data as CSV (linrec.book.publish, linrec.book.figures)."""
+figure's data as CSV, and the GitHub workflows (linrec.book.publish, linrec.book.figures, .github/workflows)."""
 
 import ast
 import datetime as dt
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -204,3 +205,47 @@ def test_the_gelu_map_table_holds_each_grid_value_at_its_scale_and_offset():
     assert len(table) == 6 and (table.exact == table.offset * 100 + table.scale).all()
     with pytest.raises(LinrecError, match="must be"):
         method.gelu_map_table(scales, offsets, grid.T)
+
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def workflow(name: str) -> dict:
+    parsed = yaml.safe_load((WORKFLOWS / name).read_text())
+    parsed["on"] = parsed.pop(True, parsed.get("on"))  # YAML 1.1 reads the key `on` as True
+    return parsed
+
+
+def commands(job: dict) -> list[str]:
+    return [line.strip() for step in job["steps"] if "run" in step for line in step["run"].splitlines()]
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+
+
+def test_ci_runs_the_readmes_test_command_and_the_smoke_book():
+    ci = workflow("ci.yml")
+    assert {"push", "pull_request"} <= set(ci["on"])
+    run = [c for job in ci["jobs"].values() for c in commands(job)]
+    assert "bash .ci/run" in run and (ROOT / ".ci/run").exists()
+    ci_run = (ROOT / ".ci/run").read_text()
+    assert "make test" in ci_run and "bash .ci/book" in ci_run and "make test" in (ROOT / "README.md").read_text()
+
+
+def test_pages_builds_the_offline_book_caches_it_and_deploys_the_html():
+    pages = workflow("pages.yml")
+    assert pages["on"]["push"]["branches"] == ["main"] and pages["on"]["push"]["tags"] == ["v*"]
+    assert pages["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    build, deploy = pages["jobs"]["build"], pages["jobs"]["deploy"]
+    uses = {step.get("uses", "").split("@")[0]: step for step in build["steps"]}
+    assert uses["actions/upload-pages-artifact"]["with"]["path"] == "_build/html"
+    assert "hashFiles(" in uses["actions/cache"]["with"]["key"]
+    assert uses["actions/cache"]["with"]["path"] == "${{ env.LINREC_CACHE }}"
+    for line in commands(build):
+        words = shlex.split(line)
+        if words[:1] == ["make"]:
+            assert set(w for w in words[1:] if "=" not in w) <= make_targets(), line
+    assert any(line.startswith("make book") and "PROFILE=offline" in line for line in commands(build))
+    assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
