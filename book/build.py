@@ -2,8 +2,9 @@
 
 The steps live in :mod:`linrec.book`; this script is their command line. ``sync`` regenerates the
 committed Colab notebooks (:mod:`linrec.book.notebooks`), ``execute`` runs the chapters with papermill for
-one profile (:mod:`linrec.book.execute`), ``html`` renders them with Jupyter Book, warnings as errors
-(:mod:`linrec.book.render`), and ``check`` verifies the result (:mod:`linrec.book.check`), optionally with
+one profile (:mod:`linrec.book.execute`), ``html`` renders them with Jupyter Book, warnings as errors, with
+a footer naming the build and a cite page from CITATION.cff (:mod:`linrec.book.render`,
+:mod:`linrec.book.publish`), and ``check`` verifies the result (:mod:`linrec.book.check`), optionally with
 headless Chromium: the first chapter's formulas as MathJax drew them, and a screenshot.
 
     python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)

@@ -17,7 +17,7 @@ import yaml
 
 import linrec
 from linrec import LinrecError
-from linrec.book import figures, notebooks, publish
+from linrec.book import check, figures, notebooks, publish
 from linrec.book.layout import Book, BookError
 from linrec.plots import method
 
@@ -249,3 +249,28 @@ def test_pages_builds_the_offline_book_caches_it_and_deploys_the_html():
     assert any(line.startswith("make book") and "PROFILE=offline" in line for line in commands(build))
     assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
     assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
+
+
+def test_book_check_wants_the_footer_and_every_figure_data_link_to_resolve(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "release_version", lambda book: "1.0.0")
+    book = Book(tmp_path)
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://github.com/o/n\n")
+    (tmp_path / "_toc.yml").write_text("root: intro\nchapters:\n  - file: book/chapters/01_demo\n")
+    book.notebooks.mkdir()
+    (book.notebooks / "01_demo.py").write_text('# %% [markdown]\n# # Demo\n\n# %% tags=["parameters"]\nPROFILE = 1\n')
+    notebooks.sync(book)
+    executed(book, "01_demo", "smoke")
+    page = book.page("01_demo")
+    page.parent.mkdir(parents=True)
+    link = f"{figures.FIGURE_DATA}/01_demo/fig-a.csv"
+    body = f'<img src="data:image/png;base64,AA"/><a href="{notebooks.colab_link(book, "01_demo")}">Colab</a>'
+    page.write_text(f'{body}<a href="{link}" download>fig-a.csv</a>')
+    problems = check.check(book)
+    assert problems == [
+        f"_build/html/book/chapters/01_demo.html: links {link}, which the build did not copy",
+        "_build/html/book/chapters/01_demo.html: no footer naming the build (profile, commit, date)",
+    ]
+    (page.parent / link).parent.mkdir(parents=True)
+    (page.parent / link).write_text("a\n1\n")
+    page.write_text(page.read_text() + publish.footer(["smoke"], "abc1234", dt.date(2026, 1, 2), "1.0.0"))
+    assert check.check(book) == []
