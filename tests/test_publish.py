@@ -18,7 +18,9 @@ import yaml
 import linrec
 from linrec import LinrecError
 from linrec.book import check, figures, notebooks, publish
+from linrec.book.chapter import Chapter
 from linrec.book.layout import Book, BookError
+from linrec.experiment.profiles import get_profile
 from linrec.plots import method
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,6 +165,9 @@ def test_a_figure_is_shown_with_its_data_as_csv_beside_it(tmp_path, monkeypatch)
     html = bundle["text/html"]
     assert html.startswith('<img src="data:image/png;base64,') and bundle["image/png"] in html
     assert '<a href="figure-data/02_demo/fig-demo-pivot.csv" download>fig-demo-pivot.csv</a>' in html
+    chapter = Chapter("02_demo", get_profile("smoke"), seed=0)
+    assert chapter.figure(plt.figure(), table, "fig-other") is None  # a returned value would be a second output
+    assert len(shown) == 2 and (tmp_path / "figure-data/02_demo/fig-other.csv").exists()
 
 
 def test_a_diagram_has_no_data_link_and_bad_figure_data_is_refused(tmp_path, monkeypatch):

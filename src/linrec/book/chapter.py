@@ -150,13 +150,12 @@ class Chapter:
         for name, value in plain.items():
             glue(name, value, display=False)
 
-    def figure(
-        self, fig: Figure, data: pd.DataFrame | Mapping[str, pd.DataFrame] | None, name: str
-    ) -> list[tuple[str, str]]:
+    def figure(self, fig: Figure, data: pd.DataFrame | Mapping[str, pd.DataFrame] | None, name: str) -> None:
         """Show ``fig`` with the tables it plots (``data``: one, or several by name; None for a diagram) saved as
         CSV and linked beneath it (:func:`linrec.book.figures.show_figure`); ``name`` is the figure's ``fig-``
-        name. Returns the (file, link) pairs."""
-        return show_figure(fig, data, self.name, name)
+        name. Returns nothing: a value would be a second output of the cell, which myst-nb would wrap in a second
+        figure of the same name."""
+        show_figure(fig, data, self.name, name)
 
     def provenance(self) -> Provenance:
         """The chapter's provenance line so far, from what it measured (:func:`linrec.book.provenance.provenance`)."""
