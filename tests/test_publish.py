@@ -173,8 +173,11 @@ def test_a_figure_is_shown_with_its_data_as_csv_beside_it(tmp_path, monkeypatch)
 def test_a_diagram_has_no_data_link_and_bad_figure_data_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("LINREC_FIGURE_DATA", str(tmp_path))
     assert figures.figure_html(b"png", []) == '<img src="data:image/png;base64,cG5n" alt="figure"/>'
-    with pytest.raises(LinrecError, match="letters, digits"):
-        figures.save_figure_data(pd.DataFrame({"a": [1]}), "02_demo", "../escape")
+    links = figures.save_figure_data(pd.DataFrame({"a": [1]}), "02_demo", "../fig-real-EleutherAI/pythia-160m")
+    assert links == [("fig-real-EleutherAI-pythia-160m.csv", "figure-data/02_demo/fig-real-EleutherAI-pythia-160m.csv")]
+    assert [p.name for p in tmp_path.rglob("*.csv")] == ["fig-real-EleutherAI-pythia-160m.csv"]  # in its folder
+    with pytest.raises(LinrecError, match="cannot name"):
+        figures.save_figure_data(pd.DataFrame({"a": [1]}), "02_demo", "/..")
     with pytest.raises(LinrecError, match="must be a pandas DataFrame"):
         figures.save_figure_data({"x": [1, 2]}, "02_demo", "fig-x")  # type: ignore[dict-item]
     with pytest.raises(LinrecError, match="no table"):

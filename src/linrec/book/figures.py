@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 FIGURE_DATA = "figure-data"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _file_stem(name: str) -> str:
+    """``name`` as a file name: runs of anything but letters, digits, '_', '.' and '-' become '-' (a hub model's
+    'owner/name' included), leading and trailing dots and dashes dropped, so it never leaves its folder."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip(".-")
+    if not stem:
+        raise LinrecError(f"'{name}' cannot name a figure's data file")
+    return stem
 
 
 def figure_data_dir(chapter: str) -> Path:
@@ -37,25 +45,25 @@ def figure_data_dir(chapter: str) -> Path:
 
 def save_figure_data(data: pd.DataFrame | Mapping[str, pd.DataFrame], chapter: str, name: str) -> list[tuple[str, str]]:
     """Write each table of ``data`` as CSV (a mapping's tables as ``<name>-<key>.csv``, its None values skipped:
-    a table the profile did not make); return (label, link) pairs, each link relative to the chapter's page. A
-    table's index is written only when it carries labels (it is named, or not the plain 0..n-1 range)."""
+    a table the profile did not make; names made file-safe); return (label, link) pairs, each link relative to the
+    chapter's page. A table's index is written only when it carries labels (it is named, or not the plain 0..n-1
+    range)."""
     if isinstance(data, pd.DataFrame):
         tables = {name: data}
     else:
         tables = {f"{name}-{key}": table for key, table in data.items() if table is not None}
     if not tables:
         raise LinrecError(f"figure '{name}': no table to save")
-    out = figure_data_dir(chapter)
+    out = figure_data_dir(_file_stem(chapter))
     out.mkdir(parents=True, exist_ok=True)
     links = []
-    for stem, table in tables.items():
-        if not _NAME.fullmatch(stem) or not _NAME.fullmatch(chapter):
-            raise LinrecError(f"figure data '{chapter}/{stem}': use letters, digits, '-', '_' and '.' only")
+    for name_given, table in tables.items():
+        stem = _file_stem(name_given)
         if not isinstance(table, pd.DataFrame):
-            raise LinrecError(f"figure data '{stem}' must be a pandas DataFrame, got {type(table).__name__}")
+            raise LinrecError(f"figure data '{name_given}' must be a pandas DataFrame, got {type(table).__name__}")
         labelled = any(n is not None for n in table.index.names) or not table.index.equals(pd.RangeIndex(len(table)))
         table.to_csv(out / f"{stem}.csv", index=labelled)
-        links.append((f"{stem}.csv", f"{FIGURE_DATA}/{chapter}/{stem}.csv"))
+        links.append((f"{stem}.csv", f"{FIGURE_DATA}/{out.name}/{stem}.csv"))
     return links
 
 
