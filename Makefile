@@ -47,4 +47,4 @@ notebooks: $(STAMP)
 	$(PY) book/build.py sync
 
 clean:
-	rm -rf _build book/chapters
+	rm -rf _build book/chapters book/cite.md

@@ -2,8 +2,9 @@
 
 The steps live in :mod:`linrec.book`; this script is their command line. ``sync`` regenerates the
 committed Colab notebooks (:mod:`linrec.book.notebooks`), ``execute`` runs the chapters with papermill for
-one profile (:mod:`linrec.book.execute`), ``html`` renders them with Jupyter Book, warnings as errors
-(:mod:`linrec.book.render`), and ``check`` verifies the result (:mod:`linrec.book.check`), optionally with
+one profile (:mod:`linrec.book.execute`), ``html`` renders them with Jupyter Book, warnings as errors, with
+a footer naming the build and a cite page from CITATION.cff (:mod:`linrec.book.render`,
+:mod:`linrec.book.publish`), and ``check`` verifies the result (:mod:`linrec.book.check`), optionally with
 headless Chromium: the first chapter's formulas as MathJax drew them, and a screenshot.
 
     python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)
@@ -20,7 +21,7 @@ from pathlib import Path
 from linrec.book.check import check, toc_problems
 from linrec.book.execute import assignments, execute
 from linrec.book.layout import Book, BookError
-from linrec.book.notebooks import source_commit, sources, sync, sync_problems, uncommitted_sources
+from linrec.book.notebooks import sources, sync, sync_problems
 from linrec.book.render import html, maths_problems, rendered_dom, screenshot
 
 BOOK = Book(Path(__file__).resolve().parents[1])
@@ -65,11 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.step in ("sync", "all"):
             for path in sync(BOOK):
                 print(f"[book] wrote {path.relative_to(BOOK.root)}")
-            if changed := uncommitted_sources(BOOK):
-                print(
-                    f"[book] note: the install cells pin {source_commit(BOOK)[:12]}, which lacks the uncommitted "
-                    f"changes to {', '.join(changed)}: commit them, then run `make notebooks` again"
-                )
         if args.step == "check-sync" and (problems := sync_problems(BOOK)):
             raise BookError("stale notebooks:\n  " + "\n  ".join(problems))
         if args.step in ("execute", "all"):

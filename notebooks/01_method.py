@@ -20,7 +20,6 @@ SEQ_LEN = 32
 # %%
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -113,7 +112,7 @@ pd.DataFrame(where)
 
 # %% mystnb={"figure": {"caption": "The data flow of one measurement. Rows $(x, y)$ exist only inside the forward pass; below the dashed line everything is computed from float64 moments, whose size does not depend on the number of tokens.", "name": "fig-method-pipeline"}}
 fig = method.draw_pipeline()
-plt.show()
+ch.figure(fig, None, "fig-method-pipeline")
 
 # %% [markdown]
 # ## From moments to $R^2_\text{lin}$
@@ -253,7 +252,7 @@ theory = pd.DataFrame({"alpha": fine, "r2_lin": (1 - fine) ** 2 * v_lin / ((1 - 
 
 # %% mystnb={"figure": {"caption": "Planted blocks mixing an affine and an even part: held-out $R^2_\\text{lin}$ measured by `linrec` (points, $k$-fold mean ± std) against the exact population value (line).", "name": "fig-method-mixture"}}
 fig = method.mixture_figure(sweep, theory, FOLDS, ROWS)
-plt.show()
+ch.figure(fig, {"measured": sweep, "exact": theory}, "fig-method-mixture")
 
 # %% [markdown]
 # ## One activation, any recoverability
@@ -285,11 +284,12 @@ gelu_table["measured"] = [recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) +
 
 # %% mystnb={"figure": {"caption": "Exact $R^2_\\text{lin}$ of a GELU block $y = \\mathrm{GELU}(s\\,xQ + \\beta)\\,C$ with Gaussian inputs, over the scale $s$ and offset $\\beta$ of its pre-activations (Gauss–Hermite quadrature). White dots: the blocks measured on rows in {numref}`fig-method-gelu-check`.", "name": "fig-method-gelu-map"}}
 fig = method.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
-plt.show()
+ch.figure(fig, {"map": method.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()), "blocks": gelu_table},
+          "fig-method-gelu-map")
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ that `linrec` measures on rows of the GELU blocks marked in {numref}`fig-method-gelu-map` against the exact value; the dashed diagonal is perfect agreement.", "name": "fig-method-gelu-check"}}
 fig = method.gelu_check_figure(gelu_table, ROWS)
-plt.show()
+ch.figure(fig, gelu_table, "fig-method-gelu-check")
 
 # %% [markdown]
 # The same nonlinearity ranges from essentially linear (small scale, or offsets that keep units in
@@ -330,7 +330,7 @@ table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
 fig = method.untrained_figure(table, f"random-init GPT-2, {TINY_WIDTH} wide",
                               title="Every block of an untrained GPT-2 is close to linear")
-plt.show()
+ch.figure(fig, table, "fig-method-random-init")
 
 # %% [markdown]
 # Each LayerNorm-fed block shows one null input direction (`null_dims`), the exact constraint the
@@ -359,7 +359,7 @@ trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's first trained model on the profile's main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-method-trained"}}
 fig = depth.heterogeneity_reference_figure(trained_table)
-plt.show()
+ch.figure(fig, trained_table, "fig-method-trained")
 
 # %% [markdown]
 # Under the `paper` profile the dashed lines of {numref}`fig-method-trained` bracket what the paper
@@ -394,7 +394,7 @@ else:
 if real_runs:
     fig = depth.curves_figure(real_profiles, style="checkpoint",
                               title="A real pretrained model against its own random initialisation")
-    plt.show()
+    ch.figure(fig, real_profiles, "fig-method-real")
 
 # %% [markdown]
 # ## This run beside the paper's setup

@@ -83,6 +83,7 @@ else:
 
 # %% mystnb={"figure": {"caption": "Top: held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile ($k$-fold mean ± std), with the paper's reported bounds (0.99 and 0.3) dashed. Bottom: the change in perplexity when that block alone is swapped for its closed-form affine map (zero-shot, symmetric-log axis; empty when `SWAP` is off).", "name": "fig-heterogeneity"}}
 fig = depth.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
+ch.figure(fig, {"r2_lin": table, "swaps": swaps}, "fig-heterogeneity")
 
 # %% [markdown]
 # ## The numbers behind the figure
@@ -127,6 +128,7 @@ ch.caveat()
 # %% mystnb={"figure": {"caption": "Left: held-out $R^2_\\text{lin}$ of every block on all rows and with the first position(s) of every window left out of the capture. Right: the share of each block's output sum of squares carried by those first positions; dashed: their share of the rows.", "name": "fig-heterogeneity-positions"}}
 positions = pd.concat([position_effect(profile, m, FIRST, progress=ch.progress) for m in MODELS], ignore_index=True)
 fig = depth.position_figure(positions, order=MODELS)
+ch.figure(fig, positions, "fig-heterogeneity-positions")
 
 # %%
 ch.report(position_claims(positions, FIRST, profile.seq_len))
@@ -179,6 +181,7 @@ for m, conv in convergence.items():
 # %% mystnb={"figure": {"caption": "The real pretrained model of the profile: held-out $R^2_\\text{lin}$ of each of its FFN blocks, variance-weighted ($k$-fold mean ± std), and the median over output features of each feature's own $R^2$.", "name": "fig-heterogeneity-real"}}
 for m in PRETRAINED:
     fig = pretrained.profile_figure(real_table[real_table.model == m], f"{m}: R²_lin per block")
+    ch.figure(fig, real_table[real_table.model == m], f"fig-heterogeneity-real-{m}")
 
 # %%
 for m in PRETRAINED:
@@ -197,6 +200,7 @@ real_positions = pd.concat([position_effect(profile, m, FIRST, progress=ch.progr
                            ignore_index=True) if PRETRAINED else pd.DataFrame()
 if PRETRAINED:
     fig = depth.position_figure(real_positions, order=PRETRAINED)
+    ch.figure(fig, real_positions, "fig-heterogeneity-real-positions")
 
 # %%
 real_reading = dict.fromkeys(["real_heavy", "real_heavy_share", "real_moved", "real_steady", "real_steady_change"],

@@ -116,6 +116,7 @@ shuffled = pd.concat([control_profiles(profile, m, CONTROL_SEEDS, progress=ch.pr
                      ignore_index=True)
 bands = control_bands(shuffled)
 fig = figures.controls_figure(shuffled, bands, order=MODELS)
+ch.figure(fig, {"profiles": shuffled, "bands": bands}, "fig-activation-learned")
 
 # %%
 ch.report(learned_claims(shuffled))
@@ -142,6 +143,7 @@ controls = {m: control_profiles(profile, m, CONTROL_SEEDS, controls=("permuted",
             for m in PRETRAINED}
 for m, table in controls.items():
     fig = figures.controls_figure(table, control_bands(table), order=[m])
+    ch.figure(fig, table, f"fig-activation-controls-{m}")
 if not controls:
     print("This profile measures no pretrained model; see the offline profile.")
 
@@ -166,6 +168,7 @@ for m, table in controls.items():
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
 fig = depth.curves_figure(profiles, style="checkpoint", order=MODELS,
                             title="R²_lin per block, trained (solid) and at random initialisation (dashed)")
+ch.figure(fig, profiles, "fig-activation-profiles")
 
 # %%
 shape = depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
@@ -183,6 +186,7 @@ shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump"
 # %% mystnb={"figure": {"caption": "Root-mean-square difference of $R^2_\\text{lin}$ over blocks between two depth profiles that differ in one respect only (seed, family or training); one dot per pair, the bar is the mean of its kind.", "name": "fig-activation-distances"}}
 distances = distance_table(profiles, identities)
 fig = figures.distance_figure(distances)
+ch.figure(fig, distances, "fig-activation-distances")
 
 # %%
 distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"])
@@ -203,6 +207,7 @@ distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
 fig = figures.conditioning_figure(profiles, order=MODELS)
+ch.figure(fig, profiles, "fig-activation-conditioning")
 
 # %%
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
@@ -243,6 +248,7 @@ nets = {m: load_profile_model(profile, m, progress=ch.progress)[0] for m in dict
 normalised = pd.concat([normalisation_table(nets[m], measured[(m, "final")], NORMALISATIONS) for m in MODELS],
                        ignore_index=True)
 fig = figures.normalisation_figure(normalised, order=MODELS)
+ch.figure(fig, normalised, "fig-activation-normalised")
 
 # %%
 normalisation_summary(normalised)
@@ -273,6 +279,7 @@ print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join
 grid = crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS}, {m: nets[m] for m in GRID_MODELS},
                       profile.folds, blocks=blocks)
 fig = figures.crossfeed_heatmap(grid, order=GRID_MODELS)
+ch.figure(fig, grid, "fig-activation-crossfeed")
 
 # %% [markdown]
 # The grid's variance splits exactly into a part explained by *which FFN runs* (column means), a

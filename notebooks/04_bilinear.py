@@ -35,7 +35,6 @@ PRETRAINED = None  # real pretrained models probed on a subset of blocks; None: 
 REAL_EVERY = 10  # their probed blocks: every REAL_EVERY-th block from the first, and the last
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 from IPython.display import display
@@ -147,7 +146,7 @@ sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded"
 
 # %% mystnb={"figure": {"caption": "Held-out R² gain of the bilinear probe and of seeded-poly over the closed-form affine map (same test rows) against the block's residual nonlinearity $1 - R^2_\\text{lin}$; one point per block and probe, Pearson $r$ with its 95% interval in the legend.", "name": "fig-bilinear-gain"}}
 fig = figures.gain_figure(sweep, correlations)
-plt.show()
+ch.figure(fig, sweep, "fig-bilinear-gain")
 
 # %% [markdown]
 # ## How much of the residual does the probe capture?
@@ -186,7 +185,7 @@ controls.drop(columns="kind").round(3)
 
 # %% mystnb={"figure": {"caption": "Share of what the closed form leaves over that the bilinear probe captures, gain / (1 − $R^2_\\text{lin}$), with 95% intervals (held-out sequences resampled, spanning the probe seeds), against the block's residual nonlinearity; dotted lines: the shares of the planted controls; shaded: the interval of the random-FFN controls at this width.", "name": "fig-bilinear-captured"}}
 fig = figures.captured_figure(sweep, controls)
-plt.show()
+ch.figure(fig, {"probes": sweep, "controls": controls}, "fig-bilinear-captured")
 
 # %% tags=["remove-cell"]
 at_budget = int(sweep.at_budget.sum())
@@ -275,7 +274,7 @@ pd.Series(reference, name="planted block, captured quadratic residual").to_frame
 # %% mystnb={"figure": {"caption": "Seeded-poly's gate $|g|$ after fitting (log scale) against the block's $R^2_\\text{lin}$, one point per block; the dashed line is the value every gate started from.", "name": "fig-bilinear-gate"}}
 gates = gate_summary(sweep, config.gate_init)
 fig = figures.gate_figure(sweep, config.gate_init)
-plt.show()
+ch.figure(fig, sweep, "fig-bilinear-gate")
 
 # %% tags=["remove-cell"]
 rho = gates["rho"]
@@ -309,7 +308,7 @@ ch.glue(shrunk=gates["shrunk"], gate_blocks=gates["blocks"], median_ratio=gates[
 # %% mystnb={"figure": {"caption": "Median per-feature R² (every output dim counts once) against global $R^2_\\text{lin}$ (dims weighted by their variance), one point per block; point area is proportional to the effective rank of the block's outputs, the dashed diagonal is where the two agree.", "name": "fig-bilinear-features"}}
 concentration = output_concentration(measured, top=TOP_DIMS)
 fig = figures.feature_figure(concentration)
-plt.show()
+ch.figure(fig, concentration, "fig-bilinear-features")
 
 # %% [markdown]
 # Which dims carry the variance? For each block: the share of output variance held by its
@@ -329,7 +328,7 @@ widest = widest_gap(concentration)
 dims = output_dims(measured[widest.model], int(widest.block))
 fig = figures.dims_figure(dims, TOP_DIMS, title=f"{widest.model}, block {int(widest.block)}: global R²_lin "
                           f"{widest.r2_lin:.3f}, median per-feature {widest.r2_feature_median:.3f}")
-plt.show()
+ch.figure(fig, dims, "fig-bilinear-dims")
 
 # %%
 dims.head(TOP_DIMS + 2)

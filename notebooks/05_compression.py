@@ -22,7 +22,6 @@ REAL_EVERY = 3  # their swapped blocks: every REAL_EVERY-th block from the first
 REAL_EVAL_TOKENS = 4096  # held-out tokens per perplexity pass on a pretrained model
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
@@ -98,7 +97,7 @@ swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first(
 
 # %% mystnb={"figure": {"caption": "Change in perplexity (symmetric-log axis) when one block at a time is replaced by each kind of module; the legend gives each kind's parameter ratio to the original FFN.", "name": "fig-compression-swaps"}}
 fig = figures.swap_figure(swaps)
-plt.show()
+ch.figure(fig, swaps, "fig-compression-swaps")
 
 # %% [markdown]
 # The numbers behind {numref}`fig-compression-swaps`, ΔPPL per block and kind (rows: blocks, with
@@ -150,7 +149,7 @@ pd.DataFrame({
 # %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
 frontier = compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress, base=swaps.base_ppl.iloc[0])
 fig = figures.frontier_figure(frontier)
-plt.show()
+ch.figure(fig, frontier, "fig-compression-frontier")
 
 # %%
 frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl",
@@ -179,7 +178,7 @@ signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
 rho = signal_correlation(signal)
 fig = figures.signal_figure(signal, rho.combined if rho else None)
-plt.show()
+ch.figure(fig, signal, "fig-compression-signal")
 
 # %%
 signal_table(signal, rho) if rho else None
@@ -237,7 +236,7 @@ for name in PRETRAINED:
                                       blocks=swap_blocks(len(run.blocks), REAL_EVERY))
     real_rho = signal_correlation(real_signal[name])
     fig = figures.signal_figure(real_signal[name], real_rho.combined if real_rho else None)
-    plt.show()
+    ch.figure(fig, real_signal[name], f"fig-compression-real-{name}")
 if not PRETRAINED:
     print("This profile measures no pretrained model; the section needs one (offline profile).")
 

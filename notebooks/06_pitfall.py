@@ -26,7 +26,6 @@ REAL_INPUTS = ["raw", "centred", "whitened"]  # the arms for a pretrained model 
 # %%
 from dataclasses import replace
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
@@ -140,7 +139,7 @@ conditioning
 # %% mystnb={"figure": {"caption": "Learning curves of linear maps trained by SGD and Adam (each at its tuned learning rate) on raw, centred, standardised and whitened inputs: the gap between the closed-form ceiling and the held-out R² (log scale) against optimiser steps (top) and training wall time (bottom), for the best- and worst-conditioned block of one model; line style: input arm (raw, centred, standardised, whitened); dashed grey: the tolerance.", "name": "fig-pitfall-curves"}}
 runs, curves = pitfall_runs(measured, chosen, config, OPTIMIZERS, INPUTS, progress=ch.progress, cache=True)
 fig = figures.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
-plt.show()
+ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 
 # %% [markdown]
 # ## Steps and seconds to the ceiling
@@ -170,7 +169,7 @@ tuning_table(runs)
 
 # %% mystnb={"figure": {"caption": "Final gap between the closed-form ceiling and the tuned trained map's held-out R² (log scale) against the condition number of the block's input covariance (log scale), per optimiser (colour), on raw, centred, standardised and whitened inputs (marker); dashed: the tolerance.", "name": "fig-pitfall-condition"}}
 fig = figures.condition_figure(runs, TOLERANCE)
-plt.show()
+ch.figure(fig, runs, "fig-pitfall-condition")
 
 # %% [markdown]
 # ## Paper against this run
@@ -269,7 +268,7 @@ else:
 # %% mystnb={"figure": {"caption": "The profile's real pretrained model: gap between the closed-form ceiling and the tuned trained baselines' held-out $R^2$ against optimiser steps (top) and seconds (bottom) on its best- and worst-conditioned blocks, raw, centred and whitened inputs (line style); dashed grey: the tolerance.", "name": "fig-pitfall-real"}}
 if PRETRAINED:
     fig = figures.curve_figure(real_curves, TOLERANCE)
-    plt.show()
+    ch.figure(fig, real_curves, "fig-pitfall-real")
 
 # %% [markdown]
 # Read the verdicts for this model as they come out. A condition number in the billions says that the

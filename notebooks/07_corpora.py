@@ -66,6 +66,7 @@ measured = {(m, c): measurement(profile, m, corpus=c, keep="table", progress=ch.
             for m in MODELS for c in CORPORA}
 table = depth_table(measured.values())
 fig = depth.corpus_figure(table, order=MODELS)
+ch.figure(fig, table, "fig-corpora-profiles")
 
 # %% [markdown]
 # ## Do the profiles overlay?
@@ -104,6 +105,7 @@ real_table = depth_table([measurement(profile, m, corpus=c, keep="table", progre
                           for m in PRETRAINED for c in CORPORA]) if PRETRAINED else pd.DataFrame()
 if PRETRAINED:
     fig = depth.corpus_figure(real_table, order=PRETRAINED)
+    ch.figure(fig, real_table, "fig-corpora-real")
 else:
     print("This profile measures no pretrained model; the section needs one (offline profile).")
 
@@ -137,6 +139,7 @@ if SEEDED_POLY:
     fig = depth.corpus_figure(probes, order=MODELS, value="r2_seeded", error=None,
                               ylabel="held-out R² of seeded-poly (test fold)",
                               title="Seeded-poly (closed form + gated rank-r bilinear term) per block and corpus")
+    ch.figure(fig, probes, "fig-corpora-seeded-poly")
 
 # %%
 if SWAP:
@@ -150,6 +153,7 @@ if SWAP:
     fig = depth.corpus_figure(swaps, order=MODELS, value="relative", error=None,
                               ylabel="ΔPPL / PPL, block → its affine map",
                               title="Zero-shot swap per block, each corpus scored on its own eval split")
+    ch.figure(fig, swaps, "fig-corpora-swaps")
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

@@ -61,10 +61,12 @@ measured = [measurement(profile, m, checkpoint=name, keep="table", progress=ch.p
             for m in MODELS for name, _ in schedule[m]]
 table = depth_table(measured, profile)
 fig = depth.training_heatmaps(table, order=MODELS)
+ch.figure(fig, table, "fig-training-heatmaps")
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the optimiser step (symmetric-log axis, $k$-fold mean ± std), one panel per model; the dashed grey curve is the model's held-out loss while it trained (zoo models).", "name": "fig-training-lines"}}
 losses = pd.concat([training_losses(profile, m) for m in MODELS], ignore_index=True)
 fig = depth.training_lines(table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS)
+ch.figure(fig, {"r2_lin": table, "losses": losses}, "fig-training-lines")
 
 # %% [markdown]
 # The dashed grey curve of {numref}`fig-training-lines` (zoo models) is the model's held-out loss on `LOSS_CORPUS`, recorded while it
@@ -85,6 +87,7 @@ summary
 # %% mystnb={"figure": {"caption": "Root-mean-square distance of each checkpoint's $R^2_\\text{lin}$ profile to the final one, against the optimiser step (symmetric-log axis), one line per model.", "name": "fig-training-drift"}}
 drift = drift_table(table)
 fig = depth.drift_figure(drift, order=MODELS)
+ch.figure(fig, drift, "fig-training-drift")
 
 # %% [markdown]
 # ## Against the reference observations

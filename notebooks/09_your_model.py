@@ -22,7 +22,6 @@ GGUF_BLOCKS = "0,1,2,3"  # blocks of the GGUF example (the forward pass stops af
 import tempfile
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 import linrec
@@ -101,7 +100,7 @@ candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_conditi
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the model, green where the block is a replacement candidate ($R^2_\\text{lin}$ at least `MIN_R2`, dashed, and fold spread at most `MAX_STD`), red where it is not.", "name": "fig-your-model-candidates"}}
 fig = candidates_figure(candidates, MIN_R2, MAX_STD, name)
-plt.show()
+ch.figure(fig, candidates, "fig-your-model-candidates")
 
 # %% [markdown]
 # ## Checking the choice: swap and score

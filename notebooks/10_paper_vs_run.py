@@ -12,7 +12,6 @@
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -70,7 +69,7 @@ if not profile.pretrained:
 runs = [measurement(profile, model, keep="table", progress=ch.progress)
         for model in [*profile.models, *profile.pretrained]]
 fig = heterogeneity_reference_figure(depth_table(runs))
-plt.show()
+ch.figure(fig, depth_table(runs), "fig-appendix-profiles")
 
 # %% [markdown]
 # ## Why the numbers differ

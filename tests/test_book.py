@@ -2,7 +2,7 @@
 .check, driven by book/build.py)."""
 
 import dataclasses
-import importlib.metadata
+import importlib.machinery
 import importlib.util
 import json
 import re
@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import torch
 
+import linrec
 from linrec import LinrecError
 from linrec.book import chapter as book
 from linrec.book import check, notebooks, provenance
@@ -111,7 +112,7 @@ def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(tmp
     nb = notebooks.paired_notebook(REPO, source)
     slug, branch = notebooks.repository(REPO)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]
-    assert f"git+https://github.com/{slug}@{{COMMIT}}" in nb.cells[1].source
+    assert f"git+https://github.com/{slug}@v{notebooks.release_version(REPO)}" in nb.cells[1].source
     assert nb.cells[1].metadata["tags"] == ["hide-input"]
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert nbformat.writes(nb) == nbformat.writes(notebooks.paired_notebook(REPO, source))  # stable ids, no random ones
@@ -144,7 +145,7 @@ def test_only_github_repositories_can_be_opened_in_colab(tmp_path, monkeypatch):
 
 def test_sync_writes_stale_notebooks_and_then_reports_none(tmp_path, monkeypatch):
     monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
-    monkeypatch.setattr(notebooks, "source_commit", lambda book: "a" * 40)
+    monkeypatch.setattr(notebooks, "release_version", lambda book: "1.2.3")
     demo = Book(tmp_path)
     demo.notebooks.mkdir()
     (demo.notebooks / "01_demo.py").write_text(SOURCE)
@@ -222,54 +223,29 @@ def test_every_figure_is_captioned_named_and_referenced():
     assert not referenced & OPTIONAL_FIGURES, "a figure that may be absent cannot be referenced (the build would fail)"
 
 
-def git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
-
-
-def test_the_install_cell_pins_the_last_commit_that_changed_the_sources():
-    pin = notebooks.source_commit(REPO)
+def test_the_install_cell_installs_the_release_tag_of_the_project_version():
+    version = notebooks.release_version(REPO)
+    assert version == linrec.__version__ and re.fullmatch(r"\d+\.\d+\.\d+", version)
+    slug, _ = notebooks.repository(REPO)
     cell = notebooks._install_cell(REPO).source
-    assert f'COMMIT = "{pin}"' in cell and notebooks._PIN.search(cell).group(1) == pin
-    git("merge-base", "--is-ancestor", pin, "HEAD")  # on this branch's history
-    sources = ["--", *notebooks.PINNED_SOURCES]
-    assert git("diff", "--name-only", pin, "HEAD", *sources) == ""  # no source changed since
-    assert git("diff", "--name-only", f"{pin}^", pin, *sources) != ""  # and the pinned commit changed one
+    assert f'"linrec[{notebooks.INSTALL_EXTRAS}] @ git+https://github.com/{slug}@v{version}"' in cell
+    assert len(cell.splitlines()) <= 16  # one short hidden cell
 
 
-def test_committed_notebooks_pin_the_source_commit():
-    pins = {notebooks.pinned_commit(s.with_suffix(".ipynb")) for s in notebooks.sources(REPO)}
-    assert pins == {notebooks.source_commit(REPO)}, "run `make notebooks` and commit"
-
-
-def test_a_stale_pin_is_named_with_the_fix(tmp_path, monkeypatch):
+def test_a_version_bump_makes_the_notebooks_stale_and_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
     demo = Book(tmp_path)
     demo.notebooks.mkdir()
     (demo.notebooks / "01_demo.py").write_text(SOURCE)
-    monkeypatch.setattr(notebooks, "source_commit", lambda book: "a" * 40)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\nversion = "1.0.0"\n')
     notebooks.sync(demo)
     assert notebooks.sync_problems(demo) == []
-    monkeypatch.setattr(notebooks, "source_commit", lambda book: "b" * 40)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\nversion = "1.0.1"\n')
     (problem,) = notebooks.sync_problems(demo)
-    assert "01_demo.ipynb installs linrec at aaaaaaaaaaaa" in problem and "bbbbbbbbbbbb" in problem
-    assert "make notebooks" in problem
-
-
-def test_the_pin_needs_git_history(tmp_path, monkeypatch):
-    elsewhere = Book(tmp_path)  # no repository here
-    with pytest.raises(BookError, match="needs git and this repository's history"):
-        notebooks.source_commit(elsewhere)
-    monkeypatch.setattr(notebooks, "_git", lambda *args: "true")
-    with pytest.raises(BookError, match="git fetch --unshallow"):
-        notebooks.source_commit(elsewhere)
-
-
-class FakeDistribution:
-    def __init__(self, commit: str) -> None:
-        self.commit = commit
-
-    def read_text(self, name: str) -> str:
-        return json.dumps({"url": "https://github.com/o/n", "vcs_info": {"vcs": "git", "commit_id": self.commit}})
+    assert "notebooks/01_demo.ipynb is out of date" in problem and "make notebooks" in problem
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\n')
+    with pytest.raises(BookError, match="version"):
+        notebooks.release_version(demo)
 
 
 @pytest.fixture
@@ -279,54 +255,55 @@ def install_cell(monkeypatch):
 
     def pip(cmd, **kwargs):
         calls.append((cmd, kwargs))
-        if pip.fail:
-            raise subprocess.CalledProcessError(1, cmd, output="pip out", stderr="ERROR: no such commit")
+        return subprocess.CompletedProcess(cmd, 1 if pip.fail else 0, "", "ERROR: Could not find a tag v0.1.0")
 
     pip.fail, pip.calls = False, calls
-    source = notebooks._install_cell(REPO).source
+    source = notebooks.install_cell_source("o/n", linrec.__version__)
     monkeypatch.setattr(subprocess, "run", pip)
 
     def run():
         exec(compile(source, "install-cell", "exec"), {})
 
-    run.pip, run.commit = pip, notebooks.source_commit(REPO)
+    run.pip = pip
     return run
 
 
-def test_install_cell_keeps_a_local_checkout(install_cell, capsys):
-    install_cell()  # linrec is this source tree: nothing is installed
+def test_install_cell_keeps_a_local_checkout(install_cell):
+    install_cell()  # linrec is this source tree, at the book's version: nothing is installed
     assert install_cell.pip.calls == []
-    assert "linrec 0.1.0 from" in capsys.readouterr().out
 
 
-def test_install_cell_installs_the_pinned_commit_and_stops_when_pip_fails(install_cell, monkeypatch, capsys):
-    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: FakeDistribution("0" * 40))
+def without_linrec(monkeypatch):
+    """Make linrec look not installed to the install cell (it still imports this one afterwards)."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "linrec" else find_spec(name, *a))
+
+
+def test_install_cell_installs_the_release_tag_when_linrec_is_missing(install_cell, monkeypatch):
+    without_linrec(monkeypatch)
+    install_cell()
+    ((cmd, _),) = install_cell.pip.calls
+    assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
+    assert cmd[-1] == f"linrec[{notebooks.INSTALL_EXTRAS}] @ git+https://github.com/o/n@v{linrec.__version__}"
+
+
+def test_install_cell_names_the_likely_causes_when_pip_fails(install_cell, monkeypatch):
+    without_linrec(monkeypatch)
     install_cell.pip.fail = True
-    with pytest.raises(RuntimeError, match="pip could not install"):
+    with pytest.raises(RuntimeError) as err:
         install_cell()
-    ((cmd, kwargs),) = install_cell.pip.calls
-    assert cmd[:4] == [sys.executable, "-m", "pip", "install"] and cmd[4].endswith(f"@{install_cell.commit}")
-    assert kwargs["check"] is True
-    assert "ERROR: no such commit" in capsys.readouterr().out  # pip's own words are shown
+    message = str(err.value)
+    assert f"github.com/o/n or its tag v{linrec.__version__} is not published" in message
+    assert "no network" in message and "ERROR: Could not find a tag v0.1.0" in message  # pip's own words
 
 
-def test_install_cell_asks_for_a_restart_when_an_older_linrec_was_imported(install_cell, monkeypatch):
-    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: FakeDistribution("0" * 40))
-    with pytest.raises(RuntimeError, match="Restart session"):
-        install_cell()  # linrec is in sys.modules (these tests imported it)
-    assert len(install_cell.pip.calls) == 1
-
-
-def test_install_cell_rejects_another_package_called_linrec(install_cell, monkeypatch):
+def test_install_cell_rejects_a_linrec_of_another_version(monkeypatch):
     other = types.ModuleType("linrec")
-    other.__spec__, other.__file__ = importlib.machinery.ModuleSpec("linrec", None), "/elsewhere/linrec.py"
+    other.__spec__, other.__file__, other.__version__ = importlib.machinery.ModuleSpec("linrec", None), "/x.py", "9.9"
     monkeypatch.setitem(sys.modules, "linrec", other)
-    with pytest.raises(RuntimeError, match="/elsewhere/linrec.py is not this book's"):
-        install_cell()
-    assert install_cell.pip.calls == []
-    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: FakeDistribution(install_cell.commit))
-    with pytest.raises(RuntimeError, match="is not this book's"):  # the pinned commit, but no linrec.measure
-        install_cell()
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip must not run for an importable linrec"))
+    with pytest.raises(RuntimeError, match=r"needs linrec 0\.1\.0, not 9\.9 \(/x\.py\).*force-reinstall"):
+        exec(notebooks.install_cell_source("o/n", "0.1.0"), {})
 
 
 def test_a_gpu_profile_on_the_cpu_warns_with_the_way_out(monkeypatch, capsys):

@@ -11,7 +11,8 @@ everywhere else), seeds torch and numpy, applies the book's plot style, restarts
 clock and prints a header; a profile sized for a GPU that is about to run on the CPU is warned about
 there, with the way to switch, and so is a zoo that is not cached yet (the chapter will train it first).
 ``Chapter.progress`` says whether long cells show progress bars: yes, unless ``$LINREC_PROGRESS`` is ``0``
-(the book's build sets it, so the built pages stay free of bars).
+(the book's build sets it, so the built pages stay free of bars). ``Chapter.figure`` shows a figure with its
+data as CSV (:mod:`linrec.book.figures`).
 ``Chapter.provenance`` is the line a chapter ends with (:mod:`linrec.book.provenance`).
 """
 
@@ -21,12 +22,14 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
 
 from linrec.book import ledger
+from linrec.book.figures import show_figure
 from linrec.book.provenance import Provenance, on_colab, provenance, restart_clock
 from linrec.cache import cache_dir
 from linrec.errors import LinrecError, LinrecWarning
@@ -34,6 +37,9 @@ from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
 from linrec.report.claims import Claim, claims_table, verdict_sentence
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 PROFILE_CAVEAT = (
@@ -161,6 +167,13 @@ class Chapter:
             return
         for name, value in plain.items():
             glue(name, value, display=False)
+
+    def figure(self, fig: Figure, data: pd.DataFrame | Mapping[str, pd.DataFrame] | None, name: str) -> None:
+        """Show ``fig`` with the tables it plots (``data``: one, or several by name; None for a diagram) saved as
+        CSV and linked beneath it (:func:`linrec.book.figures.show_figure`); ``name`` is the figure's ``fig-``
+        name. Returns nothing: a value would be a second output of the cell, which myst-nb would wrap in a second
+        figure of the same name."""
+        show_figure(fig, data, self.name, name)
 
     def provenance(self) -> Provenance:
         """The chapter's provenance line so far, from what it measured (:func:`linrec.book.provenance.provenance`)."""

@@ -1,5 +1,5 @@
 """What a built book must satisfy: notebooks in sync, every chapter in the TOC, executed without errors,
-rendered with a figure and its Colab link."""
+rendered with a figure, its Colab link, the footer naming the build, and every figure-data link resolving."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from linrec.book.figures import FIGURE_DATA
 from linrec.book.layout import Book
 from linrec.book.notebooks import colab_link, sources, sync_problems
 
@@ -68,8 +69,8 @@ def toc_problems(book: Book) -> list[str]:
 
 
 def check(book: Book) -> list[str]:
-    """Everything wrong with the built book: stale notebooks or pins, TOC gaps, errors, missing figures or Colab
-    links."""
+    """Everything wrong with the built book: stale notebooks, TOC gaps, errors, missing figures, Colab links or
+    footers, and figure-data links to no file."""
     problems = sync_problems(book) + toc_problems(book)
     stems = [s.stem for s in sources(book)]
     for stem in stems:
@@ -88,6 +89,11 @@ def check(book: Book) -> list[str]:
             problems.append(f"{page.relative_to(book.root)}: shows a traceback")
         if colab_link(book, stem) not in parsed.links:
             problems.append(f"{page.relative_to(book.root)}: no link to {colab_link(book, stem)}")
+        for href in parsed.links:
+            if href.startswith(f"{FIGURE_DATA}/") and not (page.parent / href).exists():
+                problems.append(f"{page.relative_to(book.root)}: links {href}, which the build did not copy")
+        if 'class="linrec-built"' not in text:
+            problems.append(f"{page.relative_to(book.root)}: no footer naming the build (profile, commit, date)")
         if not (book.notebooks / f"{stem}.ipynb").exists():
             problems.append(f"notebooks/{stem}.ipynb, the Colab target, does not exist (run `make notebooks`)")
     return problems

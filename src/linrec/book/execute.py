@@ -220,6 +220,7 @@ def execute(
     os.environ["LINREC_PROGRESS"] = "0"  # the kernels papermill starts inherit it: no progress bars in the pages
     out_dir = out_dir or book.chapters
     out_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["LINREC_FIGURE_DATA"] = str(out_dir.resolve())  # the figures' CSV files go beside the chapters
     prepare_models(profile)
     jobs = jobs or default_jobs(profile)
     print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)

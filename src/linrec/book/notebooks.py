@@ -2,19 +2,15 @@
 
 The percent-format ``.py`` files are the sources. :func:`sync` turns each into a plain, unexecuted
 notebook (committed, so Colab can open it) with an install cell added after the title. That cell installs
-linrec pinned to the last commit that changed its sources (:data:`PINNED_SOURCES`), not to HEAD: a commit
-cannot name itself, whereas the source commit is already known when the notebooks are regenerated, and a
-commit of only the regenerated notebooks leaves it unchanged, so sync, commit, sync again is stable. Change
-sources, commit them, then run ``make notebooks`` and commit the notebooks; :func:`sync_problems` names a
-stale pin.
+the release the book was built from: ``linrec`` at the git tag ``v<version>``, the version being
+pyproject.toml's (:func:`release_version`). A release is a tag (CONTRIBUTING.md), so the committed notebooks
+change only when a chapter's source or the version does; :func:`sync_problems` names a stale one.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import re
-import subprocess
+import tomllib
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -27,8 +23,6 @@ from linrec.book.colab import bibliography, colab_cells, collapse_solutions
 from linrec.book.layout import Book, BookError
 
 INSTALL_EXTRAS = "paper,notebook,gguf"
-PINNED_SOURCES = ("src", "notebooks/*.py", "pyproject.toml")  # what the install cell's commit pins
-_PIN = re.compile(r'^COMMIT = "([0-9a-f]{40})"$', re.MULTILINE)
 COLAB = "https://colab.research.google.com"
 BIBLIOGRAPHY = "book/references.bib"  # the citations a Colab notebook spells out as (Author, year)
 RESOURCES = "book/resources.json"  # the measured run times each chapter states at its top
@@ -61,85 +55,41 @@ def colab_link(book: Book, stem: str) -> str:
     return f"{COLAB}/github/{slug}/blob/{branch}/notebooks/{stem}.ipynb"
 
 
-def _git(book: Book, *args: str) -> str:
+def release_version(book: Book) -> str:
+    """The version in the book's pyproject.toml: the release (git tag ``v<version>``) its install cells install."""
     try:
-        done = subprocess.run(["git", "-C", str(book.root), *args], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as err:
-        detail = getattr(err, "stderr", "") or err
-        raise BookError(
-            f"the install cells pin linrec to a commit, which needs git and this repository's history: "
-            f"`git {' '.join(args)}` failed ({str(detail).strip()})"
-        ) from None
-    return done.stdout.rstrip("\n")
+        version = tomllib.loads((book.root / "pyproject.toml").read_text())["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as err:
+        raise BookError(f"the install cells need [project] version in {book.root / 'pyproject.toml'}: {err}") from None
+    return str(version)
 
 
-@functools.cache
-def source_commit(book: Book) -> str:
-    """The last commit that changed linrec's sources (:data:`PINNED_SOURCES`): what the install cells pin."""
-    if _git(book, "rev-parse", "--is-shallow-repository") == "true":
-        raise BookError("a shallow clone cannot tell which commit last changed the sources: git fetch --unshallow")
-    commit = _git(book, "log", "-1", "--format=%H", "--", *PINNED_SOURCES)
-    if not re.fullmatch(r"[0-9a-f]{40}", commit):
-        raise BookError(f"no commit touches {', '.join(PINNED_SOURCES)}: commit the sources first")
-    return commit
+def install_cell_source(slug: str, version: str) -> str:
+    """The install cell's code: install ``linrec`` at tag ``v<version>`` of github.com/``slug`` unless some
+    linrec is importable already (a local checkout is used as it is), then check the version imported."""
+    spec = f"linrec[{INSTALL_EXTRAS}] @ git+https://github.com/{slug}@v{version}"
+    return f"""\
+# Installs linrec {version}, the release this book was built from (on Colab); a local checkout is used as it is.
+import importlib.util, subprocess, sys
 
-
-def uncommitted_sources(book: Book) -> list[str]:
-    """Sources changed since the last commit (the install cells cannot pin those changes)."""
-    return [line[3:] for line in _git(book, "status", "--porcelain", "--", *PINNED_SOURCES).splitlines()]
-
-
-def _install_cell(book: Book) -> nbformat.NotebookNode:
-    slug, _ = repository(book)
-    spec = f"linrec[{INSTALL_EXTRAS}] @ git+https://github.com/{slug}@{{COMMIT}}"
-    source = f"""\
-# Installs linrec at the commit this notebook was built from (e.g. on Colab; an installed torch is kept),
-# then checks that the linrec imported is this project's; a local checkout's linrec is used as it is.
-import importlib.util, json, subprocess, sys
-from importlib import metadata
-
-COMMIT = "{source_commit(book)}"
-
-
-def installed_commit():
-    \"\"\"The commit a git install of linrec came from; "" for any other install; None when there is none.\"\"\"
-    if importlib.util.find_spec("linrec") is None:
-        return None
-    try:
-        url = json.loads(metadata.distribution("linrec").read_text("direct_url.json") or "{{}}")
-    except metadata.PackageNotFoundError:  # a source tree on the path
-        return ""
-    return url.get("vcs_info", {{}}).get("commit_id", "")
-
-
-if installed_commit() not in ("", COMMIT):
-    spec = f"{spec}"
-    print("pip install", spec)
-    try:
-        subprocess.run([sys.executable, "-m", "pip", "install", spec], check=True, capture_output=True, text=True)
-    except subprocess.CalledProcessError as err:
-        print(err.stdout, err.stderr, sep="\\n")
-        raise RuntimeError(f"pip could not install {{spec}}; its output is above") from None
-    if "linrec" in sys.modules:
-        raise RuntimeError("linrec changed after it was imported: Runtime → Restart session, then run again")
+VERSION, SPEC = "{version}", "{spec}"
+if importlib.util.find_spec("linrec") is None:
+    print("pip install", SPEC)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", SPEC], capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install {{SPEC}}. Likely causes: github.com/{slug} or its tag "
+                           f"v{{VERSION}} is not published, or this runtime has no network. pip said:\\n{{pip.stderr}}")
     importlib.invalidate_caches()
 import linrec
 
-if not hasattr(linrec, "measure") or installed_commit() not in ("", COMMIT):
-    raise RuntimeError(
-        f"the linrec at {{linrec.__file__}} is not this book's ({slug} at {{COMMIT[:12]}}): "
-        "pip uninstall -y linrec, restart the runtime (Runtime → Restart session) and run again"
-    )
-print(f"linrec {{linrec.__version__}} from {{linrec.__file__}}")"""
+if linrec.__version__ != VERSION:
+    raise RuntimeError(f"this book needs linrec {{VERSION}}, not {{linrec.__version__}} ({{linrec.__file__}}): run "
+                       f"pip install --force-reinstall '{{SPEC}}', restart the runtime and run this cell again")"""
+
+
+def _install_cell(book: Book) -> nbformat.NotebookNode:
+    source = install_cell_source(repository(book)[0], release_version(book))
     return nbformat.v4.new_code_cell(source, metadata={"tags": ["hide-input"]})
-
-
-def pinned_commit(notebook: Path) -> str | None:
-    """The commit the install cell of a written notebook pins (None: no notebook, or no pin in it)."""
-    if not notebook.exists():
-        return None
-    cells = nbformat.read(notebook, as_version=4).cells
-    return next((m.group(1) for c in cells if c.cell_type == "code" and (m := _PIN.search(c.source))), None)
 
 
 def paired_notebook(book: Book, source: Path, colab: bool = False) -> nbformat.NotebookNode:
@@ -187,15 +137,9 @@ def sync(book: Book, write: bool = True) -> list[Path]:
 
 
 def sync_problems(book: Book) -> list[str]:
-    """Why each committed notebook differs from what ``sync`` would write: a stale pin, or stale cells."""
-    problems = []
-    for path in sync(book, write=False):
-        pinned, name = pinned_commit(path), path.relative_to(book.root)
-        if pinned is not None and pinned != source_commit(book):
-            problems.append(
-                f"{name} installs linrec at {pinned[:12]}, but the sources last changed in {source_commit(book)[:12]}: "
-                "run `make notebooks` and commit"
-            )
-        else:
-            problems.append(f"{name} is out of date with its .py source: run `make notebooks` and commit")
-    return problems
+    """Each committed notebook that differs from what ``sync`` would write, with the fix."""
+    return [
+        f"{path.relative_to(book.root)} is out of date with its .py source or the version: "
+        "run `make notebooks` and commit"
+        for path in sync(book, write=False)
+    ]

@@ -1,7 +1,8 @@
 """Render executed chapters into the site with Jupyter Book, and photograph a page.
 
 :func:`html` runs ``jupyter-book build`` with warnings as errors, after copying a local MathJax where
-``_config.yml`` expects it (formulas render without a network). :func:`screenshot` renders a page in
+``_config.yml`` expects it (formulas render without a network), with a footer naming the build and the pages
+:mod:`linrec.book.publish` generates. :func:`screenshot` renders a page in
 headless Chromium, so a check can look at it as a reader would, and :func:`maths_problems` reads MathJax's own
 result from a rendered page (:func:`rendered_dom`).
 """
@@ -16,7 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from linrec.book.figures import FIGURE_DATA
 from linrec.book.layout import Book, BookError
+from linrec.book.notebooks import release_version
+from linrec.book.publish import build_commit, built_profiles, cite_page, footer, render_config, today
 
 
 def vendor_mathjax(book: Book) -> None:
@@ -31,12 +35,20 @@ def vendor_mathjax(book: Book) -> None:
 
 
 def html(book: Book) -> None:
-    """Render the executed chapters with Jupyter Book; any Sphinx warning fails the build."""
+    """Render the executed chapters with Jupyter Book, any Sphinx warning failing the build: every page's footer
+    names the build (profile, commit, date), the cite page is written from CITATION.cff, and the figures' CSV
+    files are copied beside the pages that link them."""
     vendor_mathjax(book)
+    cite_page(book)
+    line = footer(built_profiles(book), build_commit(book), today(), release_version(book))
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe), "build", str(book.root), "--all", "-W", "-n", "--keep-going"]
+    cmd += ["--config", str(render_config(book, line))]
     if subprocess.run(cmd, cwd=book.root).returncode != 0:
         raise BookError("jupyter-book build failed (warnings are errors); see the messages above")
+    data = book.chapters / FIGURE_DATA
+    if data.is_dir():
+        shutil.copytree(data, book.html / book.chapters.relative_to(book.root) / FIGURE_DATA, dirs_exist_ok=True)
 
 
 def _chromium() -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from linrec.errors import LinrecError
 from linrec.plots._columns import require
 from linrec.plots.depth import curves_figure
 
@@ -150,3 +151,12 @@ def untrained_figure(
     fig = curves_figure(table.assign(model=label), title=title)
     fig.axes[0].set_ylim(0, 1.05)
     return fig
+
+
+def gelu_map_table(scales: np.ndarray, offsets: np.ndarray, grid: np.ndarray) -> pd.DataFrame:
+    """The map :func:`gelu_map_figure` draws, as a tidy table: one row per (``scale``, ``offset``) with its
+    ``exact`` R²_lin (``grid[i, j]`` belongs to ``offsets[i]``, ``scales[j]``)."""
+    scale, offset = np.meshgrid(np.asarray(scales), np.asarray(offsets))
+    if scale.shape != np.shape(grid):
+        raise LinrecError(f"grid {np.shape(grid)} must be (len(offsets), len(scales)) = {scale.shape}")
+    return pd.DataFrame({"scale": scale.ravel(), "offset": offset.ravel(), "exact": np.asarray(grid).ravel()})
