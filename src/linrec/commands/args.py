@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from linrec.errors import LinrecError
+from linrec.files import check_new_file, remove_stale_temporaries, write_atomically
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -30,6 +31,19 @@ def positive_int(value: str) -> int:
     return int(value)
 
 
+def seed(value: str) -> int:
+    """argparse type of ``--seed``: an integer a torch generator takes (:func:`linrec.data.tokens.check_seed`),
+    checked when the options are read, not after the model loads."""
+    from linrec.data.tokens import check_seed
+
+    try:
+        return check_seed(int(value))
+    except ValueError as err:  # int()'s, or check_seed's LinrecError
+        raise argparse.ArgumentTypeError(
+            str(err) if isinstance(err, LinrecError) else f"not an integer: '{value}'"
+        ) from None
+
+
 def block_indices(value: str) -> list[int]:
     """argparse type of ``--blocks``: comma-separated block indices."""
     try:
@@ -41,37 +55,21 @@ def block_indices(value: str) -> list[int]:
 
 
 def check_output(path: Path, option: str = "--out") -> None:
-    """Fail before the work when the table could not be written to ``path``: a wrong suffix, a
-    directory in its place, or no directory it could be created in with write access."""
-    if path.is_dir():
+    """Fail before the work when the table could not be written to ``path``: a wrong suffix, a directory in its
+    place, or a place where a file cannot be created and written (tried: :func:`linrec.files.check_new_file`);
+    temporaries that a killed run left beside it are removed."""
+    if os.path.isdir(path):  # False, not an error, for a name too long: check_new_file reports that
         raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / 'table.csv'}")
     if path.suffix not in (".csv", ".json"):
         raise LinrecError(f"{option} must end in .csv or .json; got '{path}'")
-    existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
-    if not existing.is_dir():
-        raise LinrecError(f"cannot write {option} {path}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise LinrecError(
-            f"cannot write {option} {path}: no write permission in {existing.resolve()}; choose another place"
-        )
+    check_new_file(path, option)
+    remove_stale_temporaries(path)
 
 
 def write_table(table: pd.DataFrame, path: Path) -> None:
-    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision).
-
-    The table goes to a temporary file beside ``path`` that is renamed into place, so an
-    interrupted write never leaves a partial table under the final name.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".json":
-            table.to_json(tmp, orient="records", indent=1, double_precision=15)
-        else:
-            table.to_csv(tmp, index=False, float_format="%.17g")
-        os.replace(tmp, path)
-    except OSError as err:
-        raise LinrecError(f"could not write {path}: {err}") from err
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision), whole or not at all
+    (:func:`linrec.files.write_atomically`)."""
+    if path.suffix == ".json":
+        write_atomically(path, lambda file: table.to_json(file, orient="records", indent=1, double_precision=15))
+    else:
+        write_atomically(path, lambda file: table.to_csv(file, index=False, float_format="%.17g"))
