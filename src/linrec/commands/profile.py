@@ -11,7 +11,7 @@ import argparse
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
@@ -160,7 +160,7 @@ def _profile(args: argparse.Namespace) -> int:
             from linrec.experiment.resolve import load_profile_model
 
             model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
-            prepared.append(_batches(args, profile, text, folds, model.config, tokenizer))
+            prepared.append(_batches(args, profile, text, folds, cast("PretrainedConfig", model.config), tokenizer))
         else:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")

@@ -222,7 +222,8 @@ def capture_moments(
     width = getattr(getattr(model, "config", None), "hidden_size", None)
     if width is not None:
         check_training_rows(batches, width, folds, seed)
-    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    get_embeddings = getattr(model, "get_input_embeddings", None)
+    embeddings = get_embeddings() if callable(get_embeddings) else None
     if isinstance(embeddings, nn.Embedding):
         batches.check_vocabulary(embeddings.num_embeddings)
     fold_of_sequence = batches.folds(folds, seed)
