@@ -559,3 +559,16 @@ def test_a_signal_stops_a_command_with_130_and_no_traceback(sig):
     proc.send_signal(getattr(signal, sig))
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and err.strip() == "linrec: interrupted", err
+
+
+def test_a_profile_s_blocks_and_context_are_checked_from_its_zoo_spec(capsys, nothing_runs):
+    """Before any zoo model is trained or loaded: the spec gives each model's depth and context."""
+    from linrec.experiment.profiles import get_profile
+
+    profile = get_profile("smoke")
+    assert profile.zoo is not None
+    depth = min(profile.zoo.entry(m).depth for m in profile.models)
+    context = min(profile.zoo.entry(m).seq_len for m in profile.models)
+    smoke = ["profile", "--profile", "smoke", "--no-progress"]
+    _fails([*smoke, "--blocks", str(depth)], capsys, f"no FFN block {depth}")
+    _fails([*smoke, "--seq-len", str(context + 1)], capsys, f"exceeds the model's context of {context}")

@@ -144,6 +144,8 @@ def _profile(args: argparse.Namespace) -> int:
     if args.device:
         pick_device(args.device)  # a device this machine lacks fails here, before any loading
 
+    if profile is not None and profile.zoo is not None and args.model is None:
+        _check_zoo_models(args, profile)
     text, corpus_name, corpus_hash = _text(args, profile)
     if not text.strip():
         raise LinrecError(f"the text {corpus_name} is empty; give a text to measure on")
@@ -208,6 +210,20 @@ def _profile(args: argparse.Namespace) -> int:
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
+
+
+def _check_zoo_models(args: argparse.Namespace, profile: Profile) -> None:
+    """``--blocks`` and the sequence length against each zoo model's spec (its depth and context), before any of
+    them is trained or loaded."""
+    from linrec.data.tokens import check_context
+    from linrec.models.arch import check_blocks
+
+    assert profile.zoo is not None  # the caller's condition
+    for name in profile.models:
+        entry = profile.zoo.entry(name)
+        if args.blocks is not None:
+            check_blocks(args.blocks, entry.depth)
+        check_context(args.seq_len or profile.seq_len, entry.seq_len)
 
 
 def _batches(

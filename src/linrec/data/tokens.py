@@ -167,6 +167,16 @@ def bos_policy(tokenizer: PreTrainedTokenizerBase) -> str:
     return f"{tokenizer.convert_ids_to_tokens(bos)} (id {bos}) at position 0 of every window"
 
 
+def check_context(seq_len: int, max_context: int | None) -> None:
+    """Refuse sequences longer than a model's context (``max_context``, None when unbounded), which its position
+    embeddings could not index."""
+    if max_context is not None and seq_len > max_context:
+        raise LinrecError(
+            f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; "
+            f"use --seq-len {max_context} or less"
+        )
+
+
 def make_batches(
     tokenizer: PreTrainedTokenizerBase,
     text: str,
@@ -190,11 +200,7 @@ def make_batches(
         raise LinrecError(
             f"max_rows (token rows per block) must be positive, or None for all of the text; got {max_rows}"
         )
-    if max_context is not None and seq_len > max_context:
-        raise LinrecError(
-            f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; "
-            f"use --seq-len {max_context} or less"
-        )
+    check_context(seq_len, max_context)
     body = seq_len - (bos is not None)  # text tokens per window
     wanted = None if max_rows is None else math.ceil(max_rows / seq_len)
     ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * body)
