@@ -144,8 +144,7 @@ def _profile(args: argparse.Namespace) -> int:
     if args.device:
         pick_device(args.device)  # a device this machine lacks fails here, before any loading
 
-    if profile is not None and profile.zoo is not None and args.model is None:
-        _check_zoo_models(args, profile)
+    _check_before_loading(args, profile)
     text, corpus_name, corpus_hash = _text(args, profile)
     if not text.strip():
         raise LinrecError(f"the text {corpus_name} is empty; give a text to measure on")
@@ -212,18 +211,23 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_zoo_models(args: argparse.Namespace, profile: Profile) -> None:
+def _seq_len(args: argparse.Namespace, profile: Profile | None) -> int:
+    return args.seq_len or (profile.seq_len if profile else 128)
+
+
+def _check_before_loading(args: argparse.Namespace, profile: Profile | None) -> None:
     """``--blocks`` and the sequence length against each zoo model's spec (its depth and context), before any of
-    them is trained or loaded."""
+    them is trained or loaded; other models are checked from their config, before their weights load."""
     from linrec.data.tokens import check_context
     from linrec.models.arch import check_blocks
 
-    assert profile.zoo is not None  # the caller's condition
+    if args.model or profile is None or profile.zoo is None:
+        return
     for name in profile.models:
         entry = profile.zoo.entry(name)
         if args.blocks is not None:
             check_blocks(args.blocks, entry.depth)
-        check_context(args.seq_len or profile.seq_len, entry.seq_len)
+        check_context(_seq_len(args, profile), entry.seq_len)
 
 
 def _batches(
@@ -247,7 +251,7 @@ def _batches(
     batches = make_batches(
         tokenizer,
         text,
-        seq_len=args.seq_len or (profile.seq_len if profile else 128),
+        seq_len=_seq_len(args, profile),
         max_rows=args.max_rows or (profile.rows_per_block if profile else 20_000),
         batch_size=args.batch_size or (profile.batch_size if profile else 8),
         max_context=max_context(config),
