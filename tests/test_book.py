@@ -487,12 +487,22 @@ def _tampered(path: Path, tmp_path: Path, change) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def completed(tmp_path_factory) -> Path:
-    """A one-cell chapter as papermill completed it."""
-    run = _chapter(tmp_path_factory.mktemp("completed"), "01_done", "x = 1")
-    ex.run_chapters([run], ex.kernel())
-    return run.out
+@pytest.fixture
+def completed(tmp_path) -> Path:
+    """A chapter as papermill records a completed run (a real one passes the check in the test above)."""
+    done = {"status": "completed", "exception": False}
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# A chapter", metadata={"papermill": done}),
+            nbformat.v4.new_code_cell("x = 1", execution_count=1, metadata={"papermill": done}),
+            nbformat.v4.new_code_cell("", metadata={"papermill": done}),  # nothing to run: no count needed
+            nbformat.v4.new_code_cell("print(x)", execution_count=2, metadata={"papermill": dict(done)}),
+        ],
+        metadata={"papermill": {"exception": None, "end_time": "2026-11-23T17:33:51+00:00"}},
+    )
+    path = tmp_path / "01_done.ipynb"
+    nbformat.write(nb, path)
+    return path
 
 
 def test_a_chapter_papermill_did_not_complete_fails_the_check(completed, tmp_path):
