@@ -625,3 +625,14 @@ def test_maths_problems_read_mathjax_s_own_result():
     assert "stalled" in maths_problems(mathjax_page(frames=0), "p")[0]
     assert "failed to load" in maths_problems(mathjax_page(extra="File failed to load: fontdata.js"), "p")[0]
     assert "no formula" in maths_problems("<html><body>text</body></html>", "p")[0]
+
+
+def test_an_interrupted_build_is_one_line_and_status_130(monkeypatch, capsys):
+    build = _build_script()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "execute", interrupted)
+    assert build.main(["execute", "--profile", "smoke"]) == 130
+    assert capsys.readouterr().err == "[book] interrupted\n"
