@@ -94,7 +94,7 @@ class ChapterRun:
     def partial(self) -> Path:
         """Where papermill writes while the chapter runs (renamed to ``out`` once it completes): a hidden name that
         ``check``, ``html`` and the table of contents never take for a chapter."""
-        return self.out.with_name(f".{self.out.stem}.running{self.out.suffix}")
+        return self.out.with_name(f".{self.out.stem}.partial{self.out.suffix}")
 
 
 def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | None) -> subprocess.Popen:
