@@ -513,7 +513,12 @@ def nothing_runs(monkeypatch):
 def test_a_cache_that_cannot_hold_entries_fails_first(argv, tmp_path, monkeypatch, capsys, nothing_runs, request):
     plain = tmp_path / "plain"
     plain.write_text("a file")
-    for cache, message in ((plain, f"{plain} is a file, not a directory"), (plain / "sub", "is a file")):
+    too_long = tmp_path / ("c" * 300)
+    for cache, message in (
+        (plain, f"{plain} is a file, not a directory"),
+        (plain / "sub", "is a file"),
+        (too_long / "sub", "File name too long"),
+    ):
         monkeypatch.setenv("LINREC_CACHE", str(cache))
         _fails(argv, capsys, f"cannot write the cache {cache}", message, "set LINREC_CACHE to a writable directory")
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))

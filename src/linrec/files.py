@@ -30,10 +30,10 @@ def check_writable(directory: Path, what: str, fix: str) -> None:
     """Raise a one-line :class:`LinrecError` naming ``directory`` (``what`` it is) and ``fix`` unless it can be
     created (with its parents) and a file created and written in it."""
     directory = directory.expanduser()
-    blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise LinrecError(f"cannot write {what} {directory}: {blocker} is a file, not a directory; {fix}")
-    try:
+    try:  # a name too long fails already in exists(), with an OSError
+        blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise LinrecError(f"cannot write {what} {directory}: {blocker} is a file, not a directory; {fix}")
         directory.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=directory, prefix=".linrec-probe-")
         try:
