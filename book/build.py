@@ -18,11 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-from linrec.book.check import check, toc_problems
+from linrec.book.check import check, execution_problems, toc_problems
 from linrec.book.execute import assignments, execute
 from linrec.book.layout import Book, BookError
 from linrec.book.notebooks import sources, sync, sync_problems
 from linrec.book.render import html, maths_problems, rendered_dom, screenshot
+from linrec.errors import LinrecError
+from linrec.files import sigterm_interrupts
 
 BOOK = Book(Path(__file__).resolve().parents[1])
 
@@ -61,32 +63,46 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        if args.step in ("all", "html") and (problems := toc_problems(BOOK)):
-            raise BookError("_toc.yml and notebooks/ disagree:\n  " + "\n  ".join(problems))
-        if args.step in ("sync", "all"):
-            for path in sync(BOOK):
-                print(f"[book] wrote {path.relative_to(BOOK.root)}")
-        if args.step == "check-sync" and (problems := sync_problems(BOOK)):
-            raise BookError("stale notebooks:\n  " + "\n  ".join(problems))
-        if args.step in ("execute", "all"):
-            fields, params = assignments(args.set, "--set"), assignments(args.param, "--param")
-            execute(BOOK, args.profile, args.only, fields, params, getattr(args, "out", None), args.jobs)
-        if args.step in ("html", "all"):
-            html(BOOK)
-        if args.step == "check":
-            first = BOOK.page(sources(BOOK)[0].stem)
-            problems = check(BOOK) + (maths_problems(rendered_dom(first), first.name) if args.maths else [])
-            if problems:
-                raise BookError("book check failed:\n  " + "\n  ".join(problems))
-            print(f"[book] check passed: {len(sources(BOOK))} chapters")
-            if args.screenshot:
-                shot = screenshot(first, args.screenshot)
-                print(f"[book] screenshot: {shot}")
+        with sigterm_interrupts():
+            _run(args)
     except BookError as err:
         print(f"[book] error: {err}", file=sys.stderr)
         return 1
+    except LinrecError as err:  # bad input: an unknown profile or field, a cache or --out that cannot be written
+        print(f"linrec: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running chapters were stopped, none left half executed
+        print("[book] interrupted", file=sys.stderr)
+        return 130
     print(f"[book] {args.step} took {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def _run(args: argparse.Namespace) -> None:
+    """The step ``args.step``; a failure raises :class:`BookError` (or :class:`LinrecError` for bad input)."""
+    if args.step in ("all", "html") and (problems := toc_problems(BOOK)):
+        raise BookError("_toc.yml and notebooks/ disagree:\n  " + "\n  ".join(problems))
+    if args.step in ("sync", "all"):
+        for path in sync(BOOK):
+            print(f"[book] wrote {path.relative_to(BOOK.root)}")
+    if args.step == "check-sync" and (problems := sync_problems(BOOK)):
+        raise BookError("stale notebooks:\n  " + "\n  ".join(problems))
+    if args.step in ("execute", "all"):
+        fields, params = assignments(args.set, "--set"), assignments(args.param, "--param")
+        execute(BOOK, args.profile, args.only, fields, params, getattr(args, "out", None), args.jobs)
+    if args.step in ("html", "all"):
+        if problems := execution_problems(BOOK):
+            raise BookError("chapters not fully executed (execute them again):\n  " + "\n  ".join(problems))
+        html(BOOK)
+    if args.step == "check":
+        first = BOOK.page(sources(BOOK)[0].stem)
+        problems = check(BOOK) + (maths_problems(rendered_dom(first), first.name) if args.maths else [])
+        if problems:
+            raise BookError("book check failed:\n  " + "\n  ".join(problems))
+        print(f"[book] check passed: {len(sources(BOOK))} chapters")
+        if args.screenshot:
+            shot = screenshot(first, args.screenshot)
+            print(f"[book] screenshot: {shot}")
 
 
 if __name__ == "__main__":

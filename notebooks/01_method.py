@@ -14,6 +14,7 @@ WIDTH = 16  # input and output width of the planted blocks
 FOLDS = 5  # k of the k-fold held-out split
 TINY_LAYERS = 4  # the randomly initialised GPT-2 of the last section
 TINY_WIDTH = 64
+TINY_HEADS = 4  # attention heads; they must divide TINY_WIDTH
 TINY_SEQUENCES = 64
 SEQ_LEN = 32
 
@@ -37,8 +38,8 @@ from linrec.experiment.resolve import profile_corpus
 from linrec.plots import depth, method
 
 check_params(globals(), integer=["SEED"],
-             positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_SEQUENCES", "SEQ_LEN"],
-             folds=["FOLDS"])
+             positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_HEADS", "TINY_SEQUENCES", "SEQ_LEN"],
+             folds=["FOLDS"], multiple_of=[("TINY_WIDTH", "TINY_HEADS")], at_least=[("TINY_SEQUENCES", "FOLDS")])
 ch = chapter.start("01_method", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
@@ -306,7 +307,7 @@ ch.figure(fig, gelu_table, "fig-method-gelu-check")
 # and we feed the captured $X$ back through that block's MLP.
 
 # %%
-config = GPT2Config(n_layer=TINY_LAYERS, n_embd=TINY_WIDTH, n_head=4, vocab_size=512,
+config = GPT2Config(n_layer=TINY_LAYERS, n_embd=TINY_WIDTH, n_head=TINY_HEADS, vocab_size=512,
                     n_positions=SEQ_LEN, bos_token_id=0, eos_token_id=0)
 torch.manual_seed(SEED)
 gpt = GPT2LMHeadModel(config).to(DEVICE).eval().requires_grad_(False)

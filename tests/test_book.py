@@ -452,8 +452,99 @@ def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(tmp_path, ca
         _chapter(tmp_path, "02_b", WAIT_FOR.format(me="02_b", other="01_a")),
     ]
     ex.run_chapters(runs, ex.kernel(), jobs=2, last=("98_last",))
-    assert all(r.out.exists() for r in runs)
+    assert all(r.out.exists() and not r.partial.exists() for r in runs)
     assert "without encryption" not in capfd.readouterr().err  # kernels on IPC sockets: no TCP warning
+    assert check._execution_problems(runs[0].out) == []  # what papermill completed passes the check
+
+
+def _tampered(path: Path, tmp_path: Path, change) -> Path:
+    nb = nbformat.read(path, as_version=4)
+    change(nb)
+    out = tmp_path / f"tampered-{len(list(tmp_path.glob('tampered-*')))}.ipynb"
+    nbformat.write(nb, out)
+    return out
+
+
+@pytest.fixture
+def completed(tmp_path) -> Path:
+    """A chapter as papermill records a completed run (a real one passes the check in the test above)."""
+    done = {"status": "completed", "exception": False}
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# A chapter", metadata={"papermill": done}),
+            nbformat.v4.new_code_cell("x = 1", execution_count=1, metadata={"papermill": done}),
+            nbformat.v4.new_code_cell("", metadata={"papermill": done}),  # nothing to run: no count needed
+            nbformat.v4.new_code_cell("print(x)", execution_count=2, metadata={"papermill": dict(done)}),
+        ],
+        metadata={"papermill": {"exception": None, "end_time": "2026-11-23T17:33:51+00:00"}},
+    )
+    path = tmp_path / "01_done.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_chapter_papermill_did_not_complete_fails_the_check(completed, tmp_path):
+    assert check._execution_problems(completed) == []
+    last_code = lambda nb: [c for c in nb.cells if c.cell_type == "code"][-1]  # noqa: E731
+    cases = {
+        "failed or was interrupted": lambda nb: nb.metadata.papermill.update(exception=True),
+        "failed or was interrupted ": lambda nb: nb.metadata.papermill.update(end_time=None),
+        "never ran to the end": lambda nb: last_code(nb).update(execution_count=None),
+        "never ran to the end ": lambda nb: last_code(nb).metadata.papermill.update(status="running"),
+        "not executed by papermill": lambda nb: nb.metadata.pop("papermill"),
+    }
+    for message, change in cases.items():
+        (problem,) = check._execution_problems(_tampered(completed, tmp_path, change))
+        assert message.strip() in problem, problem
+
+
+def _build_script():
+    spec = importlib.util.spec_from_file_location("build_script", ROOT / "book" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_html_refuses_a_half_executed_chapter(completed, tmp_path, monkeypatch, capsys):
+    build = _build_script()
+    demo = Book(tmp_path)
+    demo.notebooks.mkdir()
+    (demo.notebooks / "01_demo.py").write_text(SOURCE)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n- file: book/chapters/01_demo\n")
+    demo.chapters.mkdir(parents=True)
+    _tampered(completed, tmp_path, lambda nb: nb.metadata.papermill.update(end_time=None)).rename(
+        demo.chapters / "01_demo.ipynb"
+    )
+    monkeypatch.setattr(build, "BOOK", demo)
+    monkeypatch.setattr(build, "html", lambda book: (_ for _ in ()).throw(AssertionError("rendered")))
+    assert build.main(["html"]) == 1
+    assert "01_demo.ipynb: papermill did not complete it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--profile", "nosuch"], "linrec: error: unknown profile 'nosuch'; choose one of paper, offline, smoke"),
+        (["--set", "tokens=1"], "linrec: error: unknown profile field ['tokens']"),
+        (["--set", "eval_tokens=-4"], "linrec: error: "),
+    ],
+)
+def test_a_bad_profile_or_field_fails_the_build_before_any_chapter(argv, message, monkeypatch, capsys):
+    build = _build_script()
+    monkeypatch.setattr(ex, "run_chapters", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    monkeypatch.setattr(ex, "prepare_models", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    assert build.main(["execute", "--only", "01_method", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_cache_that_cannot_hold_entries_fails_the_build_first(tmp_path, monkeypatch, capsys):
+    build = _build_script()
+    monkeypatch.setattr(ex, "prepare_models", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    (tmp_path / "plain").write_text("a file")
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "plain"))
+    assert build.main(["execute", "--profile", "smoke", "--only", "01_method"]) == 2
+    assert f"linrec: error: cannot write the cache {tmp_path / 'plain'}" in capsys.readouterr().err
 
 
 def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(tmp_path):
@@ -463,6 +554,8 @@ def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(tmp_path):
     start = time.monotonic()
     with pytest.raises(BookError, match=r"02_bad: cell In \[\d+\] raised ValueError: planted"):
         ex.run_chapters([slow, bad, queued], ex.kernel(), jobs=2)
+    assert not slow.out.exists() and not slow.partial.exists()  # stopped half way: no notebook left at all
+    assert not bad.out.exists() and bad.partial.exists()  # failed: kept aside for its traceback
     assert time.monotonic() - start < 120  # not the 600 s the slow chapter would take
     pid = int((tmp_path / "kernel.pid").read_text())
     deadline = time.monotonic() + 20
@@ -510,3 +603,14 @@ def test_maths_problems_read_mathjax_s_own_result():
     assert "stalled" in maths_problems(mathjax_page(frames=0), "p")[0]
     assert "failed to load" in maths_problems(mathjax_page(extra="File failed to load: fontdata.js"), "p")[0]
     assert "no formula" in maths_problems("<html><body>text</body></html>", "p")[0]
+
+
+def test_an_interrupted_build_is_one_line_and_status_130(monkeypatch, capsys):
+    build = _build_script()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "execute", interrupted)
+    assert build.main(["execute", "--profile", "smoke"]) == 130
+    assert capsys.readouterr().err == "[book] interrupted\n"

@@ -5,7 +5,6 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -245,26 +244,52 @@ def test_bad_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys,
     _fails([*model, "--out", str(tmp_path / "r.txt")], capsys, "--out must end in .csv or .json")
 
 
-def test_unwritable_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys, monkeypatch, no_measuring):
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    if os.geteuid() == 0:  # root writes anywhere: let the permission check see what a user would
-        access = os.access
-        monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and access(path, mode))
-    _fails(
-        [
-            "profile",
-            "--model",
-            str(model_dirs["gpt2"]),
-            "--text-file",
-            str(text_file),
-            *ROWS,
-            "--out",
-            str(locked / "new" / "r.csv"),
-        ],
-        capsys,
-        "no write permission in",
-    )
+@pytest.fixture
+def full_disk(monkeypatch):
+    """Every probe file lands on /dev/full, where the kernel answers a write with ENOSPC as a full disk does."""
+    import tempfile
+
+    mkstemp = tempfile.mkstemp
+
+    def on_full_disk(*args, **kwargs):
+        fd, name = mkstemp(*args, **kwargs)
+        os.close(fd)
+        return os.open("/dev/full", os.O_WRONLY), name
+
+    monkeypatch.setattr(tempfile, "mkstemp", on_full_disk)
+
+
+def test_unwritable_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys, no_measuring, request):
+    """Tried, not asked: os.access says yes to root whatever the place, and nothing but a write finds a full disk."""
+    model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
+    _fails([*model, "--out", "/proc/nope/x.csv"], capsys, "cannot write --out /proc/nope/x.csv", "choose another")
+    long_name = tmp_path / ("x" * 300 + ".csv")
+    _fails([*model, "--out", str(long_name)], capsys, "File name too long", "choose another name")
+    if os.geteuid() != 0:  # root writes into a read-only directory
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        _fails([*model, "--out", str(locked / "r.csv")], capsys, f"cannot write --out {locked / 'r.csv'}")
+    request.getfixturevalue("full_disk")
+    _fails([*model, "--out", str(tmp_path / "r.csv")], capsys, "No space left on device")
+    assert list(tmp_path.iterdir()) == []  # the probe files are gone
+
+
+def test_out_is_written_through_a_fresh_temporary_and_stale_ones_go(model_dirs, text_file, tmp_path, capsys):
+    """The temporary has an unpredictable name (a symlink planted at the old predictable one is left alone);
+    the temporaries of a dead writer are removed at the next start, those of a live one kept."""
+    out = tmp_path / "r.csv"
+    target = tmp_path / "victim.txt"
+    target.write_text("untouched")
+    (tmp_path / f".r.csv.{os.getpid()}.tmp").symlink_to(target)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".r.csv.{int(dead.stdout)}.abcd_123.tmp"
+    live = tmp_path / f".r.csv.{os.getppid()}.abcd_123.tmp"
+    stale.write_text("half")
+    live.write_text("being written")
+    args = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
+    assert main(args) == 0
+    assert target.read_text() == "untouched" and pd.read_csv(out).shape[0] == 2
+    assert not stale.exists() and live.exists()
 
 
 def test_out_in_a_missing_directory_is_created_and_written_whole(model_dirs, text_file, tmp_path, monkeypatch, capsys):
@@ -274,8 +299,8 @@ def test_out_in_a_missing_directory_is_created_and_written_whole(model_dirs, tex
     before = out.read_text()
     assert [p.name for p in out.parent.iterdir()] == ["r.csv"]  # no temporary file left beside it
 
-    def half_written(self, path, **kwargs):
-        Path(path).write_text("block,r2")
+    def half_written(self, file, **kwargs):
+        file.write("block,r2")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", half_written)
@@ -456,3 +481,164 @@ def test_plot_draws_a_profile_table_one_panel_per_model(model_dirs, text_file, t
     _fails(["plot", str(two), "--out", str(figure), "--model", "nosuch"], capsys, "no model ['nosuch']", "other/model")
     _fails(["plot", str(two), "--out", str(tmp_path / "f.jpg")], capsys, "--out must end in .png or .pdf or .svg")
     _fails(["plot", str(tmp_path / "missing.csv"), "--out", str(figure)], capsys, "cannot read the table")
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Loading any weights fails the test: the errors below must come from the config and tokenizer alone."""
+    import transformers
+
+    def from_pretrained(*args, **kwargs):
+        raise AssertionError("loaded weights before the error")
+
+    for auto in (transformers.AutoModel, transformers.AutoModelForCausalLM):
+        monkeypatch.setattr(auto, "from_pretrained", from_pretrained)
+
+
+def test_text_blocks_context_and_vocabulary_are_checked_before_the_weights(
+    model_dirs, text_file, tmp_path, tokenizer, capsys, no_weights
+):
+    model = ["profile", "--model", str(model_dirs["gpt2"])]
+    _fails([*model, "--text-file", str(text_file), *ROWS, "--blocks", "0,5"], capsys, "no FFN block 5", "blocks 0..1")
+    _fails([*model, "--text-file", str(text_file), "--seq-len", "65"], capsys, "exceeds the model's context of 64")
+    _fails([*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"], capsys, "folds are whole")
+    empty = tmp_path / "empty.txt"
+    empty.write_text(" \n", encoding="utf-8")
+    _fails([*model, "--text-file", str(empty)], capsys, f"the text {empty} is empty")
+    short = tmp_path / "short.txt"
+    short.write_text("just a few words", encoding="utf-8")
+    _fails([*model, "--text-file", str(short), *ROWS], capsys, "are needed for max_rows=384")
+    from transformers import GPT2Config
+
+    small = tmp_path / "small-vocab"  # its embedding has 100 rows; the saved tokenizer gives ids up to 319
+    GPT2Config(vocab_size=100, n_layer=2, n_head=4, n_embd=32, n_positions=64).save_pretrained(small)
+    tokenizer.save_pretrained(small)
+    _fails(["profile", "--model", str(small), "--text-file", str(text_file), *ROWS], capsys, "vocabulary has 100 ids")
+
+
+def test_token_ids_beyond_the_vocabulary_are_refused_by_measure(tokenizer, text):
+    """The library's own check, for a model whose tokenizer came from elsewhere: no IndexError from the embedding."""
+    from conftest import tiny_model
+    from linrec import measure
+    from linrec.data.tokens import make_batches
+    from linrec.errors import LinrecError
+
+    model = tiny_model("gpt2")
+    model.resize_token_embeddings(100)
+    with pytest.raises(LinrecError, match=r"token id \d+, but the model's vocabulary has 100 ids"):
+        measure(model, make_batches(tokenizer, text, seq_len=16, max_rows=384), folds=3, progress=False)
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (["--device-map", "bogus"], "device_map must be one of auto, balanced"),
+        (["--device", "cpu", "--device-map", "auto"], "device 'cpu' and device_map 'auto' both say"),
+    ],
+)
+def test_device_map_is_checked_first(option, message, model_dirs, text_file, capsys, no_weights):
+    _fails(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *option], capsys, message)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["profile", "--seed", "99999999999999999999999"], "a seed must be an integer from 0 to 2**64 - 1"),
+        (["profile", "--seed", "-1"], "a seed must be an integer from 0 to 2**64 - 1"),
+        (["zoo", "--workers", "0"], "expected a positive integer; got '0'"),
+        (["zoo", "--workers", "-3"], "expected a positive integer; got '-3'"),
+    ],
+)
+def test_out_of_range_numbers_are_refused_when_read(argv, message, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_bench_sequence_longer_than_the_context_is_refused_before_timing(capsys, monkeypatch):
+    import linrec.bench
+
+    monkeypatch.setattr(linrec.bench, "gpt2_small", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+    _fails(["bench", "--seq-len", "5000"], capsys, "seq_len 5000 exceeds the context of 1024")
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Training a zoo or loading a profile's model fails the test."""
+    import linrec.experiment.resolve
+    import linrec.models.zoo
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("started the work before the error")
+
+    monkeypatch.setattr(linrec.models.zoo, "build_zoo", refuse)
+    monkeypatch.setattr(linrec.experiment.resolve, "load_profile_model", refuse)
+
+
+@pytest.mark.parametrize("argv", [["zoo", "--profile", "smoke"], ["profile", "--profile", "smoke", "--no-progress"]])
+def test_a_cache_that_cannot_hold_entries_fails_first(argv, tmp_path, monkeypatch, capsys, nothing_runs, request):
+    plain = tmp_path / "plain"
+    plain.write_text("a file")
+    too_long = tmp_path / ("c" * 300)
+    for cache, message in (
+        (plain, f"{plain} is a file, not a directory"),
+        (plain / "sub", "is a file"),
+        (too_long / "sub", "File name too long"),
+    ):
+        monkeypatch.setenv("LINREC_CACHE", str(cache))
+        _fails(argv, capsys, f"cannot write the cache {cache}", message, "set LINREC_CACHE to a writable directory")
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
+    request.getfixturevalue("full_disk")
+    _fails(argv, capsys, f"cannot write the cache {tmp_path / 'cache'}: No space left on device")
+
+
+def test_an_interrupt_is_one_line_and_leaves_the_old_table(model_dirs, text_file, tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM, which linrec.cli.main turns into one) while the table is written: status 130, one line,
+    the previous table intact and no temporary beside it."""
+    out = tmp_path / "r.csv"
+    out.write_text("old")
+
+    def interrupted(self, file, **kwargs):
+        file.write("block,r2")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", interrupted)
+    args = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
+    assert main(args) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == "linrec: interrupted"
+    assert out.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.csv"]
+
+
+INTERRUPTED = """
+import sys, time
+import linrec.bench
+from linrec.cli import main
+linrec.bench.run_bench = lambda *a: (print("started", flush=True), time.sleep(60))
+sys.exit(main(["bench"]))
+"""
+
+
+def test_sigterm_stops_a_command_with_130_and_no_traceback():
+    """SIGTERM as a scheduler or `kill` sends it, to a real process (Ctrl-C's KeyboardInterrupt is tested above)."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err.strip() == "linrec: interrupted", err
+
+
+def test_a_profile_s_blocks_and_context_are_checked_from_its_zoo_spec(capsys, nothing_runs):
+    """Before any zoo model is trained or loaded: the spec gives each model's depth and context."""
+    from linrec.experiment.profiles import get_profile
+
+    profile = get_profile("smoke")
+    assert profile.zoo is not None
+    depth = min(profile.zoo.entry(m).depth for m in profile.models)
+    context = min(profile.zoo.entry(m).seq_len for m in profile.models)
+    smoke = ["profile", "--profile", "smoke", "--no-progress"]
+    _fails([*smoke, "--blocks", str(depth)], capsys, f"no FFN block {depth}")
+    _fails([*smoke, "--seq-len", str(context + 1)], capsys, f"exceeds the model's context of {context}")

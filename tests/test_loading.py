@@ -99,3 +99,23 @@ def test_loads_a_good_directory(gpt2_dir):
     model, tokenizer = load_model(str(gpt2_dir), device="cpu", supported_only=True)
     assert not model.training and next(model.parameters()).device.type == "cpu"
     assert tokenizer("model block", add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"device_map": "bogus"}, "device_map must be one of auto, balanced, balanced_low_0, sequential or a device"),
+        ({"device_map": "cuda:3"}, "device_map must be one of"),
+        ({"device_map": "auto", "device": "cpu"}, "both say where the model goes"),
+    ],
+)
+def test_device_map_is_checked_before_loading(kwargs, message, no_accelerator, tmp_path):
+    """As for the device: the directory holds nothing loadable, so the error comes before anything is read."""
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(LinrecError, match=message):
+        load_model(str(tmp_path), **kwargs)
+
+
+def test_a_device_map_naming_this_machine_s_device_loads(gpt2_dir):
+    model, _ = load_model(str(gpt2_dir), device_map="cpu")
+    assert next(model.parameters()).device == torch.device("cpu")

@@ -1,6 +1,8 @@
 """Chapter parameters fail where they are set, in one line; chapter 9 checks its own before any work."""
 
 import ast
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,7 @@ import pytest
 from linrec.book.params import RULES, check_params, require
 from linrec.errors import LinrecError
 
+CHAPTER_1 = Path(__file__).resolve().parents[1] / "notebooks" / "01_method.py"
 CHAPTER_9 = Path(__file__).resolve().parents[1] / "notebooks" / "09_your_model.py"
 
 
@@ -57,10 +60,10 @@ def _cells(source: str) -> list[str]:
     return source.split("\n# %%")
 
 
-def test_chapter_9_checks_its_parameters_before_any_work():
-    """The parameters cell run with MAX_ROWS = -100, then the check_params call of the next code cell:
-    one LinrecError, never argparse's usage text or SystemExit."""
-    cells = _cells(CHAPTER_9.read_text(encoding="utf-8"))
+def _parameter_check(chapter: Path) -> tuple[dict, Callable[[], None]]:
+    """A chapter's parameters (its parameters cell run) and its check (the check_params call of the next code
+    cell), to run on changed parameters."""
+    cells = _cells(chapter.read_text(encoding="utf-8"))
     at = next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]'))
     following = next(c for c in cells[at + 1 :] if not c.startswith(" [markdown]"))
     calls = [
@@ -73,10 +76,45 @@ def test_chapter_9_checks_its_parameters_before_any_work():
     assert len(calls) == 1, "the first code cell after the parameters cell calls check_params once"
     namespace = {"check_params": check_params}
     exec(cells[at].split("\n", 1)[1], namespace)
-    exec(compile(ast.Module(calls, []), "chapter 9", "exec"), namespace)  # the defaults pass
+    return namespace, lambda: exec(compile(ast.Module(calls, []), chapter.name, "exec"), namespace)
+
+
+def test_chapter_9_checks_its_parameters_before_any_work():
+    """The parameters cell run with MAX_ROWS = -100, then the check_params call of the next code cell:
+    one LinrecError, never argparse's usage text or SystemExit."""
+    namespace, run_check = _parameter_check(CHAPTER_9)
+    run_check()  # the defaults pass
     namespace["MAX_ROWS"] = -100
     with pytest.raises(LinrecError, match="^parameter MAX_ROWS must be a positive integer or None; got -100$"):
-        exec(compile(ast.Module(calls, []), "chapter 9", "exec"), namespace)
+        run_check()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TINY_WIDTH", 6, "parameter TINY_WIDTH must be a multiple of TINY_HEADS = 4; got 6"),
+        ("TINY_HEADS", 3, "parameter TINY_WIDTH must be a multiple of TINY_HEADS = 3; got 64"),
+        ("TINY_SEQUENCES", 4, "parameter TINY_SEQUENCES must be at least FOLDS = 5; got 4"),
+    ],
+)
+def test_chapter_1_refuses_parameters_its_tiny_gpt2_cannot_take(name, value, message):
+    """Heads must divide the width (GPT2Config would fail cells later), and the sequences must fill the folds."""
+    namespace, run_check = _parameter_check(CHAPTER_1)
+    run_check()
+    namespace[name] = value
+    with pytest.raises(LinrecError, match=f"^{re.escape(message)}$"):
+        run_check()
+
+
+def test_relations_between_parameters():
+    check_params({"W": 8, "H": 4, "N": 5, "K": 5}, multiple_of=[("W", "H")], at_least=[("N", "K")])
+    check_params({"W": 8, "H": None}, multiple_of=[("W", "H")])  # None: the profile's value, checked where it is set
+    with pytest.raises(LinrecError, match="^parameter N must be at least K = 5; got 4$"):
+        check_params({"N": 4, "K": 5}, at_least=[("N", "K")])
+    with pytest.raises(LinrecError, match="parameter H is not defined"):
+        check_params({"W": 8}, multiple_of=[("W", "H")])
+    with pytest.raises(LinrecError, match="must be numbers"):
+        check_params({"W": "8", "H": 4}, multiple_of=[("W", "H")])
 
 
 def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from torch import nn
 
 from linrec.core.capture import MomentSink, run_capture
 from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
 from linrec.models.arch import ffn_blocks
 from linrec.models.loading import pick_device
 
@@ -138,7 +139,16 @@ def run_bench(
     seq_len: int = 128,
     peak_tokens: tuple[int, ...] = (20_000, 200_000),
 ) -> pd.DataFrame:
-    """One row per measurement: what, tokens/s or MiB, and the time ratio to the bare forward."""
+    """One row per measurement: what, tokens/s or MiB, and the time ratio to the bare forward; ``seq_len`` beyond
+    the shape's context (GPT2Config's n_positions) is refused before anything is built."""
+    from transformers import GPT2Config
+
+    context = GPT2Config().n_positions
+    if seq_len > context:
+        raise LinrecError(
+            f"seq_len {seq_len} exceeds the context of {context} tokens of the GPT-2-small shape; "
+            f"use --seq-len {context} or less"
+        )
     dev = pick_device(device)
     model = gpt2_small(dev)
     batches = random_batches(n_batches * batch_size * seq_len, batch_size, seq_len, model.config.vocab_size)

@@ -49,16 +49,21 @@ def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``linrec`` on ``argv`` (default: the process's); a ``LinrecError`` prints as ``linrec: error: ...``
-    and exits with status 2."""
+    and exits with status 2, Ctrl-C or SIGTERM as ``linrec: interrupted`` with status 130 (no traceback)."""
+    from linrec.files import sigterm_interrupts
+
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), sigterm_interrupts():
         warnings.showwarning = _show_warning
         try:
+            args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
             return args.handler(args)
         except LinrecError as err:
             print(f"linrec: error: {err}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("linrec: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

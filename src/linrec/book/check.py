@@ -1,5 +1,5 @@
-"""What a built book must satisfy: notebooks in sync, every chapter in the TOC, executed without errors,
-rendered with a figure, its Colab link, the footer naming the build, and every figure-data link resolving."""
+"""What a built book must satisfy: notebooks in sync, every chapter in the TOC, executed to the end without
+errors, rendered with a figure, its Colab link, the footer naming the build, and every figure-data link resolving."""
 
 from __future__ import annotations
 
@@ -45,6 +45,35 @@ def _output_problems(executed: Path) -> list[str]:
     return problems
 
 
+def _execution_problems(executed: Path) -> list[str]:
+    """Why papermill's ``executed`` notebook is not a fully executed chapter: no papermill record, an exception
+    or no end time recorded (it failed, or was stopped), or a code cell with code that never ran."""
+    nb = nbformat.read(executed, as_version=4)
+    record = nb.metadata.get("papermill")
+    if not record:
+        return [f"{executed.name}: not executed by papermill (run `python book/build.py execute`)"]
+    if record.get("exception") or not record.get("end_time"):
+        return [f"{executed.name}: papermill did not complete it (it failed or was interrupted); execute it again"]
+    unrun = [
+        i
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        and cell.source.strip()
+        and (cell.get("execution_count") is None or cell.metadata.get("papermill", {}).get("status") != "completed")
+    ]
+    return [f"{executed.name}: code cells {unrun} never ran to the end; execute it again"] if unrun else []
+
+
+def execution_problems(book: Book) -> list[str]:
+    """Chapters that are missing from ``book.chapters`` or not fully executed (:func:`_execution_problems`):
+    what ``html`` refuses to render and ``check`` fails on."""
+    problems = []
+    for stem in (s.stem for s in sources(book)):
+        executed = book.chapters / f"{stem}.ipynb"
+        problems += _execution_problems(executed) if executed.exists() else [f"{stem}: not executed (run `make book`)"]
+    return problems
+
+
 def _toc_files(node: object) -> list[str]:
     if isinstance(node, dict):
         return ([node["file"]] if "file" in node else []) + [f for v in node.values() for f in _toc_files(v)]
@@ -69,14 +98,16 @@ def toc_problems(book: Book) -> list[str]:
 
 
 def check(book: Book) -> list[str]:
-    """Everything wrong with the built book: stale notebooks, TOC gaps, errors, missing figures, Colab links or
-    footers, and figure-data links to no file."""
-    problems = sync_problems(book) + toc_problems(book)
+    """Everything wrong with the built book: stale notebooks, TOC gaps, chapters not fully executed, errors,
+    missing figures, Colab links or footers, and figure-data links to no file."""
+    problems = sync_problems(book) + toc_problems(book) + execution_problems(book)
     stems = [s.stem for s in sources(book)]
     for stem in stems:
         executed, page = book.chapters / f"{stem}.ipynb", book.page(stem)
-        if not executed.exists() or not page.exists():
-            problems.append(f"{stem}: not built (run `make book`)")
+        if not executed.exists():
+            continue  # reported by execution_problems
+        if not page.exists():
+            problems.append(f"{stem}: not rendered (run `make book`)")
             continue
         problems += _output_problems(executed)
         text = page.read_text()

@@ -90,10 +90,17 @@ class ChapterRun:
     parameters: Path
     out: Path
 
+    @property
+    def partial(self) -> Path:
+        """Where papermill writes while the chapter runs (renamed to ``out`` once it completes): a hidden name that
+        ``check``, ``html`` and the table of contents never take for a chapter."""
+        return self.out.with_name(f".{self.out.stem}.partial{self.out.suffix}")
+
 
 def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | None) -> subprocess.Popen:
-    run.out.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
-    command = [sys.executable, "-m", "linrec.book.execute", str(run.notebook), str(run.out), str(run.parameters),
+    run.out.unlink(missing_ok=True)  # a failed or stopped chapter leaves no older one that looks current
+    run.partial.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
+    command = [sys.executable, "-m", "linrec.book.execute", str(run.notebook), str(run.partial), str(run.parameters),
                kernel_name, "progress" if progress_bar else "quiet", str(cwd or "")]  # fmt: skip
     # A session of its own: stopped as a group when the build stops, never by a Ctrl-C meant for the build.
     return subprocess.Popen(command, start_new_session=True)
@@ -142,13 +149,13 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _failure(run: ChapterRun, returncode: int) -> str:
     """What stopped a chapter, read from its executed notebook: the first cell that raised."""
-    if run.out.exists():
-        for cell in nbformat.read(run.out, as_version=4).cells:
+    if run.partial.exists():
+        for cell in nbformat.read(run.partial, as_version=4).cells:
             for output in cell.get("outputs", []):
                 if output.output_type == "error":
                     return (
                         f"cell In [{cell.execution_count}] raised {output.ename}: {output.evalue}\n"
-                        f"(the executed notebook with the traceback: {run.out})"
+                        f"(the executed notebook with the traceback: {run.partial})"
                     )
     return f"papermill exited with status {returncode} before a cell raised; its messages are above"
 
@@ -165,7 +172,9 @@ def run_chapters(
     default when None).
 
     The first failure stops the build: chapters still running are stopped, queued ones never start, and the
-    error names the chapter and the cell. An interrupt stops every running chapter the same way.
+    error names the chapter and the cell. An interrupt stops every running chapter the same way. A chapter gets
+    its final name only once papermill completes it (:attr:`ChapterRun.partial` until then); a stopped chapter's
+    partial notebook is removed, a failed one's kept for its traceback.
     """
     queue = [r for r in runs if r.stem not in last] + [r for r in runs if r.stem in last]
     live: dict[str, tuple[subprocess.Popen, float]] = {}
@@ -184,10 +193,12 @@ def run_chapters(
                 start = live.pop(run.stem)[1]
                 if code != 0:
                     raise BookError(f"{run.stem}: {_failure(run, code)}")
+                os.replace(run.partial, run.out)
                 print(f"[book] {run.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
     finally:
-        for proc, _ in live.values():
+        for stem, (proc, _) in live.items():
             _stop(proc)
+            next(r for r in runs if r.stem == stem).partial.unlink(missing_ok=True)  # half executed
 
 
 def execute(
@@ -207,6 +218,11 @@ def execute(
     """
     import papermill
 
+    from linrec.experiment.profiles import get_profile
+    from linrec.files import check_cache, check_writable
+
+    get_profile(profile, **(fields or {}))  # a bad profile or field fails here, not in each chapter
+    check_cache()
     chosen = [s for s in sources(book) if not only or s.stem in only]
     if only and len(chosen) != len(set(only)):
         raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources(book)]}")
@@ -219,7 +235,7 @@ def execute(
     name = kernel()
     os.environ["LINREC_PROGRESS"] = "0"  # the kernels papermill starts inherit it: no progress bars in the pages
     out_dir = out_dir or book.chapters
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(out_dir, "the executed chapters' directory", "give another with --out")
     os.environ["LINREC_FIGURE_DATA"] = str(out_dir.resolve())  # the figures' CSV files go beside the chapters
     prepare_models(profile)
     jobs = jobs or default_jobs(profile)

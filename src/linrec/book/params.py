@@ -6,7 +6,8 @@ A chapter's first code cell after its ``parameters`` cell calls, for example::
                  positive_int_or_none=["MAX_ROWS"], fraction=["MIN_R2"])
 
 and ``ROWS = -5`` stops there with ``parameter ROWS must be a positive integer; got -5`` instead of
-a tensor-shape error later (or argparse's usage text, when the value is handed to the CLI).
+a tensor-shape error later (or argparse's usage text, when the value is handed to the CLI). Relations between
+parameters are checked there too: ``multiple_of=[("WIDTH", "HEADS")]`` refuses a width its heads cannot divide.
 """
 
 from __future__ import annotations
@@ -70,10 +71,39 @@ def require(name: str, value: object, rule: str, hint: str = "") -> None:
         raise LinrecError(f"parameter {name} must be {meaning}; got {value!r}" + (f" ({hint})" if hint else ""))
 
 
-def check_params(values: Mapping[str, object], **rules: Iterable[str]) -> None:
-    """Check each named parameter in ``values`` (a chapter's ``globals()``) against its rule's keyword."""
+RELATIONS: dict[str, tuple[Callable[[float, float], bool], str]] = {
+    "multiple_of": (lambda a, b: a % b == 0, "a multiple of"),
+    "at_least": (lambda a, b: a >= b, "at least"),
+}
+"""relation -> (test of (value, other value), what a passing value is): how one parameter bounds another, e.g. a
+width that its attention heads must divide."""
+
+
+def check_params(
+    values: Mapping[str, object],
+    *,
+    multiple_of: Iterable[tuple[str, str]] = (),
+    at_least: Iterable[tuple[str, str]] = (),
+    **rules: Iterable[str],
+) -> None:
+    """Check each named parameter in ``values`` (a chapter's ``globals()``) against its rule's keyword, then each
+    pair ``(A, B)`` of ``multiple_of`` (A a multiple of B) and ``at_least`` (A >= B), so that a combination the
+    chapter cannot run with fails here too, not cells later; a pair with a None side (the profile's value) passes."""
     for rule, names in rules.items():
         for name in names:
             if name not in values:
                 raise LinrecError(f"parameter {name} is not defined; set it in the parameters cell")
             require(name, values[name], rule)
+    for relation, pairs in (("multiple_of", multiple_of), ("at_least", at_least)):
+        test, meaning = RELATIONS[relation]
+        for name, other in pairs:
+            missing = [n for n in (name, other) if n not in values]
+            if missing:
+                raise LinrecError(f"parameter {missing[0]} is not defined; set it in the parameters cell")
+            a, b = values[name], values[other]
+            if a is None or b is None:
+                continue
+            if not (isinstance(a, Real) and isinstance(b, Real)):
+                raise LinrecError(f"parameters {name} and {other} must be numbers; got {a!r} and {b!r}")
+            if not test(float(a), float(b)):
+                raise LinrecError(f"parameter {name} must be {meaning} {other} = {b!r}; got {a!r}")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from linrec.errors import LinrecError
+from linrec.files import check_new_file, remove_stale_temporaries, write_atomically
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -32,6 +32,19 @@ def positive_int(value: str) -> int:
     return int(value)
 
 
+def seed(value: str) -> int:
+    """argparse type of ``--seed``: an integer a torch generator takes (:func:`linrec.data.tokens.check_seed`),
+    checked when the options are read, not after the model loads."""
+    from linrec.data.tokens import check_seed
+
+    try:
+        return check_seed(int(value))
+    except ValueError as err:  # int()'s, or check_seed's LinrecError
+        raise argparse.ArgumentTypeError(
+            str(err) if isinstance(err, LinrecError) else f"not an integer: '{value}'"
+        ) from None
+
+
 def block_indices(value: str) -> list[int]:
     """argparse type of ``--blocks``: comma-separated block indices."""
     try:
@@ -47,27 +60,24 @@ TABLE_SUFFIXES = (".csv", ".json")
 
 def check_output(path: Path, option: str = "--out", suffixes: tuple[str, ...] = TABLE_SUFFIXES) -> None:
     """Fail before the work when the output could not be written to ``path``: a suffix not in ``suffixes``, a
-    directory in its place, or no directory it could be created in with write access."""
-    if path.is_dir():
+    directory in its place, or a place where a file cannot be created and written (tried:
+    :func:`linrec.files.check_new_file`); temporaries that a killed run left beside it are removed."""
+    if os.path.isdir(path):  # False, not an error, for a name too long: check_new_file reports that
         example = ("table" if suffixes == TABLE_SUFFIXES else "figure") + suffixes[0]
         raise LinrecError(f"{option} {path} is a directory; give a file in it, e.g. {path / example}")
     if path.suffix not in suffixes:
         raise LinrecError(f"{option} must end in {' or '.join(suffixes)}; got '{path}'")
-    existing = next(p for p in (path.parent, *path.parent.parents) if p.exists())
-    if not existing.is_dir():
-        raise LinrecError(f"cannot write {option} {path}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise LinrecError(
-            f"cannot write {option} {path}: no write permission in {existing.resolve()}; choose another place"
-        )
+    check_new_file(path, option)
+    remove_stale_temporaries(path)
 
 
 def write_table(table: pd.DataFrame, path: Path) -> None:
-    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision)."""
+    """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision), whole or not at all
+    (:func:`linrec.files.write_atomically`)."""
     if path.suffix == ".json":
-        write_file(path, lambda tmp: table.to_json(tmp, orient="records", indent=1, double_precision=15))
+        write_atomically(path, lambda file: table.to_json(file, orient="records", indent=1, double_precision=15))
     else:
-        write_file(path, lambda tmp: table.to_csv(tmp, index=False, float_format="%.17g"))
+        write_atomically(path, lambda file: table.to_csv(file, index=False, float_format="%.17g"))
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -83,18 +93,3 @@ def read_table(path: Path) -> pd.DataFrame:
 def short_name(value: str) -> str:
     """What a printed table shows for a model or text given as a path: its last part (hub ids and names as they are)."""
     return Path(value).name if Path(value).expanduser().exists() else value
-
-
-def write_file(path: Path, write: Callable[[Path], object]) -> None:
-    """Have ``write`` write a temporary file beside ``path``, then rename it into place, so an interrupted write
-    never leaves a partial file under the final name."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise LinrecError(f"could not write {path}: {err}") from err
-    finally:
-        if tmp.exists():
-            tmp.unlink()

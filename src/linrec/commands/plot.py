@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from linrec.commands.args import HelpFormatter, check_output, read_table, short_name, write_file
+from linrec.commands.args import HelpFormatter, check_output, read_table, short_name
 from linrec.errors import LinrecError
+from linrec.files import write_atomically
 
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
@@ -47,6 +48,6 @@ def _plot(args: argparse.Namespace) -> int:
 
     use_book_style()
     fig = profile_figure(table, args.title)
-    write_file(args.out, lambda tmp: fig.savefig(tmp, dpi=150))
+    write_atomically(args.out, lambda file: fig.savefig(file, format=args.out.suffix[1:], dpi=150), binary=True)
     print(f"wrote {args.out}")
     return 0

@@ -11,14 +11,18 @@ import argparse
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
-from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, short_name, write_table
+from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, seed, short_name, write_table
 from linrec.errors import LinrecError
+from linrec.files import check_cache
 
 if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+    from linrec.data.tokens import TokenBatches
     from linrec.experiment.profiles import Profile
 
 
@@ -97,7 +101,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         help="k of the k-fold split by sequence, at least 2 (default: the profile's, else 5)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the fold assignment")
     p.add_argument("--blocks", type=block_indices, help="comma-separated block indices (default: all)")
     p.add_argument("--device", help="cuda, mps, cpu, cuda:1 ... (default: the first available of cuda, mps, cpu)")
     p.add_argument(
@@ -138,13 +142,17 @@ def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str, str, 
 
 
 def _profile(args: argparse.Namespace) -> int:
-    """Measure each model named (``--model``, else the profile's), print the table and write ``--out``."""
+    """Measure each model named (``--model``, else the profile's), print the table and write ``--out``.
+
+    Everything that can be checked before the work is, in this order: the options, ``--out`` and the cache (by
+    trying to write there), the device, the text; then, from the model's config and tokenizer and before its
+    weights load, the blocks, the sequence length and whether the text fills the folds.
+    """
     import torch.distributed as dist
 
     from linrec.core.measure import measure
-    from linrec.data.tokens import make_batches
     from linrec.models.gguf import gguf_origin
-    from linrec.models.loading import load_model, max_context, pick_device
+    from linrec.models.loading import check_device_map, load_model, pick_device
     from linrec.models.packaged import PACKAGED, packaged_file
 
     profile = None if args.profile is None else _cli_profile(args)
@@ -152,8 +160,9 @@ def _profile(args: argparse.Namespace) -> int:
         check_output(args.out)
     if not args.model and profile is None:  # an empty --model names no model either
         raise LinrecError("give --model MODEL, or --profile NAME to measure the profile's models")
-    rows = args.max_rows or (profile.rows_per_block if profile else 20_000)
-    seq_len = args.seq_len or (profile.seq_len if profile else 128)
+    check_device_map(args.device_map, args.device)
+    if profile is not None or args.model in PACKAGED or args.model.lower().endswith(".gguf"):
+        check_cache()  # the profile's zoo and dequantised GGUF weights live there
     folds = args.folds or (profile.folds if profile else 5)
     if folds < 2:
         raise LinrecError(f"--folds must be at least 2; got {folds}")
@@ -170,18 +179,24 @@ def _profile(args: argparse.Namespace) -> int:
     if args.device:
         pick_device(args.device)  # a device this machine lacks fails here, before any loading
 
+    _check_before_loading(args, profile)
     text, corpus_name, corpus_hash = _text(args, profile)
+    if not text.strip():
+        raise LinrecError(f"the text {corpus_name} is empty; give a text to measure on")
     tables = []
     if args.model:
         names = [args.model]
     else:
         assert profile is not None  # refused above: neither --model nor --profile
         names = [*profile.models, *profile.pretrained]
+    prepared: list[TokenBatches] = []  # each model's batches, made from its config and tokenizer
     for model_name in names:
+        prepared.clear()
         if profile is not None and args.model is None:
             from linrec.experiment.resolve import load_profile_model
 
             model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
+            prepared.append(_batches(args, profile, text, folds, cast("PretrainedConfig", model.config), tokenizer))
         else:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
@@ -193,13 +208,15 @@ def _profile(args: argparse.Namespace) -> int:
                 device_map=args.device_map,
                 trust_remote_code=args.trust_remote_code,
                 supported_only=True,
+                before_weights=lambda config, tok: prepared.append(_batches(args, profile, text, folds, config, tok)),
             )
-        batch_size = args.batch_size or (profile.batch_size if profile else 8)
-        batches = make_batches(
-            tokenizer, text, seq_len=seq_len, max_rows=rows, batch_size=batch_size, max_context=max_context(model)
-        )
         table = measure(
-            model, batches, blocks=args.blocks, folds=folds, seed=args.seed, progress=not args.no_progress and rank == 0
+            model,
+            prepared[0],
+            blocks=args.blocks,
+            folds=folds,
+            seed=args.seed,
+            progress=not args.no_progress and rank == 0,
         )
         table.insert(0, "model", model_name)
         origin = gguf_origin(getattr(model.config, "_name_or_path", ""))
@@ -209,7 +226,7 @@ def _profile(args: argparse.Namespace) -> int:
         table["device"] = str(weights.device)
         table["corpus"] = corpus_name
         table["corpus_sha256"] = corpus_hash
-        table["seq_len"] = seq_len
+        table["seq_len"] = prepared[0].seq_len
         table["folds"] = folds
         table["seed"] = args.seed
         tables.append(table)
@@ -243,6 +260,56 @@ def _versions() -> dict[str, str]:
         "transformers_version": transformers.__version__,
         "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
+
+
+def _seq_len(args: argparse.Namespace, profile: Profile | None) -> int:
+    return args.seq_len or (profile.seq_len if profile else 128)
+
+
+def _check_before_loading(args: argparse.Namespace, profile: Profile | None) -> None:
+    """``--blocks`` and the sequence length against each zoo model's spec (its depth and context), before any of
+    them is trained or loaded; other models are checked from their config, before their weights load."""
+    from linrec.data.tokens import check_context
+    from linrec.models.arch import check_blocks
+
+    if args.model or profile is None or profile.zoo is None:
+        return
+    for name in profile.models:
+        entry = profile.zoo.entry(name)
+        if args.blocks is not None:
+            check_blocks(args.blocks, entry.depth)
+        check_context(_seq_len(args, profile), entry.seq_len)
+
+
+def _batches(
+    args: argparse.Namespace,
+    profile: Profile | None,
+    text: str,
+    folds: int,
+    config: PretrainedConfig,
+    tokenizer: PreTrainedTokenizerBase,
+) -> TokenBatches:
+    """The batches to measure on, from the model's config and tokenizer alone (so before its weights load): the
+    blocks asked for exist, the sequence length fits the context, the tokenizer's ids the vocabulary, and the text
+    fills every training split with more rows than the model is wide."""
+    from linrec.core.capture import check_training_rows
+    from linrec.data.tokens import make_batches
+    from linrec.models.arch import check_blocks
+    from linrec.models.loading import max_context
+
+    if args.blocks is not None:
+        check_blocks(args.blocks, config.num_hidden_layers)
+    batches = make_batches(
+        tokenizer,
+        text,
+        seq_len=_seq_len(args, profile),
+        max_rows=args.max_rows or (profile.rows_per_block if profile else 20_000),
+        batch_size=args.batch_size or (profile.batch_size if profile else 8),
+        max_context=max_context(config),
+    )
+    batches.check_vocabulary(config.vocab_size)
+    check_training_rows(batches, config.hidden_size, folds, args.seed)
+    return batches
 
 
 def _cli_profile(args: argparse.Namespace) -> Profile:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import signal
 import sys
-import threading
 
 import pandas as pd
 
 from linrec.cache import cache_dir
+from linrec.commands.args import positive_int
+from linrec.files import check_cache
 from linrec.models import zoo
 
 
@@ -41,24 +41,16 @@ def _print_zoo(table: pd.DataFrame) -> None:
     print(quality.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def _cli_zoo(args: argparse.Namespace) -> int:
-    in_main = threading.current_thread() is threading.main_thread()  # signal handlers can only be set there
-    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
+    check_cache()
     try:
         table = zoo.build_zoo(zoo.get_zoo(args.profile), force=args.force, workers=args.workers)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (linrec.cli.main makes it one)
         print(
             f"\nlinrec zoo: interrupted; finished models stay in {cache_dir()}, run it again to train the rest",
             file=sys.stderr,
         )
         return 130
-    finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, previous)
     _print_zoo(table)
     print(f"\ncache: {cache_dir()}")
     return 0
@@ -72,5 +64,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--profile", default="offline", help=f"whose zoo to build: {', '.join(zoo.ZOOS)} (default: offline)")
     p.add_argument("--force", action="store_true", help="retrain even what is cached")
-    p.add_argument("--workers", type=int, default=None, help="models trained at a time (default: min(2, cores))")
+    p.add_argument(
+        "--workers", type=positive_int, default=None, help="models trained at a time (default: min(2, cores))"
+    )
     p.set_defaults(handler=_cli_zoo)

@@ -180,7 +180,7 @@ def rows_needed(width: int, folds: int, seq_len: int = 1) -> int:
     return max(folds, math.ceil(per_split * folds / (folds - 1))) * seq_len
 
 
-def _check_training_rows(batches: TokenBatches, width: int, folds: int, seed: int) -> None:
+def check_training_rows(batches: TokenBatches, width: int, folds: int, seed: int) -> None:
     """Every training split of the actual fold assignment must have width + 1 rows (padding excluded)."""
     need = rows_needed(width, folds, batches.seq_len)
     n_seq = batches.n_sequences_total
@@ -221,7 +221,11 @@ def capture_moments(
     chosen = select_blocks(ffn_blocks(model, spec), blocks)
     width = getattr(getattr(model, "config", None), "hidden_size", None)
     if width is not None:
-        _check_training_rows(batches, width, folds, seed)
+        check_training_rows(batches, width, folds, seed)
+    get_embeddings = getattr(model, "get_input_embeddings", None)
+    embeddings = get_embeddings() if callable(get_embeddings) else None
+    if isinstance(embeddings, nn.Embedding):
+        batches.check_vocabulary(embeddings.num_embeddings)
     fold_of_sequence = batches.folds(folds, seed)
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     if distributed:

@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
+SEED_MAX = 2**64 - 1
+"""The largest seed torch's generators take (they take 0 .. 2**64 - 1)."""
+
+
+def check_seed(seed: int) -> int:
+    """``seed`` when a torch generator takes it, else a :class:`LinrecError` (not torch's overflow error)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise LinrecError(f"a seed must be an integer from 0 to 2**64 - 1 = {SEED_MAX}; got {seed!r}")
+    return seed
+
+
 @dataclass
 class Batch:
     input_ids: torch.Tensor  # (B, T) long
@@ -78,10 +89,22 @@ class TokenBatches:
             raise LinrecError(
                 f"{self.n_sequences_total} sequences cannot fill {k} folds; give more text or fewer folds"
             )
-        perm = torch.randperm(self.n_sequences_total, generator=torch.Generator().manual_seed(seed))
+        generator = torch.Generator().manual_seed(check_seed(seed))
+        perm = torch.randperm(self.n_sequences_total, generator=generator)
         fold = torch.empty(self.n_sequences_total, dtype=torch.long)
         fold[perm] = torch.arange(self.n_sequences_total) % k
         return fold
+
+    def check_vocabulary(self, vocab_size: int) -> None:
+        """Refuse token ids the model has no embedding for (``vocab_size`` rows): a tokenizer from another model
+        would otherwise stop the forward pass with an IndexError."""
+        top = int(self.input_ids.max()) if self.input_ids.numel() else -1
+        if top >= vocab_size:
+            raise LinrecError(
+                f"the tokenizer gives token id {top}, but the model's vocabulary has {vocab_size} ids "
+                f"(0..{vocab_size - 1}): the tokenizer belongs to another model. Save the model's own tokenizer "
+                "beside it (tokenizer.save_pretrained(directory))."
+            )
 
     def grouped(self, fold_of_sequence: torch.Tensor) -> TokenBatches:
         """The same sequences ordered by fold (stable), so most batches hold a single fold.
@@ -144,6 +167,16 @@ def bos_policy(tokenizer: PreTrainedTokenizerBase) -> str:
     return f"{tokenizer.convert_ids_to_tokens(bos)} (id {bos}) at position 0 of every window"
 
 
+def check_context(seq_len: int, max_context: int | None) -> None:
+    """Refuse sequences longer than a model's context (``max_context``, None when unbounded), which its position
+    embeddings could not index."""
+    if max_context is not None and seq_len > max_context:
+        raise LinrecError(
+            f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; "
+            f"use --seq-len {max_context} or less"
+        )
+
+
 def make_batches(
     tokenizer: PreTrainedTokenizerBase,
     text: str,
@@ -167,11 +200,7 @@ def make_batches(
         raise LinrecError(
             f"max_rows (token rows per block) must be positive, or None for all of the text; got {max_rows}"
         )
-    if max_context is not None and seq_len > max_context:
-        raise LinrecError(
-            f"seq_len {seq_len} exceeds the model's context of {max_context} tokens; "
-            f"use --seq-len {max_context} or less"
-        )
+    check_context(seq_len, max_context)
     body = seq_len - (bos is not None)  # text tokens per window
     wanted = None if max_rows is None else math.ceil(max_rows / seq_len)
     ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * body)

@@ -117,11 +117,17 @@ def ffn_blocks(model: nn.Module, spec: Spec = None) -> list[BlockSpec]:
     return [BlockSpec(i, _resolve(model, src.format(i=i)), _resolve(model, dst.format(i=i))) for i in range(n_layers)]
 
 
+def check_blocks(wanted: Sequence[int], n_blocks: int) -> None:
+    """Refuse block indices outside 0..n_blocks - 1; ``n_blocks`` may come from a config, before weights load."""
+    missing = sorted({i for i in wanted if not 0 <= i < n_blocks})
+    if missing:
+        raise LinrecError(f"no FFN block {', '.join(map(str, missing))}; this model has blocks 0..{n_blocks - 1}")
+
+
 def ffn_norm(model: nn.Module, block: int) -> nn.Module:
     """The norm module whose output FFN block ``block`` of ``model`` reads (from its architecture)."""
     model_type, config = _checked_layout(model)
-    if not 0 <= block < config.num_hidden_layers:
-        raise LinrecError(f"no FFN block {block}; this model has blocks 0..{config.num_hidden_layers - 1}")
+    check_blocks([block], config.num_hidden_layers)
     return model.get_submodule(_resolve(model, _NORMS[model_type].format(i=block)))
 
 

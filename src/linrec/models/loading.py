@@ -9,6 +9,7 @@ A ``.gguf`` file is dequantised to float32 once and loaded from the cache (:mod:
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
@@ -21,7 +22,7 @@ from linrec.models.arch import CAUSAL, check_supported
 from linrec.models.gguf import dequantised
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 DTYPES = {
     "float32": torch.float32,
@@ -184,6 +185,29 @@ def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> Lin
     return LinrecError(f"could not load the weights in '{local}' ({', '.join(f.name for f in files)}): {err}")
 
 
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+"""The ``device_map`` strategies accelerate knows; any other ``device_map`` must name one device."""
+
+
+def check_device_map(device_map: str | None, device: str | None) -> None:
+    """Refuse a ``device_map`` that is neither a strategy of :data:`DEVICE_MAP_STRATEGIES` nor a device of this
+    machine, and one given beside ``device`` (which it would override silently)."""
+    if not device_map:
+        return
+    if device:
+        raise LinrecError(
+            f"device '{device}' and device_map '{device_map}' both say where the model goes; give one of them"
+        )
+    if device_map not in DEVICE_MAP_STRATEGIES:
+        try:
+            pick_device(device_map)
+        except LinrecError:
+            raise LinrecError(
+                f"device_map must be one of {', '.join(DEVICE_MAP_STRATEGIES)} or a device of this machine "
+                f"({', '.join(available_devices())}); got '{device_map}'"
+            ) from None
+
+
 def load_model(
     name_or_path: str,
     *,
@@ -193,6 +217,7 @@ def load_model(
     device_map: str | None = None,
     trust_remote_code: bool = False,
     supported_only: bool = False,
+    before_weights: Callable[[PretrainedConfig, PreTrainedTokenizerBase], None] | None = None,
 ) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer), the model frozen in eval mode on ``device`` (or spread by ``device_map="auto"``).
 
@@ -201,17 +226,20 @@ def load_model(
     dequantised to float32 once (:func:`linrec.models.gguf.dequantised`) and loaded from the cache.
     Everything that can be checked before the weights load is: the path, the device, the dtype,
     the tokenizer and, with ``supported_only`` (an architecture :func:`ffn_blocks` knows, as the
-    CLI needs), the architecture read from the config.
+    CLI needs), the architecture read from the config. ``before_weights(config, tokenizer)`` runs then too: a
+    caller's own checks (the text long enough, the blocks and sequence length within the model's) fail before the
+    weights load.
     """
     from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+    check_device_map(device_map, device)
+    torch_dtype = parse_dtype(dtype)
     if name_or_path.lower().endswith(".gguf"):
         name_or_path = str(dequantised(name_or_path)[0])
     local = _local_dir(name_or_path)
     source = str(local) if local is not None else name_or_path
     target = None if device_map else pick_device(device)
-    torch_dtype = parse_dtype(dtype)
     local_only = local is not None or hub_offline()
     if not local_only and not hub_reachable():
         local_only = True  # a copy in the local cache still works; otherwise fail below, in seconds
@@ -232,6 +260,8 @@ def load_model(
     if supported_only:
         check_supported(config.model_type)
     _check_tokenizer(tokenizer, name_or_path)
+    if before_weights is not None:
+        before_weights(config, tokenizer)
     auto = AutoModelForCausalLM if config.model_type in CAUSAL else AutoModel
     kwargs = dict(common, dtype=torch_dtype or "auto", use_safetensors=None)
     if device_map:
@@ -246,9 +276,10 @@ def load_model(
     return model, tokenizer
 
 
-def max_context(model: nn.Module) -> int | None:
-    """The longest sequence the model's position embeddings allow (None when unbounded or unknown)."""
-    config = getattr(model, "config", None)
+def max_context(model: nn.Module | PretrainedConfig) -> int | None:
+    """The longest sequence the position embeddings of a model (or its config) allow (None when unbounded or
+    unknown)."""
+    config = getattr(model, "config", model)
     for attr in ("n_positions", "max_position_embeddings"):
         value = getattr(config, attr, None)
         if isinstance(value, int):
