@@ -8,7 +8,6 @@ with one process.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, write_table
+from linrec.data.textfile import TextFile
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
@@ -85,14 +85,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_profile)
 
 
-def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str, str, str]:
-    """(text to measure on, its name, its sha256) from --text-file, --corpus or the profile's main corpus."""
+def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | TextFile, str, str]:
+    """(text to measure on, its name, its sha256) from --text-file (streamed: read only as far as the rows
+    need, :mod:`linrec.data.textfile`), --corpus or the profile's main corpus."""
     if args.text_file is not None:
-        try:
-            text = args.text_file.read_text(encoding="utf-8")
-            return text, str(args.text_file), hashlib.sha256(text.encode("utf-8")).hexdigest()
-        except (OSError, UnicodeDecodeError) as err:
-            raise LinrecError(f"cannot read --text-file {args.text_file} as UTF-8 text: {err}") from err
+        text = TextFile(args.text_file)
+        return text, str(args.text_file), text.sha256
     from linrec.data.corpora import load_corpus
 
     name = args.corpus or (profile.corpora[0] if profile is not None else None)

@@ -28,6 +28,8 @@ directions carry equal variance.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -108,10 +110,23 @@ class InputSpectrum:
         return q
 
 
+def check_rcond(rcond: float) -> float:
+    """``rcond``, or a LinrecError when it is no finite number of at least 0: every comparison with NaN is false,
+    so a NaN cutoff would drop every input direction and report R² near 0 without a word."""
+    value = float(rcond) if isinstance(rcond, numbers.Real) and not isinstance(rcond, bool) else math.nan
+    if not math.isfinite(value) or value < 0:
+        raise LinrecError(
+            f"rcond must be a finite number of at least 0 (the null-direction cutoff); got {rcond!r}. "
+            "Leave it out (None) to use the cutoff for the capture's dtype (rcond_for)."
+        )
+    return value
+
+
 def input_spectrum(moments: Moments, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
     """Rank-revealing eigendecomposition of the centred input sums of ``moments``, on the correlation scale: a
     direction is null when its eigenvalue is small both next to the largest and next to what errors of √rcond/2
     per element could produce (see the module docstring)."""
+    rcond = check_rcond(rcond)
     variance = moments.cxx.diagonal().clamp(min=0)
     scale = torch.where(variance > 0, variance.sqrt(), torch.ones_like(variance))
     lam, vec = torch.linalg.eigh(moments.cxx / torch.outer(scale, scale))
