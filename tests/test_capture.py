@@ -233,10 +233,10 @@ def test_a_bad_rcond_is_refused_before_the_capture(tokenizer, text, rcond, monke
 
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=256)
     monkeypatch.setattr(measure_module, "capture_moments", lambda *a, **k: pytest.fail("captured before the check"))
-    with pytest.raises(LinrecError, match="rcond must be a finite number of at least 0"):
+    with pytest.raises(LinrecError, match=r"rcond \(the null-direction cutoff.*must be a finite number at least 0"):
         measure(tiny_model("gpt2"), batches, rcond=rcond, progress=False)
     x = torch.randn(50, 3, dtype=torch.float64)
-    with pytest.raises(LinrecError, match="rcond must be"):
+    with pytest.raises(LinrecError, match="rcond .*must be a finite number"):
         fit_affine(Moments.from_rows(x, x), rcond)
 
 
@@ -280,3 +280,21 @@ def test_a_large_text_file_is_read_only_as_far_as_the_rows_need(tokenizer, text,
         tracemalloc.stop()
     assert batches.n_rows == 1024 and size > 50_000_000
     assert peak < size / 8, f"peak {peak / 1e6:.1f} MB reading a {size / 1e6:.0f} MB file"
+
+
+@pytest.mark.parametrize(
+    "config, settings",
+    [
+        ("probe", {"lr": float("nan")}),
+        ("probe", {"val_fraction": 1.0}),
+        ("baseline", {"lr_factors": (1.0, float("nan"))}),
+        ("baseline", {"momentum": float("inf")}),
+    ],
+)
+def test_training_settings_that_nan_would_silently_change_are_refused(config, settings):
+    from linrec.interventions.baseline import BaselineConfig
+    from linrec.interventions.probes import ProbeConfig
+
+    with pytest.raises(LinrecError, match=f"{next(iter(settings))}.* must be a finite number"):
+        (ProbeConfig if config == "probe" else BaselineConfig)(**settings)
+    (ProbeConfig if config == "probe" else BaselineConfig)()  # the defaults pass

@@ -28,8 +28,6 @@ directions carry equal variance.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -38,7 +36,7 @@ import pandas as pd
 import torch
 
 from linrec.core.moments import Moments, merge_folds
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, finite
 from linrec.models.loading import parse_dtype
 from linrec.stats import participation_ratio
 
@@ -113,13 +111,7 @@ class InputSpectrum:
 def check_rcond(rcond: float) -> float:
     """``rcond``, or a LinrecError when it is no finite number of at least 0: every comparison with NaN is false,
     so a NaN cutoff would drop every input direction and report R² near 0 without a word."""
-    value = float(rcond) if isinstance(rcond, numbers.Real) and not isinstance(rcond, bool) else math.nan
-    if not math.isfinite(value) or value < 0:
-        raise LinrecError(
-            f"rcond must be a finite number of at least 0 (the null-direction cutoff); got {rcond!r}. "
-            "Leave it out (None) to use the cutoff for the capture's dtype (rcond_for)."
-        )
-    return value
+    return finite("rcond (the null-direction cutoff; None: the capture dtype's)", rcond, low=0)
 
 
 def input_spectrum(moments: Moments, rcond: float = DEFAULT_RCOND) -> InputSpectrum:

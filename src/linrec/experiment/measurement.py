@@ -3,9 +3,11 @@
 Chapters share one forward pass per (profile, model, checkpoint, corpus): :func:`measurement`
 captures the per-fold float64 moments and a seeded row sample (for the probes that train by
 gradient) and stores them under the cache directory, keyed by everything that determines them
-(the profile's settings, the model and checkpoint, the corpus hash and the format). A second call,
-from this chapter or another, loads them instead of running the model. Entries are written
-atomically, so an interrupted capture is simply redone.
+(the profile's settings, the model and checkpoint, the weights by content, the corpus hash, the torch
+and transformers releases and the format). A second call, from this chapter or another, loads them
+instead of running the model. Entries are written atomically and verified against their checksums
+when read (:mod:`linrec.cache`), so an interrupted capture is simply redone and a damaged one is
+reported and captured again.
 
 A measurement keeps what its callers need and no more (``keep``): its k-fold table only
 (``"table"``, a few kilobytes), the moments too (``"moments"``, what swaps and closed-form fits
