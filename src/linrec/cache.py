@@ -41,6 +41,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from linrec.errors import LinrecError
+
 MARKER = ".complete.json"
 """The file, written last into every entry, that lists the size and sha256 of each of its files."""
 
@@ -128,12 +130,13 @@ def _read_index() -> dict[str, list]:
 
 
 def _remember(key: str, signature: list[int], digest: str) -> None:
-    """Add one digest to the index (best effort: an index that cannot be written only costs a hash next time)."""
+    """Add one digest to the index, dropping files that are gone (best effort: an index that cannot be written only
+    costs a hash next time)."""
     index = _index()
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(index.parent / ".digests.json.lock"):
-            known = _read_index()
+            known = {path: entry for path, entry in _read_index().items() if os.path.exists(path)}  # drop the gone
             known[key] = [signature, digest]
             tmp = index.with_name(f"{_TMP}{os.getpid()}-digests.json")
             tmp.write_text(json.dumps(known))
@@ -176,7 +179,7 @@ def _verify(version: Path) -> bool | None:
     except FileNotFoundError:
         if not version.is_dir():
             return None  # removed while it was read: a superseded version
-        if (version / MARKER).exists():
+        if (version / MARKER).exists() or version.name.startswith(_VERSION):
             return False  # a file vanished: damaged
         return _adopt(version)
     except (ValueError, KeyError, TypeError):
@@ -186,7 +189,8 @@ def _verify(version: Path) -> bool | None:
     signatures += [_signature(found[name]) for name in sorted(found)]
     if _VERIFIED.get(str(version)) == signatures:
         return True
-    legacy = all(isinstance(v, int) for v in expected.values())  # a marker of sizes only: checksums added below
+    # a plain directory's marker of sizes only (from before checksums): checksums are added below
+    legacy = not version.name.startswith(_VERSION) and all(isinstance(v, int) for v in expected.values())
     try:
         for name, stat in found.items():
             size, digest = (expected[name], None) if legacy else expected[name]
@@ -210,21 +214,35 @@ def _adopt(version: Path) -> bool:
     return True
 
 
+_REPORTED: set[str] = set()
+"""Damaged versions this process has warned about (each is reported once)."""
+
+
 def current_entry(final: Path) -> Path | None:
     """The directory holding the current version of the entry ``final``, verified; None when there is none.
 
     Read an entry through this path only: it stays the same complete version while the entry is replaced
-    (for :data:`SUPERSEDED_S` at least). A damaged entry is reported with a warning naming it and counts as
-    absent, so that the caller rebuilds it.
+    (for :data:`SUPERSEDED_S` at least). A damaged entry is reported with a warning naming it (once per process)
+    and counts as absent, so that the caller rebuilds it.
     """
     version = _resolve(final)
     state = None if version is None else _verify(version)
-    if state is False:
+    if state is False and str(version) not in _REPORTED:
+        _REPORTED.add(str(version))
         warnings.warn(
             f"damaged cache entry {final} (a file changed, missing or truncated since it was written); rebuilding it",
             stacklevel=2,
         )
     return version if state else None
+
+
+def built_entry(final: Path) -> Path:
+    """The current version of ``final`` after :func:`build_entry` made it; a LinrecError in the rare case that it
+    was damaged between the two (ask again, and it is rebuilt)."""
+    found = current_entry(final)
+    if found is None:
+        raise LinrecError(f"the cache entry {final} was damaged while in use; run again to rebuild it")
+    return found
 
 
 def entry_complete(final: Path) -> bool:
@@ -380,7 +398,7 @@ def build_entry(final: Path, build: Callable[[Path], None], *, refresh: bool = F
 
     It builds under the key's lock and looks again once it holds it, so of two processes that want
     the same missing entry one builds it and the other waits and finds it. ``refresh`` rebuilds and
-    replaces an existing entry. Read the entry through :func:`current_entry`.
+    replaces an existing entry. Read the entry through :func:`built_entry` (or :func:`current_entry`).
     """
     if not refresh and entry_complete(final):
         return False

@@ -31,7 +31,7 @@ from typing import NoReturn, TypeVar
 import pandas as pd
 import torch
 
-from linrec.cache import build_entry, cache_dir, cache_key, current_entry, file_sha256, intact
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key, file_sha256, intact
 from linrec.core.capture import capture_moments
 from linrec.core.fit import AffineFit, fit_affine, rcond_for, recoverability, report_table
 from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
@@ -294,10 +294,7 @@ def measurement(
         build_entry(path, lambda tmp: _save(narrow, tmp), refresh=refresh or -1 < held < stored)
     else:
         build_entry(path, lambda tmp: _save(capture(), tmp), refresh=refresh or -1 < held < level)
-        where = current_entry(path)  # this version is read, whatever replaces it meanwhile
-        if where is None:
-            raise LinrecError(f"the cache entry {path} was damaged while in use; ask for the measurement again")
-        result = _as_asked(_load(where), checkpoint)
+        result = _as_asked(_load(built_entry(path)), checkpoint)  # this version is read, whatever replaces it
     _USED[(path.name, checkpoint)] = result.info
     return result
 

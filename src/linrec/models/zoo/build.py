@@ -32,7 +32,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from linrec.cache import build_entry, cache_dir, cache_key, current_entry, entry_complete, remove_stale
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key, entry_complete, remove_stale
 from linrec.data.bpe import train_bpe
 from linrec.data.corpora import load_corpus
 from linrec.data.corpus import Corpus
@@ -111,7 +111,7 @@ def prepare_zoo(spec: ZooSpec, progress: bool = True) -> ZooLayout:
         )
 
     build_entry(layout.tokenizer, tokenizer)
-    tokenizer_dir = _current(layout.tokenizer)
+    tokenizer_dir = built_entry(layout.tokenizer)
 
     def data(tmp: Path) -> None:
         from transformers import AutoTokenizer
@@ -125,15 +125,7 @@ def prepare_zoo(spec: ZooSpec, progress: bool = True) -> ZooLayout:
         save_file(tensors, str(tmp / DATA_FILE), metadata={"corpora": json.dumps(layout.corpora)})
 
     build_entry(layout.data.parent, data)
-    return replace(layout, tokenizer=tokenizer_dir, data=_current(layout.data.parent) / DATA_FILE)
-
-
-def _current(entry: Path) -> Path:
-    """The current version of an entry just built (:func:`linrec.cache.current_entry`)."""
-    found = current_entry(entry)
-    if found is None:
-        raise LinrecError(f"the cache entry {entry} was damaged while in use; run again to rebuild it")
-    return found
+    return replace(layout, tokenizer=tokenizer_dir, data=built_entry(layout.data.parent) / DATA_FILE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,7 +263,7 @@ def build_zoo(
     ]
     if jobs:
         _train_all(jobs, workers or default_workers(), progress)
-    return zoo_table([json.loads((_current(layout.models[e.name]) / "zoo.json").read_text()) for e in entries])
+    return zoo_table([json.loads((built_entry(layout.models[e.name]) / "zoo.json").read_text()) for e in entries])
 
 
 def zoo_table(records: list[dict]) -> pd.DataFrame:
@@ -320,7 +312,7 @@ def ensure_zoo_model(spec: ZooSpec, model: str | ZooEntry, checkpoint: str = "fi
     path = zoo_model_path(spec, model, checkpoint)
     if not entry_complete(path.parent):
         build_zoo(spec, models=[spec.entry(model).name], progress=progress, workers=1)
-    return _current(path.parent) / path.name  # the version to load, whatever replaces it meanwhile
+    return built_entry(path.parent) / path.name  # the version to load, whatever replaces it meanwhile
 
 
 def zoo_record(spec: ZooSpec, model: str | ZooEntry, progress: bool = True) -> dict:
