@@ -90,7 +90,10 @@ def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | Text
     need, :mod:`linrec.data.textfile`), --corpus or the profile's main corpus."""
     if args.text_file is not None:
         text = TextFile(args.text_file)
-        return text, str(args.text_file), text.sha256
+        try:
+            return text, str(args.text_file), text.sha256
+        except LinrecError as err:
+            raise LinrecError(f"cannot read --text-file {args.text_file}: {err.__cause__}") from err
     from linrec.data.corpora import load_corpus
 
     name = args.corpus or (profile.corpora[0] if profile is not None else None)
