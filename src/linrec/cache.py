@@ -135,6 +135,7 @@ def _remember(key: str, signature: list[int], digest: str) -> None:
     index = _index()
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
+        _sweep(index.parent)  # an index half written by a killed process
         with FileLock(index.parent / ".digests.json.lock"):
             known = {path: entry for path, entry in _read_index().items() if os.path.exists(path)}  # drop the gone
             known[key] = [signature, digest]
