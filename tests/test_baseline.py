@@ -123,10 +123,11 @@ def test_runs_over_blocks_and_curves():
         (dict(optimizer="lbfgs"), "sgd, adam"),
         (dict(inputs="sphered"), "raw, standardised, whitened"),
         (dict(config=BaselineConfig(schedule="step")), "cosine, constant"),
-        (dict(config=BaselineConfig(lr_factors=(0.0,))), "lr_factors"),
     ):
         with pytest.raises(LinrecError, match=message):
             tuned_runs(planted_rows(0), **bad)
+    with pytest.raises(LinrecError, match="lr_factors"):
+        BaselineConfig(lr_factors=(0.0,))  # refused when the settings are made
 
 
 def test_a_run_on_an_explicit_device_is_the_default_one():

@@ -1,17 +1,23 @@
 """The cache under concurrency: entries are absent or complete for every reader, the first writer wins,
-a forced refresh replaces, one process builds a key while the others wait, damage is found and repaired."""
+a forced refresh replaces without a torn read, one process builds a key while the others wait, damage of any
+kind (same-size changes too) is found and repaired, killed writers' temporaries are cleaned up, and file
+digests are remembered by path, size, modification time and inode."""
 
 import functools
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from linrec.cache import MARKER, atomic_dir, build_entry, entry_complete
+from linrec import cache
+from linrec.cache import MARKER, atomic_dir, build_entry, current_entry, entry_complete, file_sha256
 
 KEYS = 30
 
@@ -36,6 +42,16 @@ def read(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != MARKER
     }
+
+
+def names(root: Path) -> list[str]:
+    """What a directory of entries holds, each entry's current version as ``version``, other versions as ``old``."""
+    current = {os.readlink(p) for p in root.iterdir() if p.is_symlink()}
+    return sorted(
+        "version" if p.name in current else "old" if p.name.startswith(".v-") else p.name
+        for p in root.iterdir()
+        if not p.name.endswith(".lock")
+    )
 
 
 def _wait(start_at: float) -> None:
@@ -76,7 +92,8 @@ def test_concurrent_writers_and_readers_of_the_same_keys(tmp_path):
         for w in writers:
             w.result()  # no ENOTEMPTY, no FileNotFoundError
         assert all(r.result() > 0 for r in readers)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"k{k}" for k in range(KEYS))  # no temporaries left
+    # no temporaries left, one version per entry
+    assert names(tmp_path) == sorted([f"k{k}" for k in range(KEYS)] + ["version"] * KEYS)
     assert all(read(tmp_path / f"k{k}") == content(k) for k in range(KEYS))
 
 
@@ -84,14 +101,15 @@ def test_second_writer_discards_its_copy_and_refresh_replaces(tmp_path):
     final = tmp_path / "entry"
     with atomic_dir(final) as tmp:
         write(tmp, content(1, "first"))
-    inode = final.stat().st_ino
+    first = current_entry(final)
     with atomic_dir(final) as tmp:
         write(tmp, content(1, "second"))
-    assert read(final) == content(1, "first") and final.stat().st_ino == inode
+    assert read(final) == content(1, "first") and current_entry(final) == first
     with atomic_dir(final, replace=True) as tmp:
         write(tmp, content(1, "refreshed"))
     assert read(final) == content(1, "refreshed") and entry_complete(final)
-    assert [p.name for p in tmp_path.iterdir()] == ["entry"]
+    assert first is not None and read(first) == content(1, "first")  # kept for readers that resolved it
+    assert names(tmp_path) == ["entry", "old", "version"]
 
 
 def test_an_interrupted_write_leaves_nothing(tmp_path):
@@ -123,7 +141,7 @@ def test_one_process_builds_a_key_while_the_other_waits(tmp_path):
     assert read(tmp_path / "entry") == content(3)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "delete", "marker"])
+@pytest.mark.parametrize("damage", ["truncate", "delete", "marker", "same size", "extra file"])
 def test_a_damaged_entry_is_reported_and_rebuilt(tmp_path, damage):
     final = tmp_path / "entry"
     builds = []
@@ -138,22 +156,127 @@ def test_a_damaged_entry_is_reported_and_rebuilt(tmp_path, damage):
             f.truncate(100)
     elif damage == "delete":
         (final / "step0" / "config.json").unlink()
-    else:
+    elif damage == "marker":
         (final / MARKER).write_text("{not json")
-    with pytest.warns(UserWarning, match=f"damaged cache entry {final}"):
+    elif damage == "same size":
+        with (final / "weights.bin").open("r+b") as f:
+            f.seek(30_000)
+            f.write(b"\xff")
+    else:
+        (final / "step0" / "stray.json").write_text("{}")
+    with pytest.warns(UserWarning, match=f"damaged cache entry {final}") as warned:
         assert build_entry(final, build)
+    assert len(warned) == 1  # reported once
     assert len(builds) == 2 and read(final) == content(4) and entry_complete(final)
-    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == ["entry"]
+    assert names(tmp_path) == ["entry", "old", "version"]
 
 
-def test_an_entry_from_before_markers_is_kept_and_then_guarded(tmp_path):
+@pytest.mark.parametrize("marker", ["none", "sizes"])
+def test_an_entry_from_before_checksums_is_kept_then_guarded_then_replaced(tmp_path, marker):
     final = tmp_path / "entry"
-    write(final, content(5))  # as the cache wrote entries before it had markers
-    assert entry_complete(final) and (final / MARKER).exists()
-    (final / "weights.bin").write_bytes(b"short")
+    write(final, content(5))  # a plain directory, as the cache wrote entries before versions
+    if marker == "sizes":  # the marker before checksums
+        sizes = {name: len(data) for name, data in content(5).items()}
+        (final / MARKER).write_text(json.dumps({"files": sizes}))
+    assert entry_complete(final)
+    assert all(len(v) == 2 for v in json.loads((final / MARKER).read_text())["files"].values())  # checksums now
+    with (final / "weights.bin").open("r+b") as f:
+        f.write(b"\x00")  # same size
     with pytest.warns(UserWarning, match="damaged"):
         assert not entry_complete(final)
     assert not entry_complete(tmp_path / "absent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reported once, above
+        assert build_entry(final, lambda tmp: write(tmp, content(5, "new")))
+    assert final.is_symlink() and read(final) == content(5, "new")
+
+
+def test_a_byte_changed_after_a_read_is_found_in_the_same_process(tmp_path):
+    """Verification is remembered per process, but only while every file keeps its size, time and inode."""
+    final = tmp_path / "entry"
+    build_entry(final, lambda tmp: write(tmp, content(6)))
+    version = current_entry(final)
+    assert version is not None and cache.intact(version)
+    data = (version / "weights.bin").read_bytes()
+    (version / "weights.bin").write_bytes(data[:-1] + b"\x01")
+    assert not cache.intact(version)
+
+
+REFRESHER = """
+import importlib.util, json, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("cache", sys.argv[1])  # linrec.cache alone: no torch to import
+cache = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cache)
+final = Path(sys.argv[2])
+def write(r, tmp):
+    (tmp / "step0").mkdir()
+    (tmp / "weights.bin").write_bytes(bytes([7]) * 50_007)
+    (tmp / "step0" / "config.json").write_bytes(json.dumps([7, f"v{r}"]).encode())
+for r in range(int(sys.argv[3])):
+    cache.build_entry(final, lambda tmp, r=r: write(r, tmp), refresh=True)
+"""
+
+
+def test_a_forced_refresh_never_shows_a_reader_a_torn_entry(tmp_path):
+    """A reader loop beside a process that replaces the entry again and again: every read is one whole version."""
+    final = tmp_path / "entry"
+    build_entry(final, lambda tmp: write(tmp, content(7, "v-first")))
+    refresher = subprocess.Popen([sys.executable, "-c", REFRESHER, cache.__file__, str(final), "150"])
+    reads, seen = 0, set()
+    while refresher.poll() is None or reads == 0:
+        version = current_entry(final)
+        assert version is not None
+        files = read(version)
+        tag = json.loads(files["step0/config.json"])[1]
+        assert files == content(7, tag), "a torn read"
+        reads, seen = reads + 1, seen | {tag}
+    assert refresher.returncode == 0
+    assert content(7, "v0")["weights.bin"] == content(7, "v-first")["weights.bin"]  # the child writes content()
+    assert reads > 10 and len(seen) > 2 and read(final) == content(7, "v149")
+
+
+def test_temporaries_of_killed_writers_and_replaced_versions_are_removed_later(tmp_path, monkeypatch):
+    final = tmp_path / "entry"
+    build_entry(final, lambda tmp: write(tmp, content(8, "a")))
+    old = current_entry(final)
+    build_entry(final, lambda tmp: write(tmp, content(8, "b")), refresh=True)
+    dead = 2**22 + 12345  # above the kernel's default pid_max: no process has it
+    for name, age in (
+        (f".tmp-{dead}-old-entry", 3600),
+        (f".tmp-{dead}-new-entry", 0),
+        (f".tmp-{os.getppid()}-x-entry", 3600),
+    ):
+        write(tmp_path / name, {"part": b"x"})
+        past = time.time() - age
+        for p in [tmp_path / name, tmp_path / name / "part"]:
+            os.utime(p, (past, past))
+    cache.remove_stale(tmp_path)
+    kept = {p.name for p in tmp_path.iterdir()}
+    assert f".tmp-{dead}-old-entry" not in kept and {f".tmp-{dead}-new-entry", f".tmp-{os.getppid()}-x-entry"} <= kept
+    assert old is not None and old.exists()  # replaced a moment ago: a reader may still be reading it
+    monkeypatch.setattr(cache, "SUPERSEDED_S", 0.0)
+    cache.remove_stale(tmp_path)
+    assert not old.exists() and read(final) == content(8, "b")
+
+
+def test_a_file_digest_is_computed_once_and_again_when_the_file_is_replaced(tmp_path, monkeypatch):
+    import hashlib
+
+    hashed = []
+    real = cache._hash_file
+    monkeypatch.setattr(cache, "_hash_file", lambda path: hashed.append(path) or real(path))
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "_DIGESTS", {})
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"a" * 1000)
+    assert file_sha256(weights) == hashlib.sha256(b"a" * 1000).hexdigest()
+    monkeypatch.setattr(cache, "_DIGESTS", {})  # a new process: the index in the cache remembers it
+    assert file_sha256(weights) == hashlib.sha256(b"a" * 1000).hexdigest() and len(hashed) == 1
+    replacement = tmp_path / "new.safetensors"
+    replacement.write_bytes(b"b" * 1000)  # the same size, then renamed over it (a new inode)
+    os.replace(replacement, weights)
+    assert file_sha256(weights) == hashlib.sha256(b"b" * 1000).hexdigest() and len(hashed) == 2
 
 
 def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
@@ -163,6 +286,7 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
     from conftest import measurement_info
     from linrec.core.sample import Rows
     from linrec.data.corpus import Corpus
+    from linrec.errors import LinrecError
     from linrec.experiment import measurement as m
     from linrec.experiment.profiles import get_profile
 
@@ -201,3 +325,23 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
         assert same(m.measurement(smoke, "zoo-gpt2"))
     assert same(m.measurement(smoke, "zoo-gpt2", refresh=True))
     assert len(captures) == 4 and same(m.measurement(smoke, "zoo-gpt2")) and len(captures) == 4
+
+    def flip(name: str, at: int) -> None:  # one byte changed, the size kept
+        data = bytearray((entry / name).read_bytes())
+        data[at] ^= 0x01
+        (entry / name).write_bytes(bytes(data))
+
+    held = m.measurement(smoke, "zoo-gpt2")
+    for damage in (
+        lambda: flip("moments.safetensors", -5),  # tensor data
+        lambda: flip("samples.safetensors", 12),  # the header
+        lambda: (entry / "table.json").write_text("[not json"),
+    ):
+        damage()
+        with pytest.raises(LinrecError, match="changed on disk after it was opened"):
+            held.moments[0]  # a handle opened before the damage serves no changed byte
+        with pytest.warns(UserWarning, match=str(entry)) as warned:
+            held = m.measurement(smoke, "zoo-gpt2")
+            assert same(held)
+        assert len(warned) == 1
+    assert len(captures) == 7

@@ -210,3 +210,91 @@ def test_text_too_short_and_context_too_long(tokenizer):
         make_batches(tokenizer, "a short text", seq_len=16, max_rows=1000)
     with pytest.raises(LinrecError, match="exceeds the model's context of 64"):
         make_batches(tokenizer, "a short text", seq_len=128, max_context=64)
+
+
+def test_measure_and_perplexity_refuse_a_model_in_training_mode(tokenizer, text):
+    """Dropout in training mode lowers R² at random; both refuse, with the same advice, before any forward pass."""
+    from linrec.interventions.perplexity import perplexity
+
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=256)
+    model = tiny_model("gpt2").train()
+    for run in (lambda: measure(model, batches, progress=False), lambda: perplexity(model, batches)):
+        with pytest.raises(LinrecError, match=r"training mode .*call model\.eval\(\) first"):
+            run()
+    assert measure(model.eval(), batches, folds=2, progress=False)["r2_lin"].notna().all()
+
+
+@pytest.mark.parametrize("rcond", [float("nan"), float("inf"), -1e-10, "1e-10"])
+def test_a_bad_rcond_is_refused_before_the_capture(tokenizer, text, rcond, monkeypatch):
+    """A NaN cutoff compares false with every eigenvalue and would drop every direction (R² near 0) unnoticed."""
+    from linrec.core import measure as measure_module
+    from linrec.core.fit import fit_affine
+    from linrec.core.moments import Moments
+
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=256)
+    monkeypatch.setattr(measure_module, "capture_moments", lambda *a, **k: pytest.fail("captured before the check"))
+    with pytest.raises(LinrecError, match=r"rcond \(the null-direction cutoff.*must be a finite number at least 0"):
+        measure(tiny_model("gpt2"), batches, rcond=rcond, progress=False)
+    x = torch.randn(50, 3, dtype=torch.float64)
+    with pytest.raises(LinrecError, match="rcond .*must be a finite number"):
+        fit_affine(Moments.from_rows(x, x), rcond)
+
+
+def test_a_text_file_gives_the_tokens_of_its_text(tokenizer, text, tmp_path):
+    """The file is cut into the same chunks as the string it holds, so both give the same windows."""
+    from linrec.data.textfile import TextFile, text_chunks
+
+    path = tmp_path / "text.txt"
+    path.write_text(text, encoding="utf-8")
+    for chunk_chars in (2, 97, 5_000, len(text), len(text) + 1):
+        assert list(text_chunks(TextFile(path), chunk_chars)) == list(text_chunks(text, chunk_chars))
+        assert "".join(text_chunks(text, chunk_chars)) == text
+    assert [len(c) for c in text_chunks("ab\ncd\nef", 4)] == [3, 3, 2]  # cut after the last newline of each window
+    from_file = make_batches(tokenizer, TextFile(path), seq_len=16, max_rows=2000)
+    assert torch.equal(from_file.input_ids, make_batches(tokenizer, text, seq_len=16, max_rows=2000).input_ids)
+    import hashlib
+
+    assert TextFile(path).sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    path.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(LinrecError, match=f"cannot read {path} as UTF-8"):
+        make_batches(tokenizer, TextFile(path), seq_len=16, max_rows=64)
+
+
+def test_a_large_text_file_is_read_only_as_far_as_the_rows_need(tokenizer, text, tmp_path):
+    """A ~50 MB file at a 1024-row budget: Python's peak allocation stays far below the file's size."""
+    import tracemalloc
+
+    from linrec.data.textfile import TextFile
+
+    path = tmp_path / "large.txt"
+    block = text.encode()
+    with path.open("wb") as f:
+        for _ in range(50_000_000 // len(block) + 1):
+            f.write(block)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        batches = make_batches(tokenizer, TextFile(path), seq_len=64, max_rows=1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert batches.n_rows == 1024 and size > 50_000_000
+    assert peak < size / 8, f"peak {peak / 1e6:.1f} MB reading a {size / 1e6:.0f} MB file"
+
+
+@pytest.mark.parametrize(
+    "config, settings",
+    [
+        ("probe", {"lr": float("nan")}),
+        ("probe", {"val_fraction": 1.0}),
+        ("baseline", {"lr_factors": (1.0, float("nan"))}),
+        ("baseline", {"momentum": float("inf")}),
+    ],
+)
+def test_training_settings_that_nan_would_silently_change_are_refused(config, settings):
+    from linrec.interventions.baseline import BaselineConfig
+    from linrec.interventions.probes import ProbeConfig
+
+    with pytest.raises(LinrecError, match=f"{next(iter(settings))}.* must be a finite number"):
+        (ProbeConfig if config == "probe" else BaselineConfig)(**settings)
+    (ProbeConfig if config == "probe" else BaselineConfig)()  # the defaults pass

@@ -212,3 +212,55 @@ def test_a_zoo_measurement_is_keyed_by_its_weights_not_by_where_the_cache_is(tmp
     assert names["here", "zoo-gpt2-1111"] != names["here", "zoo-gpt2-2222"]
     assert weights["moved", "zoo-gpt2-2222"] == "zoo-gpt2-2222/final"
     assert m.weights_id(get_profile("paper"), "openai-community/gpt2", "final") is None
+
+
+def test_a_local_model_replaced_in_place_is_measured_afresh(tmp_path, monkeypatch, tokenizer, text):
+    """A profile naming a local directory: weights replaced under the same path give a new key and their own R²,
+    as measuring the new model directly gives them (the cache served the old model's R² when keyed by path)."""
+    from conftest import tiny_model
+    from linrec.cache import cache_dir
+    from linrec.core.measure import measure
+    from linrec.experiment.resolve import profile_batches
+    from linrec.models.loading import load_model
+
+    model_dir = tmp_path / "model"
+
+    def save(seed: int, gain: float) -> None:
+        model = tiny_model("gpt2", seed)
+        with torch.no_grad():
+            for layer in model.transformer.h:
+                layer.mlp.c_fc.weight.mul_(gain)  # a larger gain: a more nonlinear block, a lower R²
+        model.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+
+    corpus = Corpus("local", "prose", text, text, "test")
+    monkeypatch.setattr(m, "profile_corpus", lambda profile, name: corpus)
+    save(0, 1.0)
+    local = get_profile("smoke", zoo=None, models=(str(model_dir),), pretrained=(), seq_len=32, rows_per_block=640)
+    first = m.measurement(local, str(model_dir), keep="table", progress=False).table()
+    assert m.measurement(local, str(model_dir), keep="table", progress=False).table().equals(first)  # cached
+    save(0, 8.0)
+    second = m.measurement(local, str(model_dir), keep="table", progress=False).table()
+    assert len(list((cache_dir() / "measurements").glob(f"smoke-*{tmp_path.name}*"))) == 2
+    net, tok = load_model(str(model_dir))
+    truth = measure(net, profile_batches(local, tok, corpus), folds=local.folds, seed=0, progress=False)
+    assert (first["r2_lin"] - second["r2_lin"]).min() > 0.05
+    assert torch.allclose(torch.tensor(second["r2_lin"]), torch.tensor(truth["r2_lin"]), rtol=0, atol=1e-12)
+
+
+def test_the_cache_key_holds_the_torch_and_transformers_releases(tmp_path, monkeypatch):
+    """Another release of torch or transformers (kernels, model code) gets another entry; a build tag does not."""
+    import transformers
+
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    text, paper = Corpus("toy", "prose", "fit", "eval", "test"), get_profile("paper")
+
+    def key(torch_version: str, transformers_version: str) -> str:
+        monkeypatch.setattr(torch, "__version__", torch_version)
+        monkeypatch.setattr(transformers, "__version__", transformers_version)
+        return m.entry_path(paper, "openai-community/gpt2", "final", text, "a" * 40).name
+
+    assert key("2.5.1+cu124", "4.57.0") == key("2.5.1+cpu", "4.57.0")
+    assert len({key("2.5.1", "4.57.0"), key("2.5.2", "4.57.0"), key("2.5.1", "4.57.1")}) == 3
+    key("2.5.1+cu124", "4.57.0.dev0")
+    assert m.library_versions() == {"torch": "2.5.1", "transformers": "4.57.0"}

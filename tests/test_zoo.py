@@ -185,6 +185,21 @@ def test_cache_is_reused_and_an_interrupted_build_leaves_nothing(built, monkeypa
     assert not list((cache_dir() / "zoo").glob(".tmp-*"))
 
 
+def test_a_truncated_zoo_data_file_is_named_and_rebuilt(built):
+    """The tokenised texts are a cache entry too: a damaged file is reported with its entry's path and rebuilt."""
+    spec, table = built
+    data = prepare_zoo(spec, progress=False).data
+    good = data.read_bytes()
+    with data.open("r+b") as f:
+        f.truncate(len(good) // 2)
+    entry = cache_dir() / "data" / data.parent.name.split("-", 2)[2]
+    with pytest.warns(UserWarning, match=f"damaged cache entry {entry} "):
+        again = prepare_zoo(spec, progress=False).data
+    assert again != data and again.read_bytes() == good
+    timings = ["train_seconds", "cpu_seconds"]
+    assert build_zoo(spec, workers=1, progress=False).drop(columns=timings).equals(table.drop(columns=timings))
+
+
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "here"))
     assert cache_dir() == tmp_path / "here"

@@ -1,19 +1,28 @@
-"""The on-disk cache: where it lives, how entries are keyed, and how they are written safely.
+"""The on-disk cache: where it lives, how entries are keyed, and how they are written and read safely.
 
-Everything expensive (the zoo, captured measurements) is cached under :func:`cache_dir`, in a
-directory named by a hash of everything that determines its content. The rules that make it safe
-for interrupted runs and for several processes at once:
+Everything expensive (the zoo, captured measurements) is cached under :func:`cache_dir`, in an entry
+named by a hash of everything that determines its content. The rules that make it safe for interrupted
+runs, for damaged files and for several processes at once:
 
-- an entry is built in a temporary directory beside it, which gets a completeness marker
-  (:data:`MARKER`: the size of every file) written last, and is then renamed into place, so every
-  reader sees an entry either absent or complete;
-- since the key names the content, a second writer of an entry that is already there discards its
-  own copy rather than replacing the first (which a reader may be reading);
-- a forced refresh, or the repair of a damaged entry, renames the old entry aside before removing
-  it, then renames the new one in;
-- :func:`build_entry` builds under a per-key file lock, so two processes never build the same
-  entry: the second waits and then finds it;
-- an entry whose files do not match its marker is reported (a warning with its path) and rebuilt.
+- an entry is built in a temporary directory beside it (``.tmp-<pid>-<random>-<name>``), which gets a
+  completeness marker (:data:`MARKER`: the size and sha256 of every file) written last;
+- the finished directory becomes a *version* (``.v-<random>-<name>``) and the entry's name is a symbolic
+  link to its current version. A new entry is linked with ``symlink``, which fails when the name exists,
+  so a second writer of the same content discards its own copy; a forced refresh, or the repair of a
+  damaged entry, replaces the link with ``rename``, which is atomic. A reader resolves the link once
+  (:func:`current_entry`) and reads that version only, so it sees the old complete entry or the new
+  complete one, never a mix. A replaced version stays on disk for :data:`SUPERSEDED_S`, for the readers
+  still reading it, and is then removed;
+- :func:`build_entry` builds under a per-key file lock, so two processes never build the same entry:
+  the second waits and then finds it;
+- an entry is verified against its marker when it is read, every file hashed, once per process (again
+  whenever a file's size, modification time or inode changes); one that does not match is reported
+  once, with a warning naming its path, and rebuilt;
+- temporaries and versions left by killed processes are removed when the next process writes beside
+  them (:func:`remove_stale`).
+
+:func:`file_sha256` hashes files outside the cache (local model weights, text files) once and remembers
+the digest in a small index in the cache, by path, size, modification time and inode.
 """
 
 from __future__ import annotations
@@ -24,15 +33,29 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from filelock import FileLock
 
+from linrec.errors import LinrecError
+
 MARKER = ".complete.json"
-"""The file, written last into every entry, that lists the size of each of its files."""
+"""The file, written last into every entry, that lists the size and sha256 of each of its files."""
+
+STALE_S = 600.0
+"""Seconds after which a temporary of a process that is gone is removed. A process of another container
+or machine sharing the cache looks gone from here; ten minutes without a change to its temporary is far
+longer than any write the cache makes takes to touch it."""
+
+SUPERSEDED_S = 3600.0
+"""Seconds a replaced version of an entry is kept for readers that resolved it before the replacement
+(a measurement handle reads its moments from disk block by block, possibly long after it was opened)."""
+
+_TMP, _VERSION = ".tmp-", ".v-"
 
 
 def cache_dir() -> Path:
@@ -48,53 +71,206 @@ def cache_key(content: object) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _file_sizes(root: Path) -> dict[str, int]:
-    """Size of every file under ``root`` but the marker (and a marker being written), by relative path."""
+# ---------------------------------------------------------------------------------------------
+# Content hashes.
+
+
+def _hash_file(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB chunks (the one place the cache hashes a file)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _signature(stat: os.stat_result) -> list[int]:
+    """What says a file is unchanged without reading it: size, modification time and inode."""
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
+_DIGESTS: dict[str, tuple[list[int], str]] = {}
+"""This process's copy of the digest index (path -> (signature, sha256))."""
+
+
+def _index() -> Path:
+    return cache_dir() / "digests.json"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of the file at ``path``, hashed once and remembered by path, size, modification time and inode.
+
+    The digest is kept in this process and in an index in the cache (``digests.json``), so a second run does
+    not read a large unchanged file again; a file replaced in place (another size, time or inode) is hashed again.
+    """
+    path = Path(path).expanduser().resolve()
+    signature = _signature(path.stat())
+    key = str(path)
+    known = _DIGESTS.get(key)
+    if known is None or known[0] != signature:
+        stored = _read_index().get(key)
+        if stored is not None:
+            _DIGESTS[key] = (stored[0], stored[1])
+            known = _DIGESTS[key]
+    if known is not None and known[0] == signature:
+        return known[1]
+    digest = _hash_file(path)
+    if _signature(path.stat()) == signature:  # not changed while it was read
+        _DIGESTS[key] = (signature, digest)
+        _remember(key, signature, digest)
+    return digest
+
+
+def _read_index() -> dict[str, list]:
+    try:
+        index = json.loads(_index().read_text())
+    except (OSError, ValueError):
+        return {}
+    return index if isinstance(index, dict) else {}
+
+
+def _remember(key: str, signature: list[int], digest: str) -> None:
+    """Add one digest to the index, dropping files that are gone (best effort: an index that cannot be written only
+    costs a hash next time)."""
+    index = _index()
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        _sweep(index.parent)  # an index half written by a killed process
+        with FileLock(index.parent / ".digests.json.lock"):
+            known = {path: entry for path, entry in _read_index().items() if os.path.exists(path)}  # drop the gone
+            known[key] = [signature, digest]
+            tmp = index.with_name(f"{_TMP}{os.getpid()}-digests.json")
+            tmp.write_text(json.dumps(known))
+            os.replace(tmp, index)
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Markers and verification.
+
+
+def _files(root: Path) -> dict[str, os.stat_result]:
+    """Every file under ``root`` but the marker (and a marker being written), by relative path."""
     return {
-        p.relative_to(root).as_posix(): p.stat().st_size
+        p.relative_to(root).as_posix(): p.stat()
         for p in sorted(root.rglob("*"))
         if p.is_file() and not p.name.startswith(MARKER)
     }
 
 
 def _write_marker(root: Path) -> None:
+    files = {name: [stat.st_size, _hash_file(root / name)] for name, stat in _files(root).items()}
     tmp = root / f"{MARKER}.{os.getpid()}"
-    tmp.write_text(json.dumps({"files": _file_sizes(root)}, indent=1))
+    tmp.write_text(json.dumps({"files": files}, indent=1))
     os.replace(tmp, root / MARKER)
 
 
-def _check(path: Path) -> bool | None:
-    """True for a complete entry, False for a damaged one, None for none (absent, or being replaced)."""
+_VERIFIED: dict[str, list[list[int]]] = {}
+"""Versions this process has hashed and found intact, with the signatures of their files then."""
+
+
+def _verify(version: Path) -> bool | None:
+    """Whether the version directory ``version`` matches its marker: True, False (damaged) or None (absent)."""
     try:
-        expected = json.loads((path / MARKER).read_text())["files"]
+        marker = version / MARKER
+        signatures = [_signature(marker.stat())]
+        expected = json.loads(marker.read_text())["files"]
+        found = _files(version)
     except FileNotFoundError:
-        if not path.is_dir():
-            return None
-        try:  # an entry written before markers existed (by an atomic rename, so complete): mark it now
-            _write_marker(path)
-        except OSError:
-            pass  # a read-only cache: still complete
-        return True
+        if not version.is_dir():
+            return None  # removed while it was read: a superseded version
+        if (version / MARKER).exists() or version.name.startswith(_VERSION):
+            return False  # a file vanished: damaged
+        return _adopt(version)
     except (ValueError, KeyError, TypeError):
         return False
+    if not isinstance(expected, dict) or set(expected) != set(found):
+        return False
+    signatures += [_signature(found[name]) for name in sorted(found)]
+    if _VERIFIED.get(str(version)) == signatures:
+        return True
+    # a plain directory's marker of sizes only (from before checksums): checksums are added below
+    legacy = not version.name.startswith(_VERSION) and all(isinstance(v, int) for v in expected.values())
     try:
-        found = _file_sizes(path)
-    except FileNotFoundError:  # files vanished while listed: the entry is being moved aside
-        return False if path.is_dir() else None
-    return all(found.get(name) == size for name, size in expected.items())
+        for name, stat in found.items():
+            size, digest = (expected[name], None) if legacy else expected[name]
+            if stat.st_size != size or (digest is not None and _hash_file(version / name) != digest):
+                return False
+    except (ValueError, TypeError):  # a marker entry that is no [size, sha256] pair
+        return False
+    except FileNotFoundError:
+        return None if not version.is_dir() else False
+    if legacy:
+        return _adopt(version)
+    _VERIFIED[str(version)] = signatures
+    return True
 
 
-def entry_complete(path: Path) -> bool:
-    """Whether ``path`` holds a complete cache entry (false when it is absent or damaged).
+def _adopt(version: Path) -> bool:
+    """Give an entry from before checksums (no marker, or sizes only: complete, since it was renamed into place
+    whole) its marker now, so that later damage is caught."""
+    with suppress(OSError):  # a read-only cache: still complete, unguarded
+        _write_marker(version)
+    return True
 
-    A damaged entry (its marker unreadable, a file missing or of another size than the marker says)
-    is reported with a warning and counts as absent, so the caller rebuilds it. An entry written
-    before markers existed gets its marker now, so that later damage is caught too.
+
+_REPORTED: set[str] = set()
+"""Damaged versions this process has warned about (each is reported once)."""
+
+
+def current_entry(final: Path) -> Path | None:
+    """The directory holding the current version of the entry ``final``, verified; None when there is none.
+
+    Read an entry through this path only: it stays the same complete version while the entry is replaced
+    (for :data:`SUPERSEDED_S` at least). A damaged entry is reported with a warning naming it (once per process)
+    and counts as absent, so that the caller rebuilds it.
     """
-    state = _check(path)
-    if state is False:
-        warnings.warn(f"damaged cache entry {path} (files missing or truncated); rebuilding it", stacklevel=2)
-    return bool(state)
+    version = _resolve(final)
+    state = None if version is None else _verify(version)
+    if state is False and str(version) not in _REPORTED:
+        _REPORTED.add(str(version))
+        warnings.warn(
+            f"damaged cache entry {final} (a file changed, missing or truncated since it was written); rebuilding it",
+            stacklevel=2,
+        )
+    return version if state else None
+
+
+def built_entry(final: Path) -> Path:
+    """The current version of ``final`` after :func:`build_entry` made it; a LinrecError in the rare case that it
+    was damaged between the two (ask again, and it is rebuilt)."""
+    found = current_entry(final)
+    if found is None:
+        raise LinrecError(f"the cache entry {final} was damaged while in use; run again to rebuild it")
+    return found
+
+
+def entry_complete(final: Path) -> bool:
+    """Whether ``final`` holds a complete, undamaged cache entry (see :func:`current_entry`)."""
+    return current_entry(final) is not None
+
+
+def _resolve(final: Path) -> Path | None:
+    """The version ``final`` names now: its link's target, or ``final`` itself for a plain directory."""
+    try:
+        target = os.readlink(final)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno != errno.EINVAL:
+            raise
+        return final if final.is_dir() else None  # a plain directory: an entry made before versions
+    return final.parent / target
+
+
+def intact(version: Path) -> bool:
+    """Whether a version directory :func:`current_entry` gave still matches its marker (cheap when unchanged)."""
+    return bool(_verify(version))
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing.
 
 
 def _alive(pid: int) -> bool:
@@ -107,49 +283,101 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale(final: Path) -> None:
-    """Remove the temporary directories of ``final`` left by processes that are gone (killed writers)."""
-    prefix = f".tmp-{final.name}-"
-    for stale in final.parent.glob(f"{prefix}*"):
-        pid = stale.name[len(prefix) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+def _newest_change(path: Path) -> float:
+    """The latest modification time of ``path`` and everything under it (0 when it vanished)."""
+    try:
+        return max([path.lstat().st_mtime, *(p.lstat().st_mtime for p in path.rglob("*"))])
+    except OSError:
+        return 0.0
+
+
+def _pid(name: str) -> int | None:
+    """The writer's pid in a temporary's name (``.tmp-<pid>-...``)."""
+    field = name[len(_TMP) :].split("-", 1)[0]
+    return int(field) if field.isdigit() else None
+
+
+def remove_stale(parent: Path, *, older_than: float = STALE_S) -> None:
+    """Remove, in the directory ``parent``, the temporaries of writers that are gone and unchanged for
+    ``older_than`` seconds, and the versions no entry names that have been replaced for :data:`SUPERSEDED_S`."""
+    now = time.time()
+    try:
+        names = [p.name for p in parent.iterdir()]
+    except OSError:
+        return
+    for name in names:
+        path = parent / name
+        if name.startswith(_TMP):
+            pid = _pid(name)
+            if pid is not None and pid != os.getpid() and not _alive(pid):
+                if now - _newest_change(path) >= older_than:
+                    _remove(path)
+        elif name.startswith(_VERSION):
+            entry = parent / name[len(_VERSION) :].split("-", 1)[-1]
+            if _resolve(entry) == path:
+                continue
+            try:
+                replaced = entry.lstat().st_mtime  # when the link to the current version was made
+            except FileNotFoundError:
+                replaced = 0.0
+            if now - max(replaced, _newest_change(path)) >= SUPERSEDED_S:
+                _remove(path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with suppress(OSError):
+            path.unlink()
+
+
+_SWEPT: set[str] = set()
+
+
+def _sweep(parent: Path) -> None:
+    """:func:`remove_stale` in ``parent``, once per process."""
+    if str(parent) not in _SWEPT:
+        _SWEPT.add(str(parent))
+        remove_stale(parent)
 
 
 def _commit(tmp: Path, final: Path, replace: bool) -> None:
-    """Rename the finished ``tmp`` to ``final``; see the module docstring for what happens when ``final`` exists."""
+    """Make the finished ``tmp`` the current version of ``final`` (see the module docstring)."""
+    version = Path(tempfile.mkdtemp(prefix=_VERSION, suffix=f"-{final.name}", dir=final.parent))
+    os.rename(tmp, version)  # onto the empty directory just made: a fresh, unique name
     try:
-        os.rename(tmp, final)  # fails on a non-empty ``final``: never replaces it behind a reader's back
-        return
-    except OSError as err:
-        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-            raise
-    if not replace and _check(final):
-        return  # the same content, committed first by another writer: ours is discarded
-    aside = tmp.with_name(f"{tmp.name}.old")
-    try:
-        os.rename(final, aside)
-    except FileNotFoundError:
-        pass  # another process moved it aside first
-    try:
-        os.rename(tmp, final)
-    except OSError as err:
-        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-            raise  # else a fresh entry from another writer is in place: ours is discarded
-    shutil.rmtree(aside, ignore_errors=True)
+        if not replace:
+            try:
+                os.symlink(version.name, final)
+                return
+            except FileExistsError:
+                if _verify_quietly(final):
+                    _remove(version)  # the same content, committed first by another writer: ours is discarded
+                    return
+        link = final.with_name(f"{_TMP}{os.getpid()}-{version.name[len(_VERSION) :]}")
+        os.symlink(version.name, link)
+        try:
+            os.replace(link, final)
+        except IsADirectoryError:  # an entry made before versions: it becomes a replaced version
+            os.rename(final, version.with_name(f"{version.name}-old"))
+            os.replace(link, final)
+    except BaseException:
+        _remove(version)
+        raise
 
 
 @contextmanager
 def atomic_dir(final: Path, *, replace: bool = False) -> Iterator[Path]:
-    """A fresh temporary directory beside ``final``, committed to ``final`` when the block completes.
+    """A fresh temporary directory beside ``final``, made its current version when the block completes.
 
-    The marker is written last, then the directory is renamed into place. If ``final`` is already a
-    complete entry it is kept and the new copy discarded, unless ``replace`` (a forced refresh).
+    The marker is written last, then the version is linked (see the module docstring). If ``final`` is
+    already a complete entry it is kept and the new copy discarded, unless ``replace`` (a forced refresh).
     An exception in the block (an interrupt too) removes the temporary directory.
     """
     final.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(final)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-{os.getpid()}-", dir=final.parent))
+    _sweep(final.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP}{os.getpid()}-", suffix=f"-{final.name}", dir=final.parent))
     try:
         yield tmp
         _write_marker(tmp)
@@ -171,13 +399,18 @@ def build_entry(final: Path, build: Callable[[Path], None], *, refresh: bool = F
 
     It builds under the key's lock and looks again once it holds it, so of two processes that want
     the same missing entry one builds it and the other waits and finds it. ``refresh`` rebuilds and
-    replaces an existing entry.
+    replaces an existing entry. Read the entry through :func:`built_entry` (or :func:`current_entry`).
     """
     if not refresh and entry_complete(final):
         return False
     with entry_lock(final):
-        if not refresh and _check(final):  # built by another process while this one waited
+        if not refresh and _verify_quietly(final):  # built by another process while this one waited
             return False
-        with atomic_dir(final, replace=refresh) as tmp:
+        with atomic_dir(final, replace=True) as tmp:
             build(tmp)
     return True
+
+
+def _verify_quietly(final: Path) -> bool:
+    version = _resolve(final)
+    return version is not None and bool(_verify(version))

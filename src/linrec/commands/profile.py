@@ -8,7 +8,6 @@ with one process.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, cast
 import pandas as pd
 
 from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, seed, short_name, write_table
+from linrec.data.textfile import TextFile
 from linrec.errors import LinrecError
 from linrec.files import check_cache
 
@@ -124,14 +124,15 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_profile)
 
 
-def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str, str, str]:
-    """(text to measure on, its name, its sha256) from --text-file, --corpus or the profile's main corpus."""
+def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | TextFile, str, str]:
+    """(text to measure on, its name, its sha256) from --text-file (streamed: read only as far as the rows
+    need, :mod:`linrec.data.textfile`), --corpus or the profile's main corpus."""
     if args.text_file is not None:
+        text = TextFile(args.text_file)
         try:
-            text = args.text_file.read_text(encoding="utf-8")
-            return text, str(args.text_file), hashlib.sha256(text.encode("utf-8")).hexdigest()
-        except (OSError, UnicodeDecodeError) as err:
-            raise LinrecError(f"cannot read --text-file {args.text_file} as UTF-8 text: {err}") from err
+            return text, str(args.text_file), text.sha256
+        except LinrecError as err:
+            raise LinrecError(f"cannot read --text-file {args.text_file}: {err.__cause__}") from err
     from linrec.data.corpora import load_corpus
 
     name = args.corpus or (profile.corpora[0] if profile is not None else None)
@@ -181,7 +182,7 @@ def _profile(args: argparse.Namespace) -> int:
 
     _check_before_loading(args, profile)
     text, corpus_name, corpus_hash = _text(args, profile)
-    if not text.strip():
+    if text.blank() if isinstance(text, TextFile) else not text.strip():
         raise LinrecError(f"the text {corpus_name} is empty; give a text to measure on")
     tables = []
     if args.model:
@@ -284,7 +285,7 @@ def _check_before_loading(args: argparse.Namespace, profile: Profile | None) -> 
 def _batches(
     args: argparse.Namespace,
     profile: Profile | None,
-    text: str,
+    text: str | TextFile,
     folds: int,
     config: PretrainedConfig,
     tokenizer: PreTrainedTokenizerBase,

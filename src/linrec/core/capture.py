@@ -61,6 +61,12 @@ def input_device(model: nn.Module) -> torch.device:
     return cast(torch.Tensor, embeddings.weight).device
 
 
+def require_eval(model: nn.Module, what: str) -> None:
+    """Refuse a model in training mode: its dropout would make ``what`` random (and lower R², as noise does)."""
+    if model.training:
+        raise LinrecError(f"the model is in training mode (dropout would make {what} random); call model.eval() first")
+
+
 def run_capture(
     model: nn.Module,
     batches: TokenBatches,
@@ -78,6 +84,7 @@ def run_capture(
     """
     if not blocks:
         raise LinrecError("no FFN blocks selected")
+    require_eval(model, "the captured activations")
     modules = dict(model.named_modules())
     deepest = max(blocks, key=lambda b: b.index)
     pending: dict[int, torch.Tensor] = {}
@@ -218,6 +225,7 @@ def capture_moments(
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
     """
+    require_eval(model, "the captured activations")  # before any other work
     chosen = select_blocks(ffn_blocks(model, spec), blocks)
     width = getattr(getattr(model, "config", None), "hidden_size", None)
     if width is not None:

@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from linrec.core.moments import Moments, merge_folds
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, finite
 from linrec.models.loading import parse_dtype
 from linrec.stats import participation_ratio
 
@@ -108,10 +108,17 @@ class InputSpectrum:
         return q
 
 
+def check_rcond(rcond: float) -> float:
+    """``rcond``, or a LinrecError when it is no finite number of at least 0: every comparison with NaN is false,
+    so a NaN cutoff would drop every input direction and report R² near 0 without a word."""
+    return finite("rcond (the null-direction cutoff; None: the capture dtype's)", rcond, low=0)
+
+
 def input_spectrum(moments: Moments, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
     """Rank-revealing eigendecomposition of the centred input sums of ``moments``, on the correlation scale: a
     direction is null when its eigenvalue is small both next to the largest and next to what errors of √rcond/2
     per element could produce (see the module docstring)."""
+    rcond = check_rcond(rcond)
     variance = moments.cxx.diagonal().clamp(min=0)
     scale = torch.where(variance > 0, variance.sqrt(), torch.ones_like(variance))
     lam, vec = torch.linalg.eigh(moments.cxx / torch.outer(scale, scale))

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from linrec.core.capture import capture_moments
-from linrec.core.fit import half_precision_note, rcond_for, recoverability, report_table
+from linrec.core.fit import check_rcond, half_precision_note, rcond_for, recoverability, report_table
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecWarning
 from linrec.models.arch import Spec
@@ -38,8 +38,11 @@ def measure(
 
     ``rcond``: the null-direction cutoff (:func:`linrec.core.fit.fit_affine`); None follows the model's dtype
     (:func:`linrec.core.fit.rcond_for`), and a 16-bit model draws a warning
-    (:func:`linrec.core.fit.half_precision_note`).
+    (:func:`linrec.core.fit.half_precision_note`); a NaN, infinite or negative one is refused.
+    A model in training mode is refused (call ``model.eval()``): its dropout would lower R² at random.
     """
+    if rcond is not None:
+        check_rcond(rcond)  # before the capture, not after it
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     note = half_precision_note(dtype)
     if note is not None and rcond is None:

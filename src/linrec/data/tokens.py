@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
+from linrec.data.textfile import TextFile, text_chunks
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
@@ -130,19 +132,21 @@ class TokenBatches:
 
 
 def tokenize(
-    tokenizer: PreTrainedTokenizerBase, text: str, chunk_chars: int = 200_000, max_tokens: int | None = None
+    tokenizer: PreTrainedTokenizerBase,
+    text: str | TextFile,
+    chunk_chars: int = 200_000,
+    max_tokens: int | None = None,
 ) -> torch.Tensor:
-    """Token ids of ``text`` (no special tokens), tokenised in newline-aligned chunks, stopping
-    once ``max_tokens`` are reached (all of the text when None)."""
+    """Token ids of ``text`` (no special tokens), tokenised in newline-aligned chunks
+    (:func:`linrec.data.textfile.text_chunks`), stopping once ``max_tokens`` are reached (all of the text
+    when None); a :class:`~linrec.data.textfile.TextFile` is read no further than that."""
     ids: list[int] = []
-    start = 0
-    while start < len(text) and (max_tokens is None or len(ids) < max_tokens):
-        end = min(len(text), start + chunk_chars)
-        if end < len(text):
-            cut = text.rfind("\n", start, end)
-            end = cut + 1 if cut > start else end
-        ids.extend(tokenizer(text[start:end], add_special_tokens=False, verbose=False)["input_ids"])
-        start = end
+    chunks = text_chunks(text, chunk_chars)
+    with closing(chunks):
+        for chunk in chunks:
+            ids.extend(tokenizer(chunk, add_special_tokens=False, verbose=False)["input_ids"])
+            if max_tokens is not None and len(ids) >= max_tokens:
+                break
     return torch.tensor(ids, dtype=torch.long)
 
 
@@ -179,7 +183,7 @@ def check_context(seq_len: int, max_context: int | None) -> None:
 
 def make_batches(
     tokenizer: PreTrainedTokenizerBase,
-    text: str,
+    text: str | TextFile,
     seq_len: int = 128,
     max_rows: int | None = None,
     batch_size: int = 8,
@@ -192,6 +196,7 @@ def make_batches(
     otherwise the windows are text tokens only (:func:`bos_policy` says which).
     ``max_rows`` is the number of token rows per block wanted (rounded up to whole sequences;
     None takes all full sequences). ``max_context``, when given (the model's), bounds seq_len.
+    ``text`` may be a :class:`~linrec.data.textfile.TextFile`: it is read only as far as ``max_rows`` needs.
     """
     bos = bos_id(tokenizer)
     if seq_len < 1 + (bos is not None):
@@ -204,9 +209,9 @@ def make_batches(
     body = seq_len - (bos is not None)  # text tokens per window
     wanted = None if max_rows is None else math.ceil(max_rows / seq_len)
     ids = tokenize(tokenizer, text, max_tokens=None if wanted is None else wanted * body)
-    if ids.numel() == 0 and text.strip():
+    if ids.numel() == 0 and not (text.blank() if isinstance(text, TextFile) else not text.strip()):
         raise LinrecError(
-            f"the tokenizer turned {len(text):,} characters into no tokens: it is empty (a model saved "
+            "the tokenizer turned the text's characters into no tokens: it is empty (a model saved "
             "without its tokenizer?). Save one with tokenizer.save_pretrained(directory)."
         )
     available = ids.numel() // body

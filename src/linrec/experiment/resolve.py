@@ -9,6 +9,7 @@ and :func:`baseline_config` turn the profile's probe settings into the trainers'
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torch import nn
@@ -74,10 +75,11 @@ def model_revision(profile: Profile, model: str, checkpoint: str = "final") -> s
     """The commit a hub model is loaded at for ``checkpoint`` (see :func:`load_profile_model`), for cache keys
     and provenance: asked of the hub, or read from the local hub cache when offline or unreachable.
 
-    None for zoo, shaped and packaged models, and for a hub model the local cache has no record of while offline.
+    None for zoo, shaped, packaged and local models (a directory or file, keyed by its content instead), and for a
+    hub model the local cache has no record of while offline.
     """
     profile.check_model(model)
-    if profile.zoo is not None or profile.shaped or model in profile.pretrained:
+    if profile.zoo is not None or profile.shaped or model in profile.pretrained or Path(model).expanduser().exists():
         return None
     revision = profile.hub_revision(model, checkpoint)
     return resolve_revision(model, revision, local_files_only=hub_offline() or not hub_reachable())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from linrec.cache import build_entry, cache_dir, cache_key
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key
 from linrec.experiment.measurement import Measurement, read_frame, write_frame
 
 FORMAT = 3  # 2: probe tables carry the captured share and convergence columns; 3: true medians, rounding clause
@@ -40,4 +40,4 @@ def cached_frames(
             write_frame(frame, tmp / f"{name}.json")
 
     build_entry(path, build)
-    return {p.stem: read_frame(p) for p in sorted(path.glob("*.json"))}
+    return {p.stem: read_frame(p) for p in sorted(built_entry(path).glob("*.json"))}

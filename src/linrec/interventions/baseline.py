@@ -46,7 +46,7 @@ from linrec.core.fit import DEFAULT_RCOND, fit_affine
 from linrec.core.moments import Moments
 from linrec.core.normalise import input_transform
 from linrec.core.sample import Rows, Samples, minibatches, sample_rows
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, finite
 from linrec.stats import r2
 
 OPTIMIZERS = ("sgd", "adam")
@@ -74,6 +74,17 @@ class BaselineConfig:
     tolerance: float = 0.01
     seed: int = 0
     device: str | None = None  # where the maps train (None: where the rows are, the CPU for sampled rows)
+
+    def __post_init__(self) -> None:  # a NaN rate would train nothing (or diverge) without a word
+        if self.lr_sgd is not None:
+            finite("BaselineConfig.lr_sgd", self.lr_sgd, low=0, low_open=True)
+        finite("BaselineConfig.momentum", self.momentum, low=0, high=1)
+        finite("BaselineConfig.lr_adam", self.lr_adam, low=0, low_open=True)
+        finite("BaselineConfig.tolerance", self.tolerance, low=0)
+        if not self.lr_factors:
+            raise LinrecError("lr_factors must name at least one multiple of the base rate")
+        for factor in self.lr_factors:
+            finite("BaselineConfig.lr_factors (multiples of the base rate)", factor, low=0, low_open=True)
 
 
 @dataclass
@@ -117,8 +128,6 @@ def _check(optimizer: str, inputs: str, config: BaselineConfig) -> None:
     ):
         if value not in allowed:
             raise LinrecError(f"unknown {what} '{value}'; choose one of {', '.join(allowed)}")
-    if not config.lr_factors or min(config.lr_factors) <= 0:
-        raise LinrecError(f"lr_factors must be positive multiples of the base rate; got {config.lr_factors}")
 
 
 @dataclass

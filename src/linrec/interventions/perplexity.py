@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.core.capture import input_device
+from linrec.core.capture import input_device, require_eval
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
@@ -32,10 +32,7 @@ from linrec.models.arch import Spec, ffn_blocks
 
 def perplexity(model: nn.Module, batches: TokenBatches, progress: bool = False) -> float:
     """exp(mean next-token NLL) of ``model`` over ``batches`` (held-out text)."""
-    if model.training:
-        raise LinrecError(
-            "the model is in training mode (dropout would make perplexity random); call model.eval() first"
-        )
+    require_eval(model, "perplexity")
     device = input_device(model)
     total, count = 0.0, 0
     with torch.no_grad():

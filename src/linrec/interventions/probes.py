@@ -58,7 +58,7 @@ from tqdm.auto import tqdm
 from linrec.core.fit import DEFAULT_RCOND, AffineFit
 from linrec.core.moments import Moments
 from linrec.core.sample import Rows, Samples, closed_form, minibatches, sample_rows
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, finite
 from linrec.stats import Correlation, Share, captured_share, correlation, r2
 
 GATES = ("scalar", "output")
@@ -142,6 +142,12 @@ class ProbeConfig:
     patience: int = 8
     seed: int = 0
     device: str | None = None  # where the probe trains (None: where the rows are, the CPU for sampled rows)
+
+    def __post_init__(self) -> None:  # a NaN rate or fraction would train nothing, or on nothing, without a word
+        finite("ProbeConfig.gate_init", self.gate_init)
+        finite("ProbeConfig.lr", self.lr, low=0, low_open=True)
+        finite("ProbeConfig.lr_linear", self.lr_linear, low=0)
+        finite("ProbeConfig.val_fraction", self.val_fraction, low=0, low_open=True, high=1)
 
 
 @dataclass

@@ -10,15 +10,13 @@ before anything is dequantised.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib.util
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from linrec.cache import build_entry, cache_dir, entry_complete
+from linrec.cache import build_entry, cache_dir, current_entry, file_sha256
 from linrec.errors import LinrecError
 from linrec.models.arch import SUPPORTED
 
@@ -40,21 +38,6 @@ class GgufInfo:
     def weights(self) -> str:
         """The weights as provenance names them: the file's content hash and what they were dequantised from."""
         return f"gguf sha256:{self.sha256} ({self.quantisation.removeprefix('MOSTLY_')}, dequantised to float32)"
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, read in 1 MiB chunks; remembered while its size and modification time stay put."""
-    stat = path.stat()
-    return _sha256(path.resolve(), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256(path: Path, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _require_gguf() -> None:
@@ -121,10 +104,11 @@ def dequantised(path: str | Path, *, refresh: bool = False) -> tuple[Path, GgufI
         raise LinrecError(f"no such GGUF file: '{path}'")
     sha256 = file_sha256(path)
     target = cache_dir() / "gguf" / f"{path.stem}-{sha256[:16]}"
-    if not refresh and entry_complete(target):
-        origin = gguf_origin(target)
+    found = None if refresh else current_entry(target)
+    if found is not None:
+        origin = gguf_origin(found)
         assert origin is not None  # build() writes gguf.json into every entry
-        return target, origin
+        return found, origin
     info = read_gguf_info(path, sha256)
     check_gguf_architecture(info)
 
@@ -143,7 +127,7 @@ def dequantised(path: str | Path, *, refresh: bool = False) -> tuple[Path, GgufI
         (tmp / "gguf.json").write_text(json.dumps(asdict(info), indent=1))
 
     build_entry(target, build, refresh=refresh)
-    return target, info
+    return current_entry(target) or target, info
 
 
 def gguf_origin(directory: str | Path) -> GgufInfo | None:

@@ -8,6 +8,7 @@ A ``.gguf`` file is dequantised to float32 once and loaded from the cache (:mod:
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, overload
 import torch
 from torch import nn
 
+from linrec.cache import file_sha256
 from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable, resolve_revision, use_hub_timeouts
 from linrec.models.arch import CAUSAL, check_supported
@@ -108,6 +110,25 @@ def _local_dir(name_or_path: str) -> Path | None:
             "(holding config.json), or a hub id like openai-community/gpt2."
         )
     return None
+
+
+def local_weights_id(name_or_path: str) -> str | None:
+    """Which local weights ``name_or_path`` names, by content, for cache keys: ``local sha256:<hex>`` of a file
+    (a .gguf) or, for a model directory, of the sorted names and sha256s of all its files (config and tokenizer
+    too: they decide the results as much as the weights; hidden files, such as a download's ``.cache``, are
+    left out). None for a name that is no local path (a hub id). Each file is hashed once and remembered
+    (:func:`linrec.cache.file_sha256`), so a second run reads nothing again unless a file changed."""
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return f"local sha256:{file_sha256(path)}"
+    if not path.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(path.rglob("*")):
+        relative = file.relative_to(path)
+        if file.is_file() and not any(part.startswith(".") for part in relative.parts):
+            digest.update(f"{relative.as_posix()}\0{file_sha256(file)}\n".encode())
+    return f"local sha256:{digest.hexdigest()}"
 
 
 def _check_tokenizer(tokenizer: PreTrainedTokenizerBase, name_or_path: str) -> None:

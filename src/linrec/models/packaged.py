@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from linrec.cache import file_sha256
 from linrec.errors import LinrecError
-from linrec.models.gguf import file_sha256
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,11 @@ Cache. Everything is cached under :func:`linrec.cache.cache_dir` (``$LINREC_CACH
 ``$XDG_CACHE_HOME/linrec``, else ``~/.cache/linrec``): ``tokenizers/<key>``, ``data/<key>`` (the
 tokenised texts) and ``zoo/<model>-<key>``, each key a hash of everything that decides the
 content (entry config, corpus hashes, tokenizer settings, :data:`ZOO_FORMAT`). Results are
-written to a temporary directory and renamed into place when complete, under a per-key lock (see
-:mod:`linrec.cache`), so an interrupted build is never taken for a finished one and two builds
-never train the same model. ``<model dir>/zoo.json`` records the training statistics.
+written to a temporary directory and made the entry's current version when complete, under a
+per-key lock, and verified against their checksums when read (see :mod:`linrec.cache`), so an
+interrupted build is never taken for a finished one, two builds never train the same model, a
+damaged entry is named and rebuilt, and ``--force`` never shows a reader a half-replaced model.
+``<model dir>/zoo.json`` records the training statistics.
 
 Modules: :mod:`~linrec.models.zoo.spec` (what the zoos are), :mod:`~linrec.models.zoo.train`
 (training one model), :mod:`~linrec.models.zoo.build` (cache layout, workers, the zoo's table).

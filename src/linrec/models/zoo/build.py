@@ -1,8 +1,10 @@
 """Building a zoo: its cache layout, the tokenizer and tokenised data, and the training workers.
 
-Cache layout: ``tokenizers/<key>``, ``data/<key>.safetensors`` (the tokenised texts) and
+Cache layout: ``tokenizers/<key>``, ``data/<key>`` (the tokenised texts, ``tokens.safetensors``) and
 ``zoo/<model>-<key>`` under :func:`linrec.cache.cache_dir`, each key a hash of everything that
-decides the content (entry config, corpus hashes, tokenizer settings, :data:`ZOO_FORMAT`).
+decides the content (entry config, corpus hashes, tokenizer settings, :data:`ZOO_FORMAT`). Each is a
+cache entry (:mod:`linrec.cache`): verified against its checksums when read, and rebuilt, with a
+warning naming it, when damaged. :func:`prepare_zoo` gives the paths of their current versions.
 
 Workers. With more than one worker each model trains in a fresh interpreter that gets its
 :class:`TrainJob` as one line of JSON on stdin and prints one line per step. An interrupt
@@ -23,7 +25,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -31,7 +33,7 @@ import torch
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from linrec.cache import build_entry, cache_dir, cache_key, entry_complete, remove_stale
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key, entry_complete, remove_stale
 from linrec.data.bpe import train_bpe
 from linrec.data.corpora import load_corpus
 from linrec.data.corpus import Corpus
@@ -43,7 +45,8 @@ from linrec.models.zoo.train import TrainJob, train_entry
 
 @dataclass(frozen=True)
 class ZooLayout:
-    """Where one zoo's tokenizer, tokenised data (train and eval streams) and model directories live."""
+    """Where one zoo's tokenizer, tokenised data (train and eval streams: a safetensors file) and model directories
+    live: the cache entries' names, or the paths of their current versions (:func:`prepare_zoo`)."""
 
     tokenizer: Path
     data: Path
@@ -72,7 +75,11 @@ def _layout(spec: ZooSpec, corpora: dict[str, Corpus]) -> ZooLayout:
         for e in spec.entries
     }
     models = {name: root / "zoo" / f"{name}-{key}" for name, key in model_keys.items()}
-    return ZooLayout(root / "tokenizers" / tok_key, root / "data" / f"{data_key}.safetensors", models, hashes)
+    return ZooLayout(root / "tokenizers" / tok_key, root / "data" / data_key / DATA_FILE, models, hashes)
+
+
+DATA_FILE = "tokens.safetensors"
+"""The file of a zoo's data entry (``data/<key>``) that holds its tokenised texts."""
 
 
 def _max_length(spec: ZooSpec) -> int:
@@ -89,7 +96,8 @@ def _fit_text(spec: ZooSpec, corpus: Corpus) -> str:
 
 
 def prepare_zoo(spec: ZooSpec, progress: bool = True) -> ZooLayout:
-    """Build (or find in the cache) a zoo's tokenizer and tokenised data; where everything lives."""
+    """Build (or find in the cache) a zoo's tokenizer and tokenised data; where everything lives, the tokenizer
+    and data at their current versions (read them there: a rebuild beside a reader never changes them)."""
     corpora = _corpora(spec)
     layout = _layout(spec, corpora)
 
@@ -104,23 +112,21 @@ def prepare_zoo(spec: ZooSpec, progress: bool = True) -> ZooLayout:
         )
 
     build_entry(layout.tokenizer, tokenizer)
-    if not layout.data.exists():
+    tokenizer_dir = built_entry(layout.tokenizer)
+
+    def data(tmp: Path) -> None:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(str(layout.tokenizer))
+        tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
         tensors = {}
         parts = [("train", c, _fit_text(spec, corpora[c])) for c in spec.train_corpora]
         parts += [("eval", c, corpora[c].eval_text) for c in spec.eval_corpora]
         for kind, name, text in tqdm(parts, desc="tokenising", disable=not progress):
             tensors[f"{kind}/{name}"] = tokenize(tok, text).to(torch.int32)
-        layout.data.parent.mkdir(parents=True, exist_ok=True)
-        tmp = layout.data.with_name(f".tmp-{layout.data.name}-{os.getpid()}")
-        try:
-            save_file(tensors, str(tmp), metadata={"corpora": json.dumps(layout.corpora)})
-            os.replace(tmp, layout.data)  # one file: a reader sees it whole or not at all
-        finally:
-            tmp.unlink(missing_ok=True)
-    return layout
+        save_file(tensors, str(tmp / DATA_FILE), metadata={"corpora": json.dumps(layout.corpora)})
+
+    build_entry(layout.data.parent, data)
+    return replace(layout, tokenizer=tokenizer_dir, data=built_entry(layout.data.parent) / DATA_FILE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,7 +189,7 @@ class _Workers:
                 with self._lock:
                     self._live.discard(proc)
             if proc.returncode != 0:
-                remove_stale(job.out)  # what the ended worker was writing
+                remove_stale(job.out.parent, older_than=0)  # what the ended worker was writing
                 if self._stopped or proc.returncode == -signal.SIGINT:
                     raise KeyboardInterrupt(f"training zoo model '{job.entry.name}' was interrupted")
                 err.seek(0)
@@ -282,7 +288,7 @@ def build_zoo(
     ]
     if jobs:
         _train_all(jobs, workers or default_workers(), progress)
-    return zoo_table([json.loads((layout.models[e.name] / "zoo.json").read_text()) for e in entries])
+    return zoo_table([json.loads((built_entry(layout.models[e.name]) / "zoo.json").read_text()) for e in entries])
 
 
 def zoo_table(records: list[dict]) -> pd.DataFrame:
@@ -337,7 +343,7 @@ def ensure_zoo_model(spec: ZooSpec, model: str | ZooEntry, checkpoint: str = "fi
     path = zoo_model_path(spec, model, checkpoint)
     if not entry_complete(path.parent):
         build_zoo(spec, models=[spec.entry(model).name], progress=progress, workers=1)
-    return path
+    return built_entry(path.parent) / path.name  # the version to load, whatever replaces it meanwhile
 
 
 def zoo_record(spec: ZooSpec, model: str | ZooEntry, progress: bool = True) -> dict:
