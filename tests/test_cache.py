@@ -112,6 +112,25 @@ def test_second_writer_discards_its_copy_and_refresh_replaces(tmp_path):
     assert names(tmp_path) == ["entry", "old", "version"]
 
 
+def test_a_file_system_without_symbolic_links_still_gets_whole_entries(tmp_path, monkeypatch):
+    import errno
+
+    def no_links(*args, **kwargs):  # what Google Drive mounted on Colab answers
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "symlink", no_links)
+    final = tmp_path / "entry"
+    assert build_entry(final, lambda tmp: write(tmp, content(2, "first")))
+    assert not final.is_symlink() and read(current_entry(final)) == content(2, "first")
+    assert not build_entry(final, lambda tmp: write(tmp, content(2, "second")))  # found, not rebuilt
+    with atomic_dir(final) as tmp:  # a second writer of the same entry discards its copy
+        write(tmp, content(2, "second"))
+    assert read(final) == content(2, "first")
+    assert build_entry(final, lambda tmp: write(tmp, content(2, "refreshed")), refresh=True)
+    assert read(current_entry(final)) == content(2, "refreshed")
+    assert names(tmp_path) == ["entry", "old"]  # the replaced one kept aside for its readers, then swept
+
+
 def test_an_interrupted_write_leaves_nothing(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         with atomic_dir(tmp_path / "entry") as tmp:

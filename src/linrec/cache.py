@@ -342,21 +342,45 @@ def _sweep(parent: Path) -> None:
         remove_stale(parent)
 
 
+_NO_LINKS = (errno.EPERM, errno.ENOSYS, errno.EOPNOTSUPP)
+"""What ``symlink`` fails with on a file system without symbolic links (Google Drive mounted on Colab, FAT)."""
+
+
+def _link(target: str, link: Path) -> bool:
+    """Make ``link`` a symbolic link to ``target``; False where the file system has no symbolic links."""
+    try:
+        os.symlink(target, link)
+    except OSError as err:
+        if err.errno in _NO_LINKS:
+            return False
+        raise
+    return True
+
+
 def _commit(tmp: Path, final: Path, replace: bool) -> None:
-    """Make the finished ``tmp`` the current version of ``final`` (see the module docstring)."""
+    """Make the finished ``tmp`` the current version of ``final`` (see the module docstring).
+
+    Where the file system has no symbolic links the version itself is renamed to ``final``: a new entry is still
+    made whole or not at all, but a refresh moves the old one aside first, so a reader may find it missing for a
+    moment (and rebuild it) or lose the files of the version it resolved."""
     version = Path(tempfile.mkdtemp(prefix=_VERSION, suffix=f"-{final.name}", dir=final.parent))
     os.rename(tmp, version)  # onto the empty directory just made: a fresh, unique name
     try:
         if not replace:
             try:
-                os.symlink(version.name, final)
+                if not _link(version.name, final):
+                    _rename_new(version, final)
                 return
             except FileExistsError:
                 if _verify_quietly(final):
                     _remove(version)  # the same content, committed first by another writer: ours is discarded
                     return
         link = final.with_name(f"{_TMP}{os.getpid()}-{version.name[len(_VERSION) :]}")
-        os.symlink(version.name, link)
+        if not _link(version.name, link):
+            with suppress(FileNotFoundError):
+                os.rename(final, version.with_name(f"{version.name}-old"))
+            os.rename(version, final)
+            return
         try:
             os.replace(link, final)
         except IsADirectoryError:  # an entry made before versions: it becomes a replaced version
@@ -364,6 +388,18 @@ def _commit(tmp: Path, final: Path, replace: bool) -> None:
             os.replace(link, final)
     except BaseException:
         _remove(version)
+        raise
+
+
+def _rename_new(version: Path, final: Path) -> None:
+    """Rename ``version`` to ``final`` unless ``final`` exists (FileExistsError then)."""
+    if final.exists() or final.is_symlink():
+        raise FileExistsError(final)
+    try:
+        os.rename(version, final)
+    except OSError as err:
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another writer renamed its copy there first
+            raise FileExistsError(final) from err
         raise
 
 
