@@ -61,7 +61,8 @@ def test_build_commit_is_the_short_head_and_says_when_the_tree_is_dirty(tmp_path
 
 def executed(book: Book, stem: str, profile: object) -> None:
     book.chapters.mkdir(parents=True, exist_ok=True)
-    nb = nbformat.v4.new_notebook(metadata={"papermill": {"parameters": {"PROFILE": profile, "SEED": 0}}})
+    completed = {"parameters": {"PROFILE": profile, "SEED": 0}, "exception": None, "end_time": "2026-01-02T00:00:00"}
+    nb = nbformat.v4.new_notebook(metadata={"papermill": completed})  # as papermill records a completed run
     nbformat.write(nb, book.chapters / f"{stem}.ipynb")
 
 
