@@ -4,8 +4,11 @@ Each analysis checks the paper's statements part by part and returns :class:`Cla
 what this run measured (as text, and as the number behind it with its interval and unit where there is
 one) beside what the paper reports. A claim that tests a statement has a :class:`Verdict`, one of three
 values, never free text; a headline number the chapter reports without testing anything
-(:meth:`Claim.measure`) has none. The book's runtime records every claim in the ledger and shows the
-tested ones with :func:`claims_table` (always the same four columns) and :func:`verdict_sentence`.
+(:meth:`Claim.measure`) has none. Every tested claim states its decision rule (``rule``), fixed where the
+claim is made, and says whether the statement is the paper's (its side is a :class:`Reported` figure) or a check
+this book adds. The book's runtime records every claim in the ledger and shows the tested ones as
+:class:`Verdicts` (the conclusion in one sentence, :func:`verdict_sentence`, then each claim's verdict with its
+rule) beside :func:`claims_table` (always the same four columns).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from enum import Enum
 
 import pandas as pd
 
+from linrec.errors import LinrecError
 from linrec.report.paper import Reported
 
 COLUMNS = ("claim", "paper (reported)", "this run (measured)", "reproduced")
@@ -32,12 +36,17 @@ class Verdict(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def words(self) -> str:
+        """The verdict as a reader reads it: "reproduced", "not reproduced" or "untestable in this run"."""
+        return {"yes": "reproduced", "no": "not reproduced", "untestable": "untestable in this run"}[self.value]
+
 
 @dataclass(frozen=True)
 class Claim:
     """A checked statement or a headline number: what the paper says (a :class:`Reported` or a note), what this
-    run found (``measured``, the text shown; ``value``, ``interval`` and ``unit``, the number behind it), and the
-    verdict (None for a number reported without a test)."""
+    run found (``measured``, the text shown; ``value``, ``interval`` and ``unit``, the number behind it), the
+    verdict (None for a number reported without a test) and, for a tested claim, the rule that gave it."""
 
     claim: str
     paper: Reported | str
@@ -47,6 +56,7 @@ class Claim:
     interval: tuple[float, float] | None = None
     unit: str = ""
     note: str = ""
+    rule: str = ""
 
     @classmethod
     def check(
@@ -60,10 +70,15 @@ class Claim:
         interval: tuple[float, float] | None = None,
         unit: str = "",
         note: str = "",
+        rule: str,
     ) -> Claim:
-        """A claim whose verdict is ``holds`` (None: untestable in this run)."""
+        """A claim whose verdict is ``holds`` (None: untestable in this run) by ``rule``: when the verdict is
+        "yes", when "no", when "untestable", with its thresholds, in words a reader can check against the numbers.
+        A verdict without its rule cannot be read, so an empty ``rule`` is an error."""
+        if not rule.strip():
+            raise LinrecError(f"the claim '{claim}' needs its decision rule (rule=...) to state a verdict")
         verdict = Verdict.UNTESTABLE if holds is None else (Verdict.YES if holds else Verdict.NO)
-        return cls(claim, paper, measured, verdict, value, interval, unit, note)
+        return cls(claim, paper, measured, verdict, value, interval, unit, note, rule.strip())
 
     @classmethod
     def measure(
@@ -91,10 +106,28 @@ class Claim:
         """The paper's side as text: the reported value, or the note given instead."""
         return self.paper.value if isinstance(self.paper, Reported) else self.paper
 
+    def _repr_markdown_(self) -> str:
+        """In a notebook: the claim and what this run measured as one wrapped sentence, the verdict with its rule
+        where it has one (a printed line would be clipped)."""
+        if self.verdict is not None:
+            return verdict_line(self)
+        return f"**{self.claim}**: {self.measured}" + (f"; {self.note}" if self.note else "") + "."
+
     @property
     def tested(self) -> bool:
         """Whether this claim tests a statement (has a verdict)."""
         return self.verdict is not None
+
+    @property
+    def from_paper(self) -> bool:
+        """Whether the statement is the paper's (its side is a :class:`Reported` figure), not a check this book adds
+        (a control, or a test the paper does not make)."""
+        return isinstance(self.paper, Reported)
+
+    @property
+    def source(self) -> str:
+        """Where the paper states it (e.g. "Fig. 3"), empty for a check this book adds."""
+        return self.paper.source if isinstance(self.paper, Reported) else ""
 
 
 def claims_table(claims: Iterable[Claim]) -> pd.DataFrame:
@@ -103,12 +136,66 @@ def claims_table(claims: Iterable[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+def _names(claims: Sequence[Claim]) -> str:
+    return "; ".join(c.claim for c in claims)
+
+
 def verdict_sentence(profile: str, claims: Sequence[Claim]) -> str:
-    """One sentence naming which of the tested ``claims`` this run reproduces, the same in every chapter."""
+    """The conclusion over the tested ``claims`` in one sentence, the same in every chapter: how many this run
+    reproduces under ``profile``, which ones, and how many of them are the paper's statements rather than checks
+    this book adds."""
     tested = [c for c in claims if c.verdict is not None]
-    groups = {v: "; ".join(c.claim for c in tested if c.verdict is v) or "none" for v in Verdict}
-    return (
-        f"Profile `{profile}`: of the {len(tested)} claims checked here, this run reproduces "
-        f"{sum(c.verdict is Verdict.YES for c in tested)} ({groups[Verdict.YES]}); not reproduced: "
-        f"{groups[Verdict.NO]}; untestable in this run: {groups[Verdict.UNTESTABLE]}."
+    if not tested:
+        raise LinrecError("a verdict needs at least one tested claim (Claim.check); headline numbers have none")
+    by = {v: [c for c in tested if c.verdict is v] for v in Verdict}
+    ours = sum(not c.from_paper for c in tested)
+    whose = (
+        "all of them the paper's"
+        if not ours
+        else "none of them the paper's: checks this book adds"
+        if ours == len(tested)
+        else f"{len(tested) - ours} the paper's, {ours} {'a check' if ours == 1 else 'checks'} this book adds"
     )
+    parts = [
+        f"this run reproduces {len(by[Verdict.YES])}" + (f" ({_names(by[Verdict.YES])})" if by[Verdict.YES] else "")
+    ]
+    if by[Verdict.NO]:
+        parts.append(f"does not reproduce {len(by[Verdict.NO])} ({_names(by[Verdict.NO])})")
+    if by[Verdict.UNTESTABLE]:
+        parts.append(f"cannot test {len(by[Verdict.UNTESTABLE])} ({_names(by[Verdict.UNTESTABLE])})")
+    joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    claim_s = "claim" if len(tested) == 1 else "claims"
+    return f"Of the {len(tested)} {claim_s} tested here ({whose}), under profile `{profile}` {joined}."
+
+
+def verdict_line(claim: Claim) -> str:
+    """One tested claim as a reader reads it: its name, whose statement it is, its verdict, what was measured and
+    the rule that turned the measurement into the verdict."""
+    if claim.verdict is None:
+        raise LinrecError(f"'{claim.claim}' is a headline number, not a tested claim: it has no verdict")
+    whose = f"the paper's, {claim.source}" if claim.from_paper else "this book's check"
+    rule = claim.rule if claim.rule.endswith(".") else f"{claim.rule}."
+    return f"**{claim.claim}** ({whose}): **{claim.verdict.words}**. Measured: {claim.measured}. Rule: {rule}"
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What a chapter concludes from its tested claims: :func:`verdict_sentence`, then one :func:`verdict_line` per
+    claim. Printed as plain text; in a notebook, a wrapped Markdown block (a printed line would be clipped)."""
+
+    profile: str
+    claims: tuple[Claim, ...]
+
+    def __post_init__(self) -> None:
+        verdict_sentence(self.profile, self.claims)  # no tested claim: an error here, not an empty block later
+
+    def lines(self) -> list[str]:
+        """The conclusion, then each tested claim's verdict with its rule."""
+        return [verdict_sentence(self.profile, self.claims), *(verdict_line(c) for c in self.claims if c.tested)]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_markdown_(self) -> str:
+        first, *rest = self.lines()
+        return "\n".join([f"> **Verdict.** {first}", ">", *(f"> - {line}" for line in rest)])
