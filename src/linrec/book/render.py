@@ -31,8 +31,12 @@ def vendor_mathjax(book: Book) -> None:
 
 
 def html(book: Book) -> None:
-    """Render the executed chapters with Jupyter Book; any Sphinx warning fails the build."""
+    """Render the executed chapters with Jupyter Book; any Sphinx warning fails the build. Without a claims table
+    (no chapter executed in this checkout) the intro says so instead of failing on a missing include."""
     vendor_mathjax(book)
+    if not book.claims.exists():
+        book.claims.parent.mkdir(parents=True, exist_ok=True)
+        book.claims.write_text("No chapter has been executed in this checkout: run `make book` to fill this table.\n")
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe), "build", str(book.root), "--all", "-W", "-n", "--keep-going"]
     if subprocess.run(cmd, cwd=book.root).returncode != 0:
