@@ -66,12 +66,19 @@ def test_verdict_sentence_states_the_conclusion_and_whose_claims():
     ]
     text = verdict_sentence("offline", claims)
     assert text == (
-        "Of the 3 claims tested here (2 the paper's, 1 a check this book adds), under profile `offline` this run "
-        "reproduces 2 (a; c) and does not reproduce 1 (b)."
+        "Under profile `offline`, of the 2 claims of the paper tested here, this run reproduces 2 (a; c); "
+        "of the one check this book adds, 0 hold and 1 does not hold (b)."
     )
-    only_ours = verdict_sentence("smoke", [Claim.check("b", "note", "m", None, rule="r")])
-    assert "(none of them the paper's: checks this book adds)" in only_ours and "cannot test 1 (b)" in only_ours
-    assert "reproduces 0 and cannot test 1" in only_ours
+    only_ours = verdict_sentence("smoke", [Claim.check("b", "note", "m", None, rule="r"), claims[1]])
+    assert (
+        only_ours == "Under profile `smoke`, of the 2 checks this book adds, 0 hold, 1 does not hold (b) and 1 "
+        "cannot be tested (b)."
+    )
+    one = verdict_sentence("paper", [Claim.check("a", paper.PROBE_GAIN, "m", False, rule="r")])
+    assert (
+        one == "Under profile `paper`, of the one claim of the paper tested here, this run reproduces 0 and does "
+        "not reproduce 1 (a)."
+    )
     with pytest.raises(LinrecError, match="at least one tested claim"):
         verdict_sentence("offline", [Claim.measure("n", 1.0)])
 
@@ -86,12 +93,12 @@ def test_every_verdict_states_its_rule_and_shows_it_wrapped():
     )
     shown = Verdicts("offline", claims)
     lines = shown._repr_markdown_().splitlines()
-    assert lines[0].startswith("> **Verdict.** Of the 2 claims tested here") and lines[1] == ">"
+    assert lines[0].startswith("> **Verdict.** Under profile `offline`, of the one claim of") and lines[1] == ">"
     assert lines[2] == (
         "> - **gain** (the paper's, Fig. 3): **reproduced**. Measured: median 0.01. Rule: yes when the median is at "
         "most 0.05."
     )
-    assert lines[3].startswith("> - **controls** (this book's check): **not reproduced**.") and len(lines) == 4
+    assert lines[3].startswith("> - **controls** (this book's check): **does not hold**.") and len(lines) == 4
     assert str(shown).splitlines()[1:] == [line.removeprefix("> - ") for line in lines[2:]]
     with pytest.raises(LinrecError):
         Verdicts("offline", (Claim.measure("a number", 2.0),))
@@ -112,7 +119,7 @@ def test_claims_page_gives_one_row_per_claim_with_its_subjects(tmp_path, monkeyp
         "| near-linear blocks | {doc}`2 </book/chapters/02_het>` | abstract; Fig. 2 | {numref}`fig-het` "
         "| not reproduced; smol: not reproduced |",
         "| learned | {doc}`3 </book/chapters/03_act>` | this book's check | — "
-        "| zoo-a: reproduced; zoo-b, c: not reproduced |",
+        "| zoo-a: holds; zoo-b, c: does not hold |",
     ]
     assert "`offline` profile" in page
     assert "No chapter has recorded" in ledger.claims_page("paper")

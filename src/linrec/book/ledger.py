@@ -103,7 +103,7 @@ def claims_page(profile: str, subjects: Sequence[str] = ()) -> str:
             continue
         claim, subject = _base(entry["quantity"], subjects)
         row = rows.setdefault((entry["chapter"], claim), {"verdicts": {}, "figure": "", "source": ""})
-        row["verdicts"][subject] = Verdict(entry["reproduced"]).words
+        row["verdicts"][subject] = Verdict(entry["reproduced"]).words(of_paper=bool(entry.get("source")))
         row["figure"] = row["figure"] or entry.get("figure", "")
         row["source"] = row["source"] or entry.get("source", "")
     lines = [

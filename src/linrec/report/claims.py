@@ -13,7 +13,7 @@ rule) beside :func:`claims_table` (always the same four columns).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -36,10 +36,12 @@ class Verdict(str, Enum):
     def __str__(self) -> str:
         return self.value
 
-    @property
-    def words(self) -> str:
-        """The verdict as a reader reads it: "reproduced", "not reproduced" or "untestable in this run"."""
-        return {"yes": "reproduced", "no": "not reproduced", "untestable": "untestable in this run"}[self.value]
+    def words(self, of_paper: bool = True) -> str:
+        """The verdict as a reader reads it: on a statement of the paper "reproduced", "not reproduced" or
+        "untestable in this run"; on a check this book adds (nothing to reproduce) "holds", "does not hold" or
+        "untestable in this run"."""
+        yes, no = ("reproduced", "not reproduced") if of_paper else ("holds", "does not hold")
+        return {"yes": yes, "no": no, "untestable": "untestable in this run"}[self.value]
 
 
 @dataclass(frozen=True)
@@ -136,36 +138,52 @@ def claims_table(claims: Iterable[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _names(claims: Sequence[Claim]) -> str:
-    return "; ".join(c.claim for c in claims)
+def _tally(claims: Sequence[Claim], clause: Callable[[Verdict, int], str]) -> str:
+    """``clause(verdict, count)`` for each verdict among ``claims`` (always for "yes"), with the claims' names, as
+    one list."""
+    parts = []
+    for verdict in Verdict:
+        group = [c.claim for c in claims if c.verdict is verdict]
+        if group or verdict is Verdict.YES:
+            parts.append(clause(verdict, len(group)) + (f" ({'; '.join(group)})" if group else ""))
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _reproduces(verdict: Verdict, n: int) -> str:
+    return {Verdict.YES: "reproduces", Verdict.NO: "does not reproduce", Verdict.UNTESTABLE: "cannot test"}[
+        verdict
+    ] + f" {n}"
+
+
+def _holds(verdict: Verdict, n: int) -> str:
+    one = n == 1
+    return (
+        f"{n} "
+        + {
+            Verdict.YES: "holds" if one else "hold",
+            Verdict.NO: "does not hold" if one else "do not hold",
+            Verdict.UNTESTABLE: "cannot be tested",
+        }[verdict]
+    )
 
 
 def verdict_sentence(profile: str, claims: Sequence[Claim]) -> str:
-    """The conclusion over the tested ``claims`` in one sentence, the same in every chapter: how many this run
-    reproduces under ``profile``, which ones, and how many of them are the paper's statements rather than checks
-    this book adds."""
+    """The conclusion over the tested ``claims`` in one sentence, the same in every chapter: under ``profile``, how
+    many of the paper's statements this run reproduces, does not reproduce or cannot test, and how many of the
+    checks this book adds (controls, tests of statements the paper does not make) hold, each with the claims'
+    names."""
     tested = [c for c in claims if c.verdict is not None]
     if not tested:
         raise LinrecError("a verdict needs at least one tested claim (Claim.check); headline numbers have none")
-    by = {v: [c for c in tested if c.verdict is v] for v in Verdict}
-    ours = sum(not c.from_paper for c in tested)
-    whose = (
-        "all of them the paper's"
-        if not ours
-        else "none of them the paper's: checks this book adds"
-        if ours == len(tested)
-        else f"{len(tested) - ours} the paper's, {ours} {'a check' if ours == 1 else 'checks'} this book adds"
-    )
-    parts = [
-        f"this run reproduces {len(by[Verdict.YES])}" + (f" ({_names(by[Verdict.YES])})" if by[Verdict.YES] else "")
-    ]
-    if by[Verdict.NO]:
-        parts.append(f"does not reproduce {len(by[Verdict.NO])} ({_names(by[Verdict.NO])})")
-    if by[Verdict.UNTESTABLE]:
-        parts.append(f"cannot test {len(by[Verdict.UNTESTABLE])} ({_names(by[Verdict.UNTESTABLE])})")
-    joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    claim_s = "claim" if len(tested) == 1 else "claims"
-    return f"Of the {len(tested)} {claim_s} tested here ({whose}), under profile `{profile}` {joined}."
+    papers, ours = [c for c in tested if c.from_paper], [c for c in tested if not c.from_paper]
+    clauses = []
+    if papers:
+        n = "one claim" if len(papers) == 1 else f"{len(papers)} claims"
+        clauses.append(f"of the {n} of the paper tested here, this run {_tally(papers, _reproduces)}")
+    if ours:
+        n = "one check" if len(ours) == 1 else f"{len(ours)} checks"
+        clauses.append(f"of the {n} this book adds, {_tally(ours, _holds)}")
+    return f"Under profile `{profile}`, " + "; ".join(clauses) + "."
 
 
 def verdict_line(claim: Claim) -> str:
@@ -175,7 +193,8 @@ def verdict_line(claim: Claim) -> str:
         raise LinrecError(f"'{claim.claim}' is a headline number, not a tested claim: it has no verdict")
     whose = f"the paper's, {claim.source}" if claim.from_paper else "this book's check"
     rule = claim.rule if claim.rule.endswith(".") else f"{claim.rule}."
-    return f"**{claim.claim}** ({whose}): **{claim.verdict.words}**. Measured: {claim.measured}. Rule: {rule}"
+    words = claim.verdict.words(claim.from_paper)
+    return f"**{claim.claim}** ({whose}): **{words}**. Measured: {claim.measured}. Rule: {rule}"
 
 
 @dataclass(frozen=True)
