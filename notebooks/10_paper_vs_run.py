@@ -14,7 +14,7 @@ PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build in
 # %%
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from linrec.analysis.depth import depth_table
 from linrec.book import chapter, ledger
@@ -94,6 +94,8 @@ plt.show()
 #
 # ## Citation
 
+# %% tags=["remove-input"]
+Markdown(f"Cite the paper as: {CITATION}")
+
 # %%
-print(CITATION)
 ch.provenance()
