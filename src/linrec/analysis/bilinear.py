@@ -479,7 +479,7 @@ def _share_claims(sweep: pd.DataFrame, controls: pd.DataFrame) -> list[Claim]:
             working,
             value=float(kinds.captured["quadratic"]),
             unit="fraction of 1 − R²_lin",
-            rule=f"passes when the probe captures at least {CONTROL_CAPTURED:g} of a planted low-rank quadratic "
+            rule=f"holds when the probe captures at least {CONTROL_CAPTURED:g} of a planted low-rank quadratic "
             f"residual and within ±{CONTROL_NONE:g} of none of a planted odd one, at this width and budget",
         ),
         Claim.check(
@@ -556,7 +556,7 @@ def _gate_claim(
         *gate,
         measured,
         (shrunk > 0.5) if not reason else None,
-        rule=f"reproduced when more than half of the blocks with R²_lin ≥ {near_linear:g} end with |g| below its "
+        rule=f"holds when more than half of the blocks with R²_lin ≥ {near_linear:g} end with |g| below its "
         f"initial {gate_init:g}; untestable without a planted reference block whose quadratic residual the probe "
         f"captures (≥ {CONTROL_CAPTURED:g}) and whose gate does not fall, or with no such block",
         value=shrunk if len(near) else None,

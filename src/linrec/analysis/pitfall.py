@@ -405,7 +405,7 @@ def _optimizer_claims(runs: pd.DataFrame, optimizer: str, tolerance: float) -> l
     whiten = (
         "whitening closes the gap",
         "not reported (the paper recommends the closed form)",
-        f"reproduced when every whitened run on the worst-conditioned blocks with {gap} on centred inputs ends "
+        f"holds when every whitened run on the worst-conditioned blocks with {gap} on centred inputs ends "
         f"within {tolerance:g}; untestable where no block has such a gap",
     )
     whitened = block_gaps(runs, optimizer, "whitened", worst).reindex(gapped.index)
@@ -420,7 +420,7 @@ def _optimizer_claims(runs: pd.DataFrame, optimizer: str, tolerance: float) -> l
     rotated = (
         "standardising does not close it",
         "not reported (rotated, not axis-aligned, conditioning)",
-        f"reproduced when every standardised run on the blocks whose centred gap whitening closes still ends with "
+        f"holds when every standardised run on the blocks whose centred gap whitening closes still ends with "
         f"{gap}; untestable where whitening closes no gap",
     )
     closed = whitened[whitened <= tolerance].index
