@@ -103,7 +103,7 @@ summary
 
 # %%
 claims = heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + ([swap_range(swaps)] if SWAP else [])
-ch.report(claims)
+ch.report(claims, figure="fig-heterogeneity")
 
 # %% tags=["remove-input"]
 ch.caveat()
@@ -169,7 +169,7 @@ if not real:
 for m, conv in convergence.items():
     gained = convergence_claim(conv).of(m)
     ch.report([gained])
-    print(f"{gained.claim}: {gained.measured}" + (f"; {gained.note}" if gained.note else ""))
+    display(gained)
     display(conv.pivot(index="block", columns="train_rows", values="r2_lin").round(3)
             .rename(columns=lambda rows: f"{rows:,} training rows"))
 
@@ -186,7 +186,7 @@ for m in PRETRAINED:
 # %%
 for m in PRETRAINED:
     ch.report([c.of(m) for c in heterogeneity_claims(real_table[real_table.model == m], high=HIGH, low=LOW,
-                                                      sigmas=SIGMAS)])
+                                                      sigmas=SIGMAS)], figure="fig-heterogeneity-real")
 
 # %% [markdown]
 # The variance-weighted number and the per-feature median part ways in some blocks: where one output

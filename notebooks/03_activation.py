@@ -119,12 +119,16 @@ fig = figures.controls_figure(shuffled, bands, order=MODELS)
 ch.figure(fig, {"profiles": shuffled, "bands": bands}, "fig-activation-learned")
 
 # %%
-ch.report(learned_claims(shuffled))
+ch.report(learned_claims(shuffled), figure="fig-activation-learned")
 
 # %%
 bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]].round(3)
 
 # %% [markdown]
+# The verdict above is this chapter's conclusion on whether recoverability is learned: its first
+# row pools every model of the profile, the others judge each model alone by the same rule. The
+# comparisons in the rest of the chapter describe the profiles and do not change it.
+#
 # A model whose blocks mostly sit inside the band has a profile that shuffled weights reproduce:
 # for it, the values training gave each matrix (their scale and spread) set how linear its blocks
 # are, not where those values sit. Departures count in both directions: a block below its band is
@@ -149,7 +153,7 @@ if not controls:
 
 # %%
 for m, table in controls.items():
-    display(ch.report([c.of(m) for c in learned_claims(table)]))
+    display(ch.report([c.of(m) for c in learned_claims(table)], figure="fig-activation-controls"))
     display(table.groupby(["weights", "seed"], dropna=False)["r2_lin"].describe()[["min", "50%", "max"]]
             .rename(columns={"50%": "median"}).round(3))
 

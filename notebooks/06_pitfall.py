@@ -203,7 +203,7 @@ ch.figure(fig, runs, "fig-pitfall-condition")
 # $\kappa = 10^4$ along the coordinate axes gives "no" for "standardising does not close it".
 
 # %%
-ch.report(pitfall_claims(runs, TOLERANCE, condition=table.input_condition))
+ch.report(pitfall_claims(runs, TOLERANCE, condition=table.input_condition), figure="fig-pitfall-condition")
 
 # %% [markdown]
 # ## The other way to fall short
@@ -260,7 +260,8 @@ if PRETRAINED:
     real_runs, real_curves = pitfall_runs(real_measured, real_chosen, config, OPTIMIZERS, REAL_INPUTS,
                                           progress=ch.progress, cache=True)
     ch.report([c.of(", ".join(PRETRAINED)) for c in pitfall_claims(real_runs, TOLERANCE,
-                                                                   condition=real_table.input_condition)])
+                                                                   condition=real_table.input_condition)],
+              figure="fig-pitfall-real")
     display(reach_table(real_runs))
 else:
     print("This profile measures no pretrained model; the section needs one (offline profile).")

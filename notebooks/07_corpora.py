@@ -82,7 +82,7 @@ summary = corpus_summary(table)
 summary
 
 # %%
-ch.report(corpus_claims(summary, overlay=0.5))
+ch.report(corpus_claims(summary, overlay=0.5), figure="fig-corpora-profiles")
 
 # %% tags=["remove-input"]
 ch.caveat()
@@ -112,7 +112,7 @@ else:
 # %%
 if PRETRAINED:
     real_summary = corpus_summary(real_table)
-    ch.report([c.of(", ".join(PRETRAINED)) for c in corpus_claims(real_summary, overlay=0.5)])
+    ch.report([c.of(", ".join(PRETRAINED)) for c in corpus_claims(real_summary, overlay=0.5)], figure="fig-corpora-real")
     display(real_summary)
 
 # %% [markdown]

@@ -17,6 +17,7 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 
 # %%
 import pandas as pd
+from IPython.display import Markdown
 
 from linrec.analysis.depth import (
     depth_table,
@@ -92,9 +93,9 @@ ch.figure(fig, drift, "fig-training-drift")
 # %% [markdown]
 # ## Against the reference observations
 #
-# Two reference observations come from an earlier run of this project, not from the paper: a
-# GPT-2-style model started at about 0.955, flat across blocks, and ended non-monotone; a Llama started
-# near 0. They are listed beside what this run measured for the same family (not tuned
+# Two reference observations come from a run of this project recorded in its issue tracker, not from the
+# paper: a GPT-2-style model started at about 0.955, flat across blocks, and ended non-monotone; a Llama
+# started near 0. They are listed beside what this run measured for the same family (not tuned
 # toward them: the zoo's widths, data and schedules differ from that run's, so agreement is not
 # expected digit for digit).
 
@@ -114,7 +115,8 @@ display(pd.DataFrame(rows))
 # %%
 ch.report(training_claims(summary))
 formed = summary.dropna(subset=["halfway_step"])
-print(f"Profile '{PROFILE}': " + "; ".join(
+Markdown(f"**When the profile forms** (profile `{PROFILE}`; a description, not a verdict: the paper measures final "
+         "models only). " + "; ".join(
     f"{r.model}'s profile lies {r.distance_first:.3f} (RMS) from its {r.last} one at {r.first} and first comes within "
     f"half that distance at step {r.halfway_step}" for r in formed.itertuples()) + ".")
 

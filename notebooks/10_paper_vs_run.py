@@ -92,6 +92,8 @@ ch.figure(fig, depth_table(runs), "fig-appendix-profiles")
 #
 # ## Citation
 
+# %% tags=["remove-input"]
+Markdown(f"Cite the paper as: {CITATION}")
+
 # %%
-print(CITATION)
 ch.provenance()

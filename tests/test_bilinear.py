@@ -187,8 +187,12 @@ PEARSON = "Pearson r(gain, 1 − R²_lin)"
 
 def test_bilinear_claims_read_the_tables():
     sweep = table_sweep([0.1, 0.05, 0.05, 0.2, 0.15])
-    claims = claims_table(bilinear_claims(sweep, CONCENTRATION, 0.1, controls=WORKS)).set_index("claim")
+    made = bilinear_claims(sweep, CONCENTRATION, 0.1, controls=WORKS)
+    claims = claims_table(made).set_index("claim")
     assert claims.loc["bilinear probe gain", "paper (reported)"].startswith("a few points")
+    # the planted controls and the gate are this book's checks, the other four the paper's statements
+    assert [c.claim for c in made if c.tested and not c.from_paper] == ["planted controls at this budget", GATE]
+    assert {c.source for c in made if c.from_paper} == {"Fig. 3", "Fig. 4"}
     assert "2 blocks with R²_lin ≥ 0.95" in claims.loc[GATE, "this run (measured)"]
     share = claims.loc[SHARE, "this run (measured)"]
     assert "median share 0.100" in share and "5 wholly below" in share and "1 probes still improving" in share

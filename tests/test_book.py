@@ -614,3 +614,20 @@ def test_an_interrupted_build_is_one_line_and_status_130(monkeypatch, capsys):
     monkeypatch.setattr(build, "execute", interrupted)
     assert build.main(["execute", "--profile", "smoke"]) == 130
     assert capsys.readouterr().err == "[book] interrupted\n"
+
+
+def test_the_intro_claims_table_is_written_from_the_ledger(tmp_path, monkeypatch):
+    from linrec.book import ledger
+    from linrec.experiment.profiles import get_profile
+    from linrec.report import paper
+    from linrec.report.claims import Claim
+
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
+    book = Book(tmp_path)
+    model = get_profile("smoke").models[0]
+    near = Claim.check("near-linear blocks", paper.R2_RANGE, "0.999", True, rule="r")
+    ledger.record("smoke", "02_x", [near, near.of(model)], "fig-x")
+    path = ex.write_claims(book, "smoke")
+    assert path == book.claims and path.parent.name == "_generated"
+    row = "| near-linear blocks | {doc}`2 </book/chapters/02_x>` | abstract; Fig. 2 | {numref}`fig-x` "
+    assert row + f"| reproduced; {model}: reproduced |" in path.read_text()

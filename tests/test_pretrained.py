@@ -86,5 +86,5 @@ def test_side_by_side_pairs_a_models_claims_with_the_plain_ones():
 
 
 def test_claim_of_names_its_subject():
-    claim = Claim.check("x", "p", "m", True).of("model a")
+    claim = Claim.check("x", "p", "m", True, rule="r").of("model a")
     assert claim.claim == "x (model a)" and claim.verdict is Verdict.YES

@@ -1,18 +1,23 @@
 """Claims and their verdicts (linrec.report), the ledger they are recorded in and a chapter's run (linrec.book)."""
 
+from dataclasses import replace
+
 import pytest
 
 from linrec.book import chapter, ledger
+from linrec.errors import LinrecError
 from linrec.report import paper
-from linrec.report.claims import COLUMNS, Claim, Verdict, claims_table, verdict_sentence
+from linrec.report.claims import COLUMNS, Claim, Verdict, Verdicts, claims_table, verdict_sentence
 
 
 def test_ledger_records_claims_replaces_them_by_name_and_restarts(tmp_path, monkeypatch):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     ledger.start("smoke", "02_x")
     ledger.record("smoke", "02_x", [Claim.measure(paper.GAIN_CORRELATION, 0.5)])
-    tested = Claim.check("r", paper.GAIN_CORRELATION, "0.25", True, value=0.25, interval=(-0.1, 0.6), note="n = 9")
-    ledger.record("smoke", "02_x", [Claim.measure(paper.GAIN_CORRELATION, 0.25, note="again"), tested])
+    tested = Claim.check(
+        "r", paper.GAIN_CORRELATION, "0.25", True, value=0.25, interval=(-0.1, 0.6), note="n = 9", rule="|r| < 0.3"
+    )
+    ledger.record("smoke", "02_x", [Claim.measure(paper.GAIN_CORRELATION, 0.25, note="again"), tested], "fig-x")
     ledger.record("smoke", "01_y", [Claim.measure("custom", "a to b")])
     table = ledger.ledger("smoke")
     assert list(table.chapter) == ["01_y", "02_x", "02_x"] and list(table.columns) == ledger.COLUMNS
@@ -21,6 +26,10 @@ def test_ledger_records_claims_replaces_them_by_name_and_restarts(tmp_path, monk
     assert row["paper (reported)"] == paper.GAIN_CORRELATION.value and row.reproduced == ""
     assert table.iloc[0]["paper (reported)"] == "not reported" and table.iloc[0].measured == "a to b"
     assert table.iloc[2].reproduced == "yes" and table.iloc[2].note == "interval [-0.1, +0.6]; n = 9"
+    assert (
+        ledger.entries("smoke")[2] | {"rule": "|r| < 0.3", "source": "Fig. 3", "figure": "fig-x"}
+        == (ledger.entries("smoke")[2])
+    )
     ledger.start("smoke", "02_x")
     assert list(ledger.ledger("smoke").chapter) == ["01_y"]
     assert ledger.ledger("paper").empty
@@ -35,10 +44,10 @@ def test_reported_values_are_named_constants():
 
 def test_claims_table_has_fixed_columns_and_only_tested_claims():
     claims = [
-        Claim.check("a", paper.R2_RANGE, "x", True, value=0.9),
-        Claim.check("b", "a note", "y", False),
+        Claim.check("a", paper.R2_RANGE, "x", True, value=0.9, rule="r"),
+        Claim.check("b", "a note", "y", False, rule="r"),
         Claim.measure("number", 3.0),
-        Claim.check("c", "n/a", "z", None),
+        Claim.check("c", "n/a", "z", None, rule="r"),
     ]
     table = claims_table(claims)
     assert tuple(table.columns) == COLUMNS
@@ -48,16 +57,72 @@ def test_claims_table_has_fixed_columns_and_only_tested_claims():
     assert claims[2].value == 3.0 and claims[2].measured == "3.0" and not claims[2].tested
 
 
-def test_verdict_sentence_groups_the_tested_claims():
+def test_verdict_sentence_states_the_conclusion_and_whose_claims():
     claims = [
-        Claim.check("a", "p", "m", True),
-        Claim.check("b", "p", "m", False),
+        Claim.check("a", paper.PROBE_GAIN, "m", True, rule="r"),
+        Claim.check("b", "not reported", "m", False, rule="r"),
         Claim.measure("not a claim", 1.0),
-        Claim.check("c", "p", "m", True),
+        Claim.check("c", paper.R2_RANGE, "m", True, rule="r"),
     ]
     text = verdict_sentence("offline", claims)
-    assert "of the 3 claims checked here, this run reproduces 2 (a; c)" in text
-    assert "not reproduced: b" in text and "untestable in this run: none" in text and "not a claim" not in text
+    assert text == (
+        "Under profile `offline`, of the 2 claims of the paper tested here, this run reproduces 2 (a; c); "
+        "of the one check this book adds, 0 hold and 1 does not hold (b)."
+    )
+    only_ours = verdict_sentence("smoke", [Claim.check("b", "note", "m", None, rule="r"), claims[1]])
+    assert (
+        only_ours == "Under profile `smoke`, of the 2 checks this book adds, 0 hold, 1 does not hold (b) and 1 "
+        "cannot be tested (b)."
+    )
+    one = verdict_sentence("paper", [Claim.check("a", paper.PROBE_GAIN, "m", False, rule="r")])
+    assert (
+        one == "Under profile `paper`, of the one claim of the paper tested here, this run reproduces 0 and does "
+        "not reproduce 1 (a)."
+    )
+    with pytest.raises(LinrecError, match="at least one tested claim"):
+        verdict_sentence("offline", [Claim.measure("n", 1.0)])
+
+
+def test_every_verdict_states_its_rule_and_shows_it_wrapped():
+    with pytest.raises(LinrecError, match="decision rule"):
+        Claim.check("a", "p", "m", True, rule="  ")
+    claims = (
+        Claim.check("gain", paper.PROBE_GAIN, "median 0.01", True, rule="yes when the median is at most 0.05"),
+        Claim.check("controls", "not reported", "0.95 captured", False, rule="passes at 0.9"),
+        Claim.measure("a number", 2.0),
+    )
+    shown = Verdicts("offline", claims)
+    lines = shown._repr_markdown_().splitlines()
+    assert lines[0].startswith("> **Verdict.** Under profile `offline`, of the one claim of") and lines[1] == ">"
+    assert lines[2] == (
+        "> - **gain** (the paper's, Fig. 3): **reproduced**. Measured: median 0.01. Rule: yes when the median is at "
+        "most 0.05."
+    )
+    assert lines[3].startswith("> - **controls** (this book's check): **does not hold**.") and len(lines) == 4
+    assert str(shown).splitlines()[1:] == [line.removeprefix("> - ") for line in lines[2:]]
+    with pytest.raises(LinrecError):
+        Verdicts("offline", (Claim.measure("a number", 2.0),))
+    assert Claim.measure("a number", 2.0, note="n = 4")._repr_markdown_() == "**a number**: 2.0; n = 4."
+    assert claims[0]._repr_markdown_() == lines[2].removeprefix("> - ")
+
+
+def test_claims_page_gives_one_row_per_claim_with_its_subjects(tmp_path, monkeypatch):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    near = Claim.check("near-linear blocks", paper.R2_RANGE, "0.98", False, rule="r")
+    ledger.record("offline", "02_het", [near, near.of("smol"), Claim.measure("range", "0 to 1")], "fig-het")
+    learned = Claim.check("learned", "not tested in the paper", "4 of 6", True, rule="r")
+    ledger.record("offline", "03_act", [learned.of("zoo-a"), replace(learned, verdict=Verdict.NO).of("zoo-b, c")])
+    page = ledger.claims_page("offline", ["smol", "zoo-a", "zoo-b, c", "c"])
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows == [
+        "| claim | chapter | the paper's figure | this build's figure | verdict |",
+        "| near-linear blocks | {doc}`2 </book/chapters/02_het>` | abstract; Fig. 2 | {numref}`fig-het` "
+        "| not reproduced; smol: not reproduced |",
+        "| learned | {doc}`3 </book/chapters/03_act>` | this book's check | — "
+        "| zoo-a: holds; zoo-b, c: does not hold |",
+    ]
+    assert "`offline` profile" in page
+    assert "No chapter has recorded" in ledger.claims_page("paper")
 
 
 def test_chapter_start_clears_its_ledger_and_records_under_its_name(tmp_path, monkeypatch, capsys):
@@ -67,7 +132,7 @@ def test_chapter_start_clears_its_ledger_and_records_under_its_name(tmp_path, mo
     assert "profile smoke" in capsys.readouterr().out
     assert ch.profile.name == "smoke" and ch.profile.eval_tokens == 1024 and ch.seed == 3
     assert ledger.ledger("smoke").empty  # the stale entry of 02_x is gone
-    table = ch.report([Claim.measure(paper.R2_RANGE, "0.1 to 0.9"), Claim.check("a", "p", "m", False)])
+    table = ch.report([Claim.measure(paper.R2_RANGE, "0.1 to 0.9"), Claim.check("a", "p", "m", False, rule="r")])
     assert list(ledger.ledger("smoke").quantity) == ["R²_lin range across blocks", "a"]
     assert list(table.claim) == ["a"] and list(table.reproduced) == ["no"]
     assert ch.report([Claim.measure("a number", 2.0)]) is None

@@ -411,6 +411,7 @@ def bilinear_claims(
             value=gain,
             unit="R²",
             note=f"seeded-poly median {sweep.gain_seeded.median():+.4f}" if seeded else "",
+            rule=f'reproduced when the median gain over blocks is at most {few:g} of R² (the paper\'s "a few points")',
         )
     ]
     if controls is not None:
@@ -439,6 +440,9 @@ def bilinear_claims(
             f"{len(broad)} broad blocks within {gap:g}; largest global − median "
             f"{concentration.gap.max():+.3f}",
             bool(len(narrow) and len(broad)),
+            rule=f"reproduced when some low-rank block (output effective rank ≤ {low_rank:g}) has global R²_lin above "
+            f"its median per-feature R² by more than {gap:g} and some broad block (effective rank above {low_rank:g}) "
+            f"has the two within {gap:g}",
             value=concentration.gap.max(),
             note=f"widest gap: {widest.model} block {int(widest.block)}, effective rank "
             f"{widest.effective_rank_out:.2f}, its top dims hold {widest.top_share:.0%} of the variance",
@@ -475,10 +479,16 @@ def _share_claims(sweep: pd.DataFrame, controls: pd.DataFrame) -> list[Claim]:
             working,
             value=float(kinds.captured["quadratic"]),
             unit="fraction of 1 − R²_lin",
+            rule=f"holds when the probe captures at least {CONTROL_CAPTURED:g} of a planted low-rank quadratic "
+            f"residual and within ±{CONTROL_NONE:g} of none of a planted odd one, at this width and budget",
         ),
         Claim.check(
             "the residual is not low-rank quadratic (share below a random FFN's)",
-            "the probe gains little: the residual is not low-rank quadratic",
+            paper.Reported(
+                "the residual is not low-rank quadratic",
+                "the probe gains little: the residual is not low-rank quadratic",
+                paper.PROBE_GAIN.source,
+            ),
             f"median share {share:.3f} over {len(sweep)} blocks; {below} wholly below the random-FFN controls' "
             f"[{low:.3f}, {high:.3f}], {above} wholly above; {int(sweep.at_budget.sum())} probes still improving "
             "at the step cap",
@@ -487,6 +497,10 @@ def _share_claims(sweep: pd.DataFrame, controls: pd.DataFrame) -> list[Claim]:
             interval=(float(sweep.captured_low.median()), float(sweep.captured_high.median())),
             unit="fraction of 1 − R²_lin",
             note=reason,
+            rule="untestable when the planted controls fail; when the random FFNs' interval lies above the odd "
+            "control's, reproduced when more than half of the blocks' intervals lie wholly below the random FFNs', "
+            "not reproduced otherwise; when it does not, not reproduced when more than half lie wholly above it, "
+            "untestable otherwise",
         ),
     ]
 
@@ -494,8 +508,12 @@ def _share_claims(sweep: pd.DataFrame, controls: pd.DataFrame) -> list[Claim]:
 def _pearson_claim(sweep: pd.DataFrame, band: float) -> Claim:
     """The equivalence rule for the paper's r(gain, 1 - R²_lin) ≈ 0 (:func:`bilinear_claims`)."""
     name = "Pearson r(gain, 1 − R²_lin)"
+    rule = (
+        f"an equivalence rule on the 95% Fisher-z interval: reproduced when it lies within ±{band:g}, not reproduced "
+        "when it excludes 0, untestable when it holds 0 but reaches past the band or with fewer than 4 blocks"
+    )
     if len(sweep) < 4:
-        return Claim.check(name, paper.GAIN_CORRELATION, f"only {len(sweep)} blocks (a CI needs 4)", None)
+        return Claim.check(name, paper.GAIN_CORRELATION, f"only {len(sweep)} blocks (a CI needs 4)", None, rule=rule)
     r = gain_correlation(sweep)
     within = -band < r.low and r.high < band
     holds = True if within else False if (r.low > 0 or r.high < 0) else None
@@ -506,8 +524,8 @@ def _pearson_claim(sweep: pd.DataFrame, band: float) -> Claim:
         holds,
         value=r.r,
         interval=(r.low, r.high),
-        note=f"yes: the interval within ±{band:g}; no: it excludes 0"
-        + ("" if holds is not None else f"; it holds 0 but reaches past ±{band:g} (n = {r.n})"),
+        rule=rule,
+        note="" if holds is not None else f"it holds 0 but reaches past ±{band:g} (n = {r.n})",
     )
 
 
@@ -538,6 +556,9 @@ def _gate_claim(
         *gate,
         measured,
         (shrunk > 0.5) if not reason else None,
+        rule=f"holds when more than half of the blocks with R²_lin ≥ {near_linear:g} end with |g| below its "
+        f"initial {gate_init:g}; untestable without a planted reference block whose quadratic residual the probe "
+        f"captures (≥ {CONTROL_CAPTURED:g}) and whose gate does not fall, or with no such block",
         value=shrunk if len(near) else None,
         unit="fraction of blocks",
         note=note,

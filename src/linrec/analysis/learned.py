@@ -28,6 +28,7 @@ from linrec.errors import LinrecError
 from linrec.experiment.measurement import measurement
 from linrec.experiment.profiles import Profile
 from linrec.report.claims import Claim
+from linrec.report.paper import Reported
 from linrec.stats import t_quantile
 
 WEIGHTS = {"final": "trained", "permuted": "permuted within each matrix", "init": "random init"}
@@ -104,10 +105,17 @@ CLAIM = "learned, not architectural: most blocks unlike their shuffled weights"
 
 def _verdict(bands: pd.DataFrame, level: float, min_seeds: int) -> Claim:
     """:data:`CLAIM` judged on ``bands`` (see :func:`learned_claims`)."""
-    paper = "not tested in the paper (it compares two trained models)"
+    paper = Reported(  # the paper's statement (its title), which it supports with two trained models, no control
+        CLAIM, "learned, not architectural (shown by comparing two trained models, with no control)", "title; abstract"
+    )
     seeds = int(bands["seeds"].min())
+    rule = (
+        f"reproduced when the trained R²_lin lies outside the shuffled-weights control's {level:.0%} prediction band "
+        f"in more than half of the blocks (by chance: each block with probability {1 - level:.0%}); untestable with "
+        f"fewer than {min_seeds} control seeds"
+    )
     if seeds < min_seeds:
-        return Claim.check(CLAIM, paper, f"{seeds} control seed(s); the rule needs {min_seeds}", None)
+        return Claim.check(CLAIM, paper, f"{seeds} control seed(s); the rule needs {min_seeds}", None, rule=rule)
     departs = int(bands["departs"].sum())
     above = int((bands["departs"] & (bands["difference"] > 0)).sum())
     half = (bands["high"] - bands["low"]) / 2
@@ -119,6 +127,7 @@ def _verdict(bands: pd.DataFrame, level: float, min_seeds: int) -> Claim:
         f"{level:.0%} half-width of {half.median():.3f} over {seeds} seeds",
         2 * departs > len(bands),
         value=departs / len(bands),
+        rule=rule,
     )
 
 

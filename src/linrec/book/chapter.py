@@ -36,7 +36,7 @@ from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
-from linrec.report.claims import Claim, claims_table, verdict_sentence
+from linrec.report.claims import Claim, Verdicts, claims_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -136,16 +136,18 @@ class Chapter:
     seed: int
     progress: bool = True
 
-    def report(self, claims: Sequence[Claim]) -> pd.DataFrame | None:
-        """Record ``claims`` in the ledger the appendix reads; where some test a statement, state the verdict over
-        them in one sentence (:func:`~linrec.report.claims.verdict_sentence`) and return their table
-        (:func:`~linrec.report.claims.claims_table`) for the chapter to show. Headline numbers alone show nothing."""
-        ledger.record(self.profile.name, self.name, claims)
+    def report(self, claims: Sequence[Claim], figure: str | None = None) -> pd.DataFrame | None:
+        """Record ``claims`` in the ledger the appendix and the intro read (``figure``: the label of the chapter's
+        figure they are read from); where some test a statement, show the verdict over them
+        (:class:`~linrec.report.claims.Verdicts`: the conclusion in one sentence, then each claim's verdict with
+        its rule) and return their table (:func:`~linrec.report.claims.claims_table`) for the chapter to show.
+        Headline numbers alone show nothing."""
+        ledger.record(self.profile.name, self.name, claims, figure)
         if not any(claim.tested for claim in claims):
             return None
-        from IPython.display import Markdown, display
+        from IPython.display import display
 
-        display(Markdown(verdict_sentence(self.profile.name, claims)))
+        display(Verdicts(self.profile.name, tuple(claims)))
         return claims_table(claims)
 
     def caveat(self) -> None:

@@ -1,8 +1,9 @@
 """Execute chapters with papermill for one profile, two at a time where the profile allows.
 
 :func:`execute` writes each chapter's notebook with an "Open in Colab" button and its parameters (the
-profile, or a dict changing its fields), trains the profile's zoo first, and runs the chapters with
-``LINREC_PROGRESS=0`` (no progress bars in the built pages). :func:`run_chapters` is the scheduler: each
+profile, or a dict changing its fields), trains the profile's zoo first, runs the chapters with
+``LINREC_PROGRESS=0`` (no progress bars in the built pages), and then writes the intro's claims table from what
+they recorded (:func:`write_claims`). :func:`run_chapters` is the scheduler: each
 chapter a papermill process in a session of its own, the appendix after the rest, and the first failure
 stopping everything with the chapter and cell named.
 """
@@ -263,6 +264,20 @@ def execute(
             run.parameters.write_text(yaml.safe_dump(parameters))
             runs.append(run)
         run_chapters(runs, name, jobs, cwd=book.root)
+    write_claims(book, profile)
+
+
+def write_claims(book: Book, profile: str) -> Path:
+    """Write the intro's claims table (:attr:`Book.claims`) from the claims ``profile``'s chapters recorded."""
+    from linrec.book.ledger import claims_page
+    from linrec.experiment.profiles import get_profile
+
+    chosen = get_profile(profile)
+    subjects = [*chosen.models, *chosen.pretrained, ", ".join(chosen.pretrained)]
+    book.claims.parent.mkdir(parents=True, exist_ok=True)
+    book.claims.write_text(claims_page(profile, [s for s in subjects if s]))
+    print(f"[book] wrote {book.claims.relative_to(book.root)} from the {profile} ledger", flush=True)
+    return book.claims
 
 
 if __name__ == "__main__":

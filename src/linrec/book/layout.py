@@ -36,6 +36,11 @@ class Book:
         """The rendered site."""
         return self.root / "_build" / "html"
 
+    @property
+    def claims(self) -> Path:
+        """The intro's claims table, generated from the ledger of the profile last executed (never hand-typed)."""
+        return self.root / "book" / "_generated" / "claims.md"
+
     def page(self, stem: str) -> Path:
         """The rendered page of chapter ``stem``."""
         return self.html / "book" / "chapters" / f"{stem}.html"

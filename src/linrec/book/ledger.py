@@ -3,23 +3,26 @@
 :func:`record` writes a chapter's :class:`~linrec.report.claims.Claim` objects under the current profile (a
 claim already recorded under the same name is replaced); :func:`start` clears a chapter's entries at the top
 of a run so stale numbers never survive a re-run; :func:`ledger` reads every chapter's entries back as one
-table. Chapters do not call it: :meth:`linrec.book.chapter.Chapter.report` does.
+table, and :func:`claims_page` writes the tested claims as the intro's table (claim, chapter, the paper's figure,
+this build's figure, verdict). Chapters do not call it: :meth:`linrec.book.chapter.Chapter.report` does.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from linrec.cache import cache_dir
-from linrec.report.claims import Claim
+from linrec.report.claims import Claim, Verdict
 
 COLUMNS = ["chapter", "quantity", "measured", "unit", "paper (reported)", "reproduced", "note"]
 """The ledger's columns: ``measured`` is the number behind a claim where it has one, else its text, and
-``reproduced`` its verdict (empty for a headline number reported without a test)."""
+``reproduced`` its verdict (empty for a headline number reported without a test). Each entry also keeps the
+claim's rule, where the paper states it (``source``, empty for a check this book adds) and the chapter's figure it
+is read from (``figure``, a label), for :func:`claims_page`."""
 
 
 def _path(profile: str, chapter: str) -> Path:
@@ -33,7 +36,7 @@ def start(profile: str, chapter: str) -> None:
     path.write_text("[]")
 
 
-def _entry(chapter: str, claim: Claim) -> dict:
+def _entry(chapter: str, claim: Claim, figure: str | None) -> dict:
     note = claim.note
     if claim.interval is not None:
         low, high = claim.interval
@@ -46,12 +49,16 @@ def _entry(chapter: str, claim: Claim) -> dict:
         "paper (reported)": claim.reported,
         "reproduced": claim.verdict.value if claim.verdict is not None else "",
         "note": note,
+        "rule": claim.rule,
+        "source": claim.source,
+        "figure": figure or "",
     }
 
 
-def record(profile: str, chapter: str, claims: Iterable[Claim]) -> list[dict]:
-    """Add ``claims`` to ``chapter``'s entries under ``profile``; return the entries written."""
-    new = [_entry(chapter, claim) for claim in claims]
+def record(profile: str, chapter: str, claims: Iterable[Claim], figure: str | None = None) -> list[dict]:
+    """Add ``claims`` to ``chapter``'s entries under ``profile``, read from the chapter's figure labelled ``figure``
+    (None: no one figure); return the entries written."""
+    new = [_entry(chapter, claim, figure) for claim in claims]
     path = _path(profile, chapter)
     entries = json.loads(path.read_text()) if path.exists() else []
     names = {entry["quantity"] for entry in new}
@@ -61,12 +68,63 @@ def record(profile: str, chapter: str, claims: Iterable[Claim]) -> list[dict]:
     return new
 
 
-def ledger(profile: str) -> pd.DataFrame:
-    """Every recorded entry of ``profile``, in chapter order."""
+def entries(profile: str) -> list[dict]:
+    """Every recorded entry of ``profile`` with all its fields, in chapter order."""
     rows = []
     for path in sorted((cache_dir() / "results" / profile).glob("*.json")):
         rows.extend(json.loads(path.read_text()))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return rows
+
+
+def ledger(profile: str) -> pd.DataFrame:
+    """Every recorded entry of ``profile``, in chapter order, with :data:`COLUMNS`."""
+    return pd.DataFrame(entries(profile), columns=COLUMNS)
+
+
+def _base(quantity: str, subjects: Sequence[str]) -> tuple[str, str]:
+    """``quantity`` split into the claim and the subject :meth:`Claim.of` named it after ("" for none)."""
+    for subject in sorted(subjects, key=len, reverse=True):
+        if quantity.endswith(f" ({subject})"):
+            return quantity.removesuffix(f" ({subject})"), subject
+    return quantity, ""
+
+
+def claims_page(profile: str, subjects: Sequence[str] = ()) -> str:
+    """The tested claims ``profile``'s chapters recorded, as the Markdown table the intro includes: one row per
+    claim with its chapter, where the paper states it, the chapter's figure and the verdict.
+
+    A claim made again about one of ``subjects`` (a model, named with :meth:`Claim.of`) shares its row: the verdict
+    cell gives the plain claim's verdict first, then each subject's. Roles link the chapter and the figure, so the
+    page is read where the chapters are rendered (the book's intro).
+    """
+    rows: dict[tuple[str, str], dict] = {}
+    for entry in entries(profile):
+        if not entry["reproduced"]:
+            continue
+        claim, subject = _base(entry["quantity"], subjects)
+        row = rows.setdefault((entry["chapter"], claim), {"verdicts": {}, "figure": "", "source": ""})
+        row["verdicts"][subject] = Verdict(entry["reproduced"]).words(of_paper=bool(entry.get("source")))
+        row["figure"] = row["figure"] or entry.get("figure", "")
+        row["source"] = row["source"] or entry.get("source", "")
+    lines = [
+        f"This build ran the `{profile}` profile. Each row is a claim a chapter tests, with where the paper states it "
+        "(\"this book's check\" for a control or a test the paper does not make), the chapter's figure it is read from "
+        "and the verdict; a verdict after a model's name is the same claim tested on that model alone. The rule "
+        "behind each verdict is stated beside it in its chapter.",
+        "",
+        "| claim | chapter | the paper's figure | this build's figure | verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for (chapter, claim), row in rows.items():
+        verdicts = row["verdicts"]
+        cell = "; ".join(f"{s}: {v}" if s else v for s, v in sorted(verdicts.items(), key=lambda sv: sv[0] != ""))
+        figure = f"{{numref}}`{row['figure']}`" if row["figure"] else "—"
+        source = row["source"] or "this book's check"
+        link = f"{{doc}}`{int(chapter[:2])} </book/chapters/{chapter}>`"
+        lines.append(f"| {claim} | {link} | {source} | {figure} | {cell} |")
+    if not rows:
+        lines[2:] = ["No chapter has recorded a tested claim for this profile: execute the chapters first."]
+    return "\n".join(lines) + "\n"
 
 
 def empty_note(profile: str, colab: bool) -> str:

@@ -37,9 +37,13 @@ def vendor_mathjax(book: Book) -> None:
 def html(book: Book) -> None:
     """Render the executed chapters with Jupyter Book, any Sphinx warning failing the build: every page's footer
     names the build (profile, commit, date), the cite page is written from CITATION.cff, and the figures' CSV
-    files are copied beside the pages that link them."""
+    files are copied beside the pages that link them. Without a claims table (no chapter executed in this
+    checkout) the intro says so instead of failing on a missing include."""
     vendor_mathjax(book)
     cite_page(book)
+    if not book.claims.exists():
+        book.claims.parent.mkdir(parents=True, exist_ok=True)
+        book.claims.write_text("No chapter has been executed in this checkout: run `make book` to fill this table.\n")
     line = footer(built_profiles(book), build_commit(book), today(), release_version(book))
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe), "build", str(book.root), "--all", "-W", "-n", "--keep-going"]

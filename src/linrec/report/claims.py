@@ -4,18 +4,22 @@ Each analysis checks the paper's statements part by part and returns :class:`Cla
 what this run measured (as text, and as the number behind it with its interval and unit where there is
 one) beside what the paper reports. A claim that tests a statement has a :class:`Verdict`, one of three
 values, never free text; a headline number the chapter reports without testing anything
-(:meth:`Claim.measure`) has none. The book's runtime records every claim in the ledger and shows the
-tested ones with :func:`claims_table` (always the same four columns) and :func:`verdict_sentence`.
+(:meth:`Claim.measure`) has none. Every tested claim states its decision rule (``rule``), fixed where the
+claim is made, and says whether the statement is the paper's (its side is a :class:`Reported` figure) or a check
+this book adds. The book's runtime records every claim in the ledger and shows the tested ones as
+:class:`Verdicts` (the conclusion in one sentence, :func:`verdict_sentence`, then each claim's verdict with its
+rule) beside :func:`claims_table` (always the same four columns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
 import pandas as pd
 
+from linrec.errors import LinrecError
 from linrec.report.paper import Reported
 
 COLUMNS = ("claim", "paper (reported)", "this run (measured)", "reproduced")
@@ -32,12 +36,19 @@ class Verdict(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    def words(self, of_paper: bool = True) -> str:
+        """The verdict as a reader reads it: on a statement of the paper "reproduced", "not reproduced" or
+        "untestable in this run"; on a check this book adds (nothing to reproduce) "holds", "does not hold" or
+        "untestable in this run"."""
+        yes, no = ("reproduced", "not reproduced") if of_paper else ("holds", "does not hold")
+        return {"yes": yes, "no": no, "untestable": "untestable in this run"}[self.value]
+
 
 @dataclass(frozen=True)
 class Claim:
     """A checked statement or a headline number: what the paper says (a :class:`Reported` or a note), what this
-    run found (``measured``, the text shown; ``value``, ``interval`` and ``unit``, the number behind it), and the
-    verdict (None for a number reported without a test)."""
+    run found (``measured``, the text shown; ``value``, ``interval`` and ``unit``, the number behind it), the
+    verdict (None for a number reported without a test) and, for a tested claim, the rule that gave it."""
 
     claim: str
     paper: Reported | str
@@ -47,6 +58,7 @@ class Claim:
     interval: tuple[float, float] | None = None
     unit: str = ""
     note: str = ""
+    rule: str = ""
 
     @classmethod
     def check(
@@ -60,10 +72,15 @@ class Claim:
         interval: tuple[float, float] | None = None,
         unit: str = "",
         note: str = "",
+        rule: str,
     ) -> Claim:
-        """A claim whose verdict is ``holds`` (None: untestable in this run)."""
+        """A claim whose verdict is ``holds`` (None: untestable in this run) by ``rule``: when the verdict is
+        "yes", when "no", when "untestable", with its thresholds, in words a reader can check against the numbers.
+        A verdict without its rule cannot be read, so an empty ``rule`` is an error."""
+        if not rule.strip():
+            raise LinrecError(f"the claim '{claim}' needs its decision rule (rule=...) to state a verdict")
         verdict = Verdict.UNTESTABLE if holds is None else (Verdict.YES if holds else Verdict.NO)
-        return cls(claim, paper, measured, verdict, value, interval, unit, note)
+        return cls(claim, paper, measured, verdict, value, interval, unit, note, rule.strip())
 
     @classmethod
     def measure(
@@ -91,10 +108,28 @@ class Claim:
         """The paper's side as text: the reported value, or the note given instead."""
         return self.paper.value if isinstance(self.paper, Reported) else self.paper
 
+    def _repr_markdown_(self) -> str:
+        """In a notebook: the claim and what this run measured as one wrapped sentence, the verdict with its rule
+        where it has one (a printed line would be clipped)."""
+        if self.verdict is not None:
+            return verdict_line(self)
+        return f"**{self.claim}**: {self.measured}" + (f"; {self.note}" if self.note else "") + "."
+
     @property
     def tested(self) -> bool:
         """Whether this claim tests a statement (has a verdict)."""
         return self.verdict is not None
+
+    @property
+    def from_paper(self) -> bool:
+        """Whether the statement is the paper's (its side is a :class:`Reported` figure), not a check this book adds
+        (a control, or a test the paper does not make)."""
+        return isinstance(self.paper, Reported)
+
+    @property
+    def source(self) -> str:
+        """Where the paper states it (e.g. "Fig. 3"), empty for a check this book adds."""
+        return self.paper.source if isinstance(self.paper, Reported) else ""
 
 
 def claims_table(claims: Iterable[Claim]) -> pd.DataFrame:
@@ -103,12 +138,83 @@ def claims_table(claims: Iterable[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def verdict_sentence(profile: str, claims: Sequence[Claim]) -> str:
-    """One sentence naming which of the tested ``claims`` this run reproduces, the same in every chapter."""
-    tested = [c for c in claims if c.verdict is not None]
-    groups = {v: "; ".join(c.claim for c in tested if c.verdict is v) or "none" for v in Verdict}
+def _tally(claims: Sequence[Claim], clause: Callable[[Verdict, int], str]) -> str:
+    """``clause(verdict, count)`` for each verdict among ``claims`` (always for "yes"), with the claims' names, as
+    one list."""
+    parts = []
+    for verdict in Verdict:
+        group = [c.claim for c in claims if c.verdict is verdict]
+        if group or verdict is Verdict.YES:
+            parts.append(clause(verdict, len(group)) + (f" ({'; '.join(group)})" if group else ""))
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _reproduces(verdict: Verdict, n: int) -> str:
+    return {Verdict.YES: "reproduces", Verdict.NO: "does not reproduce", Verdict.UNTESTABLE: "cannot test"}[
+        verdict
+    ] + f" {n}"
+
+
+def _holds(verdict: Verdict, n: int) -> str:
+    one = n == 1
     return (
-        f"Profile `{profile}`: of the {len(tested)} claims checked here, this run reproduces "
-        f"{sum(c.verdict is Verdict.YES for c in tested)} ({groups[Verdict.YES]}); not reproduced: "
-        f"{groups[Verdict.NO]}; untestable in this run: {groups[Verdict.UNTESTABLE]}."
+        f"{n} "
+        + {
+            Verdict.YES: "holds" if one else "hold",
+            Verdict.NO: "does not hold" if one else "do not hold",
+            Verdict.UNTESTABLE: "cannot be tested",
+        }[verdict]
     )
+
+
+def verdict_sentence(profile: str, claims: Sequence[Claim]) -> str:
+    """The conclusion over the tested ``claims`` in one sentence, the same in every chapter: under ``profile``, how
+    many of the paper's statements this run reproduces, does not reproduce or cannot test, and how many of the
+    checks this book adds (controls, tests of statements the paper does not make) hold, each with the claims'
+    names."""
+    tested = [c for c in claims if c.verdict is not None]
+    if not tested:
+        raise LinrecError("a verdict needs at least one tested claim (Claim.check); headline numbers have none")
+    papers, ours = [c for c in tested if c.from_paper], [c for c in tested if not c.from_paper]
+    clauses = []
+    if papers:
+        n = "one claim" if len(papers) == 1 else f"{len(papers)} claims"
+        clauses.append(f"of the {n} of the paper tested here, this run {_tally(papers, _reproduces)}")
+    if ours:
+        n = "one check" if len(ours) == 1 else f"{len(ours)} checks"
+        clauses.append(f"of the {n} this book adds, {_tally(ours, _holds)}")
+    return f"Under profile `{profile}`, " + "; ".join(clauses) + "."
+
+
+def verdict_line(claim: Claim) -> str:
+    """One tested claim as a reader reads it: its name, whose statement it is, its verdict, what was measured and
+    the rule that turned the measurement into the verdict."""
+    if claim.verdict is None:
+        raise LinrecError(f"'{claim.claim}' is a headline number, not a tested claim: it has no verdict")
+    whose = f"the paper's, {claim.source}" if claim.from_paper else "this book's check"
+    rule = claim.rule if claim.rule.endswith(".") else f"{claim.rule}."
+    words = claim.verdict.words(claim.from_paper)
+    return f"**{claim.claim}** ({whose}): **{words}**. Measured: {claim.measured}. Rule: {rule}"
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What a chapter concludes from its tested claims: :func:`verdict_sentence`, then one :func:`verdict_line` per
+    claim. Printed as plain text; in a notebook, a wrapped Markdown block (a printed line would be clipped)."""
+
+    profile: str
+    claims: tuple[Claim, ...]
+
+    def __post_init__(self) -> None:
+        verdict_sentence(self.profile, self.claims)  # no tested claim: an error here, not an empty block later
+
+    def lines(self) -> list[str]:
+        """The conclusion, then each tested claim's verdict with its rule."""
+        return [verdict_sentence(self.profile, self.claims), *(verdict_line(c) for c in self.claims if c.tested)]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_markdown_(self) -> str:
+        first, *rest = self.lines()
+        return "\n".join([f"> **Verdict.** {first}", ">", *(f"> - {line}" for line in rest)])
