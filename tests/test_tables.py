@@ -8,7 +8,7 @@ import pytest
 from linrec.book import ledger
 from linrec.errors import LinrecError
 from linrec.report.claims import Claim
-from linrec.report.tables import FOLD_ROWS, MISSING, show
+from linrec.report.tables import FOLD_ROWS, MISSING, show, with_interval
 
 
 def test_show_rounds_each_column_to_its_meaningful_digits():
@@ -38,6 +38,7 @@ def test_show_hides_the_index_and_keeps_a_meaningful_one_as_a_column():
     wide = pd.DataFrame({"x": [1.5, 2.5]}, index=pd.Index(["gpt2", "neox"], name="model"))
     table = show(wide)
     assert list(table.text().columns) == ["model", "x"]
+    assert list(show(pd.DataFrame({"x": [1.0]}, index=["row"])).text().columns) == ["", "x"]
     page = table._repr_html_()
     assert "gpt2" in page and "row_heading" not in page and "<details>" not in page
 
@@ -65,3 +66,10 @@ def test_ledger_by_chapter_gives_one_short_table_per_chapter(tmp_path, monkeypat
     assert list(parts) == ["02_y", "05_x"]
     assert parts["05_x"].measured.tolist() == ["0.771 perplexity"] and parts["02_y"].measured.tolist() == ["0.988"]
     assert list(parts["02_y"].columns) == ["quantity", "paper (reported)", "measured", "reproduced", "note"]
+
+
+def test_with_interval_writes_an_estimate_and_its_interval_in_one_cell():
+    swaps = pd.DataFrame({"delta_ppl": [0.7712, 0.0], "delta_ppl_low": [0.5, 0.0], "delta_ppl_high": [1.049, 0.0]})
+    assert with_interval(swaps, "delta_ppl").tolist() == ["+0.77 [+0.50, +1.05]", "+0.00 [+0.00, +0.00]"]
+    with pytest.raises(LinrecError, match="delta_ppl_high"):
+        with_interval(swaps.drop(columns="delta_ppl_high"), "delta_ppl")

@@ -261,6 +261,7 @@ def compression_claims(
             replacement,
             ok,
             value=best.delta_ppl,
+            interval=(best.delta_ppl_low, best.delta_ppl_high) if "delta_ppl_low" in best else None,
             unit="perplexity",
             note=f"block {int(best.block)}, the early block of highest R²_lin {best.r2_lin:.3f}; "
             f"base PPL {best.base_ppl:.2f}",

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from linrec.plots._columns import require
+from linrec.plots._layout import WIDTH, legend_below
 from linrec.plots.depth import BLOCK_LABEL
 
 
@@ -18,7 +19,7 @@ def profile_figure(table: pd.DataFrame, title: str) -> Figure:
     require(table, ["block", "r2_lin", "r2_lin_std", "r2_feature_median"], "a depth profile")
     table = table.sort_values("block")
     blue, orange = sns.color_palette(n_colors=2)
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.6))
     ax.errorbar(table["block"], table["r2_lin"], yerr=table["r2_lin_std"], capsize=3, marker="o", ms=4, color=blue,
                 label="R²_lin, variance-weighted (k-fold mean ± std)")  # fmt: skip
     ax.plot(table["block"], table["r2_feature_median"], marker="s", ms=4, ls="--", color=orange,
@@ -26,6 +27,6 @@ def profile_figure(table: pd.DataFrame, title: str) -> Figure:
     ax.axhline(0, color="0.5", lw=0.8, zorder=0)
     ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R² (fraction of variance)", title=title)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8, loc="best")
+    legend_below(ax, ncol=1)
     fig.tight_layout()
     return fig

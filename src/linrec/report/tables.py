@@ -25,6 +25,8 @@ FOLD_ROWS = 20
 so a per-block table of a 24-block model does not push the figure it explains off the page."""
 
 RULES: tuple[tuple[str, str], ...] = (
+    (r"sigma", ".2f"),
+    (r"change", "+.4f"),
     (r"delta_ppl|Δ ?PPL", "+.2f"),
     (r"ppl|perplexity", ".2f"),
     (r"cond", ".3g"),
@@ -34,7 +36,9 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"ratio", ".2f"),
 )
 """(pattern, format spec) pairs tried in order on a column's name (case-insensitive); the first
-match wins. The basis of each: a perplexity difference is read to hundredths (the paper reports ΔPPL
+match wins. The basis of each: a step in units of the k-fold spread is read to hundredths; a change of R²
+(with and without some rows) is signed and kept to 4 decimals, since changes below 0.001 are the common case; a
+perplexity difference is read to hundredths (the paper reports ΔPPL
 +0.77), perplexities alike; a condition number matters by its order of magnitude, so 3 significant
 digits (scientific notation when large); a p-value by its first significant digits; R² and
 correlations to 3 decimals (the paper's bounds are 0.99 and 0.3, and the k-fold spread is rarely below
@@ -96,16 +100,32 @@ def show(table: pd.DataFrame, formats: Mapping[str, str] | None = None, fold: st
     """``table`` for reading: each float column rounded by :func:`column_format` (or by ``formats``, a format
     spec such as ``".4f"`` per column name), integers with thousands separators, no index column (a named
     or non-default index becomes the first column(s)), and, with more than :data:`FOLD_ROWS` rows, folded
-    behind ``fold`` (default: "<n> rows: click to show")."""
+    behind ``fold`` (default: "<n> rows: click to show"). An unnamed index becomes a column with an empty header."""
     if not isinstance(table, pd.DataFrame):
         raise LinrecError(f"show() formats a pandas DataFrame; got {type(table).__name__}")
     unknown = [c for c in formats or {} if c not in table.columns]
     if unknown:
         raise LinrecError(f"formats name columns the table lacks: {unknown}; it has {list(table.columns)}")
     if not isinstance(table.index, pd.RangeIndex) or any(name is not None for name in table.index.names):
-        table = table.reset_index()
+        table = table.rename_axis([name if name is not None else "" for name in table.index.names]).reset_index()
     if table.columns.duplicated().any():
         raise LinrecError(f"a table to show needs distinct column names; got {list(table.columns)}")
     chosen = {column: (formats or {}).get(column, column_format(column)) for column in table.columns}
     folded = len(table) > FOLD_ROWS
     return Table(table, chosen, (fold or f"{len(table)} rows: click to show") if folded else None)
+
+
+def with_interval(table: pd.DataFrame, value: str, spec: str | None = None) -> pd.Series:
+    """``value`` of each row with its interval, ``<value> [<low>, <high>]``, from the columns ``<value>_low`` and
+    ``<value>_high`` (each by ``spec``, default :func:`column_format` of ``value``): for a table that shows an
+    estimate and its interval in one cell, such as a pivot of ΔPPL."""
+    columns = [value, f"{value}_low", f"{value}_high"]
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise LinrecError(f"an estimate with its interval needs the columns {columns}; the table lacks {missing}")
+    spec = spec or column_format(value)
+    cells = [
+        f"{formatted(v, spec)} [{formatted(lo, spec)}, {formatted(hi, spec)}]"
+        for v, lo, hi in zip(table[value], table[f"{value}_low"], table[f"{value}_high"])
+    ]
+    return pd.Series(cells, index=table.index, name=value)
