@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, LogFormatterSciNotation, LogLocator, NullFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 WIDTH = 7.5
 """Width of every figure in inches: the book's column."""
@@ -87,11 +87,12 @@ def symlog_axis(ax: Axes, values: Sequence[float] | pd.Series | np.ndarray, axis
 
 def log_ticks(ax: Axes, axis: str = "x") -> None:
     """Labels on a log ``axis`` that do not collide: the powers of ten only, or 1, 2 and 5 times them where the
-    axis spans less than two decades (so that it still has labels); minor ticks unlabelled. Call it once the
+    axis spans less than two decades (so that it still has labels), written as plain numbers (0.02); minor ticks
+    unlabelled. Call it once the
     data are drawn (it reads the axis' limits)."""
     scaled = ax.xaxis if axis == "x" else ax.yaxis
     low, high = ax.get_xlim() if axis == "x" else ax.get_ylim()
     narrow = high <= 0 or low <= 0 or math.log10(high / low) < 2
     scaled.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if narrow else (1.0,), numticks=7))
-    scaled.set_major_formatter(LogFormatterSciNotation(base=10, labelOnlyBase=False))
+    scaled.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     scaled.set_minor_formatter(NullFormatter())

@@ -19,8 +19,8 @@ from matplotlib.ticker import MaxNLocator
 from linrec.analysis.activation import NORMALISED
 from linrec.analysis.learned import MATCHED, WEIGHTS
 from linrec.plots._columns import require
-from linrec.plots._layout import SMALL, WIDTH, figure_legend, legend_below
-from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, R2_LABEL, ordered, outer_ylabels, panel_grid
+from linrec.plots._layout import SMALL, WIDTH, figure_legend
+from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, ordered, outer_ylabels, panel_grid
 
 
 def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
@@ -111,10 +111,11 @@ def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None
                 capsize=3,
                 label=f"inputs {NORMALISED.get(kind, kind)}",
             )
-        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel=R2_LABEL, xticks=sorted(g["block"].unique()))
-        legend_below(ax, ncol=1)
+        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="R²_lin (k-fold mean ± std)", xticks=sorted(g["block"].unique()))
     outer_ylabels(axes)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=SMALL, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0), frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if len(models) > 2 else 0.1, 1, 1))
     return fig
 
 
@@ -126,7 +127,7 @@ def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None)
     for ax, x, label in zip(
         axes,
         ("log10_condition", "effective_rank_in"),
-        ("log10 condition number of the input covariance", "effective rank of the inputs (participation ratio)"),
+        ("log10 condition number\nof the input covariance", "effective rank of the inputs\n(participation ratio)"),
     ):
         sns.scatterplot(
             data=table,
@@ -173,7 +174,7 @@ def controls_figure(table: pd.DataFrame, bands: pd.DataFrame, order: Sequence[st
                    label="trained outside the band")  # fmt: skip
         if (rows["r2_lin"] < 0).any():  # only where a value is negative: elsewhere 0 would squash the curves
             ax.axhline(0, color="0.5", lw=0.8, zorder=0)
-        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="held-out R²_lin (k-fold mean ± std)")
+        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="R²_lin (k-fold mean ± std)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     outer_ylabels(axes, cols=1 if wide else 2)
     handles, labels = axes[0].get_legend_handles_labels()

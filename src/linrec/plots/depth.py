@@ -265,19 +265,16 @@ def training_lines(
                 capsize=2,
                 label=f"block {b}",
             )
-        ax.set_xscale(
-            "symlog", linthresh=max(1.0, float(g.loc[g["step"] > 0, "step"].min()) if (g["step"] > 0).any() else 1.0)
-        )
-        ax.set(title=model, xlabel="optimiser step (symlog)", ylabel=R2_LABEL)
+        symlog_axis(ax, g["step"], axis="x")
+        ax.set(title=model, xlabel="optimiser step (symlog)", ylabel="R²_lin (k-fold mean ± std)")
         if losses is not None and not losses[losses["model"] == model].empty:
             ell = losses[losses["model"] == model]
             corpus = loss_corpus or ell["corpus"].iloc[0]
             ell = ell[ell["corpus"] == corpus].sort_values("step")
             twin = ax.twinx()
             twin.plot(ell["step"], ell["loss"], color="0.45", ls="--", lw=1.2, label=f"held-out loss ({corpus})")
-            twin.set_ylabel(f"held-out loss, {corpus} (nats/token)", color="0.45")
+            twin.set_ylabel(f"dashed: held-out loss\n{corpus} (nats/token)", color="0.45")
             twin.grid(False)
-            twin.legend(loc="center right", fontsize=SMALL)
         legend_below(ax, ncol=2)
     fig.tight_layout()
     return fig
@@ -292,8 +289,7 @@ def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, refere
     for colour, model in zip(sns.color_palette(n_colors=len(models)), models):
         g = drift[drift["model"] == model].astype({"step": float}).sort_values("step")
         ax.plot(g["step"], g[column], marker="o", color=colour, label=model)
-    positive = drift.loc[drift["step"] > 0, "step"]
-    ax.set_xscale("symlog", linthresh=max(1.0, float(positive.min())) if len(positive) else 1.0)
+    symlog_axis(ax, drift["step"].astype(float), axis="x")
     ax.set(
         xlabel="optimiser step (symlog)",
         ylabel=f"RMS distance of R²_lin profile to {reference}",

@@ -60,9 +60,9 @@ def draw_pipeline() -> Figure:
             arrowprops=dict(arrowstyle="-|>", color="#333333", lw=1.3, shrinkA=4, shrinkB=4),
         )
     ax.text(
-        0.5,
+        0.45,
         0.47,
-        "below the line only moments exist: memory does not grow with the token count",
+        "below the line only moments exist:\nmemory does not grow with the token count",
         ha="center",
         fontsize=SMALL,
         style="italic",
