@@ -187,10 +187,12 @@ def corpus_figure(
             ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error, ylabel=ylabel
         )
         ax.set_title(model)
-        legend_below(ax, title="corpus", ncol=1)
     outer_ylabels(axes)
-    fig.suptitle(title)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="corpus", fontsize=SMALL, title_fontsize=SMALL, loc="lower center",
+               ncol=len(labels), bbox_to_anchor=(0.5, 0.0), frameon=False)  # fmt: skip
+    fig.suptitle(title, wrap=True)
+    fig.tight_layout(rect=(0, 0.12 if len(models) > 2 else 0.2, 1, 1))
     return fig
 
 
