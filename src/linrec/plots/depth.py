@@ -10,6 +10,7 @@ and panel layout defined here.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -183,15 +184,14 @@ def corpus_figure(
     corpora = ordered(table, "corpus", None)
     fig, axes = panel_grid(len(models))
     for ax, model in zip(axes, models):
-        curve_axes(
-            ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error, ylabel=ylabel
-        )
+        curve_axes(ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error,
+                   ylabel=ylabel if ylabel != R2_LABEL else "R²_lin (k-fold mean ± std)")  # fmt: skip
         ax.set_title(model)
     outer_ylabels(axes)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, title="corpus", fontsize=SMALL, title_fontsize=SMALL, loc="lower center",
                ncol=len(labels), bbox_to_anchor=(0.5, 0.0), frameon=False)  # fmt: skip
-    fig.suptitle(title, wrap=True)
+    fig.suptitle("\n".join(textwrap.wrap(title, 60)))
     fig.tight_layout(rect=(0, 0.12 if len(models) > 2 else 0.2, 1, 1))
     return fig
 
