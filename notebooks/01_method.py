@@ -36,6 +36,7 @@ from linrec.core.planted import gelu_r2, recover_rows
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import profile_corpus
 from linrec.plots import depth, method
+from linrec.report.tables import show
 
 check_params(globals(), integer=["SEED"],
              positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_HEADS", "TINY_SEQUENCES", "SEQ_LEN"],
@@ -111,7 +112,7 @@ pd.DataFrame(where)
 # The whole method is one forward pass and one small linear solve per block. The model is never
 # trained or modified; {numref}`fig-method-pipeline` shows what flows where.
 
-# %% mystnb={"figure": {"caption": "The data flow of one measurement. Rows $(x, y)$ exist only inside the forward pass; below the dashed line everything is computed from float64 moments, whose size does not depend on the number of tokens.", "name": "fig-method-pipeline"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The data flow of one measurement. Rows $(x, y)$ exist only inside the forward pass; below the dashed line everything is computed from float64 moments, whose size does not depend on the number of tokens.", "name": "fig-method-pipeline"}}
 fig = method.draw_pipeline()
 ch.figure(fig, None, "fig-method-pipeline")
 
@@ -228,11 +229,11 @@ planted = {
     "even (quadratic)": (even_part, 0.0),
 }
 reports = {name: recover_rows(x, y, FOLDS) for name, (y, _) in planted.items()}
-pd.DataFrame({
-    "expected": {name: expected for name, (_, expected) in planted.items()},
+show(pd.DataFrame({
+    "expected R²_lin": {name: expected for name, (_, expected) in planted.items()},
     "R²_lin (measured)": {name: r.r2_lin for name, r in reports.items()},
-    "std over folds": {name: r.r2_lin_std for name, r in reports.items()},
-})
+    "R²_lin std over folds": {name: r.r2_lin_std for name, r in reports.items()},
+}).rename_axis("planted block"))
 
 # %% [markdown]
 # Mixing the two parts, $y = (1-\alpha)(xA + c) + \alpha\,(xB)^{\circ 2}$, gives a whole family
@@ -251,7 +252,7 @@ sweep = pd.DataFrame({"alpha": alphas, "r2_lin": [r.r2_lin for r in mixed],
 fine = np.linspace(0, 1, 201)
 theory = pd.DataFrame({"alpha": fine, "r2_lin": (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even)})
 
-# %% mystnb={"figure": {"caption": "Planted blocks mixing an affine and an even part: held-out $R^2_\\text{lin}$ measured by `linrec` (points, $k$-fold mean ± std) against the exact population value (line).", "name": "fig-method-mixture"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Planted blocks mixing an affine and an even part: held-out $R^2_\\text{lin}$ measured by `linrec` (points, $k$-fold mean ± std) against the exact population value (line).", "name": "fig-method-mixture"}}
 fig = method.mixture_figure(sweep, theory, FOLDS, ROWS)
 ch.figure(fig, {"measured": sweep, "exact": theory}, "fig-method-mixture")
 
@@ -283,12 +284,12 @@ gelu_table["exact"] = gelu_r2(torch.tensor(gelu_table["scale"].to_numpy()),
 gelu_table["measured"] = [recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
                           for s, b in zip(gelu_table["scale"], gelu_table["offset"])]
 
-# %% mystnb={"figure": {"caption": "Exact $R^2_\\text{lin}$ of a GELU block $y = \\mathrm{GELU}(s\\,xQ + \\beta)\\,C$ with Gaussian inputs, over the scale $s$ and offset $\\beta$ of its pre-activations (Gauss–Hermite quadrature). White dots: the blocks measured on rows in {numref}`fig-method-gelu-check`.", "name": "fig-method-gelu-map"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Exact $R^2_\\text{lin}$ of a GELU block $y = \\mathrm{GELU}(s\\,xQ + \\beta)\\,C$ with Gaussian inputs, over the scale $s$ and offset $\\beta$ of its pre-activations (Gauss–Hermite quadrature). White dots: the blocks measured on rows in {numref}`fig-method-gelu-check`.", "name": "fig-method-gelu-map"}}
 fig = method.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
 ch.figure(fig, {"map": method.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()), "blocks": gelu_table},
           "fig-method-gelu-map")
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ that `linrec` measures on rows of the GELU blocks marked in {numref}`fig-method-gelu-map` against the exact value; the dashed diagonal is perfect agreement.", "name": "fig-method-gelu-check"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ that `linrec` measures on rows of the GELU blocks marked in {numref}`fig-method-gelu-map` against the exact value; the dashed diagonal is perfect agreement.", "name": "fig-method-gelu-check"}}
 fig = method.gelu_check_figure(gelu_table, ROWS)
 ch.figure(fig, gelu_table, "fig-method-gelu-check")
 
@@ -325,10 +326,10 @@ print(f"block 0: X {tuple(X0.shape)}, Y {tuple(Y0.shape)}; max |MLP(X) - Y| = {g
 
 # %%
 table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=ch.progress)
-table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
-       "null_dims", "n_train", "n_test"]]
+show(table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
+            "null_dims", "n_train", "n_test"]])
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
 fig = method.untrained_figure(table, f"random-init GPT-2, {TINY_WIDTH} wide",
                               title="Every block of an untrained GPT-2 is close to linear")
 ch.figure(fig, table, "fig-method-random-init")
@@ -355,10 +356,10 @@ trained_name = profile.models[0]
 corpus = profile_corpus(profile)
 trained_run = measurement(profile, trained_name, progress=ch.progress)  # cached: later chapters reuse this capture
 trained_table = trained_run.table()
-trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
-               "input_condition", "null_dims", "n_train", "n_test"]]
+show(trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
+                    "input_condition", "null_dims", "n_train", "n_test"]], fold="every block of the trained model")
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's first trained model on the profile's main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-method-trained"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's first trained model on the profile's main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-method-trained"}}
 fig = depth.heterogeneity_reference_figure(trained_table)
 ch.figure(fig, trained_table, "fig-method-trained")
 
@@ -386,12 +387,12 @@ for m in profile.pretrained:  # the trained capture is the one chapters 2 to 7 s
     real_runs[m, "final"] = measurement(profile, m, progress=ch.progress).table()
 if real_runs:
     real_profiles = pd.concat(real_runs.values(), ignore_index=True)
-    display(real_profiles.groupby(["model", "checkpoint"])["r2_lin"].describe()[["min", "50%", "max"]]
-            .rename(columns={"50%": "median"}).round(3))
+    display(show(real_profiles.groupby(["model", "checkpoint"])["r2_lin"].describe()[["min", "50%", "max"]]
+                 .rename(columns=lambda c: f"R²_lin {'median' if c == '50%' else c}")))
 else:
     print("This profile measures no pretrained model; see chapter 2 under the offline profile.")
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's real pretrained model, trained (solid) and at a seeded random initialisation of the same architecture (dashed), on the profile's main corpus ($k$-fold mean ± std).", "name": "fig-method-real"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's real pretrained model, trained (solid) and at a seeded random initialisation of the same architecture (dashed), on the profile's main corpus ($k$-fold mean ± std).", "name": "fig-method-real"}}
 if real_runs:
     fig = depth.curves_figure(real_profiles, style="checkpoint",
                               title="A real pretrained model against its own random initialisation")
@@ -404,8 +405,8 @@ if real_runs:
 # sets the paper's reported measurement setup next to what ran here, so that the difference in
 # scale is explicit.
 
-# %%
-pd.DataFrame({
+# %% tags=["hide-input"]
+show(pd.DataFrame({
     "paper (reported)": ["GPT-2 124M, Pythia-160m, llama-160m", "768", "12 per model",
                          "about 15–30k", "128", "WikiText-2-raw",
                          "held-out split (fraction not stated)"],
@@ -419,7 +420,7 @@ pd.DataFrame({
                                            f"{trained_run.info.rows:,}", str(trained_run.info.seq_len),
                                            corpus.name, f"{profile.folds}-fold by sequence"]
        for (m, c), t in real_runs.items() if c == "final"},
-}, index=["models", "width d", "FFN blocks", "rows per block", "sequence length", "text", "held-out"])
+}, index=["models", "width d", "FFN blocks", "rows per block", "sequence length", "text", "held-out"]))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

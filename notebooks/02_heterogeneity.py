@@ -30,6 +30,7 @@ from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.swaps import affine_swaps
 from linrec.plots import depth, pretrained
+from linrec.report.tables import show, with_interval
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], names_empty_or_none=["PRETRAINED"], flag=["SWAP"],
              positive_int=["FIRST"], positive_int_or_none=["SWAP_TOKENS"], fraction=["HIGH", "LOW"], positive_number=["SIGMAS"])
@@ -56,7 +57,8 @@ table = depth_table(measured.values(), profile)
 info = next(iter(measured.values())).info
 print(f"{len(MODELS)} models, {info.rows:,} rows per block on {info.corpus}, "
       f"{info.folds} folds by sequence (each held-out fold ≈ {info.rows // info.folds:,} rows)")
-table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "null_dims"]]
+show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "null_dims"]],
+     fold="R²_lin, its k-fold std, the median per-feature R², the input condition number and null dims of every block")
 
 # %% [markdown]
 # ## The zero-shot swap
@@ -73,15 +75,14 @@ table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_con
 if SWAP:
     swaps = affine_swaps(profile, measured.values(), max_tokens=SWAP_TOKENS, progress=ch.progress, cache=True)
     print(f"perplexity on {swaps['eval_tokens'].iloc[0]:,} tokens of {swaps['eval_corpus'].iloc[0]} (eval split)")
-    wide = swaps.pivot(index="model", columns="block", values="delta_ppl").loc[MODELS]
-    wide.columns = [f"ΔPPL, block {b}" for b in wide.columns]
-    wide.insert(0, "PPL, unmodified", swaps.groupby("model")["base_ppl"].first())
-    display(wide)
+    wide = swaps.assign(cell=with_interval(swaps, "delta_ppl")).pivot(index="block", columns="model", values="cell")
+    display(show(wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]")))
+    display(show(swaps.groupby("model")["base_ppl"].first().loc[MODELS].rename("PPL, unmodified").to_frame()))
 else:
     swaps = pd.DataFrame(columns=["model", "block", "delta_ppl"])
     print("SWAP = False: the swap panel is left empty")
 
-# %% mystnb={"figure": {"caption": "Top: held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile ($k$-fold mean ± std), with the paper's reported bounds (0.99 and 0.3) dashed. Bottom: the change in perplexity when that block alone is swapped for its closed-form affine map (zero-shot, symmetric-log axis; empty when `SWAP` is off).", "name": "fig-heterogeneity"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile ($k$-fold mean ± std), with the paper's reported bounds (0.99 and 0.3) dashed. Bottom: the change in perplexity when that block alone is swapped for its closed-form affine map (zero-shot, symmetric-log axis, with its 95% bootstrap interval over evaluation windows; empty when `SWAP` is off).", "name": "fig-heterogeneity"}}
 fig = depth.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
 ch.figure(fig, {"r2_lin": table, "swaps": swaps}, "fig-heterogeneity")
 
@@ -95,7 +96,7 @@ ch.figure(fig, {"r2_lin": table, "swaps": swaps}, "fig-heterogeneity")
 
 # %%
 summary = depth_summary(table, sigmas=SIGMAS)
-summary
+show(summary)
 
 # %% [markdown]
 # The paper's claim has four parts, and each is checked separately below: the column "this run
@@ -140,7 +141,8 @@ ch.glue(first=FIRST, rows_first=heavy.rows_first, variance_first=heavy.variance_
         reading="no block's global R²_lin moves by 0.05 or more without its first positions"
         if positions.change.abs().max() < 0.05 else
         "some block's global R²_lin depends on its first positions: read those blocks' numbers with that in mind")
-positions[["model", "block", "r2_lin", "r2_lin_later", "change", "variance_first"]]
+show(positions[["model", "block", "r2_lin", "r2_lin_later", "change", "variance_first"]],
+     fold="R²_lin of every block with and without the first positions")
 
 # %% [markdown]
 # The first {glue:text}`first` position(s) are {glue:text}`rows_first:.1%` of the rows. Their share of a
@@ -170,15 +172,16 @@ for m, conv in convergence.items():
     gained = convergence_claim(conv).of(m)
     ch.report([gained])
     display(gained)
-    display(conv.pivot(index="block", columns="train_rows", values="r2_lin").round(3)
-            .rename(columns=lambda rows: f"{rows:,} training rows"))
+    display(show(conv.pivot(index="block", columns="train_rows", values="r2_lin")
+                 .rename(columns=lambda rows: f"R²_lin, {rows:,} training rows"),
+                 fold=f"{m}: R²_lin of every block against the number of training rows"))
 
 # %% [markdown]
 # The table gives held-out R²_lin per block (rows) against the number of training rows per fit
 # (columns; the last is the profile's own number). Where the last steps still raise it, the profile below is a lower bound on what more text
 # would show, most in the least linear blocks, and a ranking of blocks rather than final values.
 
-# %% mystnb={"figure": {"caption": "The real pretrained model of the profile: held-out $R^2_\\text{lin}$ of each of its FFN blocks, variance-weighted ($k$-fold mean ± std), and the median over output features of each feature's own $R^2$.", "name": "fig-heterogeneity-real"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The real pretrained model of the profile: held-out $R^2_\\text{lin}$ of each of its FFN blocks, variance-weighted ($k$-fold mean ± std), and the median over output features of each feature's own $R^2$.", "name": "fig-heterogeneity-real"}}
 for m in PRETRAINED:
     fig = pretrained.profile_figure(real_table[real_table.model == m], f"{m}: R²_lin per block")
     ch.figure(fig, real_table[real_table.model == m], f"fig-heterogeneity-real-{m}")
@@ -214,7 +217,8 @@ if PRETRAINED:
                     "real_moved": f"block {int(real_moved.block)}: {real_moved.r2_lin:.3f} → {real_moved.r2_lin_later:.3f}",
                     "real_steady": f"{len(steady)} of {len(real_positions)}",
                     "real_steady_change": f"{steady.change.abs().max():.4f}" if len(steady) else "n/a"}
-    display(real_positions[["model", "block", "r2_lin", "r2_lin_later", "change", "variance_first"]])
+    display(show(real_positions[["model", "block", "r2_lin", "r2_lin_later", "change", "variance_first"]],
+                 fold="R²_lin of every block with and without the first positions"))
 ch.glue(**real_reading)
 
 # %% [markdown]

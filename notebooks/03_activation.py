@@ -45,6 +45,7 @@ from linrec.experiment.resolve import load_profile_model
 from linrec.interventions.crossfeed import crossfeed_grid
 from linrec.plots import activation as figures
 from linrec.plots import depth
+from linrec.report.tables import show
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
              names_empty_or_none=["PRETRAINED"], seeds=["CONTROL_SEEDS"],
@@ -98,10 +99,10 @@ measured = {(m, "final"): measurement(profile, m, progress=ch.progress) for m in
 measured |= {(m, "init"): measurement(profile, m, checkpoint="init", keep="moments", progress=ch.progress)
              for m in untrained}
 profiles = pd.concat([conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
-pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
-              "activation": {m: ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
-              "seed": {m: i.seed for m, i in identities.items()},
-              "measured at init": {m: m in untrained for m in MODELS}})
+show(pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
+                   "activation": {m: ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
+                   "seed": {m: i.seed for m, i in identities.items()},
+                   "measured at init": {m: m in untrained for m in MODELS}}).rename_axis("model"))
 
 # %% [markdown]
 # ## Every model against its shuffled weights
@@ -121,8 +122,10 @@ ch.figure(fig, {"profiles": shuffled, "bands": bands}, "fig-activation-learned")
 # %%
 ch.report(learned_claims(shuffled), figure="fig-activation-learned")
 
-# %%
-bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]].round(3)
+# %% tags=["hide-input"]
+show(bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]],
+     {"trained": ".3f", "control_mean": ".3f", "low": ".3f", "high": ".3f"},
+     fold="every block's trained R²_lin against its shuffled controls' band")
 
 # %% [markdown]
 # The verdict above is this chapter's conclusion on whether recoverability is learned: its first
@@ -154,8 +157,8 @@ if not controls:
 # %%
 for m, table in controls.items():
     display(ch.report([c.of(m) for c in learned_claims(table)], figure="fig-activation-controls"))
-    display(table.groupby(["weights", "seed"], dropna=False)["r2_lin"].describe()[["min", "50%", "max"]]
-            .rename(columns={"50%": "median"}).round(3))
+    display(show(table.groupby(["weights", "seed"], dropna=False)["r2_lin"].describe()[["min", "50%", "max"]]
+                 .rename(columns=lambda c: f"R²_lin {'median' if c == '50%' else c}")))
 
 # %% [markdown]
 # Many of the random-initialisation values are below zero: at about 11 training rows per input
@@ -169,14 +172,15 @@ for m, table in controls.items():
 # model has an initial checkpoint, at random initialisation; the table below it summarises the shape
 # of each profile.
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
 fig = depth.curves_figure(profiles, style="checkpoint", order=MODELS,
                             title="R²_lin per block, trained (solid) and at random initialisation (dashed)")
 ch.figure(fig, profiles, "fig-activation-profiles")
 
 # %%
 shape = depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
-shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]]
+show(shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]],
+     {"jump": ".3f", "jump_sigma": ".2f"})
 
 # %% [markdown]
 # ## Seeds, families and training: how far apart are two profiles?
@@ -192,8 +196,9 @@ distances = distance_table(profiles, identities)
 fig = figures.distance_figure(distances)
 ch.figure(fig, distances, "fig-activation-distances")
 
-# %%
-distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"])
+# %% tags=["hide-input"]
+show(distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"]),
+     {"mean": ".3f", "min": ".3f", "max": ".3f"})
 
 # %% [markdown]
 # With a single pair of seeds the seed-to-seed distance is one number, not a distribution: it sets
@@ -209,14 +214,14 @@ distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "
 # the median one). {numref}`fig-activation-conditioning` sets R²_lin against the first and the
 # third; the table gives the rank correlation of R²_lin with each statistic, with its interval.
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
 fig = figures.conditioning_figure(profiles, order=MODELS)
 ch.figure(fig, profiles, "fig-activation-conditioning")
 
 # %%
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
 if trained_blocks.groupby("model").size().max() >= 4:
-    display(predictor_table(trained_blocks))
+    display(show(predictor_table(trained_blocks)))
 else:
     print(f"Profile '{PROFILE}': no model has the 4 blocks a correlation within it needs.")
 
@@ -254,8 +259,8 @@ normalised = pd.concat([normalisation_table(nets[m], measured[(m, "final")], NOR
 fig = figures.normalisation_figure(normalised, order=MODELS)
 ch.figure(fig, normalised, "fig-activation-normalised")
 
-# %%
-normalisation_summary(normalised)
+# %% tags=["hide-input"]
+show(normalisation_summary(normalised))
 
 # %% [markdown]
 # Whitening is the stronger intervention: it inflates the directions the block almost never saw

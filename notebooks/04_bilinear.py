@@ -59,6 +59,7 @@ from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import gain_correlation
 from linrec.plots import bilinear as figures
+from linrec.report.tables import show
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
              positive_int=["TOP_DIMS", "REAL_EVERY", "PROBE_SEEDS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
@@ -117,7 +118,7 @@ seeded_config = probe_config(profile.probe, seed=SEED, rank=RANK, device=profile
 # %%
 measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 info = next(iter(measured.values())).info
-pd.Series({
+show(pd.Series({
     "models": ", ".join(MODELS),
     "corpus": info.corpus,
     "rank r of the bilinear term": config.rank,
@@ -129,7 +130,7 @@ pd.Series({
     "validation every / patience": f"{config.eval_every} steps / {config.patience} checks",
     "bilinear probe seeds per block": PROBE_SEEDS,
     "sampled rows per block": info.sample_rows,
-}, name="setting").to_frame()
+}, name="setting").to_frame())
 
 # %% [markdown]
 # ## Gain against nonlinearity
@@ -142,9 +143,10 @@ pd.Series({
 # %%
 sweep = probe_sweep(measured, config, progress=ch.progress, cache=True, seeded=seeded_config, seeds=PROBE_SEEDS)
 correlations = {column: gain_correlation(sweep, column) for column in ("gain", "gain_seeded")} if len(sweep) >= 4 else {}
-sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]]
+show(sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]],
+     fold="both probes' R² and gain over the closed form, block by block")
 
-# %% mystnb={"figure": {"caption": "Held-out R² gain of the bilinear probe and of seeded-poly over the closed-form affine map (same test rows) against the block's residual nonlinearity $1 - R^2_\\text{lin}$; one point per block and probe, Pearson $r$ with its 95% interval in the legend.", "name": "fig-bilinear-gain"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out R² gain of the bilinear probe and of seeded-poly over the closed-form affine map (same test rows) against the block's residual nonlinearity $1 - R^2_\\text{lin}$; one point per block and probe, Pearson $r$ with its 95% interval in the legend.", "name": "fig-bilinear-gain"}}
 fig = figures.gain_figure(sweep, correlations)
 ch.figure(fig, sweep, "fig-bilinear-gain")
 
@@ -181,9 +183,9 @@ ch.figure(fig, sweep, "fig-bilinear-gain")
 # %%
 width = block_width(measured)
 controls = probe_controls(config, d=width, seed=SEED, seeds=PROBE_SEEDS)
-controls.drop(columns="kind").round(3)
+show(controls.drop(columns="kind"))
 
-# %% mystnb={"figure": {"caption": "Share of what the closed form leaves over that the bilinear probe captures, gain / (1 − $R^2_\\text{lin}$), with 95% intervals (held-out sequences resampled, spanning the probe seeds), against the block's residual nonlinearity; dotted lines: the shares of the planted controls; shaded: the interval of the random-FFN controls at this width.", "name": "fig-bilinear-captured"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of what the closed form leaves over that the bilinear probe captures, gain / (1 − $R^2_\\text{lin}$), with 95% intervals (held-out sequences resampled, spanning the probe seeds), against the block's residual nonlinearity; dotted lines: the shares of the planted controls; shaded: the interval of the random-FFN controls at this width.", "name": "fig-bilinear-captured"}}
 fig = figures.captured_figure(sweep, controls)
 ch.figure(fig, {"probes": sweep, "controls": controls}, "fig-bilinear-captured")
 
@@ -236,19 +238,19 @@ ch.glue(share_median=sweep.captured.median(), blocks=len(sweep), share_min=sweep
 
 # %%
 correlation_table = residual_correlations(sweep)
-correlation_table
+show(correlation_table)
 
 # %% [markdown]
 # And the gains themselves, for both probes:
 
-# %%
-pd.DataFrame({
+# %% tags=["hide-input"]
+show(pd.DataFrame({
     "probe": ["bilinear probe", "seeded-poly"],
     "median gain (R²)": [sweep.gain.median(), sweep.gain_seeded.median()],
     "max gain (R²)": [sweep.gain.max(), sweep.gain_seeded.max()],
     "Pearson r with 1 − R²_lin (95% CI)": [str(correlations[c]) if c in correlations else "needs 4 blocks"
                                            for c in ("gain", "gain_seeded")],
-})
+}))
 
 # %% [markdown]
 # ## Does the gate de-recruit?
@@ -269,7 +271,7 @@ pd.DataFrame({
 
 # %%
 reference = gate_reference(config, seeded_config, d=width, seed=SEED)
-pd.Series(reference, name="planted block, captured quadratic residual").to_frame()
+show(pd.Series(reference, name="planted block, captured quadratic residual").to_frame())
 
 # %% mystnb={"figure": {"caption": "Seeded-poly's gate $|g|$ after fitting (log scale) against the block's $R^2_\\text{lin}$, one point per block; the dashed line is the value every gate started from.", "name": "fig-bilinear-gate"}}
 gates = gate_summary(sweep, config.gate_init)
@@ -316,8 +318,8 @@ ch.figure(fig, concentration, "fig-bilinear-features")
 # the R² of those dims against the rest (variance-weighted means of their per-feature R²).
 
 # %%
-concentration[["model", "block", "r2_lin", "r2_feature_median", "gap", "effective_rank_out", "top_share",
-               "uniform_share", "r2_top", "r2_rest"]]
+show(concentration[["model", "block", "r2_lin", "r2_feature_median", "gap", "effective_rank_out", "top_share",
+                    "uniform_share", "r2_top", "r2_rest"]], fold="global and per-feature R² of every block")
 
 # %% [markdown]
 # The block where global and median per-feature R² differ most, dim by dim
@@ -330,8 +332,8 @@ fig = figures.dims_figure(dims, TOP_DIMS, title=f"{widest.model}, block {int(wid
                           f"{widest.r2_lin:.3f}, median per-feature {widest.r2_feature_median:.3f}")
 ch.figure(fig, dims, "fig-bilinear-dims")
 
-# %%
-dims.head(TOP_DIMS + 2)
+# %% tags=["hide-input"]
+show(dims.head(TOP_DIMS + 2))
 
 # %% tags=["remove-cell"]
 ch.glue(widest_block=f"{widest.model} block {int(widest.block)}", top_dims=TOP_DIMS, d_out=int(widest.d_out),
@@ -399,9 +401,9 @@ if PRETRAINED:
                bilinear_claims(real_sweep, real_concentration, config.gate_init, few=FEW_POINTS,
                                near_linear=NEAR_LINEAR, low_rank=LOW_RANK, gap=GAP, controls=real_controls,
                                reference=real_reference)])
-    display(real_controls[["control", "r2_lin", "captured", "captured_low", "captured_high"]].round(4))
-    display(real_sweep[["model", "block", "r2_lin", "gain", "captured", "captured_low", "captured_high",
-                        "gain_seeded", "gate", "at_budget"]].round(4))
+    display(show(real_controls[["control", "r2_lin", "captured", "captured_low", "captured_high"]]))
+    display(show(real_sweep[["model", "block", "r2_lin", "gain", "captured", "captured_low", "captured_high",
+                             "gain_seeded", "gate", "at_budget"]]))
 else:
     print("This profile measures no pretrained model; the section needs one (offline profile).")
 

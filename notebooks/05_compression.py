@@ -44,6 +44,7 @@ from linrec.experiment.resolve import load_profile_model, probe_config
 from linrec.experiment.swaps import eval_batches
 from linrec.interventions.perplexity import compression_frontier
 from linrec.plots import compression as figures
+from linrec.report.tables import show, with_interval
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
              positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
@@ -93,9 +94,9 @@ sets = replacement_sets(m, KINDS, LOW_RANK, config)
 swaps = swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
 print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "
       f"perplexity on {evals.n_rows:,} held-out tokens of {profile.eval_corpus}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
-swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first()
+show(swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first())
 
-# %% mystnb={"figure": {"caption": "Change in perplexity (symmetric-log axis) when one block at a time is replaced by each kind of module; the legend gives each kind's parameter ratio to the original FFN.", "name": "fig-compression-swaps"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Change in perplexity (symmetric-log axis) when one block at a time is replaced by each kind of module, with its 95% bootstrap interval over evaluation windows; the legend gives each kind's parameter ratio to the original FFN.", "name": "fig-compression-swaps"}}
 fig = figures.swap_figure(swaps)
 ch.figure(fig, swaps, "fig-compression-swaps")
 
@@ -103,10 +104,12 @@ ch.figure(fig, swaps, "fig-compression-swaps")
 # The numbers behind {numref}`fig-compression-swaps`, ΔPPL per block and kind (rows: blocks, with
 # their R²_lin):
 
-# %%
+# %% tags=["hide-input"]
 grid = swaps.pivot(index="block", columns="kind", values="delta_ppl")[list(sets)]
-grid.insert(0, "R²_lin", grid.index.map(r2_lin))
-grid
+cells = swaps.assign(cell=with_interval(swaps, "delta_ppl")).pivot(index="block", columns="kind", values="cell")
+show(cells[list(sets)].rename(columns=lambda kind: f"{kind}: ΔPPL [95% interval]")
+     .assign(**{"R²_lin": grid.index.map(r2_lin)})[["R²_lin", *[f"{kind}: ΔPPL [95% interval]" for kind in sets]]],
+     fold="ΔPPL of every block and kind")
 
 # %% [markdown]
 # ## The single-layer replacement
@@ -124,19 +127,22 @@ grid
 best = best_block(swaps, "affine", EARLY)
 cheapest = best_block(swaps, "affine", EARLY, by="delta_ppl")
 early = early_blocks(m.blocks, EARLY)
-pd.DataFrame({
+show(pd.DataFrame({
     "paper (reported)": ["GPT-2 (124M), WikiText-2", "768 → 3072 → 768", "an early block", "8× (7.996 numbers stored)",
                          "+0.77", "not stated in the sources", "not stated in the sources"],
     "this run (measured)": [f"{MODEL}, {profile.eval_corpus}", f"{best.original_params:,} numbers stored",
                             f"block {int(best.block)} (highest R²_lin, {best.r2_lin:.3f}, of early blocks {early})",
-                            f"{best.ratio:.3f}×", f"{best.delta_ppl:+.3f}", f"{best.base_ppl:.3f}",
+                            f"{best.ratio:.3f}×", with_interval(best.to_frame().T, "delta_ppl").iloc[0],
+                            f"{best.base_ppl:.3f}",
                             f"{best.relative:+.2%}"],
     "cheapest on this text (optimistic)": [f"{MODEL}, {profile.eval_corpus}",
                                            f"{cheapest.original_params:,} numbers stored",
                                            f"block {int(cheapest.block)} (lowest ΔPPL of early blocks)",
-                                           f"{cheapest.ratio:.3f}×", f"{cheapest.delta_ppl:+.3f}",
+                                           f"{cheapest.ratio:.3f}×",
+                                           with_interval(cheapest.to_frame().T, "delta_ppl").iloc[0],
                                            f"{cheapest.base_ppl:.3f}", f"{cheapest.relative:+.2%}"],
-}, index=["model, text", "FFN", "block", "parameter ratio", "ΔPPL", "perplexity before", "relative ΔPPL"])
+}, index=["model, text", "FFN", "block", "parameter ratio", "ΔPPL [95% interval]", "perplexity before",
+          "relative ΔPPL"]))
 
 # %% [markdown]
 # ## The frontier: swapping several blocks
@@ -146,14 +152,14 @@ pd.DataFrame({
 # each step the model's perplexity is measured with all swaps so far in place. The x axis of
 # {numref}`fig-compression-frontier` counts the numbers saved across all FFN blocks.
 
-# %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
-frontier = compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress, base=swaps.base_ppl.iloc[0])
+# %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
+frontier = compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress)
 fig = figures.frontier_figure(frontier)
 ch.figure(fig, frontier, "fig-compression-frontier")
 
-# %%
-frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl",
-          "delta_ppl"]]
+# %% tags=["hide-input"]
+show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl"]]
+     .assign(**{"ΔPPL [95% interval]": with_interval(frontier, "delta_ppl")}), fold="every step of the frontier")
 
 # %% [markdown]
 # ## Does R²_lin flag the unsafe blocks?
@@ -171,7 +177,7 @@ frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "mode
 # every model's own ρ, and the pooled one for contrast only. A model with fewer than four blocks has
 # no interval and is left out. The swaps are drawn in {numref}`fig-compression-signal`.
 
-# %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
+# %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
 others = {name: measurement(profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
                     affine_signal(profile, others.values(), EVAL_TOKENS, progress=ch.progress, cache=True) if others else None], ignore_index=True)
@@ -180,11 +186,11 @@ rho = signal_correlation(signal)
 fig = figures.signal_figure(signal, rho.combined if rho else None)
 ch.figure(fig, signal, "fig-compression-signal")
 
-# %%
-signal_table(signal, rho) if rho else None
+# %% tags=["hide-input"]
+show(signal_table(signal, rho)) if rho else None
 
-# %%
-flags(signal)
+# %% tags=["hide-input"]
+show(flags(signal))
 
 # %% tags=["remove-cell"]
 agree = flags(signal).agree
@@ -250,7 +256,8 @@ if not PRETRAINED:
 for name, rows in real_signal.items():
     ch.report([c.of(name) for c in compression_claims(best_block(rows, early=EARLY), signal_correlation(rows),
                                                       MIN_RATIO, MAX_RELATIVE)], figure="fig-compression-real")
-    display(rows[["block", "r2_lin", "base_ppl", "delta_ppl", "relative", "ratio"]].round(4))
+    display(show(rows[["block", "r2_lin", "base_ppl", "ratio", "relative"]]
+                 .assign(**{"ΔPPL [95% interval]": with_interval(rows, "delta_ppl")})))
 
 # %% [markdown]
 # Read the two rows above as a second model beside the zoo, not as the paper's GPT-2: the early block
@@ -314,14 +321,15 @@ grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]}) 
 # numbers. The code below runs the sweep.
 
 # %% tags=["solution"]
-from linrec.interventions.perplexity import swap_deltas
+from linrec.interventions.perplexity import swap_deltas, window_nll
 from linrec.interventions.surgery import fit_replacements
 
 width = int(table.d_in.iloc[0])
 ranks = sorted({min(width, 2**i) for i in range(width.bit_length() + 1)})
 block = int(best.block)
+base = window_nll(net, evals)
 sweep = pd.concat([swap_deltas(net, evals, fit_replacements(m.moments, "lowrank", k, [block]), progress=ch.progress,
-                               base=best.base_ppl).assign(rank=k) for k in ranks], ignore_index=True)
+                               base=base).assign(rank=k) for k in ranks], ignore_index=True)
 print(f"block {block}: effective rank of the map's predictions {float(table.effective_rank_map[table.block == block].iloc[0]):.2f}; "
       f"full affine ΔPPL {best.delta_ppl:+.3f}")
 sweep[["rank", "params", "ratio", "delta_ppl"]]

@@ -44,6 +44,7 @@ from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import baseline_config
 from linrec.interventions.baseline import VALIDATION
 from linrec.plots import pitfall as figures
+from linrec.report.tables import show
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "OPTIMIZERS", "INPUTS", "REAL_INPUTS"],
              name_or_none=["CURVE_MODEL"], positive_int_or_none=["STEPS"], fraction=["TOLERANCE"],
@@ -111,13 +112,13 @@ config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS, device=p
 measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
 chosen = representative_blocks(table)
-pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_size,
+show(pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_size,
            "Adam base learning rate": config.lr_adam, "SGD momentum": config.momentum,
            "learning-rate grid (× base)": ", ".join(f"{f:g}" for f in config.lr_factors),
            "validation share of training rows": VALIDATION, "targets": "standardised" if config.standardise_targets
            else "raw", "schedule": config.schedule, "held-out R² logged every": config.log_every,
            "tolerance (R²)": config.tolerance, "sampled rows per block": next(iter(measured.values())).info.sample_rows},
-          name="setting").to_frame()
+          name="setting").to_frame())
 
 # %% [markdown]
 # The condition numbers of every block's input covariance (over its non-null directions; a
@@ -126,7 +127,7 @@ pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_size,
 # %%
 conditioning = table[["model", "block", "r2_lin", "input_condition", "null_dims"]].merge(
     chosen[["model", "block", "role"]], on=["model", "block"], how="left").fillna({"role": ""})
-conditioning
+show(conditioning, fold="every block's R²_lin and input condition number")
 
 # %% [markdown]
 # ## Learning curves
@@ -150,15 +151,15 @@ ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 # runs are cached once computed, so their seconds are those of the build that first trained them.)
 
 # %%
-reach_table(runs).merge(closed_form_time(measured, chosen, seed=SEED), on=["model", "block"])
+show(reach_table(runs).merge(closed_form_time(measured, chosen, seed=SEED), on=["model", "block"]))
 
 # %% [markdown]
 # The learning rates the validation rows chose, and how many of them sit at an end of the grid (where
 # a wider grid might have done better; a run chosen at the largest rate is the one most likely to be
 # limited by its budget rather than its rate):
 
-# %%
-tuning_table(runs)
+# %% tags=["hide-input"]
+show(tuning_table(runs), fold="every learning rate tried, per block, optimiser and inputs")
 
 # %% [markdown]
 # ## Against the condition number
@@ -167,7 +168,7 @@ tuning_table(runs)
 # number, for every input arm (the table above lists the gap of every run that did not reach the
 # ceiling).
 
-# %% mystnb={"figure": {"caption": "Final gap between the closed-form ceiling and the tuned trained map's held-out R² (log scale) against the condition number of the block's input covariance (log scale), per optimiser (colour), on raw, centred, standardised and whitened inputs (marker); dashed: the tolerance.", "name": "fig-pitfall-condition"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Final gap between the closed-form ceiling and the tuned trained map's held-out R² (log scale) against the condition number of the block's input covariance (log scale), per optimiser (colour), on raw, centred, standardised and whitened inputs (marker); dashed: the tolerance.", "name": "fig-pitfall-condition"}}
 fig = figures.condition_figure(runs, TOLERANCE)
 ch.figure(fig, runs, "fig-pitfall-condition")
 
@@ -218,7 +219,7 @@ ch.report(pitfall_claims(runs, TOLERANCE, condition=table.input_condition), figu
 
 # %%
 control = target_control(config, seed=SEED)
-control
+show(control)
 
 # %% [markdown]
 # A shifted target starts every prediction about 30 units away, and Adam closes that distance at
@@ -262,7 +263,7 @@ if PRETRAINED:
     ch.report([c.of(", ".join(PRETRAINED)) for c in pitfall_claims(real_runs, TOLERANCE,
                                                                    condition=real_table.input_condition)],
               figure="fig-pitfall-real")
-    display(reach_table(real_runs))
+    display(show(reach_table(real_runs)))
 else:
     print("This profile measures no pretrained model; the section needs one (offline profile).")
 

@@ -28,6 +28,7 @@ from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import probe_config, profile_corpus
 from linrec.experiment.sweeps import corpus_sweep
 from linrec.plots import depth
+from linrec.report.tables import show
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CORPORA"], flag_or_none=["SWAP", "SEEDED_POLY"],
              positive_int_or_none=["SWAP_TOKENS"], names_empty_or_none=["PRETRAINED"])
@@ -51,8 +52,8 @@ SEEDED_POLY = PROFILE != "offline" if SEEDED_POLY is None else SEEDED_POLY
 
 # %%
 corpora = {c: profile_corpus(profile, c) for c in CORPORA}
-pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit_text),
-               "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()])
+show(pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit_text),
+                    "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()]))
 
 # %%
 # The sweeps below (when on) run first: the one capture each needs also stores its table, so the
@@ -79,7 +80,7 @@ ch.figure(fig, table, "fig-corpora-profiles")
 
 # %%
 summary = corpus_summary(table)
-summary
+show(summary)
 
 # %%
 ch.report(corpus_claims(summary, overlay=0.5), figure="fig-corpora-profiles")
@@ -113,7 +114,7 @@ else:
 if PRETRAINED:
     real_summary = corpus_summary(real_table)
     ch.report([c.of(", ".join(PRETRAINED)) for c in corpus_claims(real_summary, overlay=0.5)], figure="fig-corpora-real")
-    display(real_summary)
+    display(show(real_summary))
 
 # %% [markdown]
 # ## The rest of the depth sweep: seeded-poly and swap
@@ -130,7 +131,8 @@ if PRETRAINED:
 # %%
 if SEEDED_POLY:
     probes = pd.concat([s["probes"] for s in sweeps], ignore_index=True)
-    display(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"))
+    display(show(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"),
+                 fold="seeded-poly's R² gain per block and corpus"))
 else:
     print("SEEDED_POLY is off on this profile: the seeded-poly sweep is omitted (see the text above)")
 
@@ -144,7 +146,8 @@ if SEEDED_POLY:
 # %%
 if SWAP:
     swaps = pd.concat([s["swaps"] for s in sweeps], ignore_index=True)
-    display(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative"))
+    display(show(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative")
+                 .rename(columns=lambda c: f"{c}: ΔPPL / PPL"), fold="relative ΔPPL per block and corpus"))
 else:
     print("SWAP is off on this profile: the per-corpus swap is omitted (see the text above)")
 

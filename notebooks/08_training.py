@@ -32,6 +32,7 @@ from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.plots import depth
+from linrec.report.tables import show
 
 check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
              positive_number=["SIGMAS"])
@@ -42,8 +43,8 @@ MODELS = list(MODELS or [m for m in profile.models if len(training_checkpoints(p
 LOSS_CORPUS = LOSS_CORPUS or profile.eval_corpus
 schedule = {m: [(name, step) for name, step in training_checkpoints(profile, m)
                 if CHECKPOINTS is None or name in CHECKPOINTS] for m in MODELS}
-pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()}).rename_axis(
-    "checkpoint (optimiser step)")
+show(pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()})
+     .rename_axis("checkpoint (optimiser step)"))
 
 # %% [markdown]
 # ## Checkpoints
@@ -83,9 +84,9 @@ ch.figure(fig, {"r2_lin": table, "losses": losses}, "fig-training-lines")
 
 # %%
 summary = training_summary(table, sigmas=SIGMAS)
-summary
+show(summary)
 
-# %% mystnb={"figure": {"caption": "Root-mean-square distance of each checkpoint's $R^2_\\text{lin}$ profile to the final one, against the optimiser step (symmetric-log axis), one line per model.", "name": "fig-training-drift"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Root-mean-square distance of each checkpoint's $R^2_\\text{lin}$ profile to the final one, against the optimiser step (symmetric-log axis), one line per model.", "name": "fig-training-drift"}}
 drift = drift_table(table)
 fig = depth.drift_figure(drift, order=MODELS)
 ch.figure(fig, drift, "fig-training-drift")
@@ -110,7 +111,7 @@ for r in summary.itertuples():
                  "this run (measured)": f"{r.mean_first:.3f} ± range {r.range_first:.3f} at {r.first}; "
                                         f"{'non-monotone' if r.non_monotone_last else 'monotone'} at {r.last} "
                                         f"(range {r.range_last:.3f})"})
-display(pd.DataFrame(rows))
+display(show(pd.DataFrame(rows)))
 
 # %%
 ch.report(training_claims(summary))

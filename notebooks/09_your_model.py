@@ -38,6 +38,7 @@ from linrec.models.packaged import PACKAGED, packaged_file
 from linrec.models.shapes import save_shaped
 from linrec.models.zoo import ensure_zoo_model
 from linrec.plots.your_model import candidates_figure
+from linrec.report.tables import show, with_interval
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL", "GGUF_BLOCKS"], positive_int_or_none=["MAX_ROWS"],
              fraction=["MIN_R2", "MAX_STD"], positive_int=["TRY_BLOCKS"])
@@ -96,9 +97,10 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, f
 
 # %%
 candidates = replacement_candidates(table, MIN_R2, MAX_STD)
-candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]]
+show(candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]],
+     fold="every block: candidate or not, and why")
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the model, green where the block is a replacement candidate ($R^2_\\text{lin}$ at least `MIN_R2`, dashed, and fold spread at most `MAX_STD`), red where it is not.", "name": "fig-your-model-candidates"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the model, green where the block is a replacement candidate ($R^2_\\text{lin}$ at least `MIN_R2`, dashed, and fold spread at most `MAX_STD`), red where it is not.", "name": "fig-your-model-candidates"}}
 fig = candidates_figure(candidates, MIN_R2, MAX_STD, name)
 ch.figure(fig, candidates, "fig-your-model-candidates")
 
@@ -121,7 +123,8 @@ ranked = candidates.block.tolist()
 chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 affine = fit_replacements(moments, "affine", blocks=chosen)
 check = swap_deltas(model, eval_batches, affine, progress=ch.progress).merge(table[["block", "r2_lin"]], on="block")
-check
+show(check[["block", "r2_lin", "base_ppl", "ppl", "params", "ratio"]]
+     .assign(**{"ΔPPL [95% interval]": with_interval(check, "delta_ppl")}))
 
 # %% [markdown]
 # ## What the measurement costs
@@ -144,13 +147,13 @@ cost = pd.DataFrame({
     "device": [str(next(model.parameters()).device)],
 })
 ch.report(your_model_claims(check, timing, name))
-cost
+show(cost, {"bare forward (tokens/s)": ",.0f", "forward + capture + moments (tokens/s)": ",.0f"})
 
 # %%
 width = int(table.d_in.iloc[0])
-cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / llama-160m": (768, 12),
+show(cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / llama-160m": (768, 12),
             "a 1B model (width 2048, 24 blocks)": (2048, 24), "a 7B model (width 4096, 32 blocks)": (4096, 32)},
-           folds=profile.folds)
+           folds=profile.folds))
 
 # %% [markdown]
 # ## A GGUF file

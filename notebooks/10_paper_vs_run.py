@@ -21,6 +21,7 @@ from linrec.book.provenance import on_colab
 from linrec.experiment.measurement import measurement
 from linrec.plots.depth import heterogeneity_reference_figure
 from linrec.report.paper import CITATION, REPORTED
+from linrec.report.tables import show
 
 ch = chapter.start("10_paper_vs_run", PROFILE)
 profile = ch.profile
@@ -31,7 +32,7 @@ print(f"profile {PROFILE}: {profile.description}")
 # ## What the paper reports
 
 # %%
-pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED])
+show(pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED]))
 
 # %% [markdown]
 # ## What this run measured
@@ -39,10 +40,15 @@ pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.s
 # Each chapter records its claims and headline numbers as it runs (and clears them when it starts
 # again, so nothing stale survives). "reproduced" is the chapter's verdict on a claim it tests, empty
 # for a number it only reports; a quantity with no reported counterpart is one the paper does not state.
+# One table per chapter, numbers to three significant digits.
 
-# %%
+# %% tags=["hide-input"]
 recorded = ledger.ledger(PROFILE)
-display(Markdown(ledger.empty_note(PROFILE, on_colab())) if recorded.empty else recorded)
+if recorded.empty:
+    display(Markdown(ledger.empty_note(PROFILE, on_colab())))
+for name, entries in ledger.by_chapter(recorded).items():
+    display(Markdown(f"**Chapter {name[:2].lstrip('0')}** (`{name}`)"))
+    display(show(entries, fold=f"{len(entries)} entries of {name}: click to show"))
 
 # %% [markdown]
 # ## A real pretrained model beside the zoo
@@ -51,10 +57,10 @@ display(Markdown(ledger.empty_note(PROFILE, on_colab())) if recorded.empty else 
 # `offline`), the same quantity is set beside the zoo's: "measured" and "reproduced" are the zoo's
 # (or the profile's main models'), the last two columns the pretrained model's.
 
-# %%
+# %% tags=["hide-input"]
 for m in profile.pretrained if not recorded.empty else []:
-    paired = ledger.side_by_side(recorded, m).map(lambda v: f"{v:.3g}" if isinstance(v, float) else v)
-    display(paired.assign(chapter=paired.chapter.str[:2]).set_index(["chapter", "quantity"]))
+    paired = ledger.side_by_side(recorded, m)
+    display(show(paired.assign(chapter=paired.chapter.str[:2])))
 if not profile.pretrained:
     print("This profile measures no pretrained model.")
 
@@ -65,7 +71,7 @@ if not profile.pretrained:
 # shows this run's profiles (the main corpus of the profile, from the same cached measurements the chapters used), with the
 # paper's reported range drawn as dashed lines: its trained blocks span from above 0.99 to below 0.3.
 
-# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of this run's profile, its pretrained one included, on its main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-appendix-profiles"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of this run's profile, its pretrained one included, on its main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-appendix-profiles"}}
 runs = [measurement(profile, model, keep="table", progress=ch.progress)
         for model in [*profile.models, *profile.pretrained]]
 fig = heterogeneity_reference_figure(depth_table(runs))

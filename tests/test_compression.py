@@ -1,5 +1,6 @@
 """Compression from a measurement: replacement sets, one table of swaps, the best early block, the safety signal."""
 
+import math
 from dataclasses import replace
 
 import pandas as pd
@@ -27,7 +28,7 @@ from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import get_profile
-from linrec.interventions.perplexity import compression_frontier, perplexity, swap_deltas
+from linrec.interventions.perplexity import WindowNLL, compression_frontier, perplexity, swap_deltas, window_nll
 from linrec.interventions.probes import ProbeConfig
 from linrec.interventions.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
 from linrec.report.claims import claims_table
@@ -69,8 +70,8 @@ def test_swap_kinds_scores_the_original_once_and_matches_swap_deltas(setup, monk
     sets = replacement_sets(m, ["affine", "zero"])
     expected = swap_deltas(model, evals, sets["zero"], progress=False)
     calls = []
-    original = compression.perplexity
-    monkeypatch.setattr(compression, "perplexity", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = compression.window_nll
+    monkeypatch.setattr(compression, "window_nll", lambda *a, **k: calls.append(1) or original(*a, **k))
     table = swap_kinds(model, evals, sets, {0: 0.5, 1: 1.0}, progress=False)
     assert len(calls) == 1  # the unmodified model, once for every kind
     zero = table[table.kind == "zero"].reset_index(drop=True)
@@ -107,11 +108,15 @@ def test_best_block_is_chosen_by_r2_lin_not_by_the_reported_text():
 def test_perplexity_helpers_reuse_a_known_base(setup):
     model, m, evals = setup
     affine = replacement_sets(m, ["affine"])["affine"]
-    given = swap_deltas(model, evals, affine, progress=False, base=100.0)
-    assert (given.base_ppl == 100.0).all() and (given.delta_ppl == given.ppl - 100.0).all()
-    frontier = compression_frontier(model, evals, affine, {0: 0.5, 1: 0.9}, progress=False, base=100.0)
-    assert frontier.ppl[0] == 100.0 and frontier.delta_ppl[1] == pytest.approx(frontier.ppl[1] - 100.0)
-    assert perplexity(model, evals) != 100.0
+    tokens = window_nll(model, evals).tokens
+    known = WindowNLL(tokens.double() * math.log(100.0), tokens)  # a planted base: perplexity 100 on every window
+    given = swap_deltas(model, evals, affine, progress=False, base=known)
+    assert given.base_ppl.tolist() == pytest.approx([100.0] * len(given))
+    assert given.delta_ppl.tolist() == pytest.approx((given.ppl - 100.0).tolist())
+    frontier = compression_frontier(model, evals, affine, {0: 0.5, 1: 0.9}, progress=False, base=known)
+    assert frontier.ppl[0] == pytest.approx(100.0)
+    assert frontier.delta_ppl[1] == pytest.approx(frontier.ppl[1] - 100.0)
+    assert perplexity(model, evals) != pytest.approx(100.0)
 
 
 def test_affine_signal_swaps_every_block_of_every_model(setup, monkeypatch):

@@ -54,7 +54,7 @@ def test_distance_normalisation_and_conditioning_figures():
         ]
     )
     fig = figures.normalisation_figure(normalised, order=MODELS)
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]  # one legend beneath all panels
     assert labels == ["own inputs", "inputs standardised", "inputs whitened"]
     conditioning = table.assign(log10_condition=2.0, effective_rank_in=5.0)
     fig = figures.conditioning_figure(conditioning, order=MODELS)

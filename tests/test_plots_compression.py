@@ -8,7 +8,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from drawn import points  # noqa: E402
 from linrec.plots import compression as figures  # noqa: E402
 from linrec.stats import correlation  # noqa: E402
 
@@ -33,7 +32,10 @@ def test_swap_figure_labels_ratios_and_uses_symlog():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["affine (7.9× fewer numbers)", "zero (removed)"]
     assert ax.get_yscale() == "symlog" and "ΔPPL" in ax.get_ylabel()
-    assert ax.get_ylim() == pytest.approx((-0.02, 60.0))  # twice the extremes, no empty decades beyond
+    assert ax.get_ylim() == pytest.approx((-0.015, 45.0))  # the extremes with a margin, no empty decades beyond
+    linthresh = ax.yaxis.get_transform().linthresh
+    ticks = [t for t in ax.get_yticks() if -0.015 <= t <= 45]
+    assert linthresh == 0.01 and ticks == [-0.01, 0.0, 0.01, 0.1, 1.0, 10.0]  # none inside the linear part but 0
     drawn = sorted(y for line in ax.get_lines() for y in line.get_ydata() if len(line.get_xdata()) == 3)
     assert drawn == sorted(swaps().delta_ppl)
 
@@ -51,6 +53,11 @@ def test_frontier_and_signal_figures():
     assert [t.get_text() for t in ax.texts] == ["+2", "+0"]
     assert list(ax.get_lines()[0].get_xdata()) == [0.0, 40.0, 80.0]
     signal = pd.DataFrame({"model": ["a"] * 4, "r2_lin": [0.9, 0.5, 0.99, 0.7], "delta_ppl": [0.3, 2.0, 0.1, 0.5]})
+    signal = signal.assign(delta_ppl_low=signal.delta_ppl - 0.05, delta_ppl_high=signal.delta_ppl * 2)
     rho = correlation(signal.r2_lin, signal.delta_ppl, "spearman")
     ax = figures.signal_figure(signal, rho).axes[0]
-    assert "ρ = -1.00" in ax.get_title() and len(points(ax)) == 4
+    assert "ρ = -1.00" in ax.get_title()
+    assert list(ax.get_lines()[0].get_ydata()) == list(signal.delta_ppl)
+    bars = [v for seg in ax.collections[0].get_segments() for v in (seg[0][1], seg[1][1])]  # each interval, drawn
+    assert bars == pytest.approx([v for pair in zip(signal.delta_ppl_low, signal.delta_ppl_high) for v in pair])
+    assert ax.get_ylim()[1] >= 4.0  # the axis spans the intervals, not only the points

@@ -148,7 +148,11 @@ def test_position_figure_sets_all_rows_against_later_ones():
                           "first": [1] * 6})  # fmt: skip
     left, right = depth.position_figure(table).axes[:2]
     assert left.get_ylabel() == "held-out R²_lin" and "share of output variance" in right.get_ylabel()
-    assert "without the first 1" in [t.get_text() for t in left.get_legend().get_texts()]
+    fig = left.figure
+    assert left.get_legend() is None  # one legend beneath both panels, covering no data
+    assert "without the first 1" in [t.get_text() for t in fig.legends[0].get_texts()]
+    markers = {line.get_marker() for line in left.get_lines() if len(line.get_xdata()) == 3}
+    assert markers == {"o", "X"}  # the two series differ in marker, not only in dashes
     assert any("share of rows" in t.get_text() for t in right.texts)
     with pytest.raises(LinrecError, match="variance_first"):
         depth.position_figure(table.drop(columns="variance_first"))

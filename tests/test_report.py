@@ -134,7 +134,7 @@ def test_chapter_start_clears_its_ledger_and_records_under_its_name(tmp_path, mo
     assert ledger.ledger("smoke").empty  # the stale entry of 02_x is gone
     table = ch.report([Claim.measure(paper.R2_RANGE, "0.1 to 0.9"), Claim.check("a", "p", "m", False, rule="r")])
     assert list(ledger.ledger("smoke").quantity) == ["R²_lin range across blocks", "a"]
-    assert list(table.claim) == ["a"] and list(table.reproduced) == ["no"]
+    assert list(table.frame.claim) == ["a"] and list(table.frame.reproduced) == ["no"]  # shown without an index
     assert ch.report([Claim.measure("a number", 2.0)]) is None
     assert "a number" in list(ledger.ledger("smoke").quantity)
     assert "profile smoke" in str(ch.provenance())

@@ -1,5 +1,6 @@
 """Surgery and perplexity: exact affine blocks swap for free, restore is bitwise, counts are exact."""
 
+import copy
 import math
 
 import pytest
@@ -14,7 +15,14 @@ from linrec.core.moments import Moments
 from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
-from linrec.interventions.perplexity import compression_frontier, perplexity, swap_deltas
+from linrec.interventions.perplexity import (
+    WindowNLL,
+    compression_frontier,
+    delta_ppl_interval,
+    perplexity,
+    swap_deltas,
+    window_nll,
+)
 from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.interventions.surgery import (
     AffineFFN,
@@ -137,12 +145,51 @@ def test_perplexity_matches_the_models_own_loss(eval_text):
         perplexity(model, eval_text)
 
 
+def test_window_nll_sums_each_windows_token_losses(eval_text):
+    model = tiny_model("gpt2")
+    windows = window_nll(model, eval_text)
+    ids = eval_text.input_ids[:5]
+    logp = torch.log_softmax(model(ids).logits.double(), -1)[:, :-1]
+    by_hand = -logp.gather(2, ids[:, 1:, None])[..., 0].sum(1)  # an independent per-window sum, no padding here
+    assert torch.allclose(windows.nll[:5], by_hand, rtol=1e-5)
+    assert windows.tokens.tolist() == [eval_text.seq_len - 1] * len(eval_text.input_ids)
+    assert windows.ppl == pytest.approx(perplexity(model, eval_text), rel=1e-12)
+
+
+def test_a_swap_that_changes_nothing_costs_zero_with_a_zero_width_interval(eval_text):
+    model = tiny_model("gpt2")
+    itself = copy.deepcopy(model.transformer.h[1].mlp)
+    table = swap_deltas(model, eval_text, {1: itself}, progress=False)
+    assert (table.delta_ppl[0], table.delta_ppl_low[0], table.delta_ppl_high[0]) == (0.0, 0.0, 0.0)
+
+
+def test_delta_ppl_interval_is_a_seeded_paired_bootstrap():
+    tokens = torch.full((6,), 10)
+    base = WindowNLL(torch.full((6,), 20.0, dtype=torch.float64), tokens)  # every window at 2 nats per token
+    shifted = WindowNLL(base.nll + 5.0, tokens)  # every window 0.5 nats per token worse: a known ΔPPL
+    expected = math.exp(2.5) - math.exp(2.0)
+    assert shifted.ppl - base.ppl == pytest.approx(expected, rel=1e-12)
+    low, high = delta_ppl_interval(base, shifted)
+    assert low == pytest.approx(expected, rel=1e-12) and high == pytest.approx(expected, rel=1e-12)
+    flat = WindowNLL(torch.full((40,), 20.0, dtype=torch.float64), torch.full((40,), 10))
+    noisy = WindowNLL(torch.linspace(15.0, 30.0, 40, dtype=torch.float64), flat.tokens)
+    point = noisy.ppl - flat.ppl
+    low, high = delta_ppl_interval(flat, noisy, seed=3)
+    assert low < point < high  # windows differ: a real interval around the point estimate
+    assert (low, high) == delta_ppl_interval(flat, noisy, seed=3) != delta_ppl_interval(flat, noisy, seed=4)
+    with pytest.raises(LinrecError, match="same windows"):
+        delta_ppl_interval(base, WindowNLL(base.nll[:5], tokens[:5]))
+
+
 def test_compression_frontier_swaps_in_order_of_r2(fit_text, eval_text):
     model = tiny_model("gpt2")
     moments = capture_moments(model, fit_text, folds=4, progress=False)
     replacements = {**fit_replacements(moments, "affine", blocks=[1]), **fit_replacements(moments, "mean", blocks=[0])}
     frontier = compression_frontier(model, eval_text, replacements, {0: 0.5, 1: 0.9}, progress=False)
     assert list(frontier.block[1:]) == [1, 0] and frontier.delta_ppl[0] == 0
+    assert frontier.delta_ppl_low[0] == frontier.delta_ppl_high[0] == 0  # step 0 is the model itself
+    assert (frontier.delta_ppl_low <= frontier.delta_ppl).all()
+    assert (frontier.delta_ppl <= frontier.delta_ppl_high).all()
     saved = param_table(model, replacements).set_index("block").saved
     assert list(frontier.params_saved) == [0, saved[1], saved[1] + saved[0]]
     total = sum(p.numel() for p in model.parameters())

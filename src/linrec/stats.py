@@ -209,9 +209,18 @@ def captured_share(
     g = torch.Generator().manual_seed(seed)
     drawn = torch.randint(k, (resamples, k), generator=g)
     shares = 1 - sums[1][drawn].sum(1) / sums[0][drawn].sum(1)
-    tail = (1 - level) / 2
-    low, high = torch.quantile(shares, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    low, high = percentile_interval(shares, level)
     return Share(float(1 - after.sum() / before.sum()), low, high, level)
+
+
+def percentile_interval(resampled: torch.Tensor, level: float) -> tuple[float, float]:
+    """The percentile bootstrap interval at ``level``: the (1 - level)/2 and (1 + level)/2 quantiles of the
+    ``resampled`` statistic (one value per resample)."""
+    if not 0 < level < 1:
+        raise LinrecError(f"the confidence level must lie in (0, 1); got {level}")
+    tail = (1 - level) / 2
+    low, high = torch.quantile(resampled.to(torch.float64), torch.tensor([tail, 1 - tail], dtype=torch.float64))
+    return float(low), float(high)
 
 
 def t_quantile(p: float, df: int) -> float:

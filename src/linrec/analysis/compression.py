@@ -34,7 +34,7 @@ from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import Profile
 from linrec.experiment.swaps import affine_swaps
-from linrec.interventions.perplexity import perplexity, swap_deltas
+from linrec.interventions.perplexity import swap_deltas, window_nll
 from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.interventions.surgery import fit_replacements
 from linrec.models.arch import Spec
@@ -93,9 +93,9 @@ def swap_kinds(
     spec: Spec = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Every block of every kind swapped alone: :func:`swap_deltas`' columns plus ``kind``,
+    """Every block of every kind swapped alone: :func:`swap_deltas`' columns (ΔPPL with its interval) plus ``kind``,
     ``relative`` (ΔPPL / PPL) and, given ``r2_lin``, the block's ``r2_lin``."""
-    base = perplexity(model, eval_batches)
+    base = window_nll(model, eval_batches)
     tables = []
     for kind, replacements in sets.items():
         table = swap_deltas(model, eval_batches, replacements, spec, progress, base=base)
@@ -261,6 +261,7 @@ def compression_claims(
             replacement,
             ok,
             value=best.delta_ppl,
+            interval=(best.delta_ppl_low, best.delta_ppl_high) if "delta_ppl_low" in best else None,
             unit="perplexity",
             note=f"block {int(best.block)}, the early block of highest R²_lin {best.r2_lin:.3f}; "
             f"base PPL {best.base_ppl:.2f}",

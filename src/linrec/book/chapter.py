@@ -37,6 +37,7 @@ from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
 from linrec.report.claims import Claim, Verdicts, claims_table
+from linrec.report.tables import Table, show
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -136,11 +137,12 @@ class Chapter:
     seed: int
     progress: bool = True
 
-    def report(self, claims: Sequence[Claim], figure: str | None = None) -> pd.DataFrame | None:
+    def report(self, claims: Sequence[Claim], figure: str | None = None) -> Table | None:
         """Record ``claims`` in the ledger the appendix and the intro read (``figure``: the label of the chapter's
         figure they are read from); where some test a statement, show the verdict over them
         (:class:`~linrec.report.claims.Verdicts`: the conclusion in one sentence, then each claim's verdict with
-        its rule) and return their table (:func:`~linrec.report.claims.claims_table`) for the chapter to show.
+        its rule) and return their table (:func:`~linrec.report.claims.claims_table`, formatted for reading by
+        :func:`~linrec.report.tables.show`) for the chapter to show.
         Headline numbers alone show nothing."""
         ledger.record(self.profile.name, self.name, claims, figure)
         if not any(claim.tested for claim in claims):
@@ -148,7 +150,7 @@ class Chapter:
         from IPython.display import display
 
         display(Verdicts(self.profile.name, tuple(claims)))
-        return claims_table(claims)
+        return show(claims_table(claims))
 
     def caveat(self) -> None:
         """Show :data:`PROFILE_CAVEAT`, the note every chapter with verdicts shares, beside its own specifics."""

@@ -3,8 +3,9 @@
 :func:`record` writes a chapter's :class:`~linrec.report.claims.Claim` objects under the current profile (a
 claim already recorded under the same name is replaced); :func:`start` clears a chapter's entries at the top
 of a run so stale numbers never survive a re-run; :func:`ledger` reads every chapter's entries back as one
-table, and :func:`claims_page` writes the tested claims as the intro's table (claim, chapter, the paper's figure,
-this build's figure, verdict). Chapters do not call it: :meth:`linrec.book.chapter.Chapter.report` does.
+table, :func:`by_chapter` splits it into one short table per chapter for the appendix, and :func:`claims_page`
+writes the tested claims as the intro's table (claim, chapter, the paper's figure, this build's figure, verdict).
+Chapters do not call it: :meth:`linrec.book.chapter.Chapter.report` does.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pandas as pd
 
 from linrec.cache import cache_dir
 from linrec.report.claims import Claim, Verdict
+from linrec.report.tables import formatted
 
 COLUMNS = ["chapter", "quantity", "measured", "unit", "paper (reported)", "reproduced", "note"]
 """The ledger's columns: ``measured`` is the number behind a claim where it has one, else its text, and
@@ -166,3 +168,21 @@ def side_by_side(entries: pd.DataFrame, subject: str) -> pd.DataFrame:
     )
     order = ["chapter", "quantity", "paper (reported)", "measured", "reproduced"]
     return joined[[*order, f"measured ({subject})", f"reproduced ({subject})"]].astype(object).fillna("")
+
+
+def by_chapter(entries: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """:func:`ledger`'s entries as one table per chapter (in chapter order), for reading: ``quantity, paper
+    (reported), measured`` (a number to 3 significant digits with its unit), ``reproduced`` and ``note``."""
+    out = {}
+    for chapter, group in entries.groupby("chapter", sort=True):
+        measured = [f"{formatted(v)} {u}".strip() if u else formatted(v) for v, u in zip(group.measured, group.unit)]
+        out[str(chapter)] = pd.DataFrame(
+            {
+                "quantity": group.quantity.to_list(),
+                "paper (reported)": group["paper (reported)"].to_list(),
+                "measured": measured,
+                "reproduced": group.reproduced.to_list(),
+                "note": group.note.to_list(),
+            }
+        )
+    return out

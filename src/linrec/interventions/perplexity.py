@@ -7,15 +7,25 @@ text, never from the text whose rows fitted the replacements: cut them from a se
 the corpus (e.g. ``make_batches`` on a held-out split). The model must be a causal LM with its
 head (``load_model`` loads one) and in eval mode.
 
-* :func:`swap_deltas`: each block swapped alone, ΔPPL = PPL(swapped) - PPL(original).
+* :func:`window_nll`: the summed NLL and the number of scored tokens of each evaluation window
+  (sequence), from which :func:`perplexity` and the bootstrap below are computed.
+* :func:`delta_ppl_interval`: a paired percentile bootstrap over evaluation windows for a ΔPPL.
+* :func:`swap_deltas`: each block swapped alone, ΔPPL = PPL(swapped) - PPL(original), with its interval.
 * :func:`compression_frontier`: blocks swapped cumulatively in order of R²_lin, highest
   first; after each step the cumulative numbers saved and ΔPPL: the compression frontier.
+
+Every ΔPPL comes with ``delta_ppl_low`` and ``delta_ppl_high``, the bounds of its 95% interval from
+:func:`delta_ppl_interval`: the windows, not the tokens, are resampled, since the tokens of one window
+are scored from one another's context and are not independent draws; base and swapped model are
+resampled together (the same windows), so the interval is that of the difference, much narrower than
+either perplexity's own.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -28,13 +38,35 @@ from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
 from linrec.models.arch import Spec, ffn_blocks
+from linrec.stats import percentile_interval
+
+RESAMPLES = 2000
+"""Bootstrap resamples of a ΔPPL interval: each 2.5% tail then rests on 50 resamples, which puts the Monte
+Carlo error of the interval's ends well below its width."""
+
+LEVEL = 0.95
+"""The confidence level of every ΔPPL interval."""
 
 
-def perplexity(model: nn.Module, batches: TokenBatches, progress: bool = False) -> float:
-    """exp(mean next-token NLL) of ``model`` over ``batches`` (held-out text)."""
+@dataclass(frozen=True)
+class WindowNLL:
+    """Per evaluation window (one sequence of the batches): the summed next-token NLL (float64) and the
+    number of tokens scored; perplexity is exp(Σ nll / Σ tokens) over the windows."""
+
+    nll: torch.Tensor
+    tokens: torch.Tensor
+
+    @property
+    def ppl(self) -> float:
+        """The perplexity over all windows."""
+        return math.exp(float(self.nll.sum()) / int(self.tokens.sum()))
+
+
+def window_nll(model: nn.Module, batches: TokenBatches, progress: bool = False) -> WindowNLL:
+    """The summed next-token NLL and scored-token count of each window of ``batches`` (held-out text)."""
     require_eval(model, "perplexity")
     device = input_device(model)
-    total, count = 0.0, 0
+    sums, counts = [], []
     with torch.no_grad():
         for batch in tqdm(batches, desc="perplexity", disable=not progress):
             out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device))
@@ -47,11 +79,38 @@ def perplexity(model: nn.Module, batches: TokenBatches, progress: bool = False) 
             scored = (mask[:, 1:] & mask[:, :-1]).to(logits.device)
             targets = batch.input_ids[:, 1:].to(logits.device)
             nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, reduction="none")
-            total += float(nll[scored].to(torch.float64).sum())
-            count += int(scored.sum())
-    if count == 0:
+            sums.append(torch.where(scored, nll.to(torch.float64), 0.0).sum(1).cpu())
+            counts.append(scored.sum(1).cpu())
+    windows = WindowNLL(torch.cat(sums), torch.cat(counts))
+    if int(windows.tokens.sum()) == 0:
         raise LinrecError("the evaluation batches contain no token pairs to score; use sequences of at least 2 tokens")
-    return math.exp(total / count)
+    return windows
+
+
+def perplexity(model: nn.Module, batches: TokenBatches, progress: bool = False) -> float:
+    """exp(mean next-token NLL) of ``model`` over ``batches`` (held-out text)."""
+    return window_nll(model, batches, progress).ppl
+
+
+def delta_ppl_interval(
+    base: WindowNLL, swapped: WindowNLL, level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of PPL(swapped) - PPL(base), both scored on the same windows: each
+    resample draws windows with replacement (seeded) and recomputes both perplexities on the same draw."""
+    if base.tokens.shape != swapped.tokens.shape or not torch.equal(base.tokens, swapped.tokens):
+        raise LinrecError("a paired ΔPPL interval needs both models scored on the same windows (equal token counts)")
+    if resamples < 1:
+        raise LinrecError(f"resamples must be at least 1; got {resamples}")
+    n = len(base.tokens)
+    drawn = torch.randint(n, (resamples, n), generator=torch.Generator().manual_seed(seed))
+    tokens = base.tokens.to(torch.float64)[drawn].sum(1)
+    deltas = torch.exp(swapped.nll[drawn].sum(1) / tokens) - torch.exp(base.nll[drawn].sum(1) / tokens)
+    return percentile_interval(deltas, level)
+
+
+def _delta_row(base: WindowNLL, swapped: WindowNLL) -> dict[str, float]:
+    low, high = delta_ppl_interval(base, swapped)
+    return {"ppl": swapped.ppl, "delta_ppl": swapped.ppl - base.ppl, "delta_ppl_low": low, "delta_ppl_high": high}
 
 
 def swap_deltas(
@@ -60,21 +119,23 @@ def swap_deltas(
     replacements: Mapping[int, nn.Module],
     spec: Spec = None,
     progress: bool = True,
-    base: float | None = None,
+    base: WindowNLL | None = None,
 ) -> pd.DataFrame:
-    """Each block swapped alone: ``block, ppl, base_ppl, delta_ppl, params, original_params, ratio``
-    (the last three from :func:`linrec.interventions.surgery.param_table`).
+    """Each block swapped alone: ``block, ppl, base_ppl, delta_ppl, delta_ppl_low, delta_ppl_high, params,
+    original_params, ratio`` (the interval from :func:`delta_ppl_interval`, the last three from
+    :func:`linrec.interventions.surgery.param_table`).
 
-    ``base``: the unmodified model's perplexity on ``eval_batches``, when already known (saves a pass).
+    ``base``: the unmodified model's :func:`window_nll` on ``eval_batches``, when already known (saves a pass).
     """
-    base = perplexity(model, eval_batches) if base is None else base
+    base = window_nll(model, eval_batches) if base is None else base
     rows = []
     for b in tqdm(sorted(replacements), desc="swap ΔPPL", disable=not progress):
         with swapped(model, {b: replacements[b]}, spec):
-            ppl = perplexity(model, eval_batches)
-        rows.append({"block": b, "ppl": ppl, "base_ppl": base, "delta_ppl": ppl - base})
+            scored = window_nll(model, eval_batches)
+        rows.append({"block": b, "base_ppl": base.ppl, **_delta_row(base, scored)})
+    columns = ["block", "ppl", "base_ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high"]
     stored = param_table(model, replacements, spec)[["params", "original_params", "ratio"]]
-    return pd.concat([pd.DataFrame(rows, columns=["block", "ppl", "base_ppl", "delta_ppl"]), stored], axis=1)
+    return pd.concat([pd.DataFrame(rows, columns=columns), stored], axis=1)
 
 
 def compression_frontier(
@@ -84,15 +145,15 @@ def compression_frontier(
     r2_lin: Mapping[int, float],
     spec: Spec = None,
     progress: bool = True,
-    base: float | None = None,
+    base: WindowNLL | None = None,
 ) -> pd.DataFrame:
     """Swap blocks cumulatively in order of R²_lin (highest first); one row per step, step 0 the original.
 
-    ``base``: the unmodified model's perplexity on ``eval_batches``, when already known (saves a pass).
+    ``base``: the unmodified model's :func:`window_nll` on ``eval_batches``, when already known (saves a pass).
 
     Columns: ``step, block`` (added at this step), ``r2_lin, params_saved`` (cumulative, numbers
     stored), ``ffn_saved_fraction`` (of all FFN blocks' numbers), ``model_saved_fraction`` (of
-    the model's), ``ppl, delta_ppl``.
+    the model's), ``ppl, delta_ppl, delta_ppl_low, delta_ppl_high`` (the interval of :func:`delta_ppl_interval`).
     """
     missing = [b for b in replacements if b not in r2_lin]
     if missing:
@@ -100,7 +161,7 @@ def compression_frontier(
     order = sorted(replacements, key=lambda b: (-r2_lin[b], b))
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
-    base = perplexity(model, eval_batches) if base is None else base
+    base = window_nll(model, eval_batches) if base is None else base
     rows = [
         {
             "step": 0,
@@ -109,15 +170,14 @@ def compression_frontier(
             "params_saved": 0,
             "ffn_saved_fraction": 0.0,
             "model_saved_fraction": 0.0,
-            "ppl": base,
-            "delta_ppl": 0.0,
+            **_delta_row(base, base),
         }
     ]
     saved = 0
     for step, b in enumerate(tqdm(order, desc="frontier", disable=not progress), start=1):
         saved += n_stored(ffn_site(model, b, spec)[2]) - n_stored(replacements[b])
         with swapped(model, {c: replacements[c] for c in order[:step]}, spec):
-            ppl = perplexity(model, eval_batches)
+            scored = window_nll(model, eval_batches)
         rows.append(
             {
                 "step": step,
@@ -126,8 +186,7 @@ def compression_frontier(
                 "params_saved": saved,
                 "ffn_saved_fraction": saved / ffn_total,
                 "model_saved_fraction": saved / model_total,
-                "ppl": ppl,
-                "delta_ppl": ppl - base,
+                **_delta_row(base, scored),
             }
         )
     return pd.DataFrame(rows).astype({"block": "Int64"})

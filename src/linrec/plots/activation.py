@@ -19,7 +19,8 @@ from matplotlib.ticker import MaxNLocator
 from linrec.analysis.activation import NORMALISED
 from linrec.analysis.learned import MATCHED, WEIGHTS
 from linrec.plots._columns import require
-from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, R2_LABEL, ordered, outer_ylabels, panel_grid
+from linrec.plots._layout import SMALL, WIDTH, figure_legend
+from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, ordered, outer_ylabels, panel_grid
 
 
 def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
@@ -31,8 +32,8 @@ def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) ->
     )
     keys = [(m, b) for m in models for b in sorted(grid.loc[grid["input_model"] == m, "input_block"].unique())]
     wide = wide.loc[keys, keys]
-    size = 0.32 * len(keys) + 3
-    fig, ax = plt.subplots(figsize=(size + 1.5, size))
+    size = min(WIDTH - 1.0, 0.3 * len(keys) + 3)  # square cells; past the column's width the labels get smaller
+    fig, ax = plt.subplots(figsize=(size + 1.0, size + 0.6))
     labels = [f"{m} · {b}" for m, b in keys]
     sns.heatmap(
         wide.to_numpy(),
@@ -52,9 +53,9 @@ def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) ->
     ax.set(
         xlabel="FFN that runs (model · block): the weights",
         ylabel="whose captured inputs (model · block)",
-        title="Cross-feeding: block j's FFN on block i's inputs (diagonal: a block on its own inputs)",
+        title="Cross-feeding: block j's FFN on block i's inputs\n(diagonal: a block on its own inputs)",
     )
-    ax.tick_params(labelsize=7)
+    ax.tick_params(labelsize=SMALL if len(keys) <= 24 else 6)
     fig.tight_layout()
     return fig
 
@@ -63,7 +64,7 @@ def distance_figure(distances: pd.DataFrame, kinds: Sequence[str] | None = None)
     """RMS distance between pairs of depth profiles, by what separates them (one dot per pair, bar = mean)."""
     require(distances, ["kind", "distance"], "the distance figure")
     order = ordered(distances, "kind", kinds)
-    fig, ax = plt.subplots(figsize=(8, 0.55 * len(order) + 1.6))
+    fig, ax = plt.subplots(figsize=(WIDTH, 0.55 * len(order) + 1.6))
     sns.barplot(data=distances, y="kind", x="distance", order=order, color="0.85", errorbar=None, ax=ax)
     sns.stripplot(
         data=distances,
@@ -94,7 +95,7 @@ def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None
         "the normalisation figure",
     )
     models = ordered(table, "model", order)
-    fig, axes = panel_grid(len(models), width=5.0, height=3.4)
+    fig, axes = panel_grid(len(models), height=4.2)
     for ax, model in zip(axes, models):
         g = table[table["model"] == model]
         own = g.drop_duplicates("block").sort_values("block")
@@ -110,22 +111,23 @@ def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None
                 capsize=3,
                 label=f"inputs {NORMALISED.get(kind, kind)}",
             )
-        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel=R2_LABEL, xticks=sorted(g["block"].unique()))
-        ax.legend(fontsize=8)
+        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="R²_lin (k-fold mean ± std)", xticks=sorted(g["block"].unique()))
     outer_ylabels(axes)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=SMALL, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0), frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if len(models) > 2 else 0.1, 1, 1))
     return fig
 
 
 def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """R²_lin of every block against its input conditioning (log10 condition number) and effective rank."""
     require(table, ["model", "checkpoint", "r2_lin", "log10_condition", "effective_rank_in"], "the conditioning figure")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 4.8), sharey=True, layout="constrained")
     hue_order = ordered(table, "model", order)
     for ax, x, label in zip(
         axes,
         ("log10_condition", "effective_rank_in"),
-        ("log10 condition number of the input covariance", "effective rank of the inputs (participation ratio)"),
+        ("log10 condition number\nof the input covariance", "effective rank of the inputs\n(participation ratio)"),
     ):
         sns.scatterplot(
             data=table,
@@ -139,9 +141,8 @@ def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None)
             legend=ax is axes[-1],
         )
         ax.set(xlabel=label, ylabel="held-out R²_lin")
-    axes[-1].legend(fontsize=8, loc="best")
+    figure_legend(fig, axes[-1], ncol=5)
     fig.suptitle("Does the shape of a block's inputs predict its recoverability?")
-    fig.tight_layout()
     return fig
 
 
@@ -156,7 +157,7 @@ def controls_figure(table: pd.DataFrame, bands: pd.DataFrame, order: Sequence[st
     kinds = [k for k in WEIGHTS.values() if k in set(table["weights"])]
     colours = dict(zip(kinds, sns.color_palette(n_colors=len(kinds)), strict=True))
     wide = table["block"].nunique() > 12
-    fig, axes = panel_grid(len(models), width=10.5 if wide else 5.2, height=3.8, cols=1 if wide else 2, sharey=False)
+    fig, axes = panel_grid(len(models), height=3.8 if wide else 3.4, cols=1 if wide else 2, sharey=False)
     for ax, model in zip(axes, models):
         rows, band = table[table["model"] == model], bands[bands["model"] == model].sort_values("block")
         ax.fill_between(band["block"], band["low"], band["high"], color=colours[MATCHED], alpha=0.2, lw=0,
@@ -173,11 +174,11 @@ def controls_figure(table: pd.DataFrame, bands: pd.DataFrame, order: Sequence[st
                    label="trained outside the band")  # fmt: skip
         if (rows["r2_lin"] < 0).any():  # only where a value is negative: elsewhere 0 would squash the curves
             ax.axhline(0, color="0.5", lw=0.8, zorder=0)
-        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="held-out R²_lin (k-fold mean ± std)")
+        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="R²_lin (k-fold mean ± std)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     outer_ylabels(axes, cols=1 if wide else 2)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(labels), 3), bbox_to_anchor=(0.5, 0.0),
-               title="weights (one thin line per seed)", title_fontsize=8)  # fmt: skip
-    fig.tight_layout(rect=(0, 0.1 if len(models) > 1 else 0.16, 1, 1))
+    fig.legend(handles, labels, fontsize=SMALL, loc="lower center", ncol=2, bbox_to_anchor=(0.5, 0.0),
+               title="weights (one thin line per seed)", title_fontsize=SMALL, frameon=False)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.1 if len(models) > 2 else 0.2, 1, 1))
     return fig

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from linrec.analysis.bilinear import FFN_CONTROLS
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
+from linrec.plots._layout import SMALL, WIDTH, legend_below, log_ticks
 from linrec.stats import Correlation
 
 NONLINEARITY_LABEL = "residual nonlinearity 1 − R²_lin (held-out)"
@@ -28,7 +29,7 @@ def _against_nonlinearity(fig: Figure, ax: plt.Axes, ylabel: str, title: str) ->
     """The common frame of a per-block quantity against 1 - R²_lin: a zero line, labels, the legend outside."""
     ax.axhline(0, color="0.4", lw=1, ls="--", zorder=0)
     ax.set(xlabel=NONLINEARITY_LABEL, ylabel=ylabel, title=title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_below(ax, ncol=2)
     fig.tight_layout()
     return fig
 
@@ -47,7 +48,7 @@ def gain_figure(table: pd.DataFrame, correlations: Mapping[str, Correlation] | N
         c: name + (f"\n{correlations[c]}" if correlations and c in correlations else "") for c, name in PROBES.items()
     }
     long["probe"] = long.column.map(labels)
-    fig, ax = plt.subplots(figsize=(8.5, 4.8))
+    fig, ax = plt.subplots(figsize=(WIDTH, 5.6))
     sns.scatterplot(data=long, x="nonlinearity", y="R² gain", hue="model", style="probe", s=60, ax=ax)
     return _against_nonlinearity(
         fig, ax, "R² gain over the closed form (same test rows)", "What a rank-r bilinear term adds, block by block"
@@ -62,7 +63,7 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
     ``table``: :func:`linrec.analysis.bilinear.probe_sweep`; ``controls``: its ``probe_controls``.
     """
     require(table, ["model", "nonlinearity", "captured", "captured_low", "captured_high"], "the captured figure")
-    fig, ax = plt.subplots(figsize=(8.5, 4.8))
+    fig, ax = plt.subplots(figsize=(WIDTH, 5.4))
     palette = dict(zip(table.model.unique(), sns.color_palette(n_colors=table.model.nunique()), strict=True))
     for model, group in table.groupby("model", sort=False):
         errors = [group.captured - group.captured_low, group.captured_high - group.captured]
@@ -77,19 +78,19 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
             captured = cast(float, row.captured)  # a float column (pandas types a row's cells as any scalar)
             ax.axhline(captured, color="0.45", lw=1, ls=":", zorder=0)
             ax.text(0.99, captured, f"{row.control} ", transform=ax.get_yaxis_transform(), ha="right",
-                    va="bottom", fontsize=8, color="0.35")  # fmt: skip
+                    va="bottom", fontsize=SMALL, color="0.35")  # fmt: skip
     return _against_nonlinearity(
         fig,
         ax,
         "share of the residual captured, gain / (1 − R²_lin)",
-        "How much of what the closed form leaves is a rank-r quadratic (95% intervals over sequences and seeds)",
+        "How much of what the closed form leaves is a rank-r quadratic\n(95% intervals over sequences and seeds)",
     )
 
 
 def gate_figure(table: pd.DataFrame, gate_init: float) -> Figure:
     """Seeded-poly's fitted |g| against R²_lin (log scale), with the value it started from."""
     require(table, ["model", "r2_lin", "gate"], "the gate figure")
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.6))
     sns.scatterplot(data=table, x="r2_lin", y="gate", hue="model", s=60, ax=ax)
     ax.axhline(gate_init, color="0.4", lw=1, ls="--", zorder=0)
     ax.text(
@@ -98,7 +99,7 @@ def gate_figure(table: pd.DataFrame, gate_init: float) -> Figure:
         f" initial |g| = {gate_init:g}",
         transform=ax.get_yaxis_transform(),
         va="bottom",
-        fontsize=8,
+        fontsize=SMALL,
         color="0.35",
     )
     ax.set(
@@ -107,7 +108,7 @@ def gate_figure(table: pd.DataFrame, gate_init: float) -> Figure:
         ylabel="seeded-poly gate |g| after fitting",
         title="Is the bilinear term recruited or de-recruited?",
     )
-    ax.legend(fontsize=8, loc="best")
+    legend_below(ax)
     fig.tight_layout()
     return fig
 
@@ -116,7 +117,7 @@ def feature_figure(concentration: pd.DataFrame) -> Figure:
     """Median per-feature R² against global R²_lin, point area ∝ effective rank of the outputs."""
     require(concentration, ["model", "r2_lin", "r2_feature_median", "effective_rank_out"], "the per-feature figure")
     data = concentration.rename(columns={"effective_rank_out": "effective rank"})
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(WIDTH, 5.6))
     top = float(data["effective rank"].max())
     sns.scatterplot(
         data=data,
@@ -136,7 +137,7 @@ def feature_figure(concentration: pd.DataFrame) -> Figure:
         ylabel="median per-feature R² (equal weight per output dim)",
         title="Global against per-feature recoverability",
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_below(ax, ncol=4)
     fig.tight_layout()
     return fig
 
@@ -146,7 +147,7 @@ def dims_figure(dims: pd.DataFrame, top: int, title: str = "") -> Figure:
     the ``top`` highest-variance dims marked."""
     require(dims, ["share", "r2", "rank"], "the output-dims figure")
     data = dims.assign(group=np.where(dims["rank"] <= top, f"top {top} by variance", "other dims"))
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.6))
     sns.scatterplot(
         data=data, x="share", y="r2", hue="group", hue_order=[f"top {top} by variance", "other dims"], s=45, ax=ax
     )
@@ -156,6 +157,7 @@ def dims_figure(dims: pd.DataFrame, top: int, title: str = "") -> Figure:
         ylabel="per-feature held-out R²",
         title=title or "Which output dims carry the variance, and how linear they are",
     )
-    ax.legend(fontsize=8, loc="best")
+    log_ticks(ax)
+    legend_below(ax)
     fig.tight_layout()
     return fig

@@ -3,7 +3,8 @@
 Every function takes a tidy table of :mod:`linrec.analysis.compression` (or
 :func:`linrec.interventions.perplexity.compression_frontier`) and returns a matplotlib Figure with
 labelled axes. ΔPPL spans orders of magnitude and may reach zero or below, so it is drawn on a
-symmetric-log axis.
+symmetric-log axis (:func:`linrec.plots._layout.symlog_axis`); where the table has ``delta_ppl_low`` and
+``delta_ppl_high`` (the bootstrap interval over evaluation windows) they are drawn as error bars.
 """
 
 from __future__ import annotations
@@ -16,57 +17,72 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
+from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
+from linrec.plots.depth import LINESTYLES, MARKERS
 from linrec.stats import Correlation
 
-DELTA_LABEL = "ΔPPL (swapped − original perplexity)"
+DELTA_LABEL = "ΔPPL (swapped − original)"
 
 
-def _symlog(ax: Axes, values: pd.Series) -> None:
-    """A symmetric-log y axis, linear within the smallest non-zero |value| (at least 1e-3), spanning
-    the values with a factor-of-two margin (no empty negative half when every value is ≥ 0)."""
-    nonzero = values.abs()[values.abs() > 0]
-    linthresh = max(1e-3, float(nonzero.min())) if len(nonzero) else 1e-3
-    ax.set_yscale("symlog", linthresh=linthresh)
-    low, high = float(values.min()), float(values.max())
-    ax.set_ylim(2 * low if low < 0 else -linthresh / 2, 2 * high if high > 0 else linthresh / 2)
+def delta_errors(rows: pd.DataFrame) -> np.ndarray | None:
+    """The ΔPPL interval of ``rows`` as matplotlib's (2, n) error-bar lengths, None without interval columns."""
+    if not {"delta_ppl_low", "delta_ppl_high"} <= set(rows.columns):
+        return None
+    return np.vstack([rows.delta_ppl - rows.delta_ppl_low, rows.delta_ppl_high - rows.delta_ppl]).clip(min=0)
+
+
+def _span(table: pd.DataFrame) -> pd.Series:
+    """Every ΔPPL value the axis must show: the points and, where present, their intervals' ends."""
+    columns = [c for c in ("delta_ppl", "delta_ppl_low", "delta_ppl_high") if c in table.columns]
+    return pd.concat([table[c] for c in columns], ignore_index=True)
+
+
+def _errorbar(ax: Axes, x: pd.Series, rows: pd.DataFrame, **style: object) -> None:
+    ax.errorbar(x, rows.delta_ppl, yerr=delta_errors(rows), capsize=3, elinewidth=1, **style)  # type: ignore[arg-type]
 
 
 def swap_figure(swaps: pd.DataFrame) -> Figure:
-    """ΔPPL of each block swapped alone, one line per replacement kind (legend: its parameter ratio)."""
+    """ΔPPL of each block swapped alone with its 95% interval, one line per replacement kind (each with its own
+    marker and line style; legend: its parameter ratio)."""
     require(swaps, ["kind", "block", "delta_ppl", "ratio"], "the swap figure")
     ratios = swaps.groupby("kind", sort=False).ratio.median()
-    label = {k: f"{k} ({'removed' if np.isinf(r) else f'{r:.1f}× fewer numbers'})" for k, r in ratios.items()}
-    data = swaps.assign(replacement=swaps.kind.map(label))
-    fig, ax = plt.subplots(figsize=(8.5, 4.6))
-    sns.lineplot(
-        data=data, x="block", y="delta_ppl", hue="replacement", style="replacement", markers=True, dashes=False, ax=ax
-    )
+    fig, ax = plt.subplots(figsize=(WIDTH, 5.0))
+    kinds = list(ratios.index)
+    shift = 0.06 * (np.arange(len(kinds)) - (len(kinds) - 1) / 2)  # kinds side by side, so their bars do not overlap
+    for k, (kind, colour) in enumerate(zip(kinds, sns.color_palette(n_colors=len(kinds)))):
+        rows = swaps[swaps.kind == kind].sort_values("block")
+        r = ratios[kind]
+        label = f"{kind} ({'removed' if np.isinf(r) else f'{r:.1f}× fewer numbers'})"
+        _errorbar(ax, rows.block + shift[k], rows, color=colour, marker=MARKERS[k % len(MARKERS)],
+                  ls=LINESTYLES[k % len(LINESTYLES)], ms=6, label=label)  # fmt: skip
     ax.axhline(0, color="0.4", lw=1, zorder=0)
-    _symlog(ax, data.delta_ppl)
+    symlog_axis(ax, _span(swaps))
     ax.set(
         xlabel="FFN block swapped (alone)",
-        ylabel=DELTA_LABEL + " (symlog)",
-        xticks=sorted(data.block.unique()),
+        ylabel=DELTA_LABEL + ", symlog",
+        xticks=sorted(swaps.block.unique()),
         title="One block at a time: what each replacement costs",
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_below(ax, ncol=2)
     fig.tight_layout()
     return fig
 
 
 def frontier_figure(frontier: pd.DataFrame) -> Figure:
-    """Cumulative share of FFN numbers saved against ΔPPL, blocks swapped in order of R²_lin."""
+    """Cumulative share of FFN numbers saved against ΔPPL (with its 95% interval), blocks swapped in order of
+    R²_lin."""
     require(frontier, ["step", "block", "ffn_saved_fraction", "delta_ppl"], "the frontier figure")
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.4))
     x = 100 * frontier.ffn_saved_fraction
-    ax.plot(x, frontier.delta_ppl, marker="o")
+    _errorbar(ax, x, frontier, marker="o")
     for xi, yi, block in zip(x, frontier.delta_ppl, frontier.block):
         if not pd.isna(block):
-            ax.annotate(f"+{int(block)}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    _symlog(ax, frontier.delta_ppl)
+            ax.annotate(f"+{int(block)}", (xi, yi), textcoords="offset points", xytext=(5, 5), fontsize=SMALL)
+    ax.axhline(0, color="0.4", lw=1, zorder=0)
+    symlog_axis(ax, _span(frontier))
     ax.set(
         xlabel="FFN numbers saved, cumulative (% of all FFN blocks)",
-        ylabel=DELTA_LABEL + " (symlog)",
+        ylabel=DELTA_LABEL + ", symlog",
         title="Greedy frontier: affine swaps added in order of R²_lin (+block)",
     )
     fig.tight_layout()
@@ -74,19 +90,22 @@ def frontier_figure(frontier: pd.DataFrame) -> Figure:
 
 
 def signal_figure(swaps: pd.DataFrame, rho: Correlation | None = None) -> Figure:
-    """Affine-swap ΔPPL against R²_lin, one point per (model, block); ``rho`` (the within-model combination of
-    :func:`linrec.analysis.compression.signal_correlation`) in the title."""
+    """Affine-swap ΔPPL (with its 95% interval) against R²_lin, one point per (model, block); ``rho`` (the
+    within-model combination of :func:`linrec.analysis.compression.signal_correlation`) in the title."""
     require(swaps, ["model", "r2_lin", "delta_ppl"], "the signal figure")
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    sns.scatterplot(data=swaps, x="r2_lin", y="delta_ppl", hue="model", s=60, ax=ax)
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.8))
+    models = list(dict.fromkeys(swaps.model))
+    for k, (model, colour) in enumerate(zip(models, sns.color_palette(n_colors=len(models)))):
+        rows = swaps[swaps.model == model]
+        _errorbar(ax, rows.r2_lin, rows, color=colour, marker=MARKERS[k % len(MARKERS)], ls="none", ms=7, label=model)
     ax.axhline(0, color="0.4", lw=1, zorder=0)
-    _symlog(ax, swaps.delta_ppl)
+    symlog_axis(ax, _span(swaps))
     ax.set(
         xlabel=R2_GLOBAL_LABEL,
-        ylabel=DELTA_LABEL + ", affine swap (symlog)",
+        ylabel=DELTA_LABEL + ", affine swap, symlog",
         title="Does R²_lin flag the unsafe swaps?"
         + (f"\nwithin models: Spearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]" if rho else ""),
     )
-    ax.legend(fontsize=8, loc="best")
+    legend_below(ax)
     fig.tight_layout()
     return fig

@@ -10,6 +10,7 @@ and panel layout defined here.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -21,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 
 from linrec.errors import LinrecError
 from linrec.plots._columns import require
+from linrec.plots._layout import SMALL, WIDTH, figure_legend, legend_below, symlog_axis
 
 BLOCK_LABEL = "FFN block (depth)"
 R2_LABEL = "held-out R²_lin (k-fold mean ± std)"
@@ -35,13 +37,13 @@ def ordered(table: pd.DataFrame, column: str, order: Sequence[str] | None) -> li
 
 
 def panel_grid(
-    n: int, width: float = 5.0, height: float = 3.6, cols: int = 2, sharey: bool = True
+    n: int, height: float = 3.6, cols: int = 2, sharey: bool = True, width: float = WIDTH
 ) -> tuple[Figure, list[Axes]]:
-    """A figure with ``n`` panels in rows of ``cols`` (spare panels removed); :func:`outer_ylabels` tidies shared
-    y labels."""
+    """A figure ``width`` wide (the book's column) with ``n`` panels, each ``height`` tall, in rows of ``cols``
+    (spare panels removed); :func:`outer_ylabels` tidies shared y labels."""
     cols = min(cols, n)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, sharey=sharey)
+    fig, axes = plt.subplots(rows, cols, figsize=(width, height * rows), squeeze=False, sharey=sharey)
     flat = list(axes.ravel())
     for ax in flat[n:]:
         ax.remove()
@@ -96,10 +98,10 @@ def curves_figure(
     table: pd.DataFrame, style: str | None = None, order: Sequence[str] | None = None, title: str = "R²_lin per block"
 ) -> Figure:
     """All depth curves of ``table`` on one axes: a colour per model, a line style per value of ``style``."""
-    fig, ax = plt.subplots(figsize=(9, 4.8))
+    fig, ax = plt.subplots(figsize=(WIDTH, 5.0))
     curve_axes(ax, table, hue="model", style=style, hue_order=order, label="{hue} ({style})" if style else "{hue}")
     ax.set_title(title)
-    ax.legend(fontsize=8, ncol=2, loc="best")
+    legend_below(ax)
     fig.tight_layout()
     return fig
 
@@ -108,7 +110,14 @@ def _reference_lines(ax: Axes, levels: Sequence[float], text: str) -> None:
     for level in levels:
         ax.axhline(level, color="0.55", lw=1, ls="--", zorder=0)
     ax.text(
-        0.99, min(levels), text, transform=ax.get_yaxis_transform(), ha="right", va="bottom", fontsize=8, color="0.35"
+        0.99,
+        min(levels),
+        text,
+        transform=ax.get_yaxis_transform(),
+        ha="right",
+        va="bottom",
+        fontsize=SMALL,
+        color="0.35",
     )
 
 
@@ -131,34 +140,33 @@ def heterogeneity_figure(
     ΔPPL is on a symmetric-log axis, since single blocks range from harmless to ruinous.
     """
     require(swaps, ["model", "block", "delta_ppl"], "the swap panel", rows=False)  # empty: no swaps run
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(WIDTH, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]},
+                                      layout="constrained")  # fmt: skip
     curve_axes(top, table, hue_order=order)
     if reference:
         _reference_lines(
             top, reference, f"paper (reported): adjacent blocks from > {max(reference)} to < {min(reference)}"
         )
     top.set(xlabel="", title="Closed-form recoverability per block (this run, measured)")
-    top.legend(loc="best", fontsize=8)
-    models = ordered(table, "model", order)
-    sns.barplot(
-        data=swaps,
-        x="block",
-        y="delta_ppl",
-        hue="model",
-        hue_order=[m for m in models if m in set(swaps["model"])],
-        ax=bottom,
-        native_scale=True,
-        legend=False,
-        saturation=1,
-    )
+    models = [m for m in ordered(table, "model", order) if m in set(swaps["model"])]
+    colours = dict(zip(ordered(table, "model", order), sns.color_palette(n_colors=table["model"].nunique())))
+    width = 0.8 / max(1, len(models))
+    for k, model in enumerate(models):
+        rows = swaps[swaps["model"] == model].sort_values("block")
+        errors = None
+        if {"delta_ppl_low", "delta_ppl_high"} <= set(rows.columns):
+            errors = [rows["delta_ppl"] - rows["delta_ppl_low"], rows["delta_ppl_high"] - rows["delta_ppl"]]
+        bottom.bar(rows["block"] + (k - (len(models) - 1) / 2) * width, rows["delta_ppl"], width, yerr=errors,
+                   capsize=2, color=colours[model], error_kw={"elinewidth": 1}, label=model)  # fmt: skip
     bottom.axhline(0, color="0.3", lw=0.8)
-    bottom.set_yscale("symlog", linthresh=max(1e-3, float(swaps["delta_ppl"].abs().min()) or 1e-3))
+    columns = [c for c in ("delta_ppl", "delta_ppl_low", "delta_ppl_high") if c in swaps.columns]
+    symlog_axis(bottom, pd.concat([swaps[c] for c in columns]) if len(swaps) else pd.Series([0.0]))
     bottom.set(
         xlabel=BLOCK_LABEL,
-        ylabel="ΔPPL, block → its affine map",
-        title="Zero-shot swap: each block alone replaced by its closed-form map (eval text)",
+        ylabel="ΔPPL, block → affine map",
+        title="Zero-shot swap of each block alone (eval text, 95% interval)",
     )
-    fig.tight_layout()
+    figure_legend(fig, top)
     return fig
 
 
@@ -176,14 +184,15 @@ def corpus_figure(
     corpora = ordered(table, "corpus", None)
     fig, axes = panel_grid(len(models))
     for ax, model in zip(axes, models):
-        curve_axes(
-            ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error, ylabel=ylabel
-        )
+        curve_axes(ax, table[table["model"] == model], hue="corpus", hue_order=corpora, value=value, error=error,
+                   ylabel=ylabel if ylabel != R2_LABEL else "R²_lin (k-fold mean ± std)")  # fmt: skip
         ax.set_title(model)
-        ax.legend(title="corpus", fontsize=8, loc="best")
     outer_ylabels(axes)
-    fig.suptitle(title)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="corpus", fontsize=SMALL, title_fontsize=SMALL, loc="lower center",
+               ncol=len(labels), bbox_to_anchor=(0.5, 0.0), frameon=False)  # fmt: skip
+    fig.suptitle("\n".join(textwrap.wrap(title, 60)))
+    fig.tight_layout(rect=(0, 0.12 if len(models) > 2 else 0.2, 1, 1))
     return fig
 
 
@@ -199,7 +208,7 @@ def training_heatmaps(table: pd.DataFrame, order: Sequence[str] | None = None) -
     require(table, ["model", "checkpoint", "block", "r2_lin"], "the training heatmap")
     models = ordered(table, "model", order)
     vmin = min(0.0, float(table["r2_lin"].min()))
-    fig, axes = panel_grid(len(models), width=5.6, height=0.45 * table["block"].nunique() + 1.8, sharey=False)
+    fig, axes = panel_grid(len(models), height=0.4 * table["block"].nunique() + 2.2, cols=1, sharey=False)
     for ax, model in zip(axes, models):
         g = table[table["model"] == model]
         cols = _checkpoint_order(g)
@@ -216,12 +225,12 @@ def training_heatmaps(table: pd.DataFrame, order: Sequence[str] | None = None) -
             cmap="viridis",
             annot=True,
             fmt=".2f",
-            annot_kws={"fontsize": 7},
+            annot_kws={"fontsize": SMALL},
             cbar_kws={"label": "R²_lin"},
             xticklabels=labels,
         )
         ax.set(title=model, xlabel="checkpoint (optimiser step)", ylabel=BLOCK_LABEL)
-        ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=SMALL)
     fig.tight_layout()
     return fig
 
@@ -241,7 +250,7 @@ def training_lines(
     if table["step"].isna().any():
         raise LinrecError("every checkpoint needs an optimiser step to be placed on the training axis")
     models = ordered(table, "model", order)
-    fig, axes = panel_grid(len(models), width=6.2, height=3.8, sharey=False)
+    fig, axes = panel_grid(len(models), height=4.6, sharey=False)
     for ax, model in zip(axes, models):
         g = table[table["model"] == model].astype({"step": float})
         blocks = sorted(g["block"].unique())
@@ -258,20 +267,17 @@ def training_lines(
                 capsize=2,
                 label=f"block {b}",
             )
-        ax.set_xscale(
-            "symlog", linthresh=max(1.0, float(g.loc[g["step"] > 0, "step"].min()) if (g["step"] > 0).any() else 1.0)
-        )
-        ax.set(title=model, xlabel="optimiser step (symlog)", ylabel=R2_LABEL)
+        symlog_axis(ax, g["step"], axis="x")
+        ax.set(title=model, xlabel="optimiser step (symlog)", ylabel="R²_lin (k-fold mean ± std)")
         if losses is not None and not losses[losses["model"] == model].empty:
             ell = losses[losses["model"] == model]
             corpus = loss_corpus or ell["corpus"].iloc[0]
             ell = ell[ell["corpus"] == corpus].sort_values("step")
             twin = ax.twinx()
             twin.plot(ell["step"], ell["loss"], color="0.45", ls="--", lw=1.2, label=f"held-out loss ({corpus})")
-            twin.set_ylabel(f"held-out loss, {corpus} (nats/token)", color="0.45")
+            twin.set_ylabel(f"dashed: held-out loss\n{corpus} (nats/token)", color="0.45")
             twin.grid(False)
-            twin.legend(loc="center right", fontsize=7)
-        ax.legend(fontsize=7, loc="lower left", ncol=2)
+        legend_below(ax, ncol=2)
     fig.tight_layout()
     return fig
 
@@ -280,19 +286,18 @@ def drift_figure(drift: pd.DataFrame, order: Sequence[str] | None = None, refere
     """RMS distance of each checkpoint's profile to the ``reference`` profile against the step, one line per model."""
     column = "distance_to_" + reference
     require(drift, ["model", "step", column], "the drift figure")
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.2))
     models = ordered(drift, "model", order)
     for colour, model in zip(sns.color_palette(n_colors=len(models)), models):
         g = drift[drift["model"] == model].astype({"step": float}).sort_values("step")
         ax.plot(g["step"], g[column], marker="o", color=colour, label=model)
-    positive = drift.loc[drift["step"] > 0, "step"]
-    ax.set_xscale("symlog", linthresh=max(1.0, float(positive.min())) if len(positive) else 1.0)
+    symlog_axis(ax, drift["step"].astype(float), axis="x")
     ax.set(
         xlabel="optimiser step (symlog)",
         ylabel=f"RMS distance of R²_lin profile to {reference}",
         title=f"How far each checkpoint's profile is from the {reference} one",
     )
-    ax.legend(fontsize=8)
+    legend_below(ax)
     fig.tight_layout()
     return fig
 
@@ -312,26 +317,29 @@ def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> 
             "the position figure")  # fmt: skip
     models = ordered(table, "model", order)
     first = int(table["first"].iloc[0])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 4.8), layout="constrained")
     long = table.melt(id_vars=["model", "block"], value_vars=["r2_lin", "r2_lin_later"], var_name="rows",
                       value_name="R²")  # fmt: skip
     long["rows"] = long.rows.map({"r2_lin": "all positions", "r2_lin_later": f"without the first {first}"})
     clipped = long[long["R²"] < FLOOR]
     long["R²"] = long["R²"].clip(lower=FLOOR)  # one block far below zero would flatten every other
-    sns.lineplot(data=long, x="block", y="R²", hue="model", hue_order=models, style="rows", marker="o", ax=left)
+    styles = list(dict.fromkeys(long["rows"]))
+    sns.lineplot(data=long, x="block", y="R²", hue="model", hue_order=models, style="rows", style_order=styles,
+                 markers=dict(zip(styles, ("o", "X"))), dashes=dict(zip(styles, ("", (4, 2)))), markersize=7,
+                 ax=left)  # fmt: skip
     for _, row in clipped.iterrows():
         left.annotate(f"{row['R²']:.3g}", (row["block"], FLOOR), xytext=(0, 6), textcoords="offset points",
-                      ha="center", fontsize=7, color="0.3")  # fmt: skip
-    left.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin", title="R²_lin with and without the first positions")
+                      ha="center", fontsize=SMALL, color="0.3")  # fmt: skip
+    left.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin",
+             title="R²_lin, with and without\nthe first positions")  # fmt: skip
     sns.lineplot(data=table, x="block", y="variance_first", hue="model", hue_order=models, marker="o", ax=right,
                  legend=False)  # fmt: skip
     right.axhline(float(table.rows_first.iloc[0]), color="0.4", lw=1, ls="--", zorder=0)
     right.text(0.01, float(table.rows_first.iloc[0]), f" their share of rows ({table.rows_first.iloc[0]:.1%})",
-               transform=right.get_yaxis_transform(), va="bottom", fontsize=8, color="0.35")  # fmt: skip
-    right.set(xlabel="FFN block (depth)", ylabel="share of output variance (sum of squares)",
-              title=f"What the first {first} position(s) carry")  # fmt: skip
+               transform=right.get_yaxis_transform(), va="bottom", fontsize=SMALL, color="0.35")  # fmt: skip
+    right.set(xlabel="FFN block (depth)", ylabel="share of output variance",
+              title=f"What the first {first}\nposition(s) carry")  # fmt: skip
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    left.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
+    figure_legend(fig, left)
     return fig

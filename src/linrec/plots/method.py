@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from linrec.errors import LinrecError
 from linrec.plots._columns import require
+from linrec.plots._layout import SMALL, WIDTH
 from linrec.plots.depth import curves_figure
 
 R2_LABEL = "held-out R²_lin"
@@ -22,16 +23,16 @@ R2_LABEL = "held-out R²_lin"
 
 def draw_pipeline() -> Figure:
     """Boxes and arrows: corpus -> forward pass with hooks -> moments -> closed-form fit -> R²."""
-    fig, ax = plt.subplots(figsize=(12, 4.2))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.6))
     steps = [
-        (0.10, 0.72, "text corpus\n(profile's corpus)"),
-        (0.36, 0.72, "token batches\nseq_len tokens each;\nfold = f(sequence, seed)"),
-        (0.64, 0.72, "frozen LM, one forward pass\nhooks at every FFN block:\nX = input, Y = output"),
-        (0.90, 0.72, "rows (x, y)\none per token,\nnever stored"),
-        (0.90, 0.22, "float64 moments per fold\nn, x̄, ȳ, Cxx, Cxy, Cyy\nO(d²) memory"),
-        (0.60, 0.22, "closed-form affine fit\non k−1 folds:\nW = Cxx⁺ Cxy,  b = ȳ − x̄W"),
-        (0.28, 0.22, "held-out R²_lin\non the k-th fold,\nfrom its moments alone"),
-        (0.05, 0.22, "mean ± std\nover k folds"),
+        (0.08, 0.74, "text corpus\n(the profile's)"),
+        (0.36, 0.74, "token batches,\nseq_len tokens each;\nfold = f(sequence,\nseed)"),
+        (0.66, 0.74, "frozen LM, one\nforward pass; hooks\nat every FFN block:\nX in, Y out"),
+        (0.92, 0.74, "rows (x, y),\none per token,\nnever stored"),
+        (0.92, 0.18, "float64 moments\nper fold: n, x̄, ȳ,\nCxx, Cxy, Cyy;\nO(d²) memory"),
+        (0.63, 0.18, "closed-form fit\non k−1 folds:\nW = Cxx⁺ Cxy\nb = ȳ − x̄W"),
+        (0.34, 0.18, "held-out R²_lin\non the k-th fold,\nfrom its moments"),
+        (0.07, 0.18, "mean ± std\nover k folds"),
     ]
     boxes = [
         ax.text(
@@ -40,8 +41,8 @@ def draw_pipeline() -> Figure:
             text,
             ha="center",
             va="center",
-            fontsize=9,
-            bbox=dict(boxstyle="round,pad=0.5", facecolor="#eef3fb", edgecolor="#4c72b0"),
+            fontsize=SMALL,
+            bbox=dict(boxstyle="round,pad=0.4", facecolor="#eef3fb", edgecolor="#4c72b0"),
         )
         for x, y, text in steps
     ]
@@ -60,18 +61,18 @@ def draw_pipeline() -> Figure:
             arrowprops=dict(arrowstyle="-|>", color="#333333", lw=1.3, shrinkA=4, shrinkB=4),
         )
     ax.text(
-        0.5,
+        0.45,
         0.47,
-        "below the line only moments exist: memory does not grow with the token count",
+        "below the line only moments exist:\nmemory does not grow with the token count",
         ha="center",
-        fontsize=8.5,
+        fontsize=SMALL,
         style="italic",
         color="#555555",
     )
     ax.axhline(0.43, xmin=0.02, xmax=0.98, color="#bbbbbb", lw=0.8, ls="--")
     ax.set(xlim=(-0.05, 1.02), ylim=(0.0, 0.95))
     ax.axis("off")
-    ax.set_title("Distillation as measurement: from a frozen model to one number per block")
+    ax.set_title("Distillation as measurement:\nfrom a frozen model to one number per block")
     return fig
 
 
@@ -83,7 +84,7 @@ def mixture_figure(measured: pd.DataFrame, exact: pd.DataFrame, folds: int, rows
     """
     require(measured, ["alpha", "r2_lin", "r2_lin_std"], "the mixture figure's measured points")
     require(exact, ["alpha", "r2_lin"], "the mixture figure's exact curve")
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.4))
     ax.plot(exact["alpha"], exact["r2_lin"], color="0.3", lw=1.5, label="exact population value")
     ax.errorbar(
         measured["alpha"],
@@ -107,7 +108,7 @@ def gelu_map_figure(scales: np.ndarray, offsets: np.ndarray, grid: np.ndarray, p
     """The exact R²_lin of a GELU block over pre-activation scale (log x) and offset (y), with the
     (``scale``, ``offset``) pairs of ``points`` marked; ``grid[i, j]`` belongs to ``offsets[i]``, ``scales[j]``."""
     require(points, ["scale", "offset"], "the GELU map's marked points")
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.8))
     mesh = ax.pcolormesh(
         np.asarray(scales), np.asarray(offsets), np.asarray(grid), cmap="viridis", vmin=0, vmax=1, shading="auto"
     )
@@ -128,7 +129,7 @@ def gelu_map_figure(scales: np.ndarray, offsets: np.ndarray, grid: np.ndarray, p
 def gelu_check_figure(points: pd.DataFrame, rows: int) -> Figure:
     """Measured held-out R²_lin of GELU blocks against the exact value, coloured by offset, with the diagonal."""
     require(points, ["exact", "measured", "offset"], "the GELU check")
-    fig, ax = plt.subplots(figsize=(6, 5))
+    fig, ax = plt.subplots(figsize=(6, 5.2))
     sns.scatterplot(data=points, x="exact", y="measured", hue="offset", palette="deep", s=70, ax=ax)
     ax.plot([0, 1], [0, 1], color="0.4", lw=1, ls="--", label="measured = exact")
     ax.set(

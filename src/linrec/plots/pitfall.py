@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from linrec.analysis.pitfall import tuned_only
 from linrec.plots._columns import require
+from linrec.plots._layout import WIDTH, figure_legend, legend_below
 
 
 def _gap(values: pd.Series, floor: float) -> pd.Series:
@@ -27,7 +28,7 @@ def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1
     curves = tuned_only(curves)
     panels = list(dict.fromkeys(zip(curves.model, curves.block)))
     data = curves.assign(gap_shown=_gap(curves.gap, floor))
-    fig, axes = plt.subplots(2, len(panels), figsize=(4.2 * len(panels), 7), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(2, len(panels), figsize=(WIDTH, 7.5), squeeze=False, sharey=True, layout="constrained")
     for col, (model, block) in enumerate(panels):
         panel = data[(data.model == model) & (data.block == block)]
         condition = f"\nκ = {panel.input_condition.iloc[0]:.3g}" if "input_condition" in panel else ""  # own line: fits
@@ -46,12 +47,11 @@ def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1
             ax.set(
                 yscale="log",
                 xlabel="optimiser steps" if x == "step" else "training wall time (s)",
-                ylabel=f"ceiling − held-out R² (log, ≥ {floor:g})",
+                ylabel=f"ceiling − held-out R²\n(log, ≥ {floor:g})" if col == 0 else "",
                 title=f"{model}, block {block}{condition}",
             )
-    axes[0, -1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"Trained linear maps against the closed-form ceiling (dashed: tolerance {tolerance:g})")
-    fig.tight_layout()
+    figure_legend(fig, axes[0, -1], ncol=4)
+    fig.suptitle(f"Trained linear maps against the closed-form ceiling\n(dashed: tolerance {tolerance:g})")
     return fig
 
 
@@ -61,7 +61,7 @@ def condition_figure(runs: pd.DataFrame, tolerance: float = 0.01, floor: float =
     require(runs, ["input_condition", "gap_final", "optimizer", "inputs"], "the condition figure")
     tuned = tuned_only(runs)
     data = tuned.assign(gap_shown=_gap(tuned.gap_final, floor))
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
+    fig, ax = plt.subplots(figsize=(WIDTH, 5.0))
     sns.scatterplot(data=data, x="input_condition", y="gap_shown", hue="optimizer", style="inputs", s=70, ax=ax)
     ax.axhline(tolerance, color="0.4", lw=1, ls="--", zorder=0)
     ax.set(
@@ -71,6 +71,6 @@ def condition_figure(runs: pd.DataFrame, tolerance: float = 0.01, floor: float =
         ylabel=f"ceiling − final held-out R² (log, ≥ {floor:g})",
         title=f"Where the trained map falls short (dashed: tolerance {tolerance:g})",
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_below(ax, ncol=4)
     fig.tight_layout()
     return fig

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from linrec.plots._columns import require
+from linrec.plots._layout import WIDTH, legend_below
 from linrec.plots.depth import BLOCK_LABEL
 
 
@@ -21,7 +22,7 @@ def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     require(table, ["block", "r2_lin", "r2_lin_std", "r2_feature_median"], "a depth profile")
     models = list(dict.fromkeys(table["model"])) if "model" in table else [None]
     blue, orange = sns.color_palette(n_colors=2)
-    fig, axes = plt.subplots(len(models), 1, figsize=(9, 4.2 if len(models) == 1 else 2.6 * len(models) + 0.8),
+    fig, axes = plt.subplots(len(models), 1, figsize=(WIDTH, 4.6 if len(models) == 1 else 2.6 * len(models) + 1.2),
                              sharey=True, squeeze=False)  # fmt: skip
     for ax, model in zip(axes[:, 0], models, strict=True):
         rows = (table if model is None else table[table["model"] == model]).sort_values("block")
@@ -33,8 +34,8 @@ def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
         ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R² (fraction of variance)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if model is not None and len(models) > 1:
-            ax.set_title(str(model), fontsize=10)
-    axes[0, 0].legend(fontsize=8, loc="best")
+            ax.set_title(str(model))
+    legend_below(axes[-1, 0], ncol=1)
     if title is not None:
         fig.suptitle(title)
     fig.tight_layout()

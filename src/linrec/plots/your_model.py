@@ -8,6 +8,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import require
+from linrec.plots._layout import WIDTH, legend_below
 
 PASS, FAIL = "#55a868", "#c44e52"
 
@@ -19,7 +20,7 @@ def candidates_figure(candidates: pd.DataFrame, min_r2: float, max_std: float, m
     reaches below 0 when a block scores below it.
     """
     require(candidates, ["block", "r2_lin", "candidate"], "the candidates figure")
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.4))
     sns.barplot(
         data=candidates.sort_values("block"),
         x="block",
@@ -35,5 +36,5 @@ def candidates_figure(candidates: pd.DataFrame, min_r2: float, max_std: float, m
         ylim=(min(0, candidates.r2_lin.min() - 0.05), 1.02),
         title=f"{model}: blocks that pass R²_lin ≥ {min_r2} with fold std ≤ {max_std}",
     )
-    ax.legend(title="candidate", loc="lower left")
+    legend_below(ax, title="candidate")
     return fig
