@@ -98,4 +98,4 @@ __all__ = [
     "swap_deltas",
     "swapped",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
