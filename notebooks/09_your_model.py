@@ -30,7 +30,6 @@ from linrec.bench import capture_overhead
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.cli import main as linrec_cli
-from linrec.commands.args import short_name
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.surgery import fit_replacements
@@ -75,7 +74,7 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, f
         args += ["--device", profile.device]
     if not ch.progress:
         args.append("--no-progress")
-    print("$ linrec " + " ".join(short_name(a) if Path(a).is_absolute() else a for a in args))  # paths: last part
+    print("$ linrec " + " ".join(Path(a).name if Path(a).is_absolute() else a for a in args))  # paths: last part
     if linrec_cli(args) != 0:
         raise linrec.LinrecError("linrec profile failed; its message is printed above")
     table = pd.read_csv(Path(workdir) / "table.csv")

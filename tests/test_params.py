@@ -117,7 +117,7 @@ def test_relations_between_parameters():
         check_params({"W": "8", "H": 4}, multiple_of=[("W", "H")])
 
 
-def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch):
+def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
     """The cell that writes the text file and runs the CLI, with the CLI replaced by a stand-in that
     writes a table: the table is read, and the temporary directory is gone afterwards."""
     import tempfile
@@ -153,6 +153,7 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch):
     }
     exec(cell.split("\n", 1)[1], namespace)
     assert seen["text"] == "some text" and list(namespace["table"].block) == [0, 1]
+    assert str(tmp_path) not in capsys.readouterr().out  # the command is printed without the machine's paths
     assert list(tmp_path.iterdir()) == []
     namespace["linrec_cli"] = lambda args: 2
     with pytest.raises(LinrecError, match="linrec profile failed"):
