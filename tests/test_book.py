@@ -631,3 +631,13 @@ def test_the_intro_claims_table_is_written_from_the_ledger(tmp_path, monkeypatch
     assert path == book.claims and path.parent.name == "_generated"
     row = "| near-linear blocks | {doc}`2 </book/chapters/02_x>` | abstract; Fig. 2 | {numref}`fig-x` "
     assert row + f"| reproduced; {model}: reproduced |" in path.read_text()
+
+
+def test_provenance_names_the_linrec_that_runs_not_stale_install_metadata(monkeypatch):
+    import importlib.metadata
+
+    import linrec
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(provenance.metadata, "version", lambda n: "0.0.1" if n == "linrec" else real(n))
+    assert provenance.versions()["linrec"] == linrec.__version__

@@ -51,8 +51,10 @@ def digest(data: str | bytes | torch.Tensor | np.ndarray) -> str:
 
 def versions() -> dict[str, str]:
     """Installed versions of python and the libraries a result depends on."""
-    found = {"python": platform.python_version()}
-    for name in _LIBRARIES:
+    from linrec import __version__  # the code running, which an editable install's metadata may not be
+
+    found = {"python": platform.python_version(), "linrec": __version__}
+    for name in (n for n in _LIBRARIES if n != "linrec"):
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
