@@ -16,6 +16,7 @@ layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`, :mod:`linrec.ex
 
 from typing import TYPE_CHECKING
 
+from linrec._version import __version__ as __version__  # re-exported: linrec.__version__
 from linrec.errors import LinrecError
 
 # Where each public name lives. They are imported on first use (PEP 562), so ``import linrec`` and
@@ -98,4 +99,3 @@ __all__ = [
     "swap_deltas",
     "swapped",
 ]
-__version__ = "0.2.0"

@@ -18,6 +18,7 @@ from importlib import metadata
 import numpy as np
 import torch
 
+from linrec._version import __version__
 from linrec.experiment.measurement import MeasurementInfo, used_measurements
 from linrec.models.loading import pick_device
 from linrec.models.packaged import PACKAGED
@@ -51,9 +52,7 @@ def digest(data: str | bytes | torch.Tensor | np.ndarray) -> str:
 
 def versions() -> dict[str, str]:
     """Installed versions of python and the libraries a result depends on."""
-    from linrec import __version__  # the code running, which an editable install's metadata may not be
-
-    found = {"python": platform.python_version(), "linrec": __version__}
+    found = {"python": platform.python_version(), "linrec": __version__}  # the code running, not install metadata
     for name in (n for n in _LIBRARIES if n != "linrec"):
         try:
             found[name] = metadata.version(name)

@@ -253,7 +253,7 @@ def _versions() -> dict[str, str]:
     import torch
     import transformers
 
-    from linrec import __version__
+    from linrec._version import __version__
 
     return {
         "linrec_version": __version__,
