@@ -273,7 +273,8 @@ def intact(version: Path) -> bool:
 # Writing.
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0 asks without sending anything)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -309,7 +310,7 @@ def remove_stale(parent: Path, *, older_than: float = STALE_S) -> None:
         path = parent / name
         if name.startswith(_TMP):
             pid = _pid(name)
-            if pid is not None and pid != os.getpid() and not _alive(pid):
+            if pid is not None and pid != os.getpid() and not process_alive(pid):
                 if now - _newest_change(path) >= older_than:
                     _remove(path)
         elif name.startswith(_VERSION):

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from linrec.cache import _alive, cache_dir
+from linrec.cache import cache_dir, process_alive
 from linrec.errors import LinrecError
 
 
@@ -77,12 +77,18 @@ _TEMPORARY = re.compile(r"\.(\d+)\.[a-z0-9_]{8}\.tmp$")
 """The tail of a temporary's name: its writer's process id, then :func:`tempfile.mkstemp`'s random part."""
 
 
+def remove_orphans(directory: Path, pattern: str, pid: re.Pattern[str]) -> None:
+    """Remove the files of ``directory`` matching the glob ``pattern`` whose writer, the process id that ``pid``
+    reads from the name (its group 1), is gone: what a killed process could not clean up."""
+    for stale in directory.glob(pattern):
+        found = pid.search(stale.name)
+        if found and not process_alive(int(found.group(1))):
+            stale.unlink(missing_ok=True)
+
+
 def remove_stale_temporaries(path: Path) -> None:
     """Remove the temporaries of ``path`` whose writer is gone (killed before it could clean up)."""
-    for stale in path.parent.glob(f".{path.name[:64]}.*.tmp"):
-        found = _TEMPORARY.search(stale.name)
-        if found and not _alive(int(found.group(1))):
-            stale.unlink(missing_ok=True)
+    remove_orphans(path.parent, f".{path.name[:64]}.*.tmp", _TEMPORARY)
 
 
 def write_atomically(path: Path, write: Callable[[IO], object], binary: bool = False) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -107,6 +108,10 @@ def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | No
     return subprocess.Popen(command, start_new_session=True)
 
 
+_SOCKET = re.compile(r"^linrec-kernel-(\d+)-")
+"""A chapter kernel's IPC socket file: its papermill process's id, then the socket's number."""
+
+
 def papermill_one(notebook: str, out: str, parameters: str, kernel_name: str, progress: str, cwd: str) -> None:
     """Execute one chapter with papermill (what :func:`_start` runs in a process of its own).
 
@@ -117,16 +122,13 @@ def papermill_one(notebook: str, out: str, parameters: str, kernel_name: str, pr
     import papermill
     from traitlets.config import Config
 
-    from linrec.cache import _alive
+    from linrec.files import remove_orphans
 
     logging.basicConfig(level=logging.WARNING)
     # Each kernel its own socket path (jupyter_client's default, "kernel-ipc" in the working directory, is shared
     # by chapters running side by side).
     sockets = Path(tempfile.gettempdir())
-    for stale in sockets.glob("linrec-kernel-*-*"):  # left by a chapter that was killed
-        pid = stale.name.split("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
-            stale.unlink(missing_ok=True)
+    remove_orphans(sockets, "linrec-kernel-*-*", _SOCKET)  # left by a chapter that was killed
     ipc = {"transport": "ipc", "ip": str(sockets / f"linrec-kernel-{os.getpid()}")} if os.name == "posix" else {}
     papermill.execute_notebook(
         notebook, out, parameters=yaml.safe_load(Path(parameters).read_text()), kernel_name=kernel_name,
