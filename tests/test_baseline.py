@@ -8,7 +8,6 @@ import torch
 
 from linrec.analysis.pitfall import planted_rows, target_control
 from linrec.core.moments import Moments
-from linrec.core.sample import RowSample
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import get_profile
 from linrec.experiment.resolve import baseline_config
@@ -105,10 +104,7 @@ def test_divergence_is_reported_and_never_tuned():
 
 
 def test_runs_over_blocks_and_curves():
-    sample = RowSample(max_rows=4000)
-    for block in (0, 1):
-        rows = planted_rows(block)
-        sample.add(block, rows.x, rows.y, rows.fold)
+    sample = {block: planted_rows(block) for block in (0, 1)}
     config = BaselineConfig(steps=100, log_every=20, lr_factors=(1.0,))
     runs = baseline_runs(sample, optimizers=("adam",), inputs=("standardised",), config=config, progress=False)
     assert [(r.block, r.optimizer, r.inputs, r.tuned) for r in runs] == [

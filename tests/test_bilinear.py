@@ -23,6 +23,7 @@ from linrec.analysis.bilinear import (
     residual_correlations,
     widest_gap,
 )
+from linrec.core.capture import BatchRows
 from linrec.core.sample import Rows, RowSample
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
@@ -93,7 +94,8 @@ def test_output_dims_orders_by_variance_and_matches_the_report():
 def test_sample_rows_takes_a_row_sample_or_a_mapping():
     rows = linear()
     sample = RowSample(max_rows=N)
-    sample.add(2, rows.x, rows.y, rows.fold)
+    sample.start(len(rows))
+    sample.add(2, rows.x, rows.y, BatchRows.of_folds(0, 0, rows.fold))
     from_sample, from_mapping = sample_rows(sample), sample_rows({2: rows})
     assert list(from_sample) == list(from_mapping) == [2]
     assert torch.equal(from_sample[2].y, from_mapping[2].y)

@@ -5,7 +5,7 @@ import torch
 
 from conftest import tiny_model
 from linrec.analysis.positions import position_table
-from linrec.core.capture import capture_moments, run_capture
+from linrec.core.capture import RowSink, capture_moments, run_capture
 from linrec.core.fit import DEFAULT_RCOND, kfold
 from linrec.core.moments import Moments
 from linrec.data.tokens import make_batches
@@ -15,13 +15,13 @@ from linrec.models.arch import ffn_blocks
 FOLDS = 5
 
 
-class Rows:
+class Rows(RowSink):
     """A sink that keeps every row it is handed, per block, in order."""
 
     def __init__(self) -> None:
         self.x: dict[int, list[torch.Tensor]] = {}
 
-    def add(self, block, x, y, fold) -> None:
+    def add(self, block, x, y, rows) -> None:
         self.x.setdefault(block, []).append(torch.cat([x, y], 1))
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import stats
 
-from linrec.core.sample import Rows, RowSample, closed_form
+from linrec.core.sample import Rows, closed_form
 from linrec.errors import LinrecError
 from linrec.interventions.probes import (
     PolyProbe,
@@ -77,10 +77,7 @@ def test_probe_starts_at_the_closed_form():
 
 
 def test_probe_table_over_blocks():
-    sample = RowSample(max_rows=2000, seed=0)
-    for block, kind in enumerate(("affine", "bilinear")):
-        rows = planted(kind, seed=block)
-        sample.add(block, rows.x, rows.y, rows.fold)
+    sample = {block: planted(kind, seed=block) for block, kind in enumerate(("affine", "bilinear"))}
     table = probe_table(sample, config=ProbeConfig(rank=8, steps=300), progress=False)
     assert list(table.block) == [0, 1]
     assert (table.gain == table.r2_poly - table.r2_lin).all()
@@ -89,7 +86,7 @@ def test_probe_table_over_blocks():
     short = ProbeConfig(rank=8, steps=40)
     split = probe_table(sample, config=ProbeConfig(rank=8, steps=300), progress=False, seeded=short)
     assert split.gain.tolist() == table.gain.tolist()  # the bilinear probe keeps its own settings
-    direct = seeded_poly(sample.rows(1), config=short, block=1)
+    direct = seeded_poly(sample[1], config=short, block=1)
     assert split.gain_seeded[1] == direct.gain and split.gain_seeded[1] != table.gain_seeded[1]
 
 

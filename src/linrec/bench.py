@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.capture import MomentSink, run_capture
+from linrec.core.capture import BatchRows, MomentSink, RowSink, run_capture
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import ffn_blocks
@@ -64,13 +64,13 @@ def _timed(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-class _RowStore:
+class _RowStore(RowSink):
     """The naive sink: keeps every row (what the moments make unnecessary)."""
 
     def __init__(self) -> None:
         self.rows: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
-    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None:
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
         self.rows.setdefault(block, []).append((x.clone(), y.clone()))
 
 

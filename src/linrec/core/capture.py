@@ -3,14 +3,22 @@
 Hooks only observe (they return nothing, so no module output is replaced). Padding rows are
 dropped, every row carries the fold of its sequence, and the forward is cut short right after
 the deepest block asked for, so neither later layers nor the LM head run.
+
+Nothing on this path makes the host wait for a GPU within a batch: which rows are kept and which
+fold each belongs to is decided on the host from the attention mask before the forward
+(:class:`BatchRows`), the rows of a fold are a slice, token ids travel from pinned memory without
+blocking, and NaN/Inf activations are found from the float64 sums every ``check_every`` batches
+(:class:`MomentSink`), not row by row. :class:`linrec.core.syncs.SyncCounter` tests it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -25,10 +33,61 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
-class RowSink(Protocol):
-    """Receives the rows of one block for one batch: x (n, d_in), y (n, d_out), fold (n,)."""
+@dataclass(frozen=True)
+class BatchRows:
+    """What the host knows of one batch's captured rows before its forward (learning it costs the device nothing).
 
-    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None: ...
+    A batch's rows are its kept token rows (not padding, at a wanted position) in sequence-major order.
+    ``run_capture`` orders sequences by fold, so each fold's rows are one contiguous ``runs`` entry.
+    """
+
+    index: int  # the batch's number in this capture, from 0
+    offset: int  # rows handed over in earlier batches: the stream position of this batch's first row
+    runs: tuple[tuple[int, int, int], ...]  # (fold, start, stop) in the batch's rows
+
+    @property
+    def n(self) -> int:
+        return self.runs[-1][2] if self.runs else 0
+
+    def fold_ids(self) -> torch.Tensor:
+        """The fold of every row (CPU, long)."""
+        out = torch.empty(self.n, dtype=torch.long)
+        for fold, start, stop in self.runs:
+            out[start:stop] = fold
+        return out
+
+    @classmethod
+    def of_folds(cls, index: int, offset: int, fold: torch.Tensor) -> BatchRows:
+        """The rows of a batch whose rows are in folds ``fold`` (CPU, one per row): one run per stretch of a fold."""
+        f = fold.numpy()
+        cuts = [0, *(np.flatnonzero(np.diff(f)) + 1).tolist(), len(f)]
+        return cls(index, offset, tuple((int(f[a]), a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a))
+
+    @classmethod
+    def of_mask(cls, index: int, offset: int, mask: np.ndarray, fold: torch.Tensor) -> BatchRows:
+        """The rows of a batch whose kept positions are ``mask`` (B, T) and whose sequences are in folds ``fold``."""
+        return cls.of_folds(index, offset, torch.from_numpy(np.repeat(fold.numpy(), mask.sum(1))))
+
+
+class RowSink:
+    """Receives each block's rows, batch by batch, during :func:`run_capture`; subclasses override :meth:`add`.
+
+    Every call happens while the forward runs, so a sink that wants a GPU never to wait reads no device
+    value on the host (``.item()``, ``bool(t)``, boolean masks, copies to pageable host memory).
+    """
+
+    def start(self, rows_per_block: int) -> None:
+        """Called once before the first batch: how many rows each block will hand over in all."""
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
+        """The rows of ``block`` for one batch: x (n, d_in), y (n, d_out), on the block's device."""
+        raise NotImplementedError
+
+    def end_batch(self, rows: BatchRows) -> None:
+        """Called after every block of a batch was added."""
+
+    def finish(self) -> None:
+        """Called once after the last batch."""
 
 
 class _StopForward(Exception):
@@ -67,6 +126,13 @@ def require_eval(model: nn.Module, what: str) -> None:
         raise LinrecError(f"the model is in training mode (dropout would make {what} random); call model.eval() first")
 
 
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` (on the CPU) on ``device``; to a GPU from pinned memory, queued without the host waiting."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def run_capture(
     model: nn.Module,
     batches: TokenBatches,
@@ -78,17 +144,28 @@ def run_capture(
 ) -> None:
     """Run ``model`` over ``batches`` once, handing each block's non-padding rows to every sink.
 
-    ``positions``: hand over only the rows at these positions of each window (column indices, e.g.
-    ``slice(1, None)`` leaves out position 0). The mask is applied to what is captured, never to the
-    forward pass: every token still attends to, and is computed from, the whole window.
+    Sequences are ordered by fold first (:meth:`TokenBatches.grouped`). ``positions``: hand over only
+    the rows at these positions of each window (column indices, e.g. ``slice(1, None)`` leaves out
+    position 0). The mask is applied to what is captured, never to the forward pass: every token
+    still attends to, and is computed from, the whole window.
     """
     if not blocks:
         raise LinrecError("no FFN blocks selected")
     require_eval(model, "the captured activations")
     modules = dict(model.named_modules())
     deepest = max(blocks, key=lambda b: b.index)
+    grouped = batches.grouped(fold_of_sequence)
+    masks = (grouped.attention_mask.bool() & _columns(batches.seq_len, positions)).numpy()
     pending: dict[int, torch.Tensor] = {}
-    state: dict[str, torch.Tensor] = {}
+    batch: dict[str, Any] = {}  # this batch's BatchRows, the kept row indices (None: all) and their device copies
+
+    def kept_rows(t: torch.Tensor) -> torch.Tensor:
+        flat = t.reshape(-1, t.shape[-1])
+        if batch["keep"] is None:
+            return flat
+        if flat.device not in batch["uploads"]:  # one upload per batch and device (blocks may sit on several)
+            batch["uploads"][flat.device] = to_device(batch["keep"], flat.device)
+        return flat.index_select(0, batch["uploads"][flat.device])
 
     def make_pre_hook(block: BlockSpec) -> Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], None]:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -100,17 +177,11 @@ def run_capture(
         def hook(_module: nn.Module, _args: tuple[Any, ...], output: Any) -> None:
             y = output[0] if isinstance(output, tuple) else output
             x = pending.pop(block.index)
-            keep = state["mask"].to(x.device)
-            x = x.reshape(-1, x.shape[-1])[keep]
-            y = y.reshape(-1, y.shape[-1])[keep.to(y.device)]
-            if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
-                raise LinrecError(
-                    f"block {block.index}: NaN or Inf activations (batch of sequences "
-                    f"{state['seq'].tolist()[:4]}...). {_non_finite_advice(y.dtype)}"
-                )
-            fold = state["fold"].to(x.device)
-            for sink in sinks:
-                sink.add(block.index, x, y, fold)
+            rows: BatchRows = batch["rows"]
+            if rows.n:
+                x, y = kept_rows(x), kept_rows(y)
+                for sink in sinks:
+                    sink.add(block.index, x, y, rows)
             if block is deepest:
                 raise _StopForward
 
@@ -122,21 +193,32 @@ def run_capture(
         handles.append(modules[b.output].register_forward_hook(make_hook(b)))
     device = input_device(model)
     extra = {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
-    columns = _columns(batches.seq_len, positions)
-    bar = tqdm(total=batches.n_rows, unit="tok", desc="capture", disable=not progress)
+    for sink in sinks:
+        sink.start(int(masks.sum()))
+    bar = tqdm(total=int(masks.sum()), unit="tok", desc="capture", disable=not progress)
+    offset = 0
     try:
         with torch.no_grad():
-            for batch in batches.grouped(fold_of_sequence):
-                mask = batch.attention_mask.bool() & columns
-                state["mask"] = mask.reshape(-1)
-                state["seq"] = batch.seq_index
-                state["fold"] = fold_of_sequence[batch.seq_index][:, None].expand_as(mask).reshape(-1)[state["mask"]]
+            for i, b in enumerate(grouped):
+                mask = masks[i * grouped.batch_size : (i + 1) * grouped.batch_size]
+                rows = BatchRows.of_mask(i, offset, mask, fold_of_sequence[b.seq_index])
+                keep = None if rows.n == mask.size else torch.from_numpy(np.flatnonzero(mask))
+                batch.update(rows=rows, keep=keep, uploads={})
                 try:
-                    model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device), **extra)
+                    model(
+                        input_ids=to_device(b.input_ids, device),
+                        attention_mask=to_device(b.attention_mask, device),
+                        **extra,
+                    )
                 except _StopForward:
                     pass
                 pending.clear()
-                bar.update(int(mask.sum()))
+                for sink in sinks:
+                    sink.end_batch(rows)
+                offset += rows.n
+                bar.update(rows.n)
+        for sink in sinks:
+            sink.finish()
     finally:
         bar.close()
         for h in handles:
@@ -152,26 +234,59 @@ def _columns(width: int, positions: slice | None) -> torch.Tensor:
     return kept[None]
 
 
-class MomentSink:
-    """Accumulates float64 moments per block and fold (on CPU when rows come from MPS, which lacks float64)."""
+class MomentSink(RowSink):
+    """Accumulates float64 moments per block and fold (on CPU when rows come from MPS, which lacks float64).
 
-    def __init__(self, k: int) -> None:
+    NaN/Inf activations are looked for in the sums, not the rows (a non-finite row makes its fold's
+    sums non-finite): once every ``check_every`` batches and in :meth:`moments`, one host read for
+    all blocks, naming the first bad block and the batches since the last check.
+    """
+
+    def __init__(self, k: int, check_every: int = 64) -> None:
         self.k = k
-        self.accumulators: dict[int, list[MomentAccumulator]] = {}
+        self.check_every = check_every
+        self.accumulators: dict[int, MomentAccumulator] = {}
+        self._dtypes: dict[int, torch.dtype] = {}
+        self._batches = 0  # batches ended so far
+        self._checked = 0  # batches known to be finite
 
-    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None:
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
         if x.device.type == "mps":
-            x, y, fold = x.cpu(), y.cpu(), fold.cpu()
-        if block not in self.accumulators:
-            self.accumulators[block] = [MomentAccumulator(x.shape[1], y.shape[1], x.device) for _ in range(self.k)]
-        per_fold = self.accumulators[block]
-        for f in fold.unique().tolist():
-            sel = fold == f
-            per_fold[f].add(x[sel], y[sel])
+            x, y = x.cpu(), y.cpu()
+        acc = self.accumulators.get(block)
+        if acc is None:
+            acc = self.accumulators[block] = MomentAccumulator(x.shape[1], y.shape[1], x.device, self.k)
+            self._dtypes[block] = y.dtype
+        xs, ys = acc.shifted(x, y)
+        for fold, start, stop in rows.runs:
+            acc.add_shifted(xs[start:stop], ys[start:stop], fold)
+
+    def end_batch(self, rows: BatchRows) -> None:
+        self._batches = rows.index + 1
+        if self._batches - self._checked >= self.check_every:
+            self.check()
+
+    def finish(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise if a block's sums are non-finite: one host read of one flag per block."""
+        if not self.accumulators or self._checked == self._batches:
+            return
+        blocks = sorted(self.accumulators)
+        finite = torch.stack([self.accumulators[b].finite().cpu() for b in blocks]).tolist()
+        if not all(finite):
+            block = blocks[finite.index(False)]
+            raise LinrecError(
+                f"block {block}: NaN or Inf activations in batches {self._checked}-{self._batches - 1} of the capture. "
+                f"{_non_finite_advice(self._dtypes[block])}"
+            )
+        self._checked = self._batches
 
     def moments(self) -> BlockMoments:
         """Centred moments per block and fold, on CPU."""
-        return {b: [a.moments().to("cpu") for a in accs] for b, accs in self.accumulators.items()}
+        self.check()
+        return {b: [acc.moments(f).to("cpu") for f in range(self.k)] for b, acc in self.accumulators.items()}
 
 
 def rows_needed(width: int, folds: int, seq_len: int = 1) -> int:

@@ -107,51 +107,89 @@ class Moments:
         return cls(int(round(v[0].item())), *parts)
 
 
+def _gram_pieces(d: int) -> list[tuple[int, int]]:
+    """Column ranges for :func:`add_gram`: up to 4, each at least 64 wide (narrower ones cost more than they save)."""
+    k = max(1, min(4, d // 64))
+    bounds = [d * i // k for i in range(k + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def add_gram(out: torch.Tensor, a: torch.Tensor) -> None:
+    """Add aᵀa to the upper block triangle of ``out`` (d, d): the blocks on and above the diagonal.
+
+    aᵀa is symmetric, so the blocks below the diagonal are never computed (with 4 column blocks,
+    10 of 16 block products: about 40 % less arithmetic than one full product, measured on CPU);
+    :func:`symmetric` rebuilds the whole matrix from the upper triangle. torch has no SYRK.
+    """
+    for lo, hi in _gram_pieces(a.shape[1]):
+        out[lo:hi, lo:].addmm_(a[:, lo:hi].T, a[:, lo:])
+
+
+def symmetric(upper: torch.Tensor) -> torch.Tensor:
+    """The symmetric matrix whose upper triangle (diagonal included) is that of ``upper``."""
+    return upper.triu() + upper.triu(1).T
+
+
 class MomentAccumulator:
-    """Streams rows into sums about a fixed shift (the first chunk's mean), in place.
+    """Streams rows into float64 sums about one fixed shift, in place, for ``folds`` disjoint row sets.
 
     The shifted-data algorithm: with K close to the mean, Σ(x-K)(x-K)ᵀ - n(x̄-K)(x̄-K)ᵀ loses
-    almost nothing to cancellation, and each chunk costs one in-place GEMM per product with no
-    per-chunk O(d²) merge. :meth:`moments` converts to centred :class:`Moments`.
+    almost nothing to cancellation, and each chunk costs one in-place product per sum with no
+    per-chunk O(d²) merge. The shift is the mean of the first rows and is shared by every fold, so
+    a chunk holding several folds is cast and shifted once (one fused kernel per operand) and each
+    fold's rows are a slice of it. Nothing here reads a device value on the host: a chunk's row
+    count is the host's own integer, so a GPU never waits. :meth:`moments` converts to centred
+    :class:`Moments`.
     """
 
-    def __init__(self, d_in: int, d_out: int, device: torch.device | str = "cpu") -> None:
+    def __init__(self, d_in: int, d_out: int, device: torch.device | str = "cpu", folds: int = 1) -> None:
         z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
-        self.n = 0
+        self.n = [0] * folds
         self.shift_x: torch.Tensor | None = None
         self.shift_y: torch.Tensor | None = None
-        self.sx, self.sy = z(d_in), z(d_out)
-        self.sxx, self.sxy, self.syy = z(d_in, d_in), z(d_in, d_out), z(d_out, d_out)
+        self.sx, self.sy = z(folds, d_in), z(folds, d_out)
+        self.sxx, self.sxy, self.syy = z(folds, d_in, d_in), z(folds, d_in, d_out), z(folds, d_out, d_out)
 
-    def add(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Merge the rows of ``x`` (n, d_in) and ``y`` (n, d_out), cast to float64."""
+    def shifted(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x - Kx, y - Ky) in float64, each one fused cast-and-subtract; the first call sets K to its rows' mean."""
+        if self.shift_x is None or self.shift_y is None:  # the first rows: both are set together
+            self.shift_x = x.detach().mean(0, dtype=torch.float64)
+            self.shift_y = y.detach().mean(0, dtype=torch.float64)
+        return torch.sub(x.detach(), self.shift_x), torch.sub(y.detach(), self.shift_y)
+
+    def add_shifted(self, xs: torch.Tensor, ys: torch.Tensor, fold: int = 0) -> None:
+        """Merge rows already returned by :meth:`shifted` into ``fold``."""
+        self.n[fold] += xs.shape[0]
+        self.sx[fold] += xs.sum(0)
+        self.sy[fold] += ys.sum(0)
+        add_gram(self.sxx[fold], xs)
+        self.sxy[fold].addmm_(xs.T, ys)
+        add_gram(self.syy[fold], ys)
+
+    def add(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
+        """Merge the rows of ``x`` (n, d_in) and ``y`` (n, d_out), cast to float64, into ``fold``."""
         if x.shape[0] == 0:
             return
-        x = x.detach().to(torch.float64)
-        y = y.detach().to(torch.float64)
-        if self.shift_x is None or self.shift_y is None:  # the first rows: both are set together
-            self.shift_x, self.shift_y = x.mean(0), y.mean(0)
-        xs, ys = x - self.shift_x, y - self.shift_y
-        self.n += x.shape[0]
-        self.sx += xs.sum(0)
-        self.sy += ys.sum(0)
-        self.sxx.addmm_(xs.T, xs)
-        self.sxy.addmm_(xs.T, ys)
-        self.syy.addmm_(ys.T, ys)
+        self.add_shifted(*self.shifted(x, y), fold)
 
-    def moments(self) -> Moments:
-        """The centred moments of everything added so far."""
-        if self.n == 0:
-            return Moments.zeros(self.sx.shape[0], self.sy.shape[0], self.sx.device)
+    def finite(self) -> torch.Tensor:
+        """A device bool scalar: whether every row so far was finite (a NaN or Inf makes its fold's sums so)."""
+        return torch.isfinite(self.sx).all() & torch.isfinite(self.sy).all()
+
+    def moments(self, fold: int = 0) -> Moments:
+        """The centred moments of everything added to ``fold`` so far."""
+        n = self.n[fold]
+        if n == 0:
+            return Moments.zeros(self.sx.shape[1], self.sy.shape[1], self.sx.device)
         assert self.shift_x is not None and self.shift_y is not None  # set by the first add of rows
-        mx, my = self.sx / self.n, self.sy / self.n
+        mx, my = self.sx[fold] / n, self.sy[fold] / n
         return Moments(
-            self.n,
+            n,
             self.shift_x + mx,
             self.shift_y + my,
-            self.sxx - self.n * torch.outer(mx, mx),
-            self.sxy - self.n * torch.outer(mx, my),
-            self.syy - self.n * torch.outer(my, my),
+            symmetric(self.sxx[fold]) - n * torch.outer(mx, mx),
+            self.sxy[fold] - n * torch.outer(mx, my),
+            symmetric(self.syy[fold]) - n * torch.outer(my, my),
         )
 
 

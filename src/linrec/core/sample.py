@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from linrec.core.capture import capture_moments
+from linrec.core.capture import BatchRows, RowSink, capture_moments, to_device
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
 from linrec.core.moments import BlockMoments, Moments, merge_folds
 from linrec.data.tokens import TokenBatches
@@ -131,59 +131,85 @@ def minibatches(n: int, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
             yield order[start : start + batch_size]
 
 
-class RowSample:
-    """Capture sink keeping up to ``max_rows`` rows per block (seeded, batch-size independent)."""
+class RowSample(RowSink):
+    """Capture sink keeping up to ``max_rows`` rows per block (seeded, batch-size independent).
+
+    A row's priority depends only on (seed, block, its stream position), and :func:`run_capture` says
+    how many rows each block will hand over before the first batch, so the kept rows are known before
+    the forward runs: per batch, exactly the kept rows are gathered on the device and copied, without
+    the host waiting, into preallocated host buffers (pinned when they come from a GPU) at their final
+    places in stream order. Nothing is copied twice and nothing that is not kept leaves the device.
+    """
 
     def __init__(self, max_rows: int, seed: int = 0) -> None:
         if max_rows < 1:
             raise LinrecError(f"max_rows must be at least 1; got {max_rows}")
         self.max_rows = max_rows
         self.seed = seed
-        self._seen: dict[int, int] = {}
-        self._kept: dict[int, dict[str, torch.Tensor]] = {}
+        self._stream: int | None = None  # rows per block, from start()
+        self._kept: dict[int, np.ndarray] = {}  # stream positions of the kept rows, ascending
+        self._rows: dict[int, Rows] = {}  # their buffers, filled in stream order
+        self._filled: dict[int, int] = {}
+        self._pending: set[torch.device] = set()  # GPUs with copies in flight
 
     @property
     def blocks(self) -> list[int]:
-        return sorted(self._kept)
+        return sorted(self._rows)
 
-    def seen(self, block: int) -> int:
-        """Rows of ``block`` offered so far (kept or not)."""
-        return self._seen.get(block, 0)
+    def start(self, rows_per_block: int) -> None:
+        self._stream = rows_per_block
+        self._kept, self._rows, self._filled = {}, {}, {}
 
-    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor) -> None:
-        start = self._seen.get(block, 0)
-        self._seen[block] = start + x.shape[0]
-        index = torch.arange(start, start + x.shape[0])
-        priority = row_priority(self.seed, block, index)
-        kept = self._kept.get(block)
-        if kept is not None and kept["priority"].numel() >= self.max_rows:
-            candidate = priority < kept["priority"].max()  # rows that would enter a full sample
-            if not candidate.any():
-                return
-            index, priority = index[candidate], priority[candidate]
-            sel = candidate.to(x.device)
-            x, y, fold = x[sel], y[sel], fold[sel]
-        new = {
-            "index": index,
-            "priority": priority,
-            "x": x.detach().to("cpu", torch.float32),
-            "y": y.detach().to("cpu", torch.float32),
-            "fold": fold.detach().to("cpu", torch.long),
-        }
-        if kept is not None:
-            new = {k: torch.cat([kept[k], v]) for k, v in new.items()}
-        if new["priority"].numel() > self.max_rows:
-            keep = torch.topk(new["priority"], self.max_rows, largest=False).indices
-            new = {k: v[keep] for k, v in new.items()}
-        self._kept[block] = new
+    def kept_positions(self, block: int) -> np.ndarray:
+        """Stream positions of the rows kept for ``block``: the ``max_rows`` smallest priorities, ascending."""
+        if self._stream is None:
+            raise LinrecError("RowSample.start(rows_per_block) must run before rows are added (run_capture calls it)")
+        if block not in self._kept:
+            priority = row_priority(self.seed, block, torch.arange(self._stream)).numpy()
+            if self._stream > self.max_rows:
+                chosen = np.argpartition(priority, self.max_rows - 1)[: self.max_rows]
+            else:
+                chosen = np.arange(self._stream)
+            self._kept[block] = np.sort(chosen)
+        return self._kept[block]
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
+        kept = self.kept_positions(block)
+        lo, hi = np.searchsorted(kept, [rows.offset, rows.offset + rows.n])
+        if lo == hi:
+            return
+        if block not in self._rows:
+            pin = x.device.type == "cuda"
+            empty = lambda *s: torch.empty(*s, dtype=torch.float32, pin_memory=pin)  # noqa: E731
+            self._rows[block] = Rows(
+                empty(len(kept), x.shape[1]), empty(len(kept), y.shape[1]), torch.empty(len(kept), dtype=torch.long)
+            )
+            self._filled[block] = 0
+        local = torch.from_numpy(kept[lo:hi] - rows.offset)
+        if hi - lo < rows.n:  # only some rows are kept: gather exactly those on the device
+            index = to_device(local, x.device)
+            x, y = x.index_select(0, index), y.index_select(0, index)
+        out = self._rows[block]
+        out.x[lo:hi].copy_(x.detach().to(torch.float32), non_blocking=True)
+        out.y[lo:hi].copy_(y.detach().to(torch.float32), non_blocking=True)
+        out.fold[lo:hi] = rows.fold_ids()[local]
+        self._filled[block] += int(hi - lo)
+        if x.device.type == "cuda":
+            self._pending.add(x.device)
+
+    def finish(self) -> None:
+        """Wait for the copies still in flight, so the buffers hold every kept row."""
+        for device in self._pending:
+            torch.cuda.synchronize(device)
+        self._pending.clear()
 
     def rows(self, block: int) -> Rows:
         """The sampled rows of ``block``, in stream order."""
-        if block not in self._kept:
+        if block not in self._rows:
             raise LinrecError(f"no rows sampled for block {block}; sampled blocks: {self.blocks}")
-        kept = self._kept[block]
-        order = torch.argsort(kept["index"])
-        return Rows(kept["x"][order], kept["y"][order], kept["fold"][order])
+        if self._filled[block] < len(self._rows[block]) or self._pending:
+            raise LinrecError(f"the capture of block {block} did not finish; its sample is incomplete")
+        return self._rows[block]
 
 
 def capture_with_sample(
