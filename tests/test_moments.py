@@ -2,7 +2,7 @@
 
 import torch
 
-from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments
+from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments, to_host, unpack
 
 
 def _rows(n=600, d_in=7, d_out=5, seed=0, offset=0.0):
@@ -92,3 +92,9 @@ def test_save_load_and_flat_round_trip(tmp_path):
         _close(a, b, 0)
     m = moments[0][0]
     _close(Moments.from_flat(m.flat(), 7, 5), m, 0)
+    wide = Moments.from_rows(torch.randn(9, 4, dtype=torch.float64), torch.randn(9, 2, dtype=torch.float64))
+    packed = torch.cat([m.flat(), wide.flat(), moments[3][0].flat()])  # what to_host copies from a GPU at once
+    unpacked = unpack(packed, {0: [(7, 5), (4, 2)], 3: [(7, 5)]})
+    for got, want in zip([*unpacked[0], *unpacked[3]], [m, wide, moments[3][0]], strict=True):
+        _close(got, want, 0)
+    _close(to_host(moments)[0][1], moments[0][1], 0)

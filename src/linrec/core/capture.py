@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments
+from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments, to_host
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
@@ -286,7 +286,7 @@ class MomentSink(RowSink):
     def moments(self) -> BlockMoments:
         """Centred moments per block and fold, on CPU."""
         self.check()
-        return {b: [acc.moments(f).to("cpu") for f in range(self.k)] for b, acc in self.accumulators.items()}
+        return to_host({b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()})
 
 
 def rows_needed(width: int, folds: int, seq_len: int = 1) -> int:

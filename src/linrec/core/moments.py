@@ -12,6 +12,7 @@ All products run in float64, so TF32 (a float32-only mode) and bf16 never touch 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,12 +97,18 @@ class Moments:
         n = torch.tensor([float(self.n)], dtype=torch.float64, device=self.mean_x.device)
         return torch.cat([n] + [getattr(self, f).reshape(-1) for f in _FIELDS])
 
+    @staticmethod
+    def flat_size(d_in: int, d_out: int) -> int:
+        """Length of :meth:`flat` for these widths."""
+        return 1 + d_in + d_out + d_in * d_in + d_in * d_out + d_out * d_out
+
     @classmethod
     def from_flat(cls, v: torch.Tensor, d_in: int, d_out: int) -> Moments:
+        """The moments :meth:`flat` wrote into ``v`` (views of it, not copies)."""
         shapes = [(d_in,), (d_out,), (d_in, d_in), (d_in, d_out), (d_out, d_out)]
         parts, i = [], 1
         for s in shapes:
-            size = int(torch.tensor(s).prod())
+            size = math.prod(s)
             parts.append(v[i : i + size].reshape(s))
             i += size
         return cls(int(round(v[0].item())), *parts)
@@ -203,6 +210,32 @@ def merge_folds(folds: list[Moments]) -> Moments:
     for m in folds[1:]:
         total = total + m
     return total
+
+
+def to_host(moments: BlockMoments) -> BlockMoments:
+    """``moments`` on the CPU. From a GPU: packed into one vector there and copied once into pinned memory,
+    one transfer instead of a blocking copy into fresh pageable memory per tensor (five per fold and block)."""
+    every = [m for folds in moments.values() for m in folds]
+    if not every or every[0].mean_x.device.type != "cuda":
+        return {b: [m.to("cpu") for m in folds] for b, folds in moments.items()}
+    packed = torch.cat([m.flat() for m in every])
+    host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
+    host.copy_(packed, non_blocking=True)
+    torch.cuda.synchronize(packed.device)
+    return unpack(host, {b: [(m.d_in, m.d_out) for m in folds] for b, folds in moments.items()})
+
+
+def unpack(packed: torch.Tensor, widths: dict[int, list[tuple[int, int]]]) -> BlockMoments:
+    """Moments per block and fold from the concatenated :meth:`Moments.flat` vectors of ``widths``' folds, in order."""
+    out: BlockMoments = {}
+    start = 0
+    for block, folds in widths.items():
+        out[block] = []
+        for d_in, d_out in folds:
+            size = Moments.flat_size(d_in, d_out)
+            out[block].append(Moments.from_flat(packed[start : start + size], d_in, d_out))
+            start += size
+    return out
 
 
 def save_moments(moments: BlockMoments, path: str | Path, metadata: dict[str, str] | None = None) -> None:
