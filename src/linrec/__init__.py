@@ -9,7 +9,7 @@ The public API, in the order a measurement uses it::
 
 ``capture_moments`` and ``recoverability`` are the two halves of ``measure``, for capturing once
 and analysing many times (moments save with ``save_moments``); ``run_capture`` feeds the same
-forward pass to other sinks, such as a ``RowSample``. Swapping a block for its fitted map:
+forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``). Swapping a block for its fitted map:
 ``fit_replacements``, ``swapped`` and ``swap_deltas`` (ΔPPL). Everything else lives in the
 layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
 """
@@ -22,6 +22,8 @@ from linrec.errors import LinrecError
 # Where each public name lives. They are imported on first use (PEP 562), so ``import linrec`` and
 # ``linrec --help`` do not pay for torch and transformers until something needs them.
 _HOMES = {
+    "BatchRows": "linrec.core.capture",
+    "RowSink": "linrec.core.capture",
     "capture_moments": "linrec.core.capture",
     "run_capture": "linrec.core.capture",
     "AffineFit": "linrec.core.fit",
@@ -33,6 +35,7 @@ _HOMES = {
     "load_moments": "linrec.core.moments",
     "save_moments": "linrec.core.moments",
     "RowSample": "linrec.core.sample",
+    "SyncCounter": "linrec.core.syncs",
     "TokenBatches": "linrec.data.tokens",
     "make_batches": "linrec.data.tokens",
     "perplexity": "linrec.interventions.perplexity",
@@ -47,11 +50,12 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
-    from linrec.core.capture import capture_moments, run_capture
+    from linrec.core.capture import BatchRows, RowSink, capture_moments, run_capture
     from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
     from linrec.core.measure import measure
     from linrec.core.moments import Moments, load_moments, save_moments
     from linrec.core.sample import RowSample
+    from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches
     from linrec.interventions.perplexity import perplexity, swap_deltas
     from linrec.interventions.surgery import fit_replacements, swapped
@@ -77,10 +81,13 @@ def __dir__() -> list[str]:
 __all__ = [
     "SUPPORTED",
     "AffineFit",
+    "BatchRows",
     "BlockSpec",
     "LinrecError",
     "Moments",
     "RowSample",
+    "RowSink",
+    "SyncCounter",
     "TokenBatches",
     "capture_moments",
     "ffn_blocks",
