@@ -274,7 +274,8 @@ class MomentSink(RowSink):
         if not self.accumulators or self._checked == self._batches:
             return
         blocks = sorted(self.accumulators)
-        finite = torch.stack([self.accumulators[b].finite().cpu() for b in blocks]).tolist()
+        flags = [self.accumulators[b].finite() for b in blocks]
+        finite = torch.stack([f.to(flags[0].device) for f in flags]).cpu().tolist()  # one read, devices gathered
         if not all(finite):
             block = blocks[finite.index(False)]
             raise LinrecError(

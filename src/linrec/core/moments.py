@@ -218,7 +218,7 @@ def to_host(moments: BlockMoments) -> BlockMoments:
     every = [m for folds in moments.values() for m in folds]
     if not every or every[0].mean_x.device.type != "cuda":
         return {b: [m.to("cpu") for m in folds] for b, folds in moments.items()}
-    packed = torch.cat([m.flat() for m in every])
+    packed = torch.cat([m.flat().to(every[0].mean_x.device) for m in every])  # blocks may sit on several GPUs
     host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
     host.copy_(packed, non_blocking=True)
     torch.cuda.synchronize(packed.device)
