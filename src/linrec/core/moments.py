@@ -133,8 +133,10 @@ def add_gram(out: torch.Tensor, a: torch.Tensor) -> None:
 
 
 def symmetric(upper: torch.Tensor) -> torch.Tensor:
-    """The symmetric matrix whose upper triangle (diagonal included) is that of ``upper``."""
-    return upper.triu() + upper.triu(1).T
+    """The symmetric matrix whose upper triangle (diagonal included) is that of ``upper`` (one pass over it)."""
+    d = upper.shape[0]
+    above = torch.ones(d, d, dtype=torch.bool, device=upper.device).triu()
+    return torch.where(above, upper, upper.T)
 
 
 class MomentAccumulator:
