@@ -199,15 +199,15 @@ def run_capture(
     offset = 0
     try:
         with torch.no_grad():
-            for i, b in enumerate(grouped):
+            for i, chunk in enumerate(grouped):
                 mask = masks[i * grouped.batch_size : (i + 1) * grouped.batch_size]
-                rows = BatchRows.of_mask(i, offset, mask, fold_of_sequence[b.seq_index])
+                rows = BatchRows.of_mask(i, offset, mask, fold_of_sequence[chunk.seq_index])
                 keep = None if rows.n == mask.size else torch.from_numpy(np.flatnonzero(mask))
                 batch.update(rows=rows, keep=keep, uploads={})
                 try:
                     model(
-                        input_ids=to_device(b.input_ids, device),
-                        attention_mask=to_device(b.attention_mask, device),
+                        input_ids=to_device(chunk.input_ids, device),
+                        attention_mask=to_device(chunk.attention_mask, device),
                         **extra,
                     )
                 except _StopForward:
