@@ -332,7 +332,7 @@ sweep = pd.concat([swap_deltas(net, evals, fit_replacements(m.moments, "lowrank"
                                base=base).assign(rank=k) for k in ranks], ignore_index=True)
 print(f"block {block}: effective rank of the map's predictions {float(table.effective_rank_map[table.block == block].iloc[0]):.2f}; "
       f"full affine ΔPPL {best.delta_ppl:+.3f}")
-sweep[["rank", "params", "ratio", "delta_ppl"]]
+show(sweep[["rank", "params", "ratio", "delta_ppl"]])
 
 # %% [markdown]
 # :::{solution-end}
