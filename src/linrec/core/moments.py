@@ -12,6 +12,7 @@ All products run in float64, so TF32 (a float32-only mode) and bf16 never touch 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -132,11 +133,14 @@ def add_gram(out: torch.Tensor, a: torch.Tensor) -> None:
         out[lo:hi, lo:].addmm_(a[:, lo:hi].T, a[:, lo:])
 
 
+@functools.cache
+def _on_or_above_diagonal(d: int, device: torch.device) -> torch.Tensor:
+    return torch.ones(d, d, dtype=torch.bool, device=device).triu()
+
+
 def symmetric(upper: torch.Tensor) -> torch.Tensor:
     """The symmetric matrix whose upper triangle (diagonal included) is that of ``upper`` (one pass over it)."""
-    d = upper.shape[0]
-    above = torch.ones(d, d, dtype=torch.bool, device=upper.device).triu()
-    return torch.where(above, upper, upper.T)
+    return torch.where(_on_or_above_diagonal(upper.shape[0], upper.device), upper, upper.T)
 
 
 class MomentAccumulator:
@@ -196,9 +200,9 @@ class MomentAccumulator:
             n,
             self.shift_x + mx,
             self.shift_y + my,
-            symmetric(self.sxx[fold]) - n * torch.outer(mx, mx),
-            self.sxy[fold] - n * torch.outer(mx, my),
-            symmetric(self.syy[fold]) - n * torch.outer(my, my),
+            symmetric(torch.addr(self.sxx[fold], mx, mx, alpha=-n)),
+            torch.addr(self.sxy[fold], mx, my, alpha=-n),
+            symmetric(torch.addr(self.syy[fold], my, my, alpha=-n)),
         )
 
 
