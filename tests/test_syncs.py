@@ -14,10 +14,12 @@ import torch
 from conftest import VOCAB, tiny_model
 from linrec.core.capture import BatchRows, MomentSink, RowSink, capture_moments, run_capture, to_device
 from linrec.core.moments import Moments
-from linrec.core.sample import RowSample, capture_with_sample, row_priority
+from linrec.core.sample import Rows, RowSample, capture_with_sample, row_priority
 from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
+from linrec.interventions.baseline import BaselineConfig, train_linear
+from linrec.interventions.probes import ProbeConfig, bilinear_probe
 from linrec.models.arch import ffn_blocks
 
 SEQ = 16
@@ -138,6 +140,36 @@ def test_non_finite_rows_are_found_from_the_sums_and_named_by_batch():
 def test_a_sample_needs_to_know_its_stream():
     with pytest.raises(LinrecError, match="start"):
         RowSample(3).add(0, torch.zeros(2, 2), torch.zeros(2, 2), BatchRows.of_folds(0, 0, torch.zeros(2).long()))
+
+
+def _rows(n: int = 1500, d: int = 12) -> Rows:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, d, generator=g)
+    return Rows(x, torch.tanh(x @ torch.randn(d, d, generator=g)), torch.arange(n) // 50 % 5)
+
+
+def _syncs(run) -> int:
+    with SyncCounter() as counter:
+        run()
+    return counter.total
+
+
+def test_linear_baselines_read_the_device_once_per_logged_segment():
+    """Per segment of 20 steps: whether a loss was non-finite, and the test R² (its variance check and value);
+    not a check per step. (The optimiser's own reads of its host step counter are not device reads.)"""
+    runs = {steps: BaselineConfig(steps=steps, log_every=20, lr_factors=(1.0,)) for steps in (40, 120)}
+    counts = {
+        steps: _syncs(lambda c=config: train_linear(_rows(), 0, "adam", "raw", c)) for steps, config in runs.items()
+    }
+    assert (counts[120] - counts[40]) / ((120 - 40) // 20) <= 3, counts
+
+
+def test_probes_read_the_device_once_per_evaluation():
+    counts = {}
+    for steps in (50, 150):
+        config = ProbeConfig(rank=2, steps=steps, eval_every=25, patience=100, batch_size=64)
+        counts[steps] = _syncs(lambda c=config: bilinear_probe(_rows(), config=c))
+    assert (counts[150] - counts[50]) / ((150 - 50) // 25) <= 1, counts
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -117,16 +117,17 @@ def closed_form(
     return fit_affine(train_moments(train, folds, test_fold), rcond)
 
 
-def minibatches(n: int, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
+def minibatches(n: int, batch_size: int, seed: int, device: torch.device | str = "cpu") -> Iterator[torch.Tensor]:
     """Endless row indices for gradient steps: seeded shuffles of ``range(n)``, ``batch_size`` at a time.
 
-    Each epoch is a fresh permutation; its last partial batch is dropped (a batch larger than
+    Each epoch is a fresh permutation (drawn on the CPU, so alike on every device), sent to ``device``
+    once per epoch without the host waiting; its last partial batch is dropped (a batch larger than
     ``n`` is cut to ``n``).
     """
     batch_size = min(batch_size, n)
     g = torch.Generator().manual_seed(seed)
     while True:
-        order = torch.randperm(n, generator=g)
+        order = to_device(torch.randperm(n, generator=g), torch.device(device))
         for start in range(0, n - batch_size + 1, batch_size):
             yield order[start : start + batch_size]
 

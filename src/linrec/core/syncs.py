@@ -7,11 +7,15 @@ operator inside a per-batch loop serialises host and device, so the device idles
 prepares the next batch. :class:`SyncCounter` records these operators at the dispatcher, which sees
 the same calls on the CPU as on a GPU, so a CPU test can guard a GPU property. It cannot see
 ``Tensor.tolist()`` on the CPU (that reads memory without dispatching); on a GPU, pair it with
-``torch.cuda.set_sync_debug_mode("error")``.
+``torch.cuda.set_sync_debug_mode("error")``. On the CPU it also cannot tell a host tensor from a
+device one, so reads made by ``torch.optim`` are not counted: optimisers keep their step counters on
+the host even when training on a GPU (unless ``capturable``), and read them there.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from typing import Any
 
@@ -32,6 +36,7 @@ _ALWAYS = {
 }
 _BOOL_INDEXED = {"aten.index", "aten.index_put", "aten.index_put_", "aten._index_put_impl_"}
 _COPIES = {"aten._to_copy", "aten.copy_"}
+_OPTIM = os.path.join("torch", "optim", "")
 
 
 def _packet(func: Any) -> str:
@@ -67,6 +72,16 @@ def is_sync(func: Any, args: tuple, kwargs: dict) -> bool:
     return False
 
 
+def _in_optimizer() -> bool:
+    """Whether the operator was called from ``torch.optim`` (whose scalar reads are of host step counters)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if _OPTIM in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class SyncCounter(TorchDispatchMode):
     """Context manager counting the host-device syncs of everything run inside it, by operator.
 
@@ -83,6 +98,6 @@ class SyncCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        if is_sync(func, args, kwargs):
+        if is_sync(func, args, kwargs) and not _in_optimizer():
             self.by_op[_packet(func)] += 1
         return func(*args, **kwargs)

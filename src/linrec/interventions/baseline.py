@@ -25,8 +25,9 @@ Runs train on ``BaselineConfig.device`` (a GPU where the profile has one). Both 
 their rate to 0 over the budget on a cosine (``schedule="cosine"``; ``"constant"`` keeps it). Every
 ``log_every`` steps the held-out R² on the test rows is logged with the cumulative wall time of the
 training steps (evaluation not counted; on a GPU, timed after the device has finished them). A
-loss that becomes NaN or Inf stops the run, marked ``diverged``. :func:`baseline_config` takes a
-profile's step budget and Adam rate; :func:`baseline_runs` takes a
+loss that becomes NaN or Inf stops the run at the end of its logging segment, marked ``diverged``,
+with no log row for that segment: the host reads the device once per segment, never per step.
+:func:`baseline_config` takes a profile's step budget and Adam rate; :func:`baseline_runs` takes a
 :class:`~linrec.core.sample.RowSample` or a mapping block -> Rows.
 """
 
@@ -206,33 +207,41 @@ def _train(
         opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, config.steps) if config.schedule == "cosine" else None
 
-    def score(part: str, truth: torch.Tensor) -> float:
+    # Scored where the model is (float64 unless MPS, which lacks it): only the R² comes back to the host.
+    exact = torch.float32 if device.type == "mps" else torch.float64
+    truth = {part: rows.y.to(device, exact) for part, rows in (("test", split.test), ("val", split.val))}
+
+    def score(part: str) -> float:
         with torch.no_grad():
-            out = model(x[part]).to(truth.device)
-            return r2(truth, out * rms + mean)
+            return r2(truth[part], model(x[part]) * rms.to(device) + mean.to(device))
 
     def clock() -> float:  # a GPU runs steps asynchronously: wait for them before reading the time
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return time.perf_counter()
 
-    log = [{"step": 0, "seconds": 0.0, "r2": score("test", split.test.y)}]
+    # The host reads the device once per logging segment (its time, whether any loss was NaN or Inf, the
+    # test R²), never per step, so a GPU is never kept waiting by the loop.
+    log = [{"step": 0, "seconds": 0.0, "r2": score("test")}]
     seconds, diverged = 0.0, False
-    batches = minibatches(len(split.fit), config.batch_size, config.seed + 1)
+    batches = minibatches(len(split.fit), config.batch_size, config.seed + 1, device)
+    non_finite = torch.zeros((), dtype=torch.bool, device=device)
+    start = clock()
     for step, idx in zip(range(1, config.steps + 1), batches, strict=False):
-        start, idx = clock(), idx.to(device)
         loss = F.mse_loss(model(x["fit"][idx]), target[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()
         if sched is not None:
             sched.step()
-        seconds += clock() - start
-        if not torch.isfinite(loss):
-            diverged = True
-            break
+        non_finite |= ~torch.isfinite(loss.detach())
         if step % config.log_every == 0 or step == config.steps:
-            log.append({"step": step, "seconds": seconds, "r2": score("test", split.test.y)})
+            seconds += clock() - start
+            if non_finite.item():  # the segment's runs after a non-finite loss count for nothing: no log row
+                diverged = True
+                break
+            log.append({"step": step, "seconds": seconds, "r2": score("test")})
+            start = clock()
     frame = pd.DataFrame(log)
     near = frame[frame.r2 >= split.ceiling - config.tolerance]
     first = near.iloc[0] if len(near) else None
@@ -243,7 +252,7 @@ def _train(
         lr=lr,
         ceiling=split.ceiling,
         log=frame,
-        val_r2=float("-inf") if diverged else score("val", split.val.y),
+        val_r2=float("-inf") if diverged else score("val"),
         steps_to_ceiling=None if first is None else int(first.step),
         seconds_to_ceiling=None if first is None else float(first.seconds),
         diverged=diverged,

@@ -194,10 +194,9 @@ def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, t
 
     best, best_step, best_state, since = val_loss(), 0, copy.deepcopy(probe.state_dict()), 0
     step = 0
-    for step, idx in zip(
-        range(1, config.steps + 1), minibatches(len(train), config.batch_size, config.seed + 1), strict=False
-    ):
-        loss = loss_of(train.select(idx.to(device)))
+    batches = minibatches(len(train), config.batch_size, config.seed + 1, device)
+    for step, idx in zip(range(1, config.steps + 1), batches, strict=False):  # the host reads nothing until an eval
+        loss = loss_of(train.select(idx))
         opt.zero_grad()
         loss.backward()
         opt.step()
