@@ -378,7 +378,7 @@ def test_version_and_plain_help(capsys):
 def test_bench_checks_its_arguments_before_timing(tmp_path, capsys, monkeypatch):
     import linrec.bench
 
-    monkeypatch.setattr(linrec.bench, "run_bench", lambda *a: (_ for _ in ()).throw(AssertionError("timed")))
+    monkeypatch.setattr(linrec.bench, "run_bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed")))
     (tmp_path / "t.csv").mkdir()
     _fails(["bench", "--out", str(tmp_path / "t.csv")], capsys, "is a directory")
     with pytest.raises(SystemExit):
@@ -558,7 +558,7 @@ def test_out_of_range_numbers_are_refused_when_read(argv, message, capsys):
 def test_bench_sequence_longer_than_the_context_is_refused_before_timing(capsys, monkeypatch):
     import linrec.bench
 
-    monkeypatch.setattr(linrec.bench, "gpt2_small", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+    monkeypatch.setattr(linrec.bench, "shaped_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
     _fails(["bench", "--seq-len", "5000"], capsys, "seq_len 5000 exceeds the context of 1024")
 
 
@@ -613,7 +613,7 @@ INTERRUPTED = """
 import sys, time
 import linrec.bench
 from linrec.cli import main
-linrec.bench.run_bench = lambda *a: (print("started", flush=True), time.sleep(60))
+linrec.bench.run_bench = lambda *a, **k: (print("started", flush=True), time.sleep(60))
 sys.exit(main(["bench"]))
 """
 

@@ -1,46 +1,99 @@
-"""What the measurement costs on a GPT-2-small-sized model (random weights, no download); ``linrec bench`` prints it.
+"""What the measurement costs, split into its parts, on a real model shape with random weights; ``linrec bench``.
 
-Times, on the same batches (default 8 × 128 tokens): the bare full-model forward; forward +
-capture + float64 moments for all 12 blocks (the forward stops after block 11, so no LM head);
-and the naive alternative, materialising every row and calling ``torch.linalg.lstsq`` per block.
-Peak memory of capture + moments is measured in a fresh process per token count, to show that it
-does not grow with the number of tokens.
+Every path runs on the same batches after its own warm-up, timed with CUDA events on a GPU:
+
+* the **full forward** (LM head included) and the **truncated forward**, stopped after the deepest
+  FFN block as the capture stops it (so the capture never pays for later layers or the LM head);
+* the **capture with a null sink**: the forward with the hooks and the row planning, no arithmetic;
+* the **moments alone**: the float64 moment arithmetic on synthetic rows of the blocks' widths, with
+  the same rows per batch and folds, and no forward;
+* **forward + capture + moments**, the real path; its finalisation (centring, and on a GPU the one
+  copy to the host) is a fixed per-run cost, timed on its own line rather than spread over tokens.
+
+So the overhead over the truncated forward splits into hooks (null sink), arithmetic (moments alone)
+and the rest. The table also counts host-device syncs per batch (:class:`~linrec.core.syncs.SyncCounter`,
+on two untimed batches) and, as before, times the naive alternative (every row kept, then
+``torch.linalg.lstsq`` per block) and the peak memory of capture + moments in a fresh process per
+token count, which does not grow with the tokens.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import platform
 import resource
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.capture import BatchRows, MomentSink, RowSink, run_capture
+from linrec.core.capture import BatchRows, MomentSink, RowSink, run_capture, to_device
+from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import ffn_blocks
-from linrec.models.loading import pick_device
+from linrec.models.loading import parse_dtype, pick_device
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
 
-    from transformers import GPT2LMHeadModel
+    from transformers import PretrainedConfig, PreTrainedModel
+
+FOLDS = 5
+WARMUP = 2  # batches each path runs before it is timed
 
 
-def gpt2_small(device: torch.device, seed: int = 0) -> GPT2LMHeadModel:
-    """A GPT-2-small-shaped causal LM (GPT2Config() defaults) with random weights."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+def _gpt2_small() -> PretrainedConfig:
+    from transformers import GPT2Config
 
+    return GPT2Config()  # its defaults are GPT-2 small: 12 blocks, width 768, FFN 3072, 50257 tokens
+
+
+def _smollm2_135m() -> PretrainedConfig:
+    from transformers import LlamaConfig
+
+    # SmolLM2-135M's published configuration (Hugging Face, 2024): narrow and deep.
+    return LlamaConfig(
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        vocab_size=49152,
+        max_position_embeddings=8192,
+        rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+    )
+
+
+SHAPES: dict[str, Callable[[], PretrainedConfig]] = {"gpt2-small": _gpt2_small, "smollm2-135m": _smollm2_135m}
+"""Model shapes the bench builds with random weights (nothing is downloaded), by name."""
+
+
+def shape_config(shape: str) -> PretrainedConfig:
+    """The configuration of a bench shape; an unknown name lists the known ones."""
+    if shape not in SHAPES:
+        raise LinrecError(f"unknown shape '{shape}'; choose one of {', '.join(SHAPES)}")
+    return SHAPES[shape]()
+
+
+def shaped_model(
+    shape: str, device: torch.device, dtype: torch.dtype = torch.float32, seed: int = 0
+) -> PreTrainedModel:
+    """A causal LM of ``shape`` with seeded random weights, in eval mode, on ``device`` in ``dtype``."""
+    from transformers import AutoModelForCausalLM
+
+    config = shape_config(shape)
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config())
+    model = AutoModelForCausalLM.from_config(config)
     # transformers wraps Module.to with functools.wraps, which the checker cannot bind to the model: call it as
     # nn.Module's (the same method, which moves the model in place and returns it).
-    cast(nn.Module, model).to(device)
+    cast(nn.Module, model).to(device=device, dtype=dtype)
     return model.eval().requires_grad_(False)
 
 
@@ -51,17 +104,95 @@ def random_batches(n_tokens: int, batch_size: int, seq_len: int, vocab: int, see
     return TokenBatches(ids, torch.ones_like(ids), batch_size)
 
 
-def _sync(device: torch.device) -> None:
+def _first(batches: TokenBatches, n: int) -> TokenBatches:
+    """The first ``n`` batches of ``batches``, and at least enough sequences to fill the folds."""
+    end = max(n * batches.batch_size, FOLDS)
+    return TokenBatches(batches.input_ids[:end], batches.attention_mask[:end], batches.batch_size)
+
+
+def seconds(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall seconds of ``fn``: CUDA events around it on a GPU (one wait at the end), else the host clock."""
     if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(device)
-
-
-def _timed(fn: Callable[[], object], device: torch.device) -> float:
-    _sync(device)
-    start = time.perf_counter()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000
+    begin = time.perf_counter()
     fn()
-    _sync(device)
-    return time.perf_counter() - start
+    return time.perf_counter() - begin
+
+
+class _Stop(Exception):
+    """Raised after the deepest FFN block: the truncated forward ends there."""
+
+
+def forward(model: nn.Module, batches: TokenBatches, truncated: bool = False) -> None:
+    """The model over ``batches``, in full or stopped after its deepest FFN block (as the capture stops it)."""
+    device = next(model.parameters()).device
+    handle = None
+    if truncated:
+
+        def stop(*_: Any) -> None:
+            raise _Stop
+
+        handle = dict(model.named_modules())[ffn_blocks(model)[-1].output].register_forward_hook(stop)
+    try:
+        with torch.no_grad():
+            for b in batches:
+                try:
+                    model(
+                        input_ids=to_device(b.input_ids, device),
+                        attention_mask=to_device(b.attention_mask, device),
+                        use_cache=False,
+                    )
+                except _Stop:
+                    pass
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
+class NullSink(RowSink):
+    """Takes every block's rows and does nothing with them: what the hooks alone cost."""
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
+        pass
+
+
+def capture(model: nn.Module, batches: TokenBatches, sink: RowSink) -> None:
+    """Every FFN block of ``model`` over ``batches`` into ``sink``, with the bench's folds."""
+    run_capture(model, batches, ffn_blocks(model), [sink], batches.folds(FOLDS, 0), progress=False)
+
+
+def moments_alone(model: nn.Module, batches: TokenBatches) -> Callable[[], MomentSink]:
+    """A run of only the moment arithmetic the capture of ``batches`` does: synthetic rows of every block's
+    widths, in the model's dtype and on its device, the same rows per batch and fold runs, no forward."""
+    parameter = next(model.parameters())
+    blocks = ffn_blocks(model)
+    width = cast(Any, model).config.hidden_size
+    g = torch.Generator(device=parameter.device).manual_seed(0)
+    per_batch = batches.batch_size * batches.seq_len
+    rows = torch.randn(per_batch, width, generator=g, device=parameter.device, dtype=parameter.dtype)
+    folds = batches.folds(FOLDS, 0)
+    grouped = batches.grouped(folds)
+    plans = [
+        BatchRows.of_folds(i, i * per_batch, folds[b.seq_index].repeat_interleave(b.input_ids.shape[1]))
+        for i, b in enumerate(grouped)
+    ]
+
+    def run() -> MomentSink:
+        sink = MomentSink(FOLDS)
+        for plan in plans:
+            n = plan.n
+            for block in blocks:
+                sink.add(block.index, rows[:n], rows[:n], plan)
+            sink.end_batch(plan)
+        return sink
+
+    return run
 
 
 class _RowStore(RowSink):
@@ -82,15 +213,28 @@ def _lstsq_all(store: _RowStore) -> None:
         torch.linalg.lstsq(x1.cpu(), y.cpu(), driver="gelsd")
 
 
-def _capture_moments(model: nn.Module, batches: TokenBatches, folds: int = 5) -> None:
-    sink = MomentSink(folds)
-    run_capture(model, batches, ffn_blocks(model), [sink], batches.folds(folds, 0), progress=False)
-    sink.moments()
+def _naive(model: nn.Module, batches: TokenBatches) -> None:
+    store = _RowStore()
+    capture(model, batches, store)
+    _lstsq_all(store)
 
 
-def _peak_child(n_tokens: int, batch_size: int, seq_len: int, device: str, queue: Queue[int]) -> None:
+def _capture_into(model: nn.Module, batches: TokenBatches) -> MomentSink:
+    """Forward + capture + moments, not finalised."""
+    sink = MomentSink(FOLDS)
+    capture(model, batches, sink)
+    return sink
+
+
+def _capture_moments(model: nn.Module, batches: TokenBatches) -> None:
+    _capture_into(model, batches).moments()
+
+
+def _peak_child(
+    n_tokens: int, batch_size: int, seq_len: int, device: str, shape: str, dtype: str, queue: Queue[int]
+) -> None:
     dev = torch.device(device)
-    model = gpt2_small(dev)
+    model = shaped_model(shape, dev, parse_dtype(dtype))
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     _capture_moments(model, random_batches(n_tokens, batch_size, seq_len, model.config.vocab_size))
@@ -102,96 +246,172 @@ def _peak_child(n_tokens: int, batch_size: int, seq_len: int, device: str, queue
     queue.put(peak)
 
 
-def peak_memory(n_tokens: int, batch_size: int, seq_len: int, device: torch.device) -> int:
+def peak_memory(
+    n_tokens: int,
+    batch_size: int,
+    seq_len: int,
+    device: torch.device,
+    shape: str = "gpt2-small",
+    dtype: str = "float32",
+) -> int:
     """Peak bytes (GPU allocations on CUDA, else process RSS) of capture + moments over ``n_tokens``."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_peak_child, args=(n_tokens, batch_size, seq_len, str(device), queue))
+    args = (n_tokens, batch_size, seq_len, str(device), shape, dtype, queue)
+    proc = ctx.Process(target=_peak_child, args=args)
     proc.start()
     peak = queue.get()
     proc.join()
     return peak
 
 
+def _best(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    return min(seconds(fn, device) for _ in range(repeats))
+
+
 def capture_overhead(model: nn.Module, batches: TokenBatches, repeats: int = 2) -> dict[str, float]:
-    """Seconds (best of ``repeats``) of the bare full forward and of forward + capture + moments, on ``batches``."""
+    """Seconds (best of ``repeats``, each path warmed up first) of the full forward ("bare_s"), the truncated
+    forward ("truncated_s") and forward + capture + moments, finalisation included ("capture_s"), on ``batches``."""
     dev = next(model.parameters()).device
-    extra = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
-
-    def bare() -> None:
-        with torch.no_grad():
-            for b in batches:
-                model(input_ids=b.input_ids.to(dev), attention_mask=b.attention_mask.to(dev), **extra)
-
-    first = next(iter(batches))
-    _capture_moments(model, TokenBatches(first.input_ids, first.attention_mask, batches.batch_size))  # warm-up
-    return {
-        "tokens": batches.n_rows,
-        "bare_s": min(_timed(bare, dev) for _ in range(repeats)),
-        "capture_s": min(_timed(lambda: _capture_moments(model, batches), dev) for _ in range(repeats)),
+    warm = _first(batches, 1)
+    paths = {
+        "bare_s": lambda b: forward(model, b),
+        "truncated_s": lambda b: forward(model, b, truncated=True),
+        "capture_s": lambda b: _capture_moments(model, b),
     }
+    times: dict[str, float] = {"tokens": batches.n_rows}
+    for name, path in paths.items():
+        path(warm)
+        times[name] = _best(functools.partial(path, batches), dev, repeats)
+    return times
+
+
+def _syncs_per_batch(model: nn.Module, batch_size: int, seq_len: int) -> dict[str, float]:
+    """Host-device syncs per batch of the truncated forward alone, and those the capture adds to it: the
+    difference between runs of 6 and 3 batches, so what happens once per run cancels."""
+
+    def count(fn: Callable[[], object]) -> int:
+        with SyncCounter() as counter:
+            fn()
+        return counter.total
+
+    runs = {n: random_batches(max(n * batch_size, FOLDS) * seq_len, batch_size, seq_len, 2) for n in (3, 6)}
+    extra = len(runs[6]) - len(runs[3])
+    alone = [count(functools.partial(forward, model, b, truncated=True)) for b in runs.values()]
+    captured = [count(functools.partial(_capture_into, model, b)) for b in runs.values()]
+    return {
+        "forward": (alone[1] - alone[0]) / extra,
+        "capture": (captured[1] - captured[0]) / extra - (alone[1] - alone[0]) / extra,
+    }
+
+
+def default_batch_size(device: torch.device) -> int:
+    """Sequences per batch when none is given: 32 on a GPU (a size that keeps it busy), 2 on a CPU."""
+    return 32 if device.type == "cuda" else 2
 
 
 def run_bench(
     device: str | None = None,
-    n_batches: int = 6,
-    batch_size: int = 8,
+    n_batches: int = 50,
+    batch_size: int | None = None,
     seq_len: int = 128,
     peak_tokens: tuple[int, ...] = (20_000, 200_000),
+    shape: str = "gpt2-small",
+    dtype: str = "float32",
+    naive_batches: int = 4,
 ) -> pd.DataFrame:
-    """One row per measurement: what, tokens/s or MiB, and the time ratio to the bare forward; ``seq_len`` beyond
-    the shape's context (GPT2Config's n_positions) is refused before anything is built."""
-    from transformers import GPT2Config
-
-    context = GPT2Config().n_positions
+    """One row per measurement: what, its value and unit, and its time as a multiple of the truncated and of the
+    full forward's; the settings in every row. ``seq_len`` beyond the shape's context is refused before anything
+    is built."""
+    config = shape_config(shape)
+    torch_dtype = parse_dtype(dtype)
+    context = getattr(config, "n_positions", None) or config.max_position_embeddings
     if seq_len > context:
         raise LinrecError(
-            f"seq_len {seq_len} exceeds the context of {context} tokens of the GPT-2-small shape; "
+            f"seq_len {seq_len} exceeds the context of {context} tokens of the {shape} shape; "
             f"use --seq-len {context} or less"
         )
+    too_few = [n for n in peak_tokens if n < FOLDS * seq_len]
+    if too_few:
+        raise LinrecError(
+            f"peak-memory token counts {too_few} cannot fill {FOLDS} folds of {seq_len}-token sequences; "
+            f"give at least {FOLDS * seq_len}"
+        )
     dev = pick_device(device)
-    model = gpt2_small(dev)
-    batches = random_batches(n_batches * batch_size * seq_len, batch_size, seq_len, model.config.vocab_size)
+    batch_size = batch_size or default_batch_size(dev)
+    if n_batches * batch_size < FOLDS:
+        raise LinrecError(f"{n_batches} batches of {batch_size} sequences cannot fill {FOLDS} folds; time more batches")
+    model = shaped_model(shape, dev, torch_dtype)
+    warm_sequences = max(WARMUP * batch_size, FOLDS)
+    everything = random_batches(
+        (warm_sequences + n_batches * batch_size) * seq_len, batch_size, seq_len, model.config.vocab_size
+    )
+    warm = _first(everything, WARMUP)
+    batches = TokenBatches(
+        everything.input_ids[warm_sequences:], everything.attention_mask[warm_sequences:], batch_size
+    )
     tokens = batches.n_rows
+    sinks: dict[str, MomentSink] = {}
 
-    def naive() -> None:
-        store = _RowStore()
-        run_capture(model, batches, ffn_blocks(model), [store], batches.folds(5, 0), progress=False)
-        _lstsq_all(store)
+    def real(b: TokenBatches) -> None:
+        sinks["last"] = _capture_into(model, b)
 
-    times = capture_overhead(model, batches)
-    t_bare, t_mom = times["bare_s"], times["capture_s"]
-    t_naive = _timed(naive, dev)
-    machine = (
+    paths: dict[str, Callable[[TokenBatches], object]] = {
+        "full forward (LM head included)": lambda b: forward(model, b),
+        "truncated forward (stops after the deepest block)": lambda b: forward(model, b, truncated=True),
+        "capture, null sink (hooks and row planning only)": lambda b: capture(model, b, NullSink()),
+        "moments alone (float64 arithmetic on synthetic rows)": lambda b: moments_alone(model, b)(),
+        "forward + capture + moments": real,
+    }
+    times: dict[str, float] = {}
+    for name, path in paths.items():
+        path(warm)
+        if name.startswith("moments alone"):
+            run = moments_alone(model, batches)  # the synthetic rows are made before the clock starts
+            times[name] = seconds(run, dev)
+        else:
+            times[name] = seconds(functools.partial(path, batches), dev)
+    finalise = seconds(sinks["last"].moments, dev)
+    naive = _first(batches, min(naive_batches, n_batches))
+    t_naive = seconds(lambda: _naive(model, naive), dev)
+    syncs = _syncs_per_batch(model, batch_size, seq_len)
+
+    t_full = times["full forward (LM head included)"]
+    t_trunc = times["truncated forward (stops after the deepest block)"]
+    rows: list[dict[str, Any]] = [
+        {"measure": name, "value": tokens / t, "unit": "tokens/s", "vs_truncated": t / t_trunc, "vs_full": t / t_full}
+        for name, t in times.items()
+    ]
+    rows.append({"measure": "finalisation of the moments, once per run", "value": finalise, "unit": "s"})
+    rows.append(
+        {
+            "measure": f"materialise every row + lstsq per block ({naive.n_rows:,} tokens)",
+            "value": naive.n_rows / t_naive,
+            "unit": "tokens/s",
+            "vs_truncated": (t_naive / naive.n_rows) / (t_trunc / tokens),
+            "vs_full": (t_naive / naive.n_rows) / (t_full / tokens),
+        }
+    )
+    rows += [
+        {"measure": "host syncs per batch, truncated forward alone", "value": syncs["forward"], "unit": "syncs"},
+        {"measure": "host syncs per batch added by capture + moments", "value": syncs["capture"], "unit": "syncs"},
+    ]
+    for n in peak_tokens:
+        peak = peak_memory(n, batch_size, seq_len, dev, shape, dtype)
+        rows.append({"measure": f"peak memory, capture + moments, {n} tokens", "value": peak / 2**20, "unit": "MiB"})
+    table = pd.DataFrame(rows)
+    table["shape"] = shape
+    table["dtype"] = str(torch_dtype).removeprefix("torch.")
+    table["device"] = (
         f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
         if dev.type == "cpu"
         else torch.cuda.get_device_name(dev)
     )
-    rows = [
-        {"measure": "bare forward (full model)", "value": tokens / t_bare, "unit": "tokens/s", "ratio_to_bare": 1.0},
-        {
-            "measure": "forward + capture + moments (12 blocks)",
-            "value": tokens / t_mom,
-            "unit": "tokens/s",
-            "ratio_to_bare": t_mom / t_bare,
-        },
-        {
-            "measure": "forward + materialise rows + lstsq",
-            "value": tokens / t_naive,
-            "unit": "tokens/s",
-            "ratio_to_bare": t_naive / t_bare,
-        },
-    ]
-    for n in peak_tokens:
-        rows.append(
-            {
-                "measure": f"peak memory, capture + moments, {n} tokens",
-                "value": peak_memory(n, batch_size, seq_len, dev) / 2**20,
-                "unit": "MiB",
-                "ratio_to_bare": float("nan"),
-            }
-        )
-    table = pd.DataFrame(rows)
-    table["device"] = machine
+    table["tf32"] = (
+        f"matmul {torch.backends.cuda.matmul.allow_tf32}, float32 precision {torch.get_float32_matmul_precision()}"
+    )
+    table["batch"] = f"{batch_size} × {seq_len}"
+    table["timed_batches"] = n_batches
     table["tokens_timed"] = tokens
+    table["torch"] = torch.__version__
     return table

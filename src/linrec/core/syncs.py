@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from types import FrameType
 from typing import Any
 
 import torch
@@ -74,7 +75,7 @@ def is_sync(func: Any, args: tuple, kwargs: dict) -> bool:
 
 def _in_optimizer() -> bool:
     """Whether the operator was called from ``torch.optim`` (whose scalar reads are of host step counters)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if _OPTIM in frame.f_code.co_filename:
             return True
