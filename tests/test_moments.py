@@ -1,8 +1,10 @@
 """Moments: merging, streaming, precision, persistence."""
 
+import pytest
 import torch
 
-from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments, to_host, unpack
+from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments
+from linrec.errors import LinrecError
 
 
 def _rows(n=600, d_in=7, d_out=5, seed=0, offset=0.0):
@@ -93,8 +95,28 @@ def test_save_load_and_flat_round_trip(tmp_path):
     m = moments[0][0]
     _close(Moments.from_flat(m.flat(), 7, 5), m, 0)
     wide = Moments.from_rows(torch.randn(9, 4, dtype=torch.float64), torch.randn(9, 2, dtype=torch.float64))
-    packed = torch.cat([m.flat(), wide.flat(), moments[3][0].flat()])  # what to_host copies from a GPU at once
-    unpacked = unpack(packed, {0: [(7, 5), (4, 2)], 3: [(7, 5)]})
-    for got, want in zip([*unpacked[0], *unpacked[3]], [m, wide, moments[3][0]], strict=True):
-        _close(got, want, 0)
-    _close(to_host(moments)[0][1], moments[0][1], 0)
+    _close(Moments.from_packed(9, wide.packed(), 4, 2), wide, 0)  # the count stays on the host
+
+
+def test_a_closed_fold_keeps_its_moments_frees_its_sums_and_takes_no_more_rows():
+    x, y = _rows()
+    acc = MomentAccumulator(7, 5, folds=3)
+    acc.add(x[:200], y[:200], 0)
+    acc.add(x[200:300], y[200:300], 1)
+    assert acc.live_folds == [0, 1]
+    before = acc.moments(0)
+    acc.close(0)
+    assert acc.live_folds == [1]
+    after = acc.moments(0)
+    for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy"):
+        assert torch.equal(getattr(after, f), getattr(before, f)), f  # closing computes nothing new
+    _close(after, Moments.from_rows(x[:200], y[:200]), 1e-12)
+    with pytest.raises(LinrecError, match="fold 0 came after it was closed"):
+        acc.add(x[:5], y[:5], 0)
+    acc.add(x[300:], y[300:], 1)  # the other folds go on
+    acc.close(2)  # a fold that had no rows closes to the moments of no rows
+    assert acc.moments(2).n == 0 and acc.live_folds == [1]
+    assert bool(acc.finite())
+    acc.add(torch.full((3, 7), float("nan")), y[:3], 1)
+    acc.close(1)
+    assert not bool(acc.finite())  # a closed fold's flag is kept

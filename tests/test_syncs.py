@@ -122,17 +122,42 @@ def test_moments_agree_with_a_direct_float64_computation_per_fold():
             assert torch.equal(got.cxx, got.cxx.T) and torch.equal(got.cyy, got.cyy.T)
 
 
+def test_only_the_live_fold_holds_sums_while_the_capture_runs():
+    """Folds come one after the other, so after each batch only its last fold keeps sums (on a GPU, device
+    memory for one fold or two instead of all of them); the finished folds are closed and kept."""
+    model = tiny_model("gpt2")
+    batches = _batches(8, batch_size=3)
+    seen: list[int] = []
+
+    class Watch(MomentSink):
+        def end_batch(self, rows: BatchRows) -> None:
+            super().end_batch(rows)
+            last = rows.runs[-1][0]
+            seen.append(last)
+            for acc in self.accumulators.values():
+                assert acc.live_folds == [last]
+
+    sink = Watch(5)
+    run_capture(model, batches, ffn_blocks(model), [sink], batches.folds(5, 0), progress=False)
+    assert len(set(seen)) == 5  # every fold was the live one in turn
+    moments = sink.moments()
+    assert all(acc.live_folds == [] for acc in sink.accumulators.values())
+    assert sum(m.n for m in moments[0]) == 8 * 3 * SEQ
+
+
 def test_non_finite_rows_are_found_from_the_sums_and_named_by_batch():
     sink = MomentSink(2, check_every=2)
-    rows = BatchRows.of_folds(0, 0, torch.tensor([0, 0, 1, 1]))
+    first = BatchRows.of_folds(0, 0, torch.tensor([0, 0, 0, 0]))
     good = torch.randn(4, 3)
     for i in range(2):
-        sink.add(5, good, good, BatchRows(i, 4 * i, rows.runs))
-        sink.end_batch(BatchRows(i, 4 * i, rows.runs))
+        sink.add(5, good, good, BatchRows(i, 4 * i, first.runs))
+        sink.end_batch(BatchRows(i, 4 * i, first.runs))
     bad = good.clone()
-    bad[3, 1] = float("inf")
-    sink.add(5, bad, good, BatchRows(2, 8, rows.runs))
-    sink.end_batch(BatchRows(2, 8, rows.runs))  # not a checking batch: nothing is read yet
+    bad[1, 1] = float("inf")  # in fold 0, which this batch finishes: its sums are closed with the bad row
+    rows = BatchRows.of_folds(2, 8, torch.tensor([0, 0, 1, 1]))
+    sink.add(5, bad, good, rows)
+    sink.end_batch(rows)  # not a checking batch: nothing is read yet
+    assert sink.accumulators[5].live_folds == [1]
     with pytest.raises(LinrecError, match="block 5: NaN or Inf activations in batches 2-2"):
         sink.moments()
 

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments, to_host
+from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
@@ -237,6 +237,11 @@ def _columns(width: int, positions: slice | None) -> torch.Tensor:
 class MomentSink(RowSink):
     """Accumulates float64 moments per block and fold (on CPU when rows come from MPS, which lacks float64).
 
+    Folds come one after the other (``run_capture`` orders rows by fold), so at the end of each batch
+    every fold but the batch's last is finished and closed (:meth:`MomentAccumulator.close`): on a GPU
+    only the live fold's sums stay on the device, and the finished moments travel to the host while
+    the capture goes on.
+
     NaN/Inf activations are looked for in the sums, not the rows (a non-finite row makes its fold's
     sums non-finite): once every ``check_every`` batches and in :meth:`moments`, one host read for
     all blocks, naming the first bad block and the batches since the last check.
@@ -263,6 +268,12 @@ class MomentSink(RowSink):
 
     def end_batch(self, rows: BatchRows) -> None:
         self._batches = rows.index + 1
+        if rows.runs:
+            last = rows.runs[-1][0]
+            for acc in self.accumulators.values():
+                for fold in acc.live_folds:
+                    if fold != last:
+                        acc.close(fold)
         if self._batches - self._checked >= self.check_every:
             self.check()
 
@@ -285,9 +296,14 @@ class MomentSink(RowSink):
         self._checked = self._batches
 
     def moments(self) -> BlockMoments:
-        """Centred moments per block and fold, on CPU."""
+        """Centred moments per block and fold, on CPU (every fold is closed: no more rows can be added)."""
         self.check()
-        return to_host({b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()})
+        for acc in self.accumulators.values():
+            for fold in range(self.k):
+                acc.close(fold)
+        for device in {acc.device for acc in self.accumulators.values() if acc.device.type == "cuda"}:
+            torch.cuda.synchronize(device)  # the pinned copies have landed
+        return {b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()}
 
 
 def rows_needed(width: int, folds: int, seq_len: int = 1) -> int:

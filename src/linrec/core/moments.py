@@ -96,23 +96,35 @@ class Moments:
     def flat(self) -> torch.Tensor:
         """All fields in one float64 vector (count first), for collective communication."""
         n = torch.tensor([float(self.n)], dtype=torch.float64, device=self.mean_x.device)
-        return torch.cat([n] + [getattr(self, f).reshape(-1) for f in _FIELDS])
+        return torch.cat([n, self.packed()])
 
-    @staticmethod
-    def flat_size(d_in: int, d_out: int) -> int:
-        """Length of :meth:`flat` for these widths."""
-        return 1 + d_in + d_out + d_in * d_in + d_in * d_out + d_out * d_out
+    def packed(self) -> torch.Tensor:
+        """Every field but the count in one float64 vector (the count is a host integer)."""
+        return torch.cat([getattr(self, f).reshape(-1) for f in _FIELDS])
 
     @classmethod
     def from_flat(cls, v: torch.Tensor, d_in: int, d_out: int) -> Moments:
         """The moments :meth:`flat` wrote into ``v`` (views of it, not copies)."""
+        return cls.from_packed(int(round(v[0].item())), v[1:], d_in, d_out)
+
+    @classmethod
+    def from_packed(cls, n: int, v: torch.Tensor, d_in: int, d_out: int) -> Moments:
+        """The moments of ``n`` rows whose fields :meth:`packed` wrote into ``v`` (views of it, not copies)."""
         shapes = [(d_in,), (d_out,), (d_in, d_in), (d_in, d_out), (d_out, d_out)]
-        parts, i = [], 1
+        parts, i = [], 0
         for s in shapes:
             size = math.prod(s)
             parts.append(v[i : i + size].reshape(s))
             i += size
-        return cls(int(round(v[0].item())), *parts)
+        return cls(n, *parts)
+
+    def to_pinned(self) -> Moments:
+        """A copy in pinned host memory, queued on the current CUDA stream without the host waiting: read it only
+        after ``torch.cuda.synchronize()``. One transfer, not a blocking copy into pageable memory per field."""
+        packed = self.packed()
+        host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
+        host.copy_(packed, non_blocking=True)
+        return Moments.from_packed(self.n, host, self.d_in, self.d_out)
 
 
 def _gram_pieces(d: int) -> list[tuple[int, int]]:
@@ -153,15 +165,35 @@ class MomentAccumulator:
     fold's rows are a slice of it. Nothing here reads a device value on the host: a chunk's row
     count is the host's own integer, so a GPU never waits. :meth:`moments` converts to centred
     :class:`Moments`.
+
+    A fold's sums are allocated when its first rows come and freed by :meth:`close`, which keeps its
+    finished moments (on a GPU, in pinned host memory): when folds come one after the other, as
+    :func:`linrec.core.capture.run_capture` hands them over, only the live fold's sums take device
+    memory, not all ``folds`` of them.
     """
 
     def __init__(self, d_in: int, d_out: int, device: torch.device | str = "cpu", folds: int = 1) -> None:
-        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
+        self.d_in, self.d_out, self.device = d_in, d_out, torch.device(device)
         self.n = [0] * folds
         self.shift_x: torch.Tensor | None = None
         self.shift_y: torch.Tensor | None = None
-        self.sx, self.sy = z(folds, d_in), z(folds, d_out)
-        self.sxx, self.sxy, self.syy = z(folds, d_in, d_in), z(folds, d_in, d_out), z(folds, d_out, d_out)
+        self._sums: dict[int, tuple[torch.Tensor, ...]] = {}  # live folds: sx, sy, sxx, sxy, syy
+        self._closed: dict[int, Moments] = {}
+        self._closed_finite: list[torch.Tensor] = []  # one device flag per closed fold
+
+    @property
+    def live_folds(self) -> list[int]:
+        """The folds whose sums are held now (rows came, :meth:`close` not yet called)."""
+        return sorted(self._sums)
+
+    def _live(self, fold: int) -> tuple[torch.Tensor, ...]:
+        if fold in self._closed:
+            raise LinrecError(f"rows for fold {fold} came after it was closed: add every row of a fold before close()")
+        if fold not in self._sums:
+            z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=self.device)  # noqa: E731
+            d_in, d_out = self.d_in, self.d_out
+            self._sums[fold] = (z(d_in), z(d_out), z(d_in, d_in), z(d_in, d_out), z(d_out, d_out))
+        return self._sums[fold]
 
     def shifted(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(x - Kx, y - Ky) in float64, each one fused cast-and-subtract; the first call sets K to its rows' mean."""
@@ -172,12 +204,13 @@ class MomentAccumulator:
 
     def add_shifted(self, xs: torch.Tensor, ys: torch.Tensor, fold: int = 0) -> None:
         """Merge rows already returned by :meth:`shifted` into ``fold``."""
+        sx, sy, sxx, sxy, syy = self._live(fold)
         self.n[fold] += xs.shape[0]
-        self.sx[fold] += xs.sum(0)
-        self.sy[fold] += ys.sum(0)
-        add_gram(self.sxx[fold], xs)
-        self.sxy[fold].addmm_(xs.T, ys)
-        add_gram(self.syy[fold], ys)
+        sx += xs.sum(0)
+        sy += ys.sum(0)
+        add_gram(sxx, xs)
+        sxy.addmm_(xs.T, ys)
+        add_gram(syy, ys)
 
     def add(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
         """Merge the rows of ``x`` (n, d_in) and ``y`` (n, d_out), cast to float64, into ``fold``."""
@@ -187,23 +220,40 @@ class MomentAccumulator:
 
     def finite(self) -> torch.Tensor:
         """A device bool scalar: whether every row so far was finite (a NaN or Inf makes its fold's sums so)."""
-        return torch.isfinite(self.sx).all() & torch.isfinite(self.sy).all()
+        flags = [torch.isfinite(s[0]).all() & torch.isfinite(s[1]).all() for s in self._sums.values()]
+        flags += self._closed_finite
+        return torch.stack(flags).all() if flags else torch.ones((), dtype=torch.bool, device=self.device)
 
     def moments(self, fold: int = 0) -> Moments:
-        """The centred moments of everything added to ``fold`` so far."""
+        """The centred moments of everything added to ``fold`` so far (once closed, where :meth:`close` put them)."""
+        if fold in self._closed:
+            return self._closed[fold]
         n = self.n[fold]
         if n == 0:
-            return Moments.zeros(self.sx.shape[1], self.sy.shape[1], self.sx.device)
+            return Moments.zeros(self.d_in, self.d_out, self.device)
         assert self.shift_x is not None and self.shift_y is not None  # set by the first add of rows
-        mx, my = self.sx[fold] / n, self.sy[fold] / n
+        sx, sy, sxx, sxy, syy = self._sums[fold]
+        mx, my = sx / n, sy / n
         return Moments(
             n,
             self.shift_x + mx,
             self.shift_y + my,
-            symmetric(torch.addr(self.sxx[fold], mx, mx, alpha=-n)),
-            torch.addr(self.sxy[fold], mx, my, alpha=-n),
-            symmetric(torch.addr(self.syy[fold], my, my, alpha=-n)),
+            symmetric(torch.addr(sxx, mx, mx, alpha=-n)),
+            torch.addr(sxy, mx, my, alpha=-n),
+            symmetric(torch.addr(syy, my, my, alpha=-n)),
         )
+
+    def close(self, fold: int) -> None:
+        """No more rows for ``fold``: keep its moments and free its sums. From a GPU the moments go to pinned host
+        memory without the host waiting (:meth:`Moments.to_pinned`): synchronise before reading them."""
+        if fold in self._closed:
+            return
+        if fold in self._sums:
+            sx, sy = self._sums[fold][:2]
+            self._closed_finite.append(torch.isfinite(sx).all() & torch.isfinite(sy).all())
+        m = self.moments(fold)
+        self._closed[fold] = m.to_pinned() if self.device.type == "cuda" else m
+        self._sums.pop(fold, None)
 
 
 BlockMoments = dict[int, list[Moments]]
@@ -216,32 +266,6 @@ def merge_folds(folds: list[Moments]) -> Moments:
     for m in folds[1:]:
         total = total + m
     return total
-
-
-def to_host(moments: BlockMoments) -> BlockMoments:
-    """``moments`` on the CPU. From a GPU: packed into one vector there and copied once into pinned memory,
-    one transfer instead of a blocking copy into fresh pageable memory per tensor (five per fold and block)."""
-    every = [m for folds in moments.values() for m in folds]
-    if not every or every[0].mean_x.device.type != "cuda":
-        return {b: [m.to("cpu") for m in folds] for b, folds in moments.items()}
-    packed = torch.cat([m.flat().to(every[0].mean_x.device) for m in every])  # blocks may sit on several GPUs
-    host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
-    host.copy_(packed, non_blocking=True)
-    torch.cuda.synchronize(packed.device)
-    return unpack(host, {b: [(m.d_in, m.d_out) for m in folds] for b, folds in moments.items()})
-
-
-def unpack(packed: torch.Tensor, widths: dict[int, list[tuple[int, int]]]) -> BlockMoments:
-    """Moments per block and fold from the concatenated :meth:`Moments.flat` vectors of ``widths``' folds, in order."""
-    out: BlockMoments = {}
-    start = 0
-    for block, folds in widths.items():
-        out[block] = []
-        for d_in, d_out in folds:
-            size = Moments.flat_size(d_in, d_out)
-            out[block].append(Moments.from_flat(packed[start : start + size], d_in, d_out))
-            start += size
-    return out
 
 
 def save_moments(moments: BlockMoments, path: str | Path, metadata: dict[str, str] | None = None) -> None:
