@@ -232,7 +232,7 @@ def test_a_bad_rcond_is_refused_before_the_capture(tokenizer, text, rcond, monke
     from linrec.core.moments import Moments
 
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=256)
-    monkeypatch.setattr(measure_module, "capture_moments", lambda *a, **k: pytest.fail("captured before the check"))
+    monkeypatch.setattr(measure_module, "capture_positions", lambda *a, **k: pytest.fail("captured before the check"))
     with pytest.raises(LinrecError, match=r"rcond \(the null-direction cutoff.*must be a finite number at least 0"):
         measure(tiny_model("gpt2"), batches, rcond=rcond, progress=False)
     x = torch.randn(50, 3, dtype=torch.float64)

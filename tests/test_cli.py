@@ -1,5 +1,6 @@
 """`linrec profile` end to end on every supported architecture, its error paths, and torchrun scale-out."""
 
+import json
 import os
 import re
 import subprocess
@@ -122,6 +123,29 @@ def test_bad_inputs_have_clear_errors(model_dirs, text_file, tmp_path, capsys):
     _fails([*model, "--text-file", str(tmp_path / "missing.txt")], capsys, "cannot read --text-file")
     _fails([*model, "--text-file", str(text_file), "--out", "r.xlsx"], capsys, "--out must end in .csv or .json")
     _fails(["profile", "--text-file", str(text_file)], capsys, "give --model")
+
+
+def test_skip_first_leaves_positions_out_and_is_checked_before_loading(
+    model_dirs, text_file, tmp_path, capsys, monkeypatch
+):
+    """--skip-first 1 measures what the full table's r2_lin_after_first says; one that keeps no position is one
+    error line before any model loads."""
+    model = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS]
+    full, skipped = tmp_path / "full.csv", tmp_path / "skipped.csv"
+    assert main([*model, "--out", str(full)]) == 0 and main([*model, "--skip-first", "1", "--out", str(skipped)]) == 0
+    a, b = pd.read_csv(full), pd.read_csv(skipped)
+    assert (a.skip_first == 0).all() and (b.skip_first == 1).all()
+    assert (b.r2_lin - a.r2_lin_after_first).abs().max() <= 1e-9
+    assert ((a.first_position_share > 0) & (a.first_position_share < 1)).all()
+    assert [len(json.loads(folds)) for folds in a.r2_lin_folds] == [3, 3]
+    printed = capsys.readouterr().out
+    assert "r2_lin_after_first" in printed and "r2_lin_folds" not in printed
+
+    def no_loading(*_args, **_kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr("linrec.models.loading.load_model", no_loading)
+    _fails([*model, "--skip-first", "16"], capsys, "from 0 to seq_len - 1 = 15")
 
 
 @pytest.mark.parametrize("offline", ["1", ""])
@@ -547,6 +571,7 @@ def test_device_map_is_checked_first(option, message, model_dirs, text_file, cap
         (["profile", "--seed", "-1"], "a seed must be an integer from 0 to 2**64 - 1"),
         (["zoo", "--workers", "0"], "expected a positive integer; got '0'"),
         (["zoo", "--workers", "-3"], "expected a positive integer; got '-3'"),
+        (["profile", "--skip-first", "-1"], "expected an integer of at least 0; got '-1'"),
     ],
 )
 def test_out_of_range_numbers_are_refused_when_read(argv, message, capsys):

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -169,7 +170,8 @@ def capture(model: nn.Module, batches: TokenBatches, sink: RowSink) -> None:
 
 def moments_alone(model: nn.Module, batches: TokenBatches) -> Callable[[], MomentSink]:
     """A run of only the moment arithmetic the capture of ``batches`` does: synthetic rows of every block's
-    widths, in the model's dtype and on its device, the same rows per batch and fold runs, no forward."""
+    widths, in the model's dtype and on its device, the same rows per batch, fold runs and first positions (kept
+    apart, as the capture does), no forward."""
     parameter = next(model.parameters())
     blocks = ffn_blocks(model)
     width = cast(Any, model).config.hidden_size
@@ -179,7 +181,7 @@ def moments_alone(model: nn.Module, batches: TokenBatches) -> Callable[[], Momen
     folds = batches.folds(FOLDS, 0)
     grouped = batches.grouped(folds)
     plans = [
-        BatchRows.of_folds(i, i * per_batch, folds[b.seq_index].repeat_interleave(b.input_ids.shape[1]))
+        BatchRows.of_mask(i, i * per_batch, np.ones(tuple(b.input_ids.shape), dtype=bool), folds[b.seq_index])
         for i, b in enumerate(grouped)
     ]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from linrec.core.capture import capture_moments
-from linrec.core.fit import kfold
+from linrec.core.fit import kfold, variance_share
 from linrec.core.moments import BlockMoments, merge_folds
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import measurement
@@ -36,7 +36,6 @@ def position_table(every: BlockMoments, later: BlockMoments, first: int, rcond: 
     rows = []
     for block in sorted(every):
         total, rest = merge_folds(every[block]), merge_folds(later[block])
-        rest_ss = rest.cyy.diagonal().sum() + rest.n * (rest.mean_y - total.mean_y).pow(2).sum()
         all_rows, after = kfold(block, every[block], rcond), kfold(block, later[block], rcond)
         rows.append(
             {
@@ -45,7 +44,7 @@ def position_table(every: BlockMoments, later: BlockMoments, first: int, rcond: 
                 "r2_lin_later": after.r2_lin,
                 "change": after.r2_lin - all_rows.r2_lin,
                 "rows_first": 1 - rest.n / total.n,
-                "variance_first": float(1 - rest_ss / total.cyy.diagonal().sum()),
+                "variance_first": 1 - variance_share(rest, total),
             }
         )
     return pd.DataFrame(rows).assign(first=first)

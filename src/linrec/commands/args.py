@@ -32,6 +32,13 @@ def positive_int(value: str) -> int:
     return int(value)
 
 
+def non_negative_int(value: str) -> int:
+    """argparse type: an integer of at least 0."""
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer of at least 0; got '{value}'")
+    return int(value)
+
+
 def seed(value: str) -> int:
     """argparse type of ``--seed``: an integer a torch generator takes (:func:`linrec.data.tokens.check_seed`),
     checked when the options are read, not after the model loads."""

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
-from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, seed, short_name, write_table
+from linrec.commands.args import (
+    HelpFormatter,
+    block_indices,
+    check_output,
+    non_negative_int,
+    positive_int,
+    seed,
+    short_name,
+    write_table,
+)
 from linrec.data.textfile import TextFile
 from linrec.errors import LinrecError
 from linrec.files import check_cache
@@ -34,6 +43,7 @@ COLUMNS = {
     "corpus": "the text measured on: a corpus name, or the --text-file path",
     "corpus_sha256": "sha256 of that text",
     "seq_len": "tokens per sequence",
+    "skip_first": "positions left out of the capture at the start of every window (--skip-first)",
     "folds": "k of the k-fold split by sequence",
     "seed": "seed of the fold assignment",
     "linrec_version": "linrec that measured",
@@ -56,8 +66,8 @@ def _columns_help() -> str:
         textwrap.fill(text, 100, initial_indent=f"  {name:<{width}}  ", subsequent_indent=" " * (width + 4))
         for name, text in columns.items()
     ]
-    return "output columns, one row per model and block (the printed table leaves out revision, corpus_sha256\n" + (
-        "and the versions; a path prints as its last part):\n" + "\n".join(lines)
+    return "output columns, one row per model and block (the printed table leaves out revision, corpus_sha256,\n" + (
+        "r2_lin_folds and the versions; a path prints as its last part):\n" + "\n".join(lines)
     )
 
 
@@ -102,6 +112,15 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="k of the k-fold split by sequence, at least 2 (default: the profile's, else 5)",
     )
     p.add_argument("--seed", type=seed, default=0, help="seed of the fold assignment")
+    p.add_argument(
+        "--skip-first",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="leave the first N positions of every window out of fit and evaluation (the forward pass is "
+        "unchanged: every token still attends to the whole window); the table's first_position_share and "
+        "r2_lin_after_first then describe position N",
+    )
     p.add_argument("--blocks", type=block_indices, help="comma-separated block indices (default: all)")
     p.add_argument("--device", help="cuda, mps, cpu, cuda:1 ... (default: the first available of cuda, mps, cpu)")
     p.add_argument(
@@ -151,7 +170,7 @@ def _profile(args: argparse.Namespace) -> int:
     """
     import torch.distributed as dist
 
-    from linrec.core.measure import measure
+    from linrec.core.measure import check_skip_first, measure
     from linrec.models.gguf import gguf_origin
     from linrec.models.loading import check_device_map, load_model, pick_device
     from linrec.models.packaged import PACKAGED, packaged_file
@@ -180,6 +199,7 @@ def _profile(args: argparse.Namespace) -> int:
     if args.device:
         pick_device(args.device)  # a device this machine lacks fails here, before any loading
 
+    check_skip_first(args.skip_first, _seq_len(args, profile))
     _check_before_loading(args, profile)
     text, corpus_name, corpus_hash = _text(args, profile)
     if text.blank() if isinstance(text, TextFile) else not text.strip():
@@ -217,6 +237,7 @@ def _profile(args: argparse.Namespace) -> int:
             blocks=args.blocks,
             folds=folds,
             seed=args.seed,
+            skip_first=args.skip_first,
             progress=not args.no_progress and rank == 0,
         )
         table.insert(0, "model", model_name)
@@ -228,13 +249,14 @@ def _profile(args: argparse.Namespace) -> int:
         table["corpus"] = corpus_name
         table["corpus_sha256"] = corpus_hash
         table["seq_len"] = prepared[0].seq_len
+        table["skip_first"] = args.skip_first
         table["folds"] = folds
         table["seed"] = args.seed
         tables.append(table)
     versions = _versions()
     result = pd.concat(tables, ignore_index=True).assign(**versions)
     if rank == 0:
-        printed = result.drop(columns=["corpus_sha256", "revision", *versions])
+        printed = result.drop(columns=["corpus_sha256", "revision", "r2_lin_folds", *versions])
         printed = printed.assign(model=printed.model.map(short_name), corpus=printed.corpus.map(short_name))
         with pd.option_context("display.width", 200, "display.max_columns", 20):
             print(printed.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

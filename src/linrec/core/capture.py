@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from linrec.core.moments import BlockMoments, MomentAccumulator, all_reduce_moments
+from linrec.core.moments import BlockMoments, MomentAccumulator, Moments, PositionMoments, all_reduce_moments
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
@@ -39,11 +39,14 @@ class BatchRows:
 
     A batch's rows are its kept token rows (not padding, at a wanted position) in sequence-major order.
     ``run_capture`` orders sequences by fold, so each fold's rows are one contiguous ``runs`` entry.
+    ``firsts`` are the rows at the first kept position of each window (position 0, where the attention sink
+    sits, unless the capture leaves it out); empty when the rows do not come from windows.
     """
 
     index: int  # the batch's number in this capture, from 0
     offset: int  # rows handed over in earlier batches: the stream position of this batch's first row
     runs: tuple[tuple[int, int, int], ...]  # (fold, start, stop) in the batch's rows
+    firsts: tuple[int, ...] = ()  # the row of each window's first kept position, ascending
 
     @property
     def n(self) -> int:
@@ -66,7 +69,18 @@ class BatchRows:
     @classmethod
     def of_mask(cls, index: int, offset: int, mask: np.ndarray, fold: torch.Tensor) -> BatchRows:
         """The rows of a batch whose kept positions are ``mask`` (B, T) and whose sequences are in folds ``fold``."""
-        return cls.of_folds(index, offset, torch.from_numpy(np.repeat(fold.numpy(), mask.sum(1))))
+        counts = mask.sum(1)
+        starts = np.cumsum(counts) - counts
+        plan = cls.of_folds(index, offset, torch.from_numpy(np.repeat(fold.numpy(), counts)))
+        return replace(plan, firsts=tuple(starts[counts > 0].tolist()))
+
+    def later(self) -> tuple[np.ndarray, tuple[tuple[int, int, int], ...]]:
+        """The rows that are not :attr:`firsts` (indices, ascending) and their fold runs (in those rows' order)."""
+        firsts = np.asarray(self.firsts, dtype=np.int64)
+        later = np.setdiff1d(np.arange(self.n), firsts, assume_unique=True)
+        before = lambda row: row - int(np.searchsorted(firsts, row))  # noqa: E731 (later rows before ``row``)
+        runs = tuple((fold, before(a), before(b)) for fold, a, b in self.runs if before(b) > before(a))
+        return later, runs
 
 
 class RowSink:
@@ -237,6 +251,12 @@ def _columns(width: int, positions: slice | None) -> torch.Tensor:
 class MomentSink(RowSink):
     """Accumulates float64 moments per block and fold (on CPU when rows come from MPS, which lacks float64).
 
+    The rows at each window's first kept position (:attr:`BatchRows.firsts`: the attention sink, where some
+    models put most of a block's output variance) are kept apart: they are few (one per window), so they are
+    kept as rows, and their moments are made at the end; every other row streams into the sums. Every row is
+    accumulated once, so the split costs no arithmetic; :meth:`positions` gives both parts and
+    :meth:`moments` their union, every row.
+
     Folds come one after the other (``run_capture`` orders rows by fold), so at the end of each batch
     every fold but the batch's last is finished and closed (:meth:`MomentAccumulator.close`): on a GPU
     only the live fold's sums stay on the device, and the finished moments travel to the host while
@@ -251,9 +271,28 @@ class MomentSink(RowSink):
         self.k = k
         self.check_every = check_every
         self.accumulators: dict[int, MomentAccumulator] = {}
+        self._firsts: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # per block: (x, y) of first rows
+        self._first_folds: list[np.ndarray] = []  # the fold of each first row, batch by batch (all blocks alike)
+        self._first_finite: dict[int, torch.Tensor] = {}  # per block: a device flag, all first rows finite
+        self._plan: tuple[int, dict[str, Any]] = (-1, {})  # the batch whose split is worked out, and the split
         self._dtypes: dict[int, torch.dtype] = {}
         self._batches = 0  # batches ended so far
         self._checked = 0  # batches known to be finite
+
+    def _split(self, rows: BatchRows, device: torch.device) -> dict[str, Any]:
+        """This batch's first and later rows, worked out once on the host and uploaded once per device."""
+        if self._plan[0] != rows.index:
+            later, runs = rows.later()
+            width = rows.n // len(rows.firsts)  # every window keeps `width` rows when the firsts fall every `width`
+            regular = width > 1 and rows.firsts == tuple(range(0, rows.n, width)) and rows.n % width == 0
+            self._plan = (rows.index, {"later": later, "runs": runs, "uploads": {}, "window": width if regular else 0})
+        plan = self._plan[1]
+        if plan["window"]:
+            return plan  # whole windows need no index: they are strided views
+        if device not in plan["uploads"]:
+            index = lambda a: to_device(torch.from_numpy(np.asarray(a, dtype=np.int64)), device)  # noqa: E731
+            plan["uploads"][device] = (index(rows.firsts), index(plan["later"]))
+        return plan
 
     def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
         if x.device.type == "mps":
@@ -262,12 +301,31 @@ class MomentSink(RowSink):
         if acc is None:
             acc = self.accumulators[block] = MomentAccumulator(x.shape[1], y.shape[1], x.device, self.k)
             self._dtypes[block] = y.dtype
-        xs, ys = acc.shifted(x, y)
-        for fold, start, stop in rows.runs:
-            acc.add_shifted(xs[start:stop], ys[start:stop], fold)
+            self._firsts[block] = []
+        runs = rows.runs
+        x, y = x.detach(), y.detach()
+        if rows.firsts:
+            plan = self._split(rows, x.device)
+            if plan["window"]:  # (windows, width, d) views: the firsts are column 0, the later rows the rest
+                x, y = x.reshape(-1, plan["window"], x.shape[-1]), y.reshape(-1, plan["window"], y.shape[-1])
+                xf, yf, x, y = x[:, 0].clone(), y[:, 0].clone(), x[:, 1:], y[:, 1:]
+            else:
+                firsts, later = plan["uploads"][x.device]
+                xf, yf = x.index_select(0, firsts), y.index_select(0, firsts)
+                x, y = x.index_select(0, later), y.index_select(0, later)
+            self._firsts[block].append((xf, yf))
+            finite = torch.isfinite(xf).all() & torch.isfinite(yf).all()
+            self._first_finite[block] = finite & self._first_finite.get(block, finite)
+            runs = plan["runs"]
+        if x.numel():
+            xs, ys = acc.shifted(x, y)
+            for fold, start, stop in runs:
+                acc.add_shifted(xs[start:stop], ys[start:stop], fold)
 
     def end_batch(self, rows: BatchRows) -> None:
         self._batches = rows.index + 1
+        if rows.firsts:
+            self._first_folds.append(rows.fold_ids().numpy()[list(rows.firsts)])
         if rows.runs:
             last = rows.runs[-1][0]
             for acc in self.accumulators.values():
@@ -281,11 +339,14 @@ class MomentSink(RowSink):
         self.check()
 
     def check(self) -> None:
-        """Raise if a block's sums are non-finite: one host read of one flag per block."""
+        """Raise if a block's sums or first rows are non-finite: one host read of one flag per block."""
         if not self.accumulators or self._checked == self._batches:
             return
         blocks = sorted(self.accumulators)
         flags = [self.accumulators[b].finite() for b in blocks]
+        flags = [
+            f & self._first_finite[b].to(f.device) if b in self._first_finite else f for b, f in zip(blocks, flags)
+        ]
         finite = torch.stack([f.to(flags[0].device) for f in flags]).cpu().tolist()  # one read, devices gathered
         if not all(finite):
             block = blocks[finite.index(False)]
@@ -295,15 +356,36 @@ class MomentSink(RowSink):
             )
         self._checked = self._batches
 
-    def moments(self) -> BlockMoments:
-        """Centred moments per block and fold, on CPU (every fold is closed: no more rows can be added)."""
+    def positions(self) -> PositionMoments:
+        """Centred moments per block and fold, on CPU, of the first rows and of the later rows apart (every fold
+        is closed: no more rows can be added)."""
         self.check()
         for acc in self.accumulators.values():
             for fold in range(self.k):
                 acc.close(fold)
         for device in {acc.device for acc in self.accumulators.values() if acc.device.type == "cuda"}:
             torch.cuda.synchronize(device)  # the pinned copies have landed
-        return {b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()}
+        folds = np.concatenate(self._first_folds) if self._first_folds else np.zeros(0, dtype=np.int64)
+        order = torch.from_numpy(np.argsort(folds, kind="stable"))  # the first rows, fold by fold
+        bounds = np.searchsorted(folds[order.numpy()], np.arange(self.k + 1))
+        first: BlockMoments = {}
+        for b, acc in self.accumulators.items():
+            if not self._firsts[b]:
+                first[b] = [Moments.zeros(acc.d_in, acc.d_out) for _ in range(self.k)]
+                continue
+            x = torch.cat([xf for xf, _ in self._firsts[b]])
+            y = torch.cat([yf for _, yf in self._firsts[b]])
+            on = to_device(order, x.device)
+            x, y = x.index_select(0, on), y.index_select(0, on)
+            first[b] = [
+                Moments.from_rows(x[lo:hi], y[lo:hi]).to("cpu") for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+            ]
+        later = {b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()}
+        return PositionMoments(first, later)
+
+    def moments(self) -> BlockMoments:
+        """Centred moments of every row per block and fold, on CPU (:meth:`positions`, merged)."""
+        return self.positions().every()
 
 
 def rows_needed(width: int, folds: int, seq_len: int = 1) -> int:
@@ -340,7 +422,7 @@ def check_training_rows(batches: TokenBatches, width: int, folds: int, seed: int
     )
 
 
-def capture_moments(
+def capture_positions(
     model: nn.Module,
     batches: TokenBatches,
     blocks: Sequence[int] | None = None,
@@ -350,9 +432,10 @@ def capture_moments(
     extra_sinks: Sequence[RowSink] = (),
     progress: bool = True,
     positions: slice | None = None,
-) -> BlockMoments:
-    """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU); ``positions``: only the rows at
-    these window positions (:func:`run_capture`; the forward pass is unchanged).
+) -> PositionMoments:
+    """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU), the rows at each window's first
+    captured position apart from the later ones (:class:`MomentSink`); ``positions``: only the rows at these
+    window positions (:func:`run_capture`; the forward pass is unchanged).
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
@@ -373,5 +456,23 @@ def capture_moments(
         progress = progress and dist.get_rank() == 0
     sink = MomentSink(folds)
     run_capture(model, batches, chosen, [sink, *extra_sinks], fold_of_sequence, progress, positions)
-    moments = sink.moments()
-    return all_reduce_moments(moments) if distributed else moments
+    split = sink.positions()
+    if distributed:
+        return PositionMoments(all_reduce_moments(split.first), all_reduce_moments(split.later))
+    return split
+
+
+def capture_moments(
+    model: nn.Module,
+    batches: TokenBatches,
+    blocks: Sequence[int] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    spec: Spec = None,
+    extra_sinks: Sequence[RowSink] = (),
+    progress: bool = True,
+    positions: slice | None = None,
+) -> BlockMoments:
+    """Per-block, per-fold moments of every row of one pass over ``batches`` (:func:`capture_positions`, its two
+    parts merged)."""
+    return capture_positions(model, batches, blocks, folds, seed, spec, extra_sinks, progress, positions).every()

@@ -29,13 +29,13 @@ directions carry equal variance.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from linrec.core.moments import Moments, merge_folds
+from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.errors import LinrecError, finite
 from linrec.models.loading import parse_dtype
 from linrec.stats import participation_ratio
@@ -178,6 +178,13 @@ COLUMNS = {
     "block": "index of the FFN block, 0 = nearest the input",
     "r2_lin": "held-out R²_lin: share of the block's output variance its affine map recovers, mean over the k folds",
     "r2_lin_std": "standard deviation of r2_lin over the k folds (ddof 1)",
+    "r2_lin_half_rows": "r2_lin again, each fold's map fitted on (k-1)//2 of its k-1 training folds (half the rows for "
+    "odd k): close to r2_lin when the rows suffice for the width, clearly below it when more rows would still raise "
+    "r2_lin (a convergence check from the same moments; NaN when those folds hold too few rows)",
+    "first_position_share": "share of the block's output variance (about the mean of every row) at the first "
+    "captured position of each window: position 0, where the attention sink sits, unless --skip-first",
+    "r2_lin_after_first": "r2_lin with the first captured position of each window left out of both fit and "
+    "evaluation (NaN when too few rows remain)",
     "r2_feature_median": "median over output features of each feature's own held-out R²",
     "effective_rank_out": "participation ratio of the output covariance: how many directions carry the output",
     "effective_rank_map": "participation ratio of the fitted map's predictions WᵀCxxW",
@@ -187,6 +194,7 @@ COLUMNS = {
     "n_test": "held-out rows per fold (the mean over folds)",
     "d_in": "input width of the block",
     "d_out": "output width of the block",
+    "r2_lin_folds": "the held-out R²_lin of each fold, fold 0 first, as a list (r2_lin is their mean)",
 }
 """What each column of :func:`report_table` means: the one description ``linrec profile --help`` and the docs use."""
 
@@ -207,6 +215,10 @@ class BlockReport:
     n_test: int
     d_in: int
     d_out: int
+    r2_lin_folds: tuple[float, ...] = ()
+    r2_lin_half_rows: float = float("nan")
+    first_position_share: float = float("nan")  # unknown unless the first positions' moments were kept apart
+    r2_lin_after_first: float = float("nan")
 
     @property
     def r2_feature_median(self) -> float:
@@ -215,28 +227,12 @@ class BlockReport:
         return float(np.median(self.r2_per_feature.to(torch.float64).numpy()))
 
     def row(self) -> dict:
-        return {
-            "block": self.block,
-            "r2_lin": self.r2_lin,
-            "r2_lin_std": self.r2_lin_std,
-            "r2_feature_median": self.r2_feature_median,
-            "effective_rank_out": self.effective_rank_out,
-            "effective_rank_map": self.effective_rank_map,
-            "input_condition": self.input_condition,
-            "null_dims": self.null_dims,
-            "n_train": self.n_train,
-            "n_test": self.n_test,
-            "d_in": self.d_in,
-            "d_out": self.d_out,
-        }
+        """The table's row: the columns of :data:`COLUMNS`, in its order."""
+        values = {**vars(self), "r2_feature_median": self.r2_feature_median, "r2_lin_folds": list(self.r2_lin_folds)}
+        return {column: values[column] for column in COLUMNS}
 
 
-def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> BlockReport:
-    """Fit on all folds but one, score on that one, for each fold; report the mean and spread.
-
-    R² and per-feature R² are averaged over folds (std with ddof=1); conditioning, null
-    directions and the map's effective rank come from the fit on all rows.
-    """
+def _checked_folds(block: int, folds: list[Moments]) -> None:
     if len(folds) < 2:
         raise LinrecError(f"k-fold recovery needs at least 2 folds; got {len(folds)}")
     empty = [f for f, m in enumerate(folds) if m.n == 0]
@@ -244,12 +240,45 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         raise LinrecError(
             f"block {block}: folds {empty} received no rows; use more sequences (--max-rows) or fewer folds"
         )
+
+
+def _held_out_r2(folds: list[Moments], training: list[list[int]], rcond: float) -> list[float] | None:
+    """Held-out R² of each fold f, its map fitted on the folds ``training[f]``; None when one of those training
+    sets holds too few rows for the width (the fit needs width + 1)."""
+    trains = [merge_folds([folds[g] for g in used]) for used in training]
+    if any(t.n < t.d_in + 1 for t in trains):
+        return None
+    return [held_out(fit_affine(train, rcond), test).r2 for train, test in zip(trains, folds, strict=True)]
+
+
+def half_training(k: int) -> list[list[int]]:
+    """For each held-out fold f of k, the (k-1)//2 training folds that follow it (cyclically): about half of its
+    training rows, for the convergence column ``r2_lin_half_rows`` (empty lists when k < 3)."""
+    return [[(f + 1 + i) % k for i in range((k - 1) // 2)] for f in range(k)]
+
+
+def variance_share(part: Moments, total: Moments) -> float:
+    """The share of ``total``'s output sum of squares, about its own mean, that the rows of ``part`` (a subset of
+    them) carry: a part far from the rest counts fully, not only its spread about its own mean."""
+    inside = part.cyy.diagonal().sum() + part.n * (part.mean_y - total.mean_y).pow(2).sum()
+    return float(inside / total.cyy.diagonal().sum())
+
+
+def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> BlockReport:
+    """Fit on all folds but one, score on that one, for each fold; report the mean and spread.
+
+    R² and per-feature R² are averaged over folds (std with ddof=1); conditioning, null
+    directions and the map's effective rank come from the fit on all rows. ``r2_lin_half_rows`` repeats the
+    held-out R² with each map fitted on about half its training folds (:func:`half_training`).
+    """
+    _checked_folds(block, folds)
     r2s, per_feature = [], []
     for f, test in enumerate(folds):
         fit = fit_affine(merge_folds([m for g, m in enumerate(folds) if g != f]), rcond)
         score = held_out(fit, test)
         r2s.append(score.r2)
         per_feature.append(score.r2_per_feature)
+    half = _held_out_r2(folds, half_training(len(folds)), rcond) if len(folds) > 2 else None
     total = merge_folds(folds)
     full = fit_affine(total, rcond)
     predicted_cov = full.weight.T @ total.cxx @ full.weight
@@ -267,12 +296,34 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         n_test=n_test,
         d_in=total.d_in,
         d_out=total.d_out,
+        r2_lin_folds=tuple(r2s),
+        r2_lin_half_rows=float("nan") if half is None else float(np.mean(half)),
     )
 
 
-def recoverability(moments: Mapping[int, list[Moments]], rcond: float = DEFAULT_RCOND) -> list[BlockReport]:
-    """One :class:`BlockReport` per block, in block order."""
-    return [kfold(block, moments[block], rcond) for block in sorted(moments)]
+def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND) -> tuple[float, float]:
+    """What the first captured position of each window does to one block: (its share of the output variance,
+    k-fold R²_lin with those rows left out of fit and test, NaN when the later rows are too few for the width)."""
+    first, later = split.first[block], split.later[block]
+    total = merge_folds([f + g for f, g in zip(first, later, strict=True)])
+    k = len(later)
+    others = [[g for g in range(k) if g != f] for f in range(k)]
+    r2 = None if any(m.n == 0 for m in later) else _held_out_r2(later, others, rcond)
+    return variance_share(merge_folds(first), total), float("nan") if r2 is None else float(np.mean(r2))
+
+
+def recoverability(
+    moments: Mapping[int, list[Moments]] | PositionMoments, rcond: float = DEFAULT_RCOND
+) -> list[BlockReport]:
+    """One :class:`BlockReport` per block, in block order; from :class:`PositionMoments` (the first captured
+    position of each window kept apart) with its columns ``first_position_share`` and ``r2_lin_after_first``."""
+    if not isinstance(moments, PositionMoments):
+        return [kfold(block, moments[block], rcond) for block in sorted(moments)]
+    every, reports = moments.every(), []
+    for block in sorted(every):
+        share, r2 = after_first(block, moments, rcond)
+        reports.append(replace(kfold(block, every[block], rcond), first_position_share=share, r2_lin_after_first=r2))
+    return reports
 
 
 def report_table(reports: list[BlockReport]) -> pd.DataFrame:

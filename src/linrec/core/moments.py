@@ -45,7 +45,8 @@ class Moments:
 
     @classmethod
     def from_rows(cls, x: torch.Tensor, y: torch.Tensor) -> Moments:
-        """Moments of the rows of ``x`` (n, d_in) and ``y`` (n, d_out), computed in float64."""
+        """Moments of the rows of ``x`` (n, d_in) and ``y`` (n, d_out), computed in float64 (Cxx and Cyy exactly
+        symmetric, as the streamed ones are)."""
         if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
             raise LinrecError(
                 f"expected x (n, d_in) and y (n, d_out) with equal n; got {tuple(x.shape)} and {tuple(y.shape)}"
@@ -57,7 +58,7 @@ class Moments:
             return cls.zeros(x.shape[1], y.shape[1], x.device)
         mean_x, mean_y = x.mean(0), y.mean(0)
         xc, yc = x - mean_x, y - mean_y
-        return cls(n, mean_x, mean_y, xc.T @ xc, xc.T @ yc, yc.T @ yc)
+        return cls(n, mean_x, mean_y, symmetric(xc.T @ xc), xc.T @ yc, symmetric(yc.T @ yc))
 
     @property
     def d_in(self) -> int:
@@ -196,11 +197,14 @@ class MomentAccumulator:
         return self._sums[fold]
 
     def shifted(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x - Kx, y - Ky) in float64, each one fused cast-and-subtract; the first call sets K to its rows' mean."""
+        """(x - Kx, y - Ky) in float64 as rows (n, d), each one fused cast-and-subtract; the first call sets K to its
+        rows' mean. ``x`` and ``y`` may have more leading dimensions (a strided view of windows), which the
+        subtraction's contiguous result flattens for free."""
         if self.shift_x is None or self.shift_y is None:  # the first rows: both are set together
-            self.shift_x = x.detach().mean(0, dtype=torch.float64)
-            self.shift_y = y.detach().mean(0, dtype=torch.float64)
-        return torch.sub(x.detach(), self.shift_x), torch.sub(y.detach(), self.shift_y)
+            self.shift_x = x.detach().reshape(-1, self.d_in).mean(0, dtype=torch.float64)
+            self.shift_y = y.detach().reshape(-1, self.d_out).mean(0, dtype=torch.float64)
+        xs, ys = torch.sub(x.detach(), self.shift_x), torch.sub(y.detach(), self.shift_y)
+        return xs.reshape(-1, self.d_in), ys.reshape(-1, self.d_out)
 
     def add_shifted(self, xs: torch.Tensor, ys: torch.Tensor, fold: int = 0) -> None:
         """Merge rows already returned by :meth:`shifted` into ``fold``."""
@@ -258,6 +262,19 @@ class MomentAccumulator:
 
 BlockMoments = dict[int, list[Moments]]
 """Moments per block index, one entry per fold (rows go to folds by sequence)."""
+
+
+@dataclass
+class PositionMoments:
+    """Per block and fold, the moments of the rows at each window's first captured position (``first``: where
+    the attention sink sits) and of every later row (``later``): what a fit that leaves the sink out sees."""
+
+    first: BlockMoments
+    later: BlockMoments
+
+    def every(self) -> BlockMoments:
+        """The moments of every row, per block and fold: both parts merged (Chan's update, no cancellation)."""
+        return {b: [f + g for f, g in zip(self.first[b], self.later[b], strict=True)] for b in self.later}
 
 
 def merge_folds(folds: list[Moments]) -> Moments:

@@ -32,10 +32,10 @@ import pandas as pd
 import torch
 
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key, file_sha256, intact
-from linrec.core.capture import capture_moments
+from linrec.core.capture import capture_positions
 from linrec.core.fit import AffineFit, fit_affine, rcond_for, recoverability, report_table
-from linrec.core.moments import Moments, load_moments, merge_folds, save_moments, saved_blocks
-from linrec.core.sample import Rows, capture_with_sample, load_rows, save_rows
+from linrec.core.moments import Moments, PositionMoments, load_moments, merge_folds, save_moments, saved_blocks
+from linrec.core.sample import Rows, RowSample, load_rows, save_rows
 from linrec.data.corpus import Corpus
 from linrec.data.tokens import bos_policy
 from linrec.errors import LinrecError
@@ -45,11 +45,13 @@ from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 4
+FORMAT = 5
 """Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
 3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path.
 4: the stored table's ``r2_feature_median`` is the true median, and its null directions follow the rounding
-clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small real directions)."""
+clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small real directions).
+5: the first position of each window is captured apart, and the stored table gains ``r2_lin_half_rows``,
+``first_position_share``, ``r2_lin_after_first`` and ``r2_lin_folds``."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""
@@ -136,13 +138,17 @@ class Measurement:
 
     ``moments`` and ``samples`` map block -> per-fold moments and block -> sampled rows: in memory
     for a measurement assembled by hand, read from disk block by block for one :func:`measurement`
-    returns. ``kept_table`` is the stored k-fold table (at the capture dtype's rcond), when there is one.
+    returns. ``kept_table`` is the stored k-fold table (at the capture dtype's rcond), when there is one;
+    ``positions``, held only by a measurement just captured, are its moments with the first position of each
+    window apart, which give the table its first-position columns (a table recomputed from a stored
+    measurement's moments leaves them NaN).
     """
 
     info: MeasurementInfo
     moments: Mapping[int, list[Moments]]
     samples: Mapping[int, Rows]
     kept_table: pd.DataFrame | None = field(default=None, repr=False)
+    positions: PositionMoments | None = field(default=None, repr=False)
 
     @property
     def blocks(self) -> list[int]:
@@ -158,7 +164,8 @@ class Measurement:
         (``rcond`` None: the capture dtype's cutoff, the stored table's)."""
         if self.kept_table is not None and rcond is None:
             return self.kept_table.copy()
-        return _labelled(report_table(recoverability(self.moments, self.rcond if rcond is None else rcond)), self.info)
+        source = self.moments if self.positions is None else self.positions
+        return _labelled(report_table(recoverability(source, self.rcond if rcond is None else rcond)), self.info)
 
     def fits(self, rcond: float | None = None) -> dict[int, AffineFit]:
         """The closed-form map of each block, fitted on all captured rows (for surgery)."""
@@ -290,7 +297,7 @@ def measurement(
     held = _kept(path)
     if stored < level and (refresh or held < level):
         result = capture()
-        narrow = Measurement(replace(result.info, keep=KEEPS[stored]), result.moments, result.samples)
+        narrow = replace(result, info=replace(result.info, keep=KEEPS[stored]))
         build_entry(path, lambda tmp: _save(narrow, tmp), refresh=refresh or -1 < held < stored)
     else:
         build_entry(path, lambda tmp: _save(capture(), tmp), refresh=refresh or -1 < held < level)
@@ -329,13 +336,10 @@ def _capture(
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
     batches = profile_batches(profile, tokenizer, text, model=net)
     seed = profile.seeds[0]
-    if keep == "samples":
-        moments, sample = capture_with_sample(
-            net, batches, profile.probe.sample_rows, folds=profile.folds, seed=seed, progress=progress
-        )
-        samples = {b: sample.rows(b) for b in sample.blocks}
-    else:
-        moments, samples = capture_moments(net, batches, folds=profile.folds, seed=seed, progress=progress), {}
+    sample = RowSample(profile.probe.sample_rows, seed) if keep == "samples" else None
+    sinks = [] if sample is None else [sample]
+    split = capture_positions(net, batches, folds=profile.folds, seed=seed, extra_sinks=sinks, progress=progress)
+    samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
     info = MeasurementInfo(
         profile=profile.name,
         model=model,
@@ -357,7 +361,7 @@ def _capture(
         corpus_source=text.source,
         weights=weights_id(profile, model, checkpoint),
     )
-    return Measurement(info, moments, samples)
+    return Measurement(info, split.every(), samples, positions=split)
 
 
 def _save(result: Measurement, directory: Path) -> None:
