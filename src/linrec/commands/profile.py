@@ -1,9 +1,10 @@
 """``linrec profile``: measure R²_lin of every FFN block of a model, or of a profile's models, on a text.
 
 Its windows are spread evenly over the whole text (``--layout spread``; ``--layout head`` takes the first
-ones), and a named corpus's folds are whole documents (its modules, books or blocks of records), so every
-held-out score is on documents the fit never saw; a ``--text-file`` says nothing of where its documents
-end, so each of its windows is a unit of its own (:mod:`linrec.data.tokens`).
+ones), and the folds of a corpus with documents (the offline and packaged corpora: modules, books, blocks of
+records) are whole documents, so every held-out score is on documents the fit never saw; a ``--text-file``
+(and a hub corpus) says nothing of where its documents end, so each of its windows is a unit of its own
+(:mod:`linrec.data.tokens`).
 
 ``linrec profile`` also runs under ``torchrun --nproc-per-node K -m linrec profile ...``: each
 process captures every K-th sequence and the moments are all-reduced, so the table is the same as
@@ -21,7 +22,6 @@ import pandas as pd
 
 from linrec.commands.args import HelpFormatter, block_indices, check_output, positive_int, seed, short_name, write_table
 from linrec.data.textfile import TextFile
-from linrec.data.tokens import LAYOUTS
 from linrec.errors import LinrecError
 from linrec.files import check_cache
 
@@ -40,7 +40,8 @@ COLUMNS = {
     "corpus": "the text measured on: a corpus name, or the --text-file path",
     "corpus_sha256": "sha256 of that text",
     "seq_len": "tokens per sequence",
-    "folds": "k of the k-fold split: by document for a named corpus, by sequence for a --text-file",
+    "folds": "k of the k-fold split: by document where the text has documents (offline and packaged corpora), "
+    "else by sequence",
     "layout": "where the sequences were taken from: spread evenly over the whole text, or its head",
     "seed": "seed of the fold assignment",
     "linrec_version": "linrec that measured",
@@ -71,6 +72,7 @@ def _columns_help() -> str:
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec profile``; its handler is ``args.handler``."""
     from linrec.data.corpora import corpus_names
+    from linrec.data.tokens import LAYOUTS
     from linrec.experiment.profiles import profile_names
     from linrec.models.loading import DTYPES
 
@@ -106,7 +108,8 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--folds",
         type=positive_int,
-        help="k of the k-fold split, at least 2, by document for a named corpus (default: the profile's, else 5)",
+        help="k of the k-fold split, at least 2: by document where the corpus has documents, else by sequence "
+        "(default: the profile's, else 5)",
     )
     p.add_argument(
         "--layout",
