@@ -482,6 +482,40 @@ def test_profile_table_names_its_versions_prints_short_names_and_help_explains_e
     assert set(table.columns) <= described, set(table.columns) - described
 
 
+def test_profile_spreads_windows_over_a_named_corpus_and_folds_it_by_document(
+    model_dirs, text_file, tmp_path, monkeypatch
+):
+    import torch
+    from transformers import AutoTokenizer
+
+    import linrec.core.measure as measure_module
+    from linrec.data.corpora import load_corpus
+    from linrec.data.tokens import make_batches
+
+    served = []
+    real = measure_module.measure
+    monkeypatch.setattr(
+        measure_module, "measure", lambda model, batches, **kw: served.append(batches) or real(model, batches, **kw)
+    )
+    out = tmp_path / "kjv.csv"
+    model = str(model_dirs["gpt2"])
+    assert main(["profile", "--model", model, "--corpus", "kjv-bible", *ROWS, "--out", str(out)]) == 0
+    table, corpus = pd.read_csv(out), load_corpus("kjv-bible")
+    assert (table.layout == "spread").all() and (table.corpus_sha256 == corpus.sha256).all()
+    documents = served[0].document
+    assert len(documents) == 384 // 16 and documents[0] == 0 and documents[-1] == len(corpus.fit_documents) - 1
+    assert documents.unique().numel() >= 10  # Genesis to 3 John, whole books to folds
+    assert (
+        main(["profile", "--model", model, "--text-file", str(text_file), *ROWS, "--layout", "head", "--out", str(out)])
+        == 0
+    )
+    assert (pd.read_csv(out).layout == "head").all() and served[1].document is None
+    first = make_batches(
+        AutoTokenizer.from_pretrained(model), text_file.read_text(), seq_len=16, max_rows=384, layout="head"
+    )
+    assert torch.equal(served[1].input_ids, first.input_ids)  # the file's first windows
+
+
 def test_plot_draws_a_profile_table_one_panel_per_model(model_dirs, text_file, tmp_path, capsys, monkeypatch):
     import linrec.plots.pretrained as pretrained
 

@@ -17,6 +17,7 @@ from linrec.data.offline_corpora import (
     _unicode_texts,
     _without_docstrings,
     in_eval_split,
+    joined,
     offline_corpus,
     stdlib_modules,
 )
@@ -48,9 +49,47 @@ def test_offline_corpora_rebuild_to_the_same_hash(tmp_path, monkeypatch):
 def test_hash_covers_content_and_the_fit_eval_boundary():
     a = Corpus("x", "prose", "ab", "c", "test")
     assert a.sha256 == Corpus("y", "code", "ab", "c", "other").sha256  # content only
+    assert a.sha256 == Corpus("x", "prose", "ab", "c", "test", (0, 1)).sha256  # documents are not content
     assert a.sha256 != Corpus("x", "prose", "a", "bc", "test").sha256
     assert a.sha256 != Corpus("x", "prose", "ab", "d", "test").sha256
     assert a.summary()["sha256"] == a.sha256 and "fit_text" not in a.summary()
+
+
+def test_documents_must_start_at_zero_increase_and_lie_inside_the_fit_text():
+    assert Corpus("x", "prose", "abc", "", "t", [0, 2]).fit_documents == (0, 2)  # a list, as JSON reads it back
+    for bad in ((1,), (0, 2, 2), (0, 3), (0, 2, 1)):
+        with pytest.raises(LinrecError, match="document starts must begin at 0, increase strictly"):
+            Corpus("x", "prose", "abc", "", "t", bad)
+
+
+def test_joined_is_one_join_of_every_piece_and_starts_each_unit_with_words():
+    units = [["  ", "a"], [], ["b", "cd"], [" "], ["e"]]
+    text, starts = joined(units, "--")
+    assert text == "--".join(["  ", "a", "b", "cd", " ", "e"])  # the text a flat join gives: hashes stay
+    assert starts == (0, 7, 17)  # the blank unit joins the one before it; the first starts at 0
+    assert [text[s] for s in starts[1:]] == ["b", "e"]
+    assert joined([["  "], ["x"]], "\n") == ("  \nx", (0,))
+
+
+def test_offline_documents_are_modules_and_blocks():
+    for name, domain in (("stdlib-prose", "prose"), ("stdlib-code", "code")):
+        corpus = load_corpus(name)
+        fit = [
+            (docs if domain == "prose" else [code])
+            for module, _, docs, code in stdlib_modules()
+            if not in_eval_split(module) and "".join(docs if domain == "prose" else [code]).strip()
+        ]
+        assert len(corpus.fit_documents) == len(fit) > 100
+        for start, pieces in zip(corpus.fit_documents[1:], fit[1:]):
+            assert corpus.fit_text.startswith(pieces[0], start)
+    records = load_corpus("unicode-records")
+    ends = [*records.fit_documents[1:], len(records.fit_text)]
+    blocks = []
+    for start, end in zip(records.fit_documents, ends):
+        cps = {int(line.split(" | ")[0][2:], 16) >> 7 for line in records.fit_text[start:end].splitlines()}
+        assert len(cps) == 1  # one block per document
+        blocks.append(cps.pop())
+    assert blocks == sorted(set(blocks))
 
 
 def test_unicode_records_are_split_by_block_and_planted_record_is_exact():

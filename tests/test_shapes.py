@@ -118,7 +118,7 @@ def test_bos_policy_per_tokenizer(loaded, corpus, tokenizer):
     for name, (_, tok) in loaded.items():
         bos = EXPECTED[name][2]
         assert bos_id(tok) == bos, name
-        windows = make_batches(tok, corpus.eval_text, seq_len=16, max_rows=64).input_ids
+        windows = make_batches(tok, corpus.eval_text, seq_len=16, max_rows=64, layout="head").input_ids
         if bos is None:
             assert bos_policy(tok) == "no BOS"
             assert (windows[:, 0] != tok.bos_token_id).all()
@@ -138,7 +138,7 @@ def test_zoo_tokenizers_add_no_bos(tmp_path):
     text = local_text(3000)
     tokenizer = train_bpe([text], 400, tmp_path)
     assert tokenizer.bos_token == "<|endoftext|>" and bos_id(tokenizer) is None and bos_policy(tokenizer) == "no BOS"
-    windows = make_batches(tokenizer, text, seq_len=32, max_rows=256)
+    windows = make_batches(tokenizer, text, seq_len=32, max_rows=256, layout="head")
     assert windows.input_ids.flatten().tolist() == tokenize(tokenizer, text)[: 8 * 32].tolist()
 
 

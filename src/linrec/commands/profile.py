@@ -1,5 +1,11 @@
 """``linrec profile``: measure R²_lin of every FFN block of a model, or of a profile's models, on a text.
 
+Its windows are spread evenly over the whole text (``--layout spread``; ``--layout head`` takes the first
+ones), and the folds of a corpus with documents (the offline and packaged corpora: modules, books, blocks of
+records) are whole documents, so every held-out score is on documents the fit never saw; a ``--text-file``
+(and a hub corpus) says nothing of where its documents end, so each of its windows is a unit of its own
+(:mod:`linrec.data.tokens`).
+
 ``linrec profile`` also runs under ``torchrun --nproc-per-node K -m linrec profile ...``: each
 process captures every K-th sequence and the moments are all-reduced, so the table is the same as
 with one process.
@@ -44,7 +50,9 @@ COLUMNS = {
     "corpus_sha256": "sha256 of that text",
     "seq_len": "tokens per sequence",
     "skip_first": "positions left out of the capture at the start of every window (--skip-first)",
-    "folds": "k of the k-fold split by sequence",
+    "folds": "k of the k-fold split: by document where the text has documents (offline and packaged corpora), "
+    "else by sequence",
+    "layout": "where the sequences were taken from: spread evenly over the whole text, or its head",
     "seed": "seed of the fold assignment",
     "linrec_version": "linrec that measured",
     "torch_version": "torch that ran the forward pass",
@@ -74,6 +82,7 @@ def _columns_help() -> str:
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec profile``; its handler is ``args.handler``."""
     from linrec.data.corpora import corpus_names
+    from linrec.data.tokens import LAYOUTS
     from linrec.experiment.profiles import profile_names
     from linrec.models.loading import DTYPES
 
@@ -109,7 +118,14 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--folds",
         type=positive_int,
-        help="k of the k-fold split by sequence, at least 2 (default: the profile's, else 5)",
+        help="k of the k-fold split, at least 2: by document where the corpus has documents, else by sequence "
+        "(default: the profile's, else 5)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="spread",
+        help="take the sequences evenly spread over the whole text, or its first ones (head)",
     )
     p.add_argument("--seed", type=seed, default=0, help="seed of the fold assignment")
     p.add_argument(
@@ -143,13 +159,14 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_profile)
 
 
-def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | TextFile, str, str]:
-    """(text to measure on, its name, its sha256) from --text-file (streamed: read only as far as the rows
-    need, :mod:`linrec.data.textfile`), --corpus or the profile's main corpus."""
+def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | TextFile, str, str, tuple[int, ...] | None]:
+    """(text to measure on, its name, its sha256, where its documents start) from --text-file (streamed: read
+    only as far as the rows need, :mod:`linrec.data.textfile`; no documents), --corpus or the profile's main
+    corpus (its fit text's documents)."""
     if args.text_file is not None:
         text = TextFile(args.text_file)
         try:
-            return text, str(args.text_file), text.sha256
+            return text, str(args.text_file), text.sha256, None
         except LinrecError as err:
             raise LinrecError(f"cannot read --text-file {args.text_file}: {err.__cause__}") from err
     from linrec.data.corpora import load_corpus
@@ -158,7 +175,7 @@ def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | Text
     if name is None:
         raise LinrecError("give a text to measure on: --text-file FILE, --corpus NAME or --profile NAME")
     corpus = load_corpus(name)
-    return corpus.fit_text, corpus.name, corpus.sha256
+    return corpus.fit_text, corpus.name, corpus.sha256, corpus.fit_documents or None
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -201,7 +218,7 @@ def _profile(args: argparse.Namespace) -> int:
 
     check_skip_first(args.skip_first, _seq_len(args, profile))
     _check_before_loading(args, profile)
-    text, corpus_name, corpus_hash = _text(args, profile)
+    text, corpus_name, corpus_hash, documents = _text(args, profile)
     if text.blank() if isinstance(text, TextFile) else not text.strip():
         raise LinrecError(f"the text {corpus_name} is empty; give a text to measure on")
     tables = []
@@ -217,7 +234,8 @@ def _profile(args: argparse.Namespace) -> int:
             from linrec.experiment.resolve import load_profile_model
 
             model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
-            prepared.append(_batches(args, profile, text, folds, cast("PretrainedConfig", model.config), tokenizer))
+            config = cast("PretrainedConfig", model.config)
+            prepared.append(_batches(args, profile, (text, documents), folds, config, tokenizer))
         else:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
@@ -229,7 +247,9 @@ def _profile(args: argparse.Namespace) -> int:
                 device_map=args.device_map,
                 trust_remote_code=args.trust_remote_code,
                 supported_only=True,
-                before_weights=lambda config, tok: prepared.append(_batches(args, profile, text, folds, config, tok)),
+                before_weights=lambda config, tok: prepared.append(
+                    _batches(args, profile, (text, documents), folds, config, tok)
+                ),
             )
         table = measure(
             model,
@@ -251,6 +271,7 @@ def _profile(args: argparse.Namespace) -> int:
         table["seq_len"] = prepared[0].seq_len
         table["skip_first"] = args.skip_first
         table["folds"] = folds
+        table["layout"] = args.layout
         table["seed"] = args.seed
         tables.append(table)
     versions = _versions()
@@ -307,14 +328,14 @@ def _check_before_loading(args: argparse.Namespace, profile: Profile | None) -> 
 def _batches(
     args: argparse.Namespace,
     profile: Profile | None,
-    text: str | TextFile,
+    text: tuple[str | TextFile, tuple[int, ...] | None],
     folds: int,
     config: PretrainedConfig,
     tokenizer: PreTrainedTokenizerBase,
 ) -> TokenBatches:
     """The batches to measure on, from the model's config and tokenizer alone (so before its weights load): the
     blocks asked for exist, the sequence length fits the context, the tokenizer's ids the vocabulary, and the text
-    fills every training split with more rows than the model is wide."""
+    (with where its documents start, or None) fills every training split with more rows than the model is wide."""
     from linrec.core.capture import check_training_rows
     from linrec.data.tokens import make_batches
     from linrec.models.arch import check_blocks
@@ -324,11 +345,13 @@ def _batches(
         check_blocks(args.blocks, config.num_hidden_layers)
     batches = make_batches(
         tokenizer,
-        text,
+        text[0],
         seq_len=_seq_len(args, profile),
         max_rows=args.max_rows or (profile.rows_per_block if profile else 20_000),
         batch_size=args.batch_size or (profile.batch_size if profile else 8),
         max_context=max_context(config),
+        layout=args.layout,
+        documents=text[1],
     )
     batches.check_vocabulary(config.vocab_size)
     check_training_rows(batches, config.hidden_size, folds, args.seed)

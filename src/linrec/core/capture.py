@@ -413,12 +413,15 @@ def check_training_rows(batches: TokenBatches, width: int, folds: int, seed: int
         if smallest >= width + 1:
             return
         found = f"the smallest has {smallest}"
+    whole = "sequences" if batches.document is None else "documents, each dealt whole to one fold"
+    advice = f"Use at least {need // batches.seq_len} sequences: max_rows={need} (--max-rows {need})"
+    if batches.document is not None:
+        advice += ", more where one document holds many of them"
     raise LinrecError(
         f"{batches.n_rows} rows per block in {n_seq} sequences of {batches.seq_len} tokens are too few "
         f"for width {width} "
-        f"with {folds} folds: folds are whole sequences, and every training split (all folds but one) needs "
-        f"width + 1 = {width + 1} rows; {found}. Use at least {need // batches.seq_len} sequences: max_rows={need} "
-        f"(--max-rows {need}), or fewer folds."
+        f"with {folds} folds: folds are whole {whole}, and every training split (all folds but one) needs "
+        f"width + 1 = {width + 1} rows; {found}. {advice}, or fewer folds."
     )
 
 

