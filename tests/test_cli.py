@@ -125,6 +125,24 @@ def test_bad_inputs_have_clear_errors(model_dirs, text_file, tmp_path, capsys):
     _fails(["profile", "--text-file", str(text_file)], capsys, "give --model")
 
 
+def test_default_rows_follow_the_width_and_a_short_text_warns(model_dirs, text_file, tmp_path, capsys):
+    """Without --max-rows the CLI asks for 64 rows per input dimension (2,048 at width 32); a text that has fewer
+    gives all it has, with a warning that names both counts."""
+    model = ["profile", "--model", str(model_dirs["gpt2"]), "--seq-len", "16", "--folds", "3", "--no-progress"]
+    out = tmp_path / "r.csv"
+    assert main([*model, "--text-file", str(text_file), "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert (table.n_train + table.n_test == 64 * 32).all()
+    assert "warning" not in capsys.readouterr().err
+    short = tmp_path / "short.txt"
+    short.write_text(" ".join(text_file.read_text(encoding="utf-8").split()[:250]), encoding="utf-8")
+    assert main([*model, "--text-file", str(short), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    rows = int(pd.read_csv(out).pipe(lambda t: t.n_train + t.n_test).iloc[0])
+    assert 99 < rows < 64 * 32 and f"linrec: warning: the text gives {rows:,} rows per block" in err
+    assert "the default is 64 per dimension (2,048 rows)" in err
+
+
 def test_skip_first_leaves_positions_out_and_is_checked_before_loading(
     model_dirs, text_file, tmp_path, capsys, monkeypatch
 ):

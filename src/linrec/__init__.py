@@ -4,7 +4,7 @@ The public API, in the order a measurement uses it::
 
     model, tok = linrec.load_model("openai-community/gpt2")
     linrec.ffn_blocks(model)                        # where X and Y are read, per block
-    batches = linrec.make_batches(tok, text, seq_len=128, max_rows=20_000)
+    batches = linrec.make_batches(tok, text, seq_len=128, max_rows=64 * 768)  # 64 rows per input dimension
     table = linrec.measure(model, batches)          # one row per FFN block
 
 ``capture_moments`` and ``recoverability`` are the two halves of ``measure``, for capturing once

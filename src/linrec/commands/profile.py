@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -31,7 +32,7 @@ from linrec.commands.args import (
     write_table,
 )
 from linrec.data.textfile import TextFile
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import check_cache
 
 if TYPE_CHECKING:
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
     from linrec.data.tokens import TokenBatches
     from linrec.experiment.profiles import Profile
 
+
+ROWS_PER_DIMENSION = 64
+"""Rows per block per input dimension when neither --max-rows nor a profile says: where held-out R²_lin of a real
+model has settled (on SmolLM2-135M, measured on English fiction against one fixed held-out set: the median over its
+blocks 0.04 below its converged value at 14 rows per dimension, 0.005 below at 64, and moving by at most 0.003 from
+90 to 123)."""
 
 COLUMNS = {
     "model": "the model as given: --model, or the profile's name for it",
@@ -113,7 +120,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help=f"a named profile supplying models, corpus and counts, one of: {', '.join(profile_names())}",
     )
-    p.add_argument("--max-rows", type=positive_int, help="token rows per block (default: the profile's, else 20000)")
+    p.add_argument(
+        "--max-rows",
+        type=positive_int,
+        help=f"token rows per block (default: the profile's, else {ROWS_PER_DIMENSION} per input dimension of the "
+        "model, where held-out R²_lin has settled; all of the text, with a warning, when it is shorter)",
+    )
     p.add_argument("--seq-len", type=positive_int, help="tokens per sequence (default: the profile's, else 128)")
     p.add_argument(
         "--folds",
@@ -343,16 +355,28 @@ def _batches(
 
     if args.blocks is not None:
         check_blocks(args.blocks, config.num_hidden_layers)
+    rows = args.max_rows or (profile.rows_per_block if profile else None)
+    wanted = rows or ROWS_PER_DIMENSION * config.hidden_size
     batches = make_batches(
         tokenizer,
         text[0],
         seq_len=_seq_len(args, profile),
-        max_rows=args.max_rows or (profile.rows_per_block if profile else 20_000),
+        max_rows=wanted,
         batch_size=args.batch_size or (profile.batch_size if profile else 8),
         max_context=max_context(config),
         layout=args.layout,
         documents=text[1],
+        at_most=rows is None,
     )
+    if batches.n_rows < wanted:
+        warnings.warn(
+            f"the text gives {batches.n_rows:,} rows per block, {batches.n_rows / config.hidden_size:.0f} per input "
+            f"dimension of this {config.hidden_size}-wide model; the default is {ROWS_PER_DIMENSION} per dimension "
+            f"({wanted:,} rows), where held-out R²_lin has settled. With fewer it comes out low: compare r2_lin "
+            "with r2_lin_half_rows, and give a longer text to be sure.",
+            LinrecWarning,
+            stacklevel=2,
+        )
     batches.check_vocabulary(config.vocab_size)
     check_training_rows(batches, config.hidden_size, folds, args.seed)
     return batches

@@ -128,8 +128,11 @@ def input_spectrum(moments: Moments, rcond: float = DEFAULT_RCOND) -> InputSpect
     return InputSpectrum(scale, lam[keep], vec[:, keep], int((~keep).sum()), vec[:, ~keep])
 
 
-def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND) -> AffineFit:
-    """The least-squares affine map of the training moments (minimum-norm on null directions)."""
+def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND, *, condition: bool = True) -> AffineFit:
+    """The least-squares affine map of the training moments (minimum-norm on null directions).
+
+    ``condition=False`` leaves ``input_condition`` NaN and skips the second eigendecomposition it costs (for
+    fits that are only scored)."""
     if train.n < train.d_in + 1:
         raise LinrecError(
             f"{train.n} training rows for an input width of {train.d_in}: the affine fit needs at least "
@@ -140,9 +143,11 @@ def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND) -> AffineFit:
     pinv = (vk / spec.eigenvalues) @ vk.T
     weight = (pinv @ (train.cxy / scale[:, None])) / scale[:, None]
     bias = train.mean_y - train.mean_x @ weight
+    if not condition:
+        return AffineFit(weight, bias, spec.null_dims, float("nan"), rcond)
     cov_lam = torch.linalg.eigvalsh(train.cxx / train.n).flip(0)[: train.d_in - spec.null_dims]
-    condition = float(cov_lam[0] / cov_lam[-1]) if cov_lam.numel() and cov_lam[-1] > 0 else float("inf")
-    return AffineFit(weight, bias, spec.null_dims, condition, rcond)
+    ratio = float(cov_lam[0] / cov_lam[-1]) if cov_lam.numel() and cov_lam[-1] > 0 else float("inf")
+    return AffineFit(weight, bias, spec.null_dims, ratio, rcond)
 
 
 @dataclass
@@ -248,7 +253,9 @@ def _held_out_r2(folds: list[Moments], training: list[list[int]], rcond: float) 
     trains = [merge_folds([folds[g] for g in used]) for used in training]
     if any(t.n < t.d_in + 1 for t in trains):
         return None
-    return [held_out(fit_affine(train, rcond), test).r2 for train, test in zip(trains, folds, strict=True)]
+    return [
+        held_out(fit_affine(train, rcond, condition=False), test).r2 for train, test in zip(trains, folds, strict=True)
+    ]
 
 
 def half_training(k: int) -> list[list[int]]:
@@ -274,7 +281,7 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
     _checked_folds(block, folds)
     r2s, per_feature = [], []
     for f, test in enumerate(folds):
-        fit = fit_affine(merge_folds([m for g, m in enumerate(folds) if g != f]), rcond)
+        fit = fit_affine(merge_folds([m for g, m in enumerate(folds) if g != f]), rcond, condition=False)
         score = held_out(fit, test)
         r2s.append(score.r2)
         per_feature.append(score.r2_per_feature)

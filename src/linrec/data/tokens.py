@@ -313,6 +313,7 @@ def make_batches(
     *,
     layout: str = "spread",
     documents: Sequence[int] | None = None,
+    at_most: bool = False,
 ) -> TokenBatches:
     """Cut ``text`` into non-overlapping windows of ``seq_len`` tokens and take as many as ``max_rows`` needs.
 
@@ -326,6 +327,8 @@ def make_batches(
     ``documents``: the character offset where each document of ``text`` starts (a corpus's
     ``fit_documents``): windows then stay inside one document and carry it, so folds keep documents whole
     (:meth:`TokenBatches.folds`); None: the text is one stream and every window a unit of its own.
+    ``at_most``: a text too short for ``max_rows`` gives all its full windows instead of an error (compare
+    ``n_rows`` with what was asked).
     """
     if layout not in LAYOUTS:
         raise LinrecError(f"unknown layout '{layout}'; choose one of {', '.join(LAYOUTS)}")
@@ -346,7 +349,8 @@ def make_batches(
             "without its tokenizer?). Save one with tokenizer.save_pretrained(directory)."
         )
     available = len(windows)
-    wanted = available if wanted is None else wanted
+    if wanted is None or (at_most and 0 < available < wanted):
+        wanted = available
     if wanted == 0 or available < wanted:
         within = "" if document is None else f" within its {len(documents or ())} documents (no window crosses two)"
         raise LinrecError(
