@@ -90,6 +90,14 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, f
 #   block's output, and the linear map's prediction, spread their variance over.
 # - `input_condition` and `null_dims` describe the inputs: large condition numbers are what make
 #   gradient-trained linear baselines slow (chapter 6); one null direction per LayerNorm is expected.
+# - `r2_lin_half_rows` is `r2_lin` again with each map fitted on about half its training rows. Where
+#   it sits well below `r2_lin`, more text would still raise R²_lin; where the two agree, the rows
+#   were enough for the block's width.
+# - `first_position_share` and `r2_lin_after_first` concern the first position of every window,
+#   where many models park attention (an "attention sink") and give some blocks very large outputs:
+#   its share of the block's output variance, and R²_lin with that position left out of both fit
+#   and evaluation. A block that is near-linear only at the sink shows a large share and a much lower
+#   `r2_lin_after_first`; `--skip-first 1` measures without it.
 #
 # A block is a *candidate* for replacement when its R²_lin is high and the folds agree; the
 # thresholds are parameters of this chapter, and {numref}`fig-your-model-candidates` shows which blocks
