@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linrec.hub",
             "linrec.cache",
             "linrec.files",
+            "linrec.progress",
             "linrec.distributions",
             "linrec._version",
         ),

@@ -55,6 +55,7 @@ def prepare_models(profile: str) -> None:
         build_zoo(chosen.zoo, progress=True)
         print(f"[book] zoo '{chosen.zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
     for name in chosen.pretrained:
+        start = time.perf_counter()  # each stage its own time, not a running total
         dequantised(packaged_file(name))
         print(f"[book] pretrained '{name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
 

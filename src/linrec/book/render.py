@@ -87,11 +87,13 @@ def _headless(page: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         )
 
 
-def screenshot(page: Path, out: Path) -> Path:
-    """A 1280x2000 PNG of ``page`` rendered by headless Chromium (install it: apt-get install chromium)."""
+def screenshot(page: Path, out: Path, wait_ms: int = 20_000) -> Path:
+    """A 1280x2000 PNG of ``page`` rendered by headless Chromium (install it: apt-get install chromium), taken once
+    its scripts (MathJax) have run, or ``wait_ms`` of virtual time have passed: without the budget Chromium shoots
+    at the first paint, with MathJax's "Loading ..." message still in the corner."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    _headless(page, f"--screenshot={out}", "--window-size=1280,2000")
+    _headless(page, f"--virtual-time-budget={wait_ms}", f"--screenshot={out}", "--window-size=1280,2000")
     if not out.exists() or out.stat().st_size < 10_000:
         raise BookError(f"Chromium wrote no usable screenshot of {page} to {out}")
     return out

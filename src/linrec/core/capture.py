@@ -22,12 +22,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm.auto import tqdm
 
 from linrec.core.moments import BlockMoments, MomentAccumulator, Moments, PositionMoments, all_reduce_moments
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
+from linrec.progress import progress_bar
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -209,7 +209,7 @@ def run_capture(
     extra = {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
     for sink in sinks:
         sink.start(int(masks.sum()))
-    bar = tqdm(total=int(masks.sum()), unit="tok", desc="capture", disable=not progress)
+    bar = progress_bar(total=int(masks.sum()), unit="tok", desc="capture", disable=not progress)
     offset = 0
     try:
         with torch.no_grad():

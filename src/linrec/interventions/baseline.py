@@ -41,13 +41,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from linrec.core.fit import DEFAULT_RCOND, fit_affine
 from linrec.core.moments import Moments
 from linrec.core.normalise import input_transform
 from linrec.core.sample import Rows, Samples, minibatches, sample_rows
 from linrec.errors import LinrecError, finite
+from linrec.progress import progress_bar
 from linrec.stats import r2
 
 OPTIMIZERS = ("sgd", "adam")
@@ -293,7 +293,7 @@ def baseline_runs(
     combos = [(b, o, i) for b in rows for o in optimizers for i in inputs]
     return [
         run
-        for b, o, i in tqdm(combos, desc="baselines", disable=not progress)
+        for b, o, i in progress_bar(combos, desc="baselines", disable=not progress)
         for run in tuned_runs(rows[b], test_fold, o, i, config, b, rcond)
     ]
 

@@ -37,7 +37,6 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from linrec.core.fit import DEFAULT_RCOND, BlockReport, kfold
 from linrec.core.moments import Moments
@@ -46,6 +45,7 @@ from linrec.core.sample import Rows, Samples, sample_rows
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site
 from linrec.models.arch import Spec, ffn_norm
+from linrec.progress import progress_bar
 
 
 def _module_dtype(module: nn.Module) -> tuple[torch.device, torch.dtype]:
@@ -137,7 +137,7 @@ def crossfeed_grid(
     inputs = [(m, b) for m in samples for b in sorted(samples[m]) if blocks is None or b in blocks]
     norms = {(m, b): norm_manifold(models[m], b, samples[m][b].x) for m, b in inputs} if align else {}
     rows = []
-    bar = tqdm(total=len(inputs) ** 2, desc="cross-feeding", disable=not progress)
+    bar = progress_bar(total=len(inputs) ** 2, desc="cross-feeding", disable=not progress)
     for ma, i in inputs:
         fed = samples[ma][i]  # read once per input block (a measurement's samples come from disk)
         for mb, j in inputs:

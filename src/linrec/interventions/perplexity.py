@@ -31,13 +31,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from linrec.core.capture import input_device, require_eval
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
 from linrec.models.arch import Spec, ffn_blocks
+from linrec.progress import progress_bar
 from linrec.stats import percentile_interval
 
 RESAMPLES = 2000
@@ -68,7 +68,7 @@ def window_nll(model: nn.Module, batches: TokenBatches, progress: bool = False) 
     device = input_device(model)
     sums, counts = [], []
     with torch.no_grad():
-        for batch in tqdm(batches, desc="perplexity", disable=not progress):
+        for batch in progress_bar(batches, desc="perplexity", disable=not progress):
             out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device))
             logits = getattr(out, "logits", None)
             if logits is None:
@@ -129,7 +129,7 @@ def swap_deltas(
     """
     base = window_nll(model, eval_batches) if base is None else base
     rows = []
-    for b in tqdm(sorted(replacements), desc="swap ΔPPL", disable=not progress):
+    for b in progress_bar(sorted(replacements), desc="swap ΔPPL", disable=not progress):
         with swapped(model, {b: replacements[b]}, spec):
             scored = window_nll(model, eval_batches)
         rows.append({"block": b, "base_ppl": base.ppl, **_delta_row(base, scored)})
@@ -174,7 +174,7 @@ def compression_frontier(
         }
     ]
     saved = 0
-    for step, b in enumerate(tqdm(order, desc="frontier", disable=not progress), start=1):
+    for step, b in enumerate(progress_bar(order, desc="frontier", disable=not progress), start=1):
         saved += n_stored(ffn_site(model, b, spec)[2]) - n_stored(replacements[b])
         with swapped(model, {c: replacements[c] for c in order[:step]}, spec):
             scored = window_nll(model, eval_batches)

@@ -53,12 +53,12 @@ from dataclasses import dataclass, replace
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from linrec.core.fit import DEFAULT_RCOND, AffineFit
 from linrec.core.moments import Moments
 from linrec.core.sample import Rows, Samples, closed_form, minibatches, sample_rows
 from linrec.errors import LinrecError, finite
+from linrec.progress import progress_bar
 from linrec.stats import Correlation, Share, captured_share, correlation, r2
 
 GATES = ("scalar", "output")
@@ -345,7 +345,7 @@ def probe_table(
     ``seeded_at_budget``, ``n_train, n_val, n_test``.
     """
     out = []
-    for b, rows in tqdm(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
+    for b, rows in progress_bar(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
         folds = None if moments is None else moments[b]
         plains, share = bilinear_probes(rows, folds, test_fold, config, b, rcond, sequence_rows, seeds)
         plain = plains[0]

@@ -31,7 +31,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 from safetensors.torch import save_file
-from tqdm.auto import tqdm
 
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key, entry_complete, remove_stale
 from linrec.data.bpe import train_bpe
@@ -41,6 +40,7 @@ from linrec.data.tokens import tokenize
 from linrec.errors import LinrecError
 from linrec.models.zoo.spec import ZOO_FORMAT, ZooEntry, ZooSpec
 from linrec.models.zoo.train import TrainJob, train_entry
+from linrec.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,9 @@ def prepare_zoo(spec: ZooSpec, progress: bool = True) -> ZooLayout:
 
     def tokenizer(tmp: Path) -> None:
         if progress:
-            tqdm.write(f"training a {spec.vocab_size}-token byte-level BPE on {', '.join(spec.train_corpora)}")
+            print(
+                f"training a {spec.vocab_size}-token byte-level BPE on {', '.join(spec.train_corpora)}", file=sys.stderr
+            )
         train_bpe(
             [_fit_text(spec, corpora[c]) for c in spec.train_corpora],
             spec.vocab_size,
@@ -121,7 +123,7 @@ def prepare_zoo(spec: ZooSpec, progress: bool = True) -> ZooLayout:
         tensors = {}
         parts = [("train", c, _fit_text(spec, corpora[c])) for c in spec.train_corpora]
         parts += [("eval", c, corpora[c].eval_text) for c in spec.eval_corpora]
-        for kind, name, text in tqdm(parts, desc="tokenising", disable=not progress):
+        for kind, name, text in progress_bar(parts, desc="tokenising", disable=not progress):
             tensors[f"{kind}/{name}"] = tokenize(tok, text).to(torch.int32)
         save_file(tensors, str(tmp / DATA_FILE), metadata={"corpora": json.dumps(layout.corpora)})
 
@@ -213,7 +215,7 @@ class _Progress:
         self._lock = threading.Lock()
         self._steps = {j.entry.name: j.entry.steps for j in jobs}
         self._done = dict.fromkeys(self._steps, 0)
-        self.bar = tqdm(total=sum(self._steps.values()), desc=f"training {len(jobs)} zoo model(s)", unit="step",
+        self.bar = progress_bar(total=sum(self._steps.values()), desc=f"training {len(jobs)} zoo model(s)", unit="step",
                         disable=not enabled)  # fmt: skip
 
     def reporter(self, name: str) -> Callable[[int], None]:
