@@ -109,6 +109,15 @@ def tiny_config(family: str):
         return tf.MistralConfig(**common, num_key_value_heads=2)
     if family == "qwen2":
         return tf.Qwen2Config(**common, num_key_value_heads=2)
+    if family == "gemma3_text":  # Gemma 3's text model: GeGLU FFNs between two RMSNorms, one local and one global layer
+        return tf.Gemma3TextConfig(
+            **common,
+            num_key_value_heads=2,
+            head_dim=8,
+            hidden_activation="gelu_pytorch_tanh",
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"],
+        )
     if family == "bert":
         return tf.BertConfig(**common)
     if family == "roberta":
@@ -126,7 +135,7 @@ def tiny_config(family: str):
     raise ValueError(family)
 
 
-FAMILIES = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "bert", "roberta", "opt")
+FAMILIES = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma3_text", "bert", "roberta", "opt")
 
 
 def tiny_model(family: str, seed: int = 0):
