@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,17 +24,33 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+USER_CACHE = os.environ.get("LINREC_CACHE")
+"""The user's ``$LINREC_CACHE`` as the tests started (None: unset, so ~/.cache/linrec)."""
+
+
 @pytest.fixture(autouse=True, scope="session")
 def own_cache(tmp_path_factory):
-    """Every test writes to a cache of its session, never into the user's ``$LINREC_CACHE`` (nor ~/.cache/linrec);
-    a test that needs a particular cache still sets its own."""
-    before = os.environ.get("LINREC_CACHE")
+    """Every test writes to a cache of its session, never into the user's ``$LINREC_CACHE`` (nor ~/.cache/linrec),
+    except within :func:`user_cache`; a test that needs a particular cache still sets its own."""
     os.environ["LINREC_CACHE"] = str(tmp_path_factory.mktemp("linrec-cache"))
     yield
-    if before is None:
+    if USER_CACHE is None:
         os.environ.pop("LINREC_CACHE", None)
     else:
-        os.environ["LINREC_CACHE"] = before
+        os.environ["LINREC_CACHE"] = USER_CACHE
+
+
+@contextmanager
+def user_cache() -> Iterator[None]:
+    """Within the block ``$LINREC_CACHE`` is the user's own cache: the one exception to :func:`own_cache`, for the
+    real packaged models, whose joined GGUF file and float32 weights (entries keyed by the file's sha256, the very
+    ones the book makes and reads) take a minute or two to build, so once per machine and not once per session."""
+    with pytest.MonkeyPatch.context() as patch:
+        if USER_CACHE is None:
+            patch.delenv("LINREC_CACHE")
+        else:
+            patch.setenv("LINREC_CACHE", USER_CACHE)
+        yield
 
 
 WIDTH = 32
