@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import random
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,17 +24,33 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+USER_CACHE = os.environ.get("LINREC_CACHE")
+"""The user's ``$LINREC_CACHE`` as the tests started (None: unset, so ~/.cache/linrec)."""
+
+
 @pytest.fixture(autouse=True, scope="session")
 def own_cache(tmp_path_factory):
-    """Every test writes to a cache of its session, never into the user's ``$LINREC_CACHE`` (nor ~/.cache/linrec);
-    a test that needs a particular cache still sets its own."""
-    before = os.environ.get("LINREC_CACHE")
+    """Every test writes to a cache of its session, never into the user's ``$LINREC_CACHE`` (nor ~/.cache/linrec),
+    except within :func:`user_cache`; a test that needs a particular cache still sets its own."""
     os.environ["LINREC_CACHE"] = str(tmp_path_factory.mktemp("linrec-cache"))
     yield
-    if before is None:
+    if USER_CACHE is None:
         os.environ.pop("LINREC_CACHE", None)
     else:
-        os.environ["LINREC_CACHE"] = before
+        os.environ["LINREC_CACHE"] = USER_CACHE
+
+
+@contextmanager
+def user_cache() -> Iterator[None]:
+    """Within the block ``$LINREC_CACHE`` is the user's own cache: the one exception to :func:`own_cache`, for the
+    real packaged models, whose joined GGUF file and float32 weights (entries keyed by the file's sha256, the very
+    ones the book makes and reads) take a minute or two to build, so once per machine and not once per session."""
+    with pytest.MonkeyPatch.context() as patch:
+        if USER_CACHE is None:
+            patch.delenv("LINREC_CACHE")
+        else:
+            patch.setenv("LINREC_CACHE", USER_CACHE)
+        yield
 
 
 WIDTH = 32
@@ -109,6 +127,15 @@ def tiny_config(family: str):
         return tf.MistralConfig(**common, num_key_value_heads=2)
     if family == "qwen2":
         return tf.Qwen2Config(**common, num_key_value_heads=2)
+    if family == "gemma3_text":  # Gemma 3's text model: GeGLU FFNs between two RMSNorms, one local and one global layer
+        return tf.Gemma3TextConfig(
+            **common,
+            num_key_value_heads=2,
+            head_dim=8,
+            hidden_activation="gelu_pytorch_tanh",
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"],
+        )
     if family == "bert":
         return tf.BertConfig(**common)
     if family == "roberta":
@@ -126,7 +153,7 @@ def tiny_config(family: str):
     raise ValueError(family)
 
 
-FAMILIES = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "bert", "roberta", "opt")
+FAMILIES = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma3_text", "bert", "roberta", "opt")
 
 
 def tiny_model(family: str, seed: int = 0):

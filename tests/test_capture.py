@@ -4,6 +4,7 @@ import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import FAMILIES, tiny_model
 from linrec.core.capture import capture_moments, rows_needed, run_capture
@@ -65,6 +66,53 @@ def test_parallel_residual_mlp_reads_the_normed_block_input(tokenizer, text):
     x = keeper.rows(1).x.double()
     first_batch = layer.post_attention_layernorm(seen["h"]).reshape(-1, 32).double()
     assert torch.allclose(x[: first_batch.shape[0]], first_batch, atol=1e-6)
+
+
+def test_gemma_ffn_is_read_between_its_two_norms(tokenizer, text):
+    """Gemma 3: X is the pre-FFN RMSNorm's output and Y the GeGLU's own output, before the post-FFN RMSNorm, as a
+    manual forward of the layer's FFN half computes them from the residual stream it reads; and that half is the
+    whole layer after attention (layer output = residual + post-norm(Y)). Gemma's RMSNorm scales by 1 + weight."""
+    model = tiny_model("gemma3_text")
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # trained-like norms (they start at zero, a gain of exactly 1)
+        for name, weight in model.named_parameters():
+            if "layernorm" in name:
+                weight.copy_(0.5 * torch.randn(weight.shape, generator=g))
+    layer = model.model.layers[1]
+    pre, post, mlp = layer.pre_feedforward_layernorm, layer.post_feedforward_layernorm, layer.mlp
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=256, batch_size=4)
+    residuals, outputs = [], []
+    hook = pre.register_forward_hook(lambda _m, args, _out: residuals.append(args[0].flatten(0, 1)))
+    keeper = RowSample(max_rows=10**9)  # keeps every row
+    run_capture(model, batches, ffn_blocks(model)[1:], [keeper], batches.folds(2, 0), progress=False)
+    hook.remove()
+
+    def rms_norm(v, weight):
+        return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + model.config.rms_norm_eps) * (1 + weight)
+
+    def geglu(x):
+        return (
+            F.gelu(x @ mlp.gate_proj.weight.T, approximate="tanh") * (x @ mlp.up_proj.weight.T)
+        ) @ mlp.down_proj.weight.T
+
+    x = rms_norm(torch.cat(residuals), pre.weight)
+    rows = keeper.rows(1)
+    assert rows.x.shape == x.shape == (256, 32)
+    assert torch.allclose(rows.x.double(), x.double(), atol=1e-5)
+    assert torch.allclose(rows.y.double(), geglu(x).double(), atol=1e-5)
+    assert not torch.allclose(rows.y, rms_norm(geglu(x), post.weight), atol=1e-2)  # read before the post-FFN norm
+    hooks = [  # a full forward: the layer's output is its residual stream plus the post-normed FFN output
+        pre.register_forward_hook(lambda _m, args, _out: residuals.append(args[0])),
+        layer.register_forward_hook(lambda _m, _a, out: outputs.append(out[0] if isinstance(out, tuple) else out)),
+    ]
+    with torch.no_grad():
+        model(batches.input_ids[:4])
+    for h in hooks:
+        h.remove()
+    residual = residuals[-1]
+    assert torch.allclose(
+        outputs[0], residual + rms_norm(geglu(rms_norm(residual, pre.weight)), post.weight), atol=1e-5
+    )
 
 
 def test_forward_stops_after_deepest_block(tokenizer, text):

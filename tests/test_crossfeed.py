@@ -197,6 +197,13 @@ def test_norm_manifold_reads_each_family_s_pre_ffn_norm():
     surface = norm_manifold(llama, 0, rms(h))  # RMSNorm: a gain, no bias, not centred
     torch.testing.assert_close(surface.gain, rms.weight.double())
     assert not surface.bias.any() and not surface.centred and surface.radius == pytest.approx(32**0.5, rel=1e-4)
+    gemma = spread_norms(tiny_model("gemma3_text"), seed=0)
+    pre = gemma.model.layers[1].pre_feedforward_layernorm  # Gemma's RMSNorm scales by 1 + weight
+    surface = norm_manifold(gemma, 1, pre(h))
+    torch.testing.assert_close(surface.gain, 1 + pre.weight.double())
+    torch.testing.assert_close(
+        surface.features(pre(h)).norm(dim=1), torch.full((200,), 32**0.5).double(), rtol=1e-5, atol=0
+    )
     with pytest.raises(LinrecError, match="no FFN block 7"):
         norm_manifold(gpt2, 7, h)
 
@@ -222,24 +229,25 @@ def off_surface(x: torch.Tensor, surface: NormManifold) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="module")
-def three_families(tokenizer, text):
-    """A LayerNorm GPT-2, a LayerNorm GPT-NeoX and an RMSNorm Llama with spread norms, and their sampled rows."""
+def norm_families(tokenizer, text):
+    """A LayerNorm GPT-2, a LayerNorm GPT-NeoX, an RMSNorm Llama and a Gemma 3 (RMSNorm of gain 1 + weight) with
+    spread norms, and their sampled rows."""
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=800, batch_size=16)
     out = {}
-    for seed, family in enumerate(("gpt2", "gpt_neox", "llama")):
+    for seed, family in enumerate(("gpt2", "gpt_neox", "llama", "gemma3_text")):
         model = spread_norms(tiny_model(family, seed=seed), seed)
         _, sample = capture_with_sample(model, batches, max_rows=600, folds=FOLDS, progress=False)
         out[family] = (model, sample.rows(1))
     return out
 
 
-def test_normalised_and_cross_fed_rows_lie_on_the_receiving_norm_surface(three_families):
+def test_normalised_and_cross_fed_rows_lie_on_the_receiving_norm_surface(norm_families):
     """Standardised, whitened and cross-fed rows lie on the receiving norm's surface: spread along 1/γ at most 1e-6
     (LayerNorm) and row length within 1e-4 of the captured rows' (LayerNorm and RMSNorm)."""
-    surfaces = {f: norm_manifold(model, 1, rows.x) for f, (model, rows) in three_families.items()}
-    for family, (model, rows) in three_families.items():
+    surfaces = {f: norm_manifold(model, 1, rows.x) for f, (model, rows) in norm_families.items()}
+    for family, (model, rows) in norm_families.items():
         surface = surfaces[family]
-        assert surface.centred == (family != "llama")
+        assert surface.centred == (family in ("gpt2", "gpt_neox"))
         assert off_surface(rows.x, surface)[0] <= 1e-6, family  # captured rows (lengths vary with the norm's eps)
         for kind in ("standardise", "whiten"):
             z, _ = normalised_inputs(model, 1, rows, kind)
@@ -247,12 +255,19 @@ def test_normalised_and_cross_fed_rows_lie_on_the_receiving_norm_surface(three_f
             assert along <= 1e-6 and length <= 1e-4, (family, kind, along, length)
             loose, _ = normalised_inputs(model, 1, rows, kind, project=False)
             assert off_surface(loose, surface)[1] > 1e-2, (family, kind)  # off the sphere unprojected: can fail
-    for source, target in [("gpt2", "gpt_neox"), ("llama", "gpt2"), ("gpt2", "llama")]:  # LN->LN, RMS->LN, LN->RMS
+    pairs = [
+        ("gpt2", "gpt_neox"),
+        ("llama", "gpt2"),
+        ("gpt2", "llama"),
+        ("llama", "gemma3_text"),
+        ("gemma3_text", "gpt2"),
+    ]
+    for source, target in pairs:  # LN->LN, RMS->LN, LN->RMS, RMS->RMS (1 + weight), RMS (1 + weight)->LN
         a, b = surfaces[source], surfaces[target]
-        along, length = off_surface(align_inputs(three_families[source][1].x, a, b).float(), b)
+        along, length = off_surface(align_inputs(norm_families[source][1].x, a, b).float(), b)
         assert along <= 1e-6 and length <= 1e-4, (source, target, along, length)
-    rms_rows = three_families["llama"][1].x  # γ_B ⊙ z_A + β_B alone leaves an RMSNorm's rows off the hyperplane
+    rms_rows = norm_families["llama"][1].x  # γ_B ⊙ z_A + β_B alone leaves an RMSNorm's rows off the hyperplane
     affine = surfaces["gpt2"].gain * surfaces["llama"].features(rms_rows) + surfaces["gpt2"].bias
     assert off_surface(affine, surfaces["gpt2"])[0] > 1e-3
     with pytest.raises(LinrecError, match="project=False"):
-        normalised_table(three_families["gpt2"][0], {1: three_families["gpt2"][1]}, "whiten", FOLDS, spec=[("a", "b")])
+        normalised_table(norm_families["gpt2"][0], {1: norm_families["gpt2"][1]}, "whiten", FOLDS, spec=[("a", "b")])

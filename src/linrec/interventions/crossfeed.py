@@ -44,7 +44,7 @@ from linrec.core.normalise import NormManifold, input_transform
 from linrec.core.sample import Rows, Samples, sample_rows
 from linrec.errors import LinrecError
 from linrec.interventions.surgery import ffn_site
-from linrec.models.arch import Spec, ffn_norm
+from linrec.models.arch import Spec, ffn_norm, ffn_norm_gain
 from linrec.progress import progress_bar
 
 
@@ -74,16 +74,16 @@ def feed(ffn: nn.Module, x: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
 
 
 def norm_manifold(model: nn.Module, block: int, x: torch.Tensor) -> NormManifold:
-    """The surface of the norm FFN block ``block`` reads (from the architecture): its gain γ, its bias β (zeros
-    for RMSNorm or a norm without one), whether it centres (``nn.LayerNorm``) or not (an RMSNorm), and the length
-    of ``x``, the rows it produced (the block's captured inputs)."""
-    norm = ffn_norm(model, block)
-    weight, bias = getattr(norm, "weight", None), getattr(norm, "bias", None)
-    if not isinstance(weight, torch.Tensor):
+    """The surface of the norm FFN block ``block`` reads (from the architecture): its gain γ (1 + weight for Gemma's
+    RMSNorm), its bias β (zeros for RMSNorm or a norm without one), whether it centres (``nn.LayerNorm``) or not
+    (an RMSNorm), and the length of ``x``, the rows it produced (the block's captured inputs)."""
+    norm, gain = ffn_norm(model, block), ffn_norm_gain(model, block)
+    bias = getattr(norm, "bias", None)
+    if gain is None:
         raise LinrecError(f"block {block}'s norm ({type(norm).__name__}) has no gain to align by; pass align=False")
     if not isinstance(norm, nn.LayerNorm) and not type(norm).__name__.endswith("RMSNorm"):
         raise LinrecError(f"block {block}'s norm ({type(norm).__name__}) is neither a LayerNorm nor an RMSNorm")
-    gain = weight.detach().to("cpu", torch.float64)
+    gain = gain.to("cpu", torch.float64)
     shift = torch.zeros_like(gain) if bias is None else bias.detach().to("cpu", torch.float64)
     return NormManifold.of_rows(x, gain, shift, isinstance(norm, nn.LayerNorm))
 

@@ -25,7 +25,7 @@ b = ȳ - x̄ W_k.
 :func:`swapped` is a context manager: it sets the replacements on the FFNs' parent modules and,
 on exit (also after an exception), puts the very same original module objects back, so the
 model is restored bitwise. Surgery needs an FFN that is one module (input == output module in
-its :class:`~linrec.models.arch.BlockSpec`: GPT-2, GPT-NeoX, Llama, Mistral, Qwen2).
+its :class:`~linrec.models.arch.BlockSpec`: GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, Gemma 3).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def ffn_site(model: nn.Module, block: int, spec: Spec = None) -> tuple[nn.Module
         raise LinrecError(
             f"block {block}'s FFN spans two modules ('{b.input}' in, '{b.output}' out); surgery and cross-feeding "
             "need an FFN that is one module mapping hidden states to hidden states (gpt2, gpt_neox, llama, mistral, "
-            "qwen2), or a spec naming such a module as both input and output"
+            "qwen2, gemma3_text), or a spec naming such a module as both input and output"
         )
     parent_name, _, attr = b.input.rpartition(".")
     parent = model.get_submodule(parent_name)

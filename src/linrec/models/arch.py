@@ -1,7 +1,7 @@
 """Where each architecture keeps its FFN blocks: an input point and an output point per layer.
 
 X is the input of the ``input`` module (the FFN's input, after the pre-FFN norm) and Y is the
-output of the ``output`` module (before dropout and the residual add):
+output of the ``output`` module (before dropout, any post-FFN norm and the residual add):
 
 ================================  ============================  ============================
 architecture (``model_type``)     input module, layer i         output module, layer i
@@ -10,9 +10,16 @@ GPT-2 (``gpt2``)                  ``h.{i}.mlp``                 same module
 GPT-NeoX / Pythia (``gpt_neox``)  ``layers.{i}.mlp``            same module (parallel residual:
                                                                 it reads the normed block input)
 Llama, Mistral, Qwen2             ``layers.{i}.mlp``            same module (gated SiLU)
+Gemma 3 (``gemma3_text``)         ``layers.{i}.mlp``            same module (gated tanh-GELU), read
+                                                                before ``post_feedforward_layernorm``
 BERT, RoBERTa                     ``layer.{i}.intermediate.dense``  ``layer.{i}.output.dense``
 OPT (``opt``)                     ``layers.{i}.fc1``            ``layers.{i}.fc2``
 ================================  ============================  ============================
+
+Gemma 3 puts an RMSNorm before and after each FFN: X is ``pre_feedforward_layernorm``'s output and Y
+is the FFN's own output, before ``post_feedforward_layernorm`` rescales it, so R²_lin is the FFN's alone: the
+norm after it belongs to the block no more than the residual add does. Gemma's RMSNorm multiplies by
+1 + weight, not by weight (:func:`ffn_norm_gain`).
 
 Paths are relative: they match the end of a module name, so a base model
 (``GPT2Model``: ``h.0.mlp``) and a model with a head (``GPT2LMHeadModel``:
@@ -26,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import torch
 from torch import nn
 
 from linrec.errors import LinrecError
@@ -53,6 +61,7 @@ _LAYOUTS: dict[str, tuple[str, str]] = {
     "llama": ("layers.{i}.mlp", "layers.{i}.mlp"),
     "mistral": ("layers.{i}.mlp", "layers.{i}.mlp"),
     "qwen2": ("layers.{i}.mlp", "layers.{i}.mlp"),
+    "gemma3_text": ("layers.{i}.mlp", "layers.{i}.mlp"),
     "bert": ("layer.{i}.intermediate.dense", "layer.{i}.output.dense"),
     "roberta": ("layer.{i}.intermediate.dense", "layer.{i}.output.dense"),
     "opt": ("layers.{i}.fc1", "layers.{i}.fc2"),
@@ -63,13 +72,16 @@ _NORMS: dict[str, str] = {
     "llama": "layers.{i}.post_attention_layernorm",
     "mistral": "layers.{i}.post_attention_layernorm",
     "qwen2": "layers.{i}.post_attention_layernorm",
+    "gemma3_text": "layers.{i}.pre_feedforward_layernorm",
     "bert": "layer.{i}.attention.output.LayerNorm",
     "roberta": "layer.{i}.attention.output.LayerNorm",
     "opt": "layers.{i}.final_layer_norm",
 }
-"""The norm whose output each architecture's FFN block reads (LayerNorm, or RMSNorm for the Llama family)."""
+"""The norm whose output each architecture's FFN block reads (LayerNorm, or RMSNorm for the Llama family and Gemma)."""
+_UNIT_OFFSET_GAINS = ("gemma3_text",)
+"""Architectures whose norms multiply by 1 + weight (Gemma's RMSNorm, whose weight starts at zero)."""
 SUPPORTED = tuple(_LAYOUTS)
-CAUSAL = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "opt")
+CAUSAL = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma3_text", "opt")
 
 _HOW_TO = (
     "Pass your own spec instead: blocks=[(input_module_name, output_module_name), ...] in Python, "
@@ -129,6 +141,16 @@ def ffn_norm(model: nn.Module, block: int) -> nn.Module:
     model_type, config = _checked_layout(model)
     check_blocks([block], config.num_hidden_layers)
     return model.get_submodule(_resolve(model, _NORMS[model_type].format(i=block)))
+
+
+def ffn_norm_gain(model: nn.Module, block: int) -> torch.Tensor | None:
+    """The gain by which the norm of :func:`ffn_norm` multiplies its normalised rows (detached): its ``weight``, or
+    1 + weight where the architecture's norm is Gemma's; None for a norm without a weight tensor."""
+    weight = getattr(ffn_norm(model, block), "weight", None)
+    if not isinstance(weight, torch.Tensor):
+        return None
+    offset = 1.0 if _checked_layout(model)[0] in _UNIT_OFFSET_GAINS else 0.0
+    return weight.detach() + offset
 
 
 def select_blocks(blocks: list[BlockSpec], wanted: Sequence[int] | None) -> list[BlockSpec]:

@@ -5,7 +5,8 @@ asked for, which takes tens of seconds. :func:`dequantised` does it once per fil
 float32 model and its tokenizer as an ordinary model directory in the cache, keyed by the file's
 sha256, with ``gguf.json`` recording where the weights came from (file, sha256, quantisation).
 The architecture is read from the file's metadata first, so an unsupported model is refused
-before anything is dequantised.
+before anything is dequantised. A GGUF architecture is the ``model_type`` transformers gives the model, except
+where transformers renames it (:data:`MODEL_TYPES`: a ``gemma3`` file holds Gemma 3's text model only).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from linrec.cache import build_entry, cache_dir, current_entry, file_sha256
 from linrec.errors import LinrecError
 from linrec.models.arch import SUPPORTED
 
+MODEL_TYPES = {"gemma3": "gemma3_text"}
+"""The ``model_type`` transformers gives the model of a GGUF architecture, where the two names differ."""
+
 GGUF_PACKAGE = "gguf"
 """What transformers needs to read a GGUF file (``pip install gguf``; ``make install`` pins it)."""
 
@@ -30,7 +34,7 @@ class GgufInfo:
 
     file: str  # the GGUF file's name
     sha256: str
-    architecture: str  # general.architecture, which is transformers' model_type for the supported ones
+    architecture: str  # general.architecture: transformers' model_type, or a key of MODEL_TYPES
     quantisation: str  # general.file_type, e.g. MOSTLY_Q4_1 (llama.cpp's name)
     name: str  # general.name
 
@@ -85,11 +89,13 @@ def check_gguf_architecture(info: GgufInfo) -> None:
     """Refuse, before dequantising, a file whose architecture transformers cannot read or linrec cannot measure."""
     from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
 
-    readable = sorted(set(GGUF_CONFIG_MAPPING) & set(SUPPORTED))
+    readable = sorted(a for a in GGUF_CONFIG_MAPPING if MODEL_TYPES.get(a, a) in SUPPORTED)
     if info.architecture not in readable:
         raise LinrecError(
             f"'{info.file}' holds a '{info.architecture}' model; the GGUF architectures that transformers can read "
-            f"and linrec can measure are {', '.join(readable)}"
+            f"and linrec can measure are {', '.join(readable)}. Use a GGUF file of one of them, or load the model "
+            "yourself (transformers' from_pretrained(directory, gguf_file=name), where it can read it) and pass "
+            "its FFN modules to linrec.measure as spec=[(input_module_name, output_module_name), ...]"
         )
 
 

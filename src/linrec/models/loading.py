@@ -3,7 +3,8 @@
 Remote code stays off unless asked for (``trust_remote_code=True``), weights load from
 safetensors when the checkpoint has them, and a hub that cannot be reached is reported within
 seconds (``HF_HUB_OFFLINE=1`` is respected), naming the offline profile that needs no network.
-A ``.gguf`` file is dequantised to float32 once and loaded from the cache (:mod:`linrec.models.gguf`).
+A ``.gguf`` file is dequantised to float32 once and loaded from the cache (:mod:`linrec.models.gguf`), and so is
+a packaged model named as such (``smollm2-135m``, ``gemma3-270m``: :mod:`linrec.models.packaged`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable, resolve_revision, use_hub_timeouts
 from linrec.models.arch import CAUSAL, check_supported
 from linrec.models.gguf import dequantised
+from linrec.models.packaged import PACKAGED, packaged_file
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -244,7 +246,8 @@ def load_model(
 
     Causal LMs load with their LM head (needed for perplexity); encoders (BERT-style) load bare.
     ``name_or_path`` may be a ``.gguf`` file: its architecture is checked from its metadata, then it is
-    dequantised to float32 once (:func:`linrec.models.gguf.dequantised`) and loaded from the cache.
+    dequantised to float32 once (:func:`linrec.models.gguf.dequantised`) and loaded from the cache; the name of a
+    packaged model (:data:`linrec.models.packaged.PACKAGED`) loads its checked GGUF file so.
     Everything that can be checked before the weights load is: the path, the device, the dtype,
     the tokenizer and, with ``supported_only`` (an architecture :func:`ffn_blocks` knows, as the
     CLI needs), the architecture read from the config. ``before_weights(config, tokenizer)`` runs then too: a
@@ -256,6 +259,8 @@ def load_model(
 
     check_device_map(device_map, device)
     torch_dtype = parse_dtype(dtype)
+    if name_or_path in PACKAGED:
+        name_or_path = str(packaged_file(name_or_path))
     if name_or_path.lower().endswith(".gguf"):
         name_or_path = str(dequantised(name_or_path)[0])
     local = _local_dir(name_or_path)
