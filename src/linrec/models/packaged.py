@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from linrec.cache import build_entry, built_entry, cache_dir, file_sha256
+from linrec.distributions import installed_releases
 from linrec.errors import LinrecError
 
 
@@ -140,21 +140,7 @@ def packaged_model(name: str) -> PackagedModel:
 def _installed_parts(model: PackagedModel) -> list[Path]:
     """The paths of ``model``'s parts, once every distribution it needs is installed at its pinned release (those
     that are not are named in one error, with the command that installs them) and each part's file is there."""
-    installed: dict[str, metadata.Distribution] = {}
-    wrong = []
-    for project, version in model.pins.items():
-        try:
-            installed[project] = metadata.distribution(project)
-        except metadata.PackageNotFoundError:
-            wrong.append(f"{project}=={version} (not installed)")
-            continue
-        if installed[project].version != version:
-            wrong.append(f"{project}=={version} (release {installed[project].version} is installed)")
-    if wrong:
-        raise LinrecError(
-            f"the packaged model '{model.name}' needs {', '.join(wrong)}: install {'them' if len(wrong) > 1 else 'it'} "
-            f"with `{model.install}` (`make install` does)"
-        )
+    installed = installed_releases(f"the packaged model '{model.name}'", model.pins)
     paths = [Path(str(installed[p.distribution].locate_file(p.file))) for p in model.parts]
     missing = [p.file for p, path in zip(model.parts, paths, strict=True) if not path.is_file()]
     if missing:
