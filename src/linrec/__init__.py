@@ -7,11 +7,14 @@ The public API, in the order a measurement uses it::
     batches = linrec.make_batches(tok, text, seq_len=128, max_rows=20_000)
     table = linrec.measure(model, batches)          # one row per FFN block
 
-``capture_moments`` and ``recoverability`` are the two halves of ``measure``, for capturing once
-and analysing many times (moments save with ``save_moments``); ``run_capture`` feeds the same
-forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``). Swapping a block for its fitted map:
-``fit_replacements``, ``swapped`` and ``swap_deltas`` (ΔPPL). Everything else lives in the
-layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
+    m = linrec.Measurement.capture(model, batches)  # what measure() tabulates, kept: moments and provenance
+    m.table(); m.fits(); m.candidates(); m.replacements("lowrank:64", [3]); m.save("run")
+
+``capture_moments`` and ``recoverability`` are the two halves of ``measure`` at a lower level;
+``run_capture`` feeds the same forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``).
+Swapping a block for a replacement: ``swapped`` (for a scope) and ``swap_deltas`` (ΔPPL); ``fit_replacements``
+from raw moments. Everything else lives in the layers beneath: :mod:`linrec.core`,
+:mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
 """
 
 from typing import TYPE_CHECKING
@@ -30,6 +33,7 @@ _HOMES = {
     "fit_affine": "linrec.core.fit",
     "recoverability": "linrec.core.fit",
     "report_table": "linrec.core.fit",
+    "Measurement": "linrec.core.measure",
     "measure": "linrec.core.measure",
     "Moments": "linrec.core.moments",
     "load_moments": "linrec.core.moments",
@@ -40,7 +44,7 @@ _HOMES = {
     "make_batches": "linrec.data.tokens",
     "perplexity": "linrec.interventions.perplexity",
     "swap_deltas": "linrec.interventions.perplexity",
-    "fit_replacements": "linrec.interventions.surgery",
+    "fit_replacements": "linrec.core.replacements",
     "swapped": "linrec.interventions.surgery",
     "SUPPORTED": "linrec.models.arch",
     "BlockSpec": "linrec.models.arch",
@@ -52,13 +56,14 @@ _HOMES = {
 if TYPE_CHECKING:
     from linrec.core.capture import BatchRows, RowSink, capture_moments, run_capture
     from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
-    from linrec.core.measure import measure
+    from linrec.core.measure import Measurement, measure
     from linrec.core.moments import Moments, load_moments, save_moments
+    from linrec.core.replacements import fit_replacements
     from linrec.core.sample import RowSample
     from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches
     from linrec.interventions.perplexity import perplexity, swap_deltas
-    from linrec.interventions.surgery import fit_replacements, swapped
+    from linrec.interventions.surgery import swapped
     from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
     from linrec.models.loading import load_model, pick_device
 
@@ -84,6 +89,7 @@ __all__ = [
     "BatchRows",
     "BlockSpec",
     "LinrecError",
+    "Measurement",
     "Moments",
     "RowSample",
     "RowSink",
