@@ -48,7 +48,11 @@ def test_provenance_names_model_weights_tokens_and_versions(model_dirs, batches,
     assert p.weights.startswith("local sha256:")
     assert (p.rows, p.seq_len, p.folds, p.seed, p.skip_first) == (batches.n_rows, 32, 4, 0, 0)
     assert (p.dtype, p.rcond, p.text, p.text_sha256) == ("float32", DEFAULT_RCOND, "local", "abc")
-    assert p.versions == {"linrec": linrec.__version__, "torch": torch.__version__, "transformers": p.versions["transformers"]}
+    assert p.versions == {
+        "linrec": linrec.__version__,
+        "torch": torch.__version__,
+        "transformers": p.versions["transformers"],
+    }
     assert p.tokens_sha256 == batches.sha256
     other = make_batches(tokenizer, text[1000:], seq_len=32, max_rows=1536, batch_size=16)
     assert other.sha256 != batches.sha256 and other.first(10**6).sha256 == other.sha256
