@@ -13,7 +13,8 @@ The public API, in the order a measurement uses it::
 ``capture_moments`` and ``recoverability`` are the two halves of ``measure`` at a lower level;
 ``run_capture`` feeds the same forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``).
 Swapping a block for a replacement: ``swapped`` (for a scope) and ``swap_deltas`` (ΔPPL); ``fit_replacements``
-from raw moments. Everything else lives in the layers beneath: :mod:`linrec.core`,
+from raw moments. A replaced model for good: ``linrec replace`` writes a directory that ``load_replaced`` (also
+``load_model``) loads. Everything else lives in the layers beneath: :mod:`linrec.core`,
 :mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
 """
 
@@ -49,7 +50,8 @@ _HOMES = {
     "SUPPORTED": "linrec.models.arch",
     "BlockSpec": "linrec.models.arch",
     "ffn_blocks": "linrec.models.arch",
-    "load_model": "linrec.models.loading",
+    "load_model": "linrec.interventions.replaced",
+    "load_replaced": "linrec.interventions.replaced",
     "pick_device": "linrec.models.loading",
 }
 
@@ -63,9 +65,10 @@ if TYPE_CHECKING:
     from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches
     from linrec.interventions.perplexity import perplexity, swap_deltas
+    from linrec.interventions.replaced import load_model, load_replaced
     from linrec.interventions.surgery import swapped
     from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
-    from linrec.models.loading import load_model, pick_device
+    from linrec.models.loading import pick_device
 
 
 def __getattr__(name: str) -> object:
@@ -101,6 +104,7 @@ __all__ = [
     "fit_replacements",
     "load_model",
     "load_moments",
+    "load_replaced",
     "make_batches",
     "measure",
     "perplexity",
