@@ -37,10 +37,8 @@ def replaced(base_dir, texts, tmp_path_factory):
     model, _ = load_model(str(base_dir))
     fit, evals = texts
     parts = TextPart("local", "all of it", "f" * 64), TextPart("other", "all of it", "e" * 64)
-    result = replace(
-        model, fit, evals, kind="lowrank:8", blocks=[1, 0], folds=4, progress=False, name=str(base_dir),
-        fit_text=parts[0], eval_text=parts[1],
-    )  # fmt: skip
+    options = {"kind": "lowrank:8", "blocks": [1, 0], "folds": 4, "progress": False, "name": str(base_dir)}
+    result = replace(model, fit, evals, fit_text=parts[0], eval_text=parts[1], **options)
     out = result.save(tmp_path_factory.mktemp("out") / "replaced")
     return result, out
 

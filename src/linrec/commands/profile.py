@@ -86,7 +86,8 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         metavar="MODEL",
-        help="hub id, local directory, .gguf file, or a packaged model (smollm2-135m) "
+        help="hub id, local directory, .gguf file, a packaged model (smollm2-135m), or a directory written by "
+        "linrec replace "
         "(default: every model of --profile, pretrained ones included)",
     )
     p.add_argument("--revision", help="hub revision, e.g. step1000 for Pythia checkpoints")
@@ -171,8 +172,9 @@ def _profile(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
     from linrec.core.measure import check_skip_first, measure
+    from linrec.interventions.replaced import load_model
     from linrec.models.gguf import gguf_origin
-    from linrec.models.loading import check_device_map, load_model, pick_device
+    from linrec.models.loading import check_device_map, pick_device
     from linrec.models.packaged import PACKAGED, packaged_file
 
     profile = None if args.profile is None else _cli_profile(args)
@@ -272,15 +274,10 @@ def _versions() -> dict[str, str]:
     """The versions that made the table and when (its last columns; see :data:`COLUMNS`)."""
     import datetime
 
-    import torch
-    import transformers
-
-    from linrec._version import __version__
+    from linrec.core.measure import versions
 
     return {
-        "linrec_version": __version__,
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
+        **{f"{name}_version": version for name, version in versions().items()},
         "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 

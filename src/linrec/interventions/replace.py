@@ -133,9 +133,17 @@ def replace(
     if fit_batches.sha256 == eval_batches.sha256:
         raise LinrecError("the fit and evaluation batches are the same tokens; score the maps on other text")
     measurement = Measurement.capture(
-        model, fit_batches, blocks=candidates, folds=folds, seed=seed, progress=progress, name=name, weights=weights,
-        text=None if fit_text is None else fit_text.name, text_sha256=None if fit_text is None else fit_text.sha256,
-    )  # fmt: skip
+        model,
+        fit_batches,
+        blocks=candidates,
+        folds=folds,
+        seed=seed,
+        progress=progress,
+        name=name,
+        weights=weights,
+        text=None if fit_text is None else fit_text.name,
+        text_sha256=None if fit_text is None else fit_text.sha256,
+    )
     maps = measurement.replacements(str(parsed), candidates)
     base = window_nll(model, eval_batches, progress)
     if max_ppl_increase is None:
