@@ -193,6 +193,7 @@ def report_markdown(record: dict, name: str) -> str:
     fit, held = record["fit_text"], record["eval_text"]
     steps = pd.DataFrame(record["steps"])
     steps["interval"] = [f"[{_number(lo)}, {_number(hi)}]" for lo, hi in zip(steps.delta_ppl_low, steps.delta_ppl_high)]
+    steps["block"] = ["model" if b is None else str(b) for b in (s["block"] for s in record["steps"])]
     shown = steps[["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "interval", "params_saved", "kept"]]
     blocks = pd.DataFrame(record["blocks"])
     chosen = ", ".join(f"{b['block']} ({b['kind']})" for b in record["blocks"]) or "none"
