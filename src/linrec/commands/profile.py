@@ -16,6 +16,7 @@ import pandas as pd
 
 from linrec.commands.args import (
     HelpFormatter,
+    add_text_options,
     block_indices,
     check_output,
     non_negative_int,
@@ -73,7 +74,6 @@ def _columns_help() -> str:
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec profile``; its handler is ``args.handler``."""
-    from linrec.data.corpora import corpus_names
     from linrec.experiment.profiles import profile_names
     from linrec.models.loading import DTYPES
 
@@ -91,13 +91,11 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "(default: every model of --profile, pretrained ones included)",
     )
     p.add_argument("--revision", help="hub revision, e.g. step1000 for Pythia checkpoints")
-    text = p.add_mutually_exclusive_group()
-    text.add_argument("--text-file", type=Path, metavar="FILE", help="a local UTF-8 text file to measure on")
-    text.add_argument(
-        "--corpus",
-        choices=corpus_names(),
-        metavar="NAME",
-        help=f"a named corpus, one of: {', '.join(corpus_names())} (default: the profile's first)",
+    add_text_options(
+        p,
+        required=False,
+        file_help="a local UTF-8 text file to measure on",
+        corpus_help="a named corpus, one of: {names} (default: the profile's first)",
     )
     p.add_argument(
         "--profile",

@@ -15,7 +15,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from linrec.commands.args import HelpFormatter, block_indices, positive_int, seed
+from linrec.commands.args import HelpFormatter, add_text_options, block_indices, positive_int, seed
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ EVAL_SHARE = 0.2
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec replace``; its handler is ``args.handler``."""
-    from linrec.data.corpora import corpus_names
     from linrec.models.loading import DTYPES
 
     p = sub.add_parser(
@@ -45,18 +44,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "--model", required=True, metavar="MODEL", help="hub id, local directory, .gguf file or packaged model"
     )
     p.add_argument("--revision", help="hub revision of --model")
-    text = p.add_mutually_exclusive_group(required=True)
-    text.add_argument(
-        "--text-file",
-        type=Path,
-        metavar="FILE",
-        help="a UTF-8 text file: its first four fifths fit the maps, its last fifth (from a line break) scores them",
-    )
-    text.add_argument(
-        "--corpus",
-        choices=corpus_names(),
-        metavar="NAME",
-        help=f"a named corpus (its fit and eval splits), one of: {', '.join(corpus_names())}",
+    add_text_options(
+        p,
+        required=True,
+        file_help="a UTF-8 text file: its first four fifths fit the maps, its last fifth (from a line break) scores "
+        "them",
+        corpus_help="a named corpus (its fit and eval splits), one of: {names}",
     )
     p.add_argument(
         "--blocks",
