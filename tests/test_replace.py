@@ -60,6 +60,7 @@ def test_the_directory_records_what_was_done(replaced, base_dir, texts):
     record = json.loads((out / RECORD).read_text())
     assert record["base"] == {
         "model": str(base_dir),
+        "path": str(base_dir.resolve()),
         "weights": weights_id(str(base_dir)),
         "dtype": "float32",
         "width": 32,
@@ -142,6 +143,16 @@ def test_an_ffn_of_two_modules_and_fit_text_as_eval_text_are_refused(model_dirs,
     gpt2, _ = load_model(str(model_dirs["gpt2"]))
     with pytest.raises(LinrecError, match="same tokens"):
         replace(gpt2, texts[0], texts[0], blocks=[0])
+
+
+def test_a_base_given_by_a_relative_path_is_found_from_elsewhere(base_dir, texts, tmp_path, monkeypatch):
+    monkeypatch.chdir(base_dir.parent)
+    model, _ = load_model("gpt2")
+    out = replace(model, *texts, blocks=[0], folds=4, progress=False, name="gpt2").save(tmp_path / "relative")
+    monkeypatch.chdir(tmp_path)  # where no "gpt2" is
+    loaded, _ = load_replaced(out)
+    assert json.loads((out / RECORD).read_text())["base"]["model"] == "gpt2"
+    assert type(loaded.transformer.h[0].mlp).__name__ == "AffineFFN"
 
 
 def test_a_different_base_is_refused_naming_both_hashes(replaced, tmp_path):

@@ -170,6 +170,7 @@ def replace(
     record = {
         "base": {
             "model": measurement.provenance.model,
+            "path": local_path(measurement.provenance.model),
             "weights": measurement.provenance.weights,
             "dtype": measurement.provenance.dtype,
             "width": width,
@@ -213,6 +214,13 @@ def replace(
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     return Replacement(chosen, record, measurement)
+
+
+def local_path(name: str) -> str | None:
+    """The absolute path of a model given as a local path (None for a hub id or a packaged name), so a replacement
+    directory still finds its base when it is loaded from another working directory."""
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.exists() else None
 
 
 def _text(part: TextPart | None, batches: TokenBatches) -> dict:

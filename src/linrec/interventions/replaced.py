@@ -111,6 +111,15 @@ def read_replaced(directory: str | Path) -> tuple[dict, dict[int, nn.Module]]:
     return record, maps
 
 
+def base_source(base: dict) -> str:
+    """Where the base model loads from: as given, or, for a local path not found from here (a relative one, read
+    from another working directory), the absolute path recorded beside it."""
+    name = base["model"]
+    if name in PACKAGED or Path(name).expanduser().exists() or not base.get("path"):
+        return name
+    return base["path"]
+
+
 def check_base(record: dict, directory: Path) -> None:
     """Refuse a base model whose weights differ from the recorded ones, naming both (a hub base is loaded at its
     recorded commit instead; a base of unknown weights draws a warning)."""
@@ -125,7 +134,7 @@ def check_base(record: dict, directory: Path) -> None:
         return
     if recorded.startswith("hub "):
         return
-    found = weights_id(base["model"])
+    found = weights_id(base_source(base))
     if found != recorded:
         raise LinrecError(
             f"the base model '{base['model']}' is not the one these replacements were fitted on: its weights are "
@@ -161,7 +170,7 @@ def load_replaced(
     record, maps = read_replaced(directory)
     check_base(record, directory)
     base = record["base"]
-    name, weights = base["model"], base["weights"] or ""
+    name, weights = base_source(base), base["weights"] or ""
     model, tokenizer = loading.load_model(
         str(packaged_file(name)) if name in PACKAGED else name,
         revision=weights.rpartition("@")[2] if weights.startswith("hub ") else None,
