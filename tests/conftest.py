@@ -180,6 +180,18 @@ def model_dirs(tmp_path_factory, tokenizer) -> dict[str, Path]:
     return dirs
 
 
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Loading any weights fails the test: the errors it checks must come from the config and tokenizer alone."""
+    import transformers
+
+    def from_pretrained(*args, **kwargs):
+        raise AssertionError("loaded weights before the error")
+
+    for auto in (transformers.AutoModel, transformers.AutoModelForCausalLM):
+        monkeypatch.setattr(auto, "from_pretrained", from_pretrained)
+
+
 def measurement_info(model: str, checkpoint: str = "final", corpus: str = "local", folds: int = 5, rows: int = 0):
     """A MeasurementInfo for measurements the tests assemble by hand (the fields they do not use are placeholders)."""
     from linrec.experiment.measurement import MeasurementInfo

@@ -559,18 +559,6 @@ def test_plot_draws_a_profile_table_one_panel_per_model(model_dirs, text_file, t
     _fails(["plot", str(tmp_path / "missing.csv"), "--out", str(figure)], capsys, "cannot read the table")
 
 
-@pytest.fixture
-def no_weights(monkeypatch):
-    """Loading any weights fails the test: the errors below must come from the config and tokenizer alone."""
-    import transformers
-
-    def from_pretrained(*args, **kwargs):
-        raise AssertionError("loaded weights before the error")
-
-    for auto in (transformers.AutoModel, transformers.AutoModelForCausalLM):
-        monkeypatch.setattr(auto, "from_pretrained", from_pretrained)
-
-
 def test_text_blocks_context_and_vocabulary_are_checked_before_the_weights(
     model_dirs, text_file, tmp_path, tokenizer, capsys, no_weights
 ):

@@ -23,6 +23,7 @@ from linrec.analysis.compression import (
     signal_table,
     swap_kinds,
 )
+from linrec.core.replacements import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN
 from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
@@ -30,7 +31,7 @@ from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import get_profile
 from linrec.interventions.perplexity import WindowNLL, compression_frontier, perplexity, swap_deltas, window_nll
 from linrec.interventions.probes import ProbeConfig
-from linrec.interventions.surgery import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, n_stored
+from linrec.interventions.surgery import n_stored
 from linrec.report.claims import claims_table
 from linrec.stats import correlation, stratified_correlation
 

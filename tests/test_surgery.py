@@ -12,6 +12,7 @@ from conftest import local_text, tiny_model
 from linrec.core.capture import capture_moments
 from linrec.core.fit import fit_affine, held_out
 from linrec.core.moments import Moments
+from linrec.core.replacements import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN, fit_replacements, low_rank_ffn
 from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
@@ -24,17 +25,7 @@ from linrec.interventions.perplexity import (
     window_nll,
 )
 from linrec.interventions.probes import ProbeConfig, seeded_poly
-from linrec.interventions.surgery import (
-    AffineFFN,
-    LowRankFFN,
-    MeanFFN,
-    ZeroFFN,
-    fit_replacements,
-    low_rank_ffn,
-    n_stored,
-    param_table,
-    swapped,
-)
+from linrec.interventions.surgery import n_stored, param_table, swapped
 
 
 @pytest.fixture(scope="module")

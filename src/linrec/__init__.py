@@ -7,11 +7,15 @@ The public API, in the order a measurement uses it::
     batches = linrec.make_batches(tok, text, seq_len=128, max_rows=64 * 768)  # 64 rows per input dimension
     table = linrec.measure(model, batches)          # one row per FFN block
 
-``capture_moments`` and ``recoverability`` are the two halves of ``measure``, for capturing once
-and analysing many times (moments save with ``save_moments``); ``run_capture`` feeds the same
-forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``). Swapping a block for its fitted map:
-``fit_replacements``, ``swapped`` and ``swap_deltas`` (ΔPPL). Everything else lives in the
-layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
+    m = linrec.Measurement.capture(model, batches)  # what measure() tabulates, kept: moments and provenance
+    m.table(); m.fits(); m.candidates(); m.replacements("lowrank:64", [3]); m.save("run")
+
+``capture_moments`` and ``recoverability`` are the two halves of ``measure`` at a lower level;
+``run_capture`` feeds the same forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``).
+Swapping a block for a replacement: ``swapped`` (for a scope) and ``swap_deltas`` (ΔPPL); ``fit_replacements``
+from raw moments. A replaced model for good: ``linrec replace`` writes a directory that ``load_replaced`` (also
+``load_model``) loads. Everything else lives in the layers beneath: :mod:`linrec.core`,
+:mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
 """
 
 from typing import TYPE_CHECKING
@@ -30,6 +34,7 @@ _HOMES = {
     "fit_affine": "linrec.core.fit",
     "recoverability": "linrec.core.fit",
     "report_table": "linrec.core.fit",
+    "Measurement": "linrec.core.measure",
     "measure": "linrec.core.measure",
     "Moments": "linrec.core.moments",
     "load_moments": "linrec.core.moments",
@@ -40,27 +45,30 @@ _HOMES = {
     "make_batches": "linrec.data.tokens",
     "perplexity": "linrec.interventions.perplexity",
     "swap_deltas": "linrec.interventions.perplexity",
-    "fit_replacements": "linrec.interventions.surgery",
+    "fit_replacements": "linrec.core.replacements",
     "swapped": "linrec.interventions.surgery",
     "SUPPORTED": "linrec.models.arch",
     "BlockSpec": "linrec.models.arch",
     "ffn_blocks": "linrec.models.arch",
-    "load_model": "linrec.models.loading",
+    "load_model": "linrec.interventions.replaced",
+    "load_replaced": "linrec.interventions.replaced",
     "pick_device": "linrec.models.loading",
 }
 
 if TYPE_CHECKING:
     from linrec.core.capture import BatchRows, RowSink, capture_moments, run_capture
     from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
-    from linrec.core.measure import measure
+    from linrec.core.measure import Measurement, measure
     from linrec.core.moments import Moments, load_moments, save_moments
+    from linrec.core.replacements import fit_replacements
     from linrec.core.sample import RowSample
     from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches
     from linrec.interventions.perplexity import perplexity, swap_deltas
-    from linrec.interventions.surgery import fit_replacements, swapped
+    from linrec.interventions.replaced import load_model, load_replaced
+    from linrec.interventions.surgery import swapped
     from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
-    from linrec.models.loading import load_model, pick_device
+    from linrec.models.loading import pick_device
 
 
 def __getattr__(name: str) -> object:
@@ -84,6 +92,7 @@ __all__ = [
     "BatchRows",
     "BlockSpec",
     "LinrecError",
+    "Measurement",
     "Moments",
     "RowSample",
     "RowSink",
@@ -95,6 +104,7 @@ __all__ = [
     "fit_replacements",
     "load_model",
     "load_moments",
+    "load_replaced",
     "make_batches",
     "measure",
     "perplexity",

@@ -1,8 +1,8 @@
-"""The ``linrec`` command: ``profile`` measures a model, ``plot`` draws its table, ``zoo`` builds the offline models,
-``bench`` times the core.
+"""The ``linrec`` command: ``profile`` measures a model, ``plot`` draws its table, ``replace`` replaces its blocks,
+``zoo`` builds the offline models, ``bench`` times the core.
 
 This module only assembles the parser and runs a command; each command's options and handler are in
-:mod:`linrec.commands` (``profile``, ``plot``, ``zoo``, ``bench``), the helpers they share in
+:mod:`linrec.commands` (``profile``, ``plot``, ``replace``, ``zoo``, ``bench``), the helpers they share in
 :mod:`linrec.commands.args`.
 """
 
@@ -18,6 +18,7 @@ from linrec.errors import LinrecError
 COMMANDS = {
     "profile": "measure per-block linear recoverability of a model",
     "plot": "draw a linrec profile table: R²_lin per block with its k-fold spread",
+    "replace": "replace FFN blocks by fitted maps (given, or chosen under a perplexity budget) and save the result",
     "zoo": "train (or find cached) the offline model zoo and print its table",
     "bench": "time capture + moments against the bare forward on a GPT-2-small-sized model",
 }

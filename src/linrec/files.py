@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -83,11 +84,15 @@ def remove_orphans(directory: Path, pattern: str, pid: re.Pattern[str]) -> None:
     for stale in directory.glob(pattern):
         found = pid.search(stale.name)
         if found and not process_alive(int(found.group(1))):
-            stale.unlink(missing_ok=True)
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
 
 
 def remove_stale_temporaries(path: Path) -> None:
-    """Remove the temporaries of ``path`` whose writer is gone (killed before it could clean up)."""
+    """Remove the temporaries (files or directories) of ``path`` whose writer is gone (killed before it could clean
+    up)."""
     remove_orphans(path.parent, f".{path.name[:64]}.*.tmp", _TEMPORARY)
 
 
@@ -111,6 +116,49 @@ def write_atomically(path: Path, write: Callable[[IO], object], binary: bool = F
         raise LinrecError(f"could not write {path}: {_reason(err)}") from err
     finally:
         Path(name).unlink(missing_ok=True)
+
+
+def check_new_directory(directory: Path, option: str, force: bool = False) -> None:
+    """Fail before the work unless ``directory`` (given as ``option``) can be written whole: it is absent or empty
+    (or ``force``: it will be replaced), and a file can be written beside it (:func:`check_writable`)."""
+    directory = directory.expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise LinrecError(f"{option} {directory} is a file; give a directory to create")
+    if directory.is_dir() and any(directory.iterdir()) and not force:
+        raise LinrecError(
+            f"{option} {directory} exists and is not empty; give a new directory, or add --force to replace it"
+        )
+    check_writable(directory.parent, f"{option} {directory}: the directory", "choose another place")
+
+
+@contextmanager
+def new_directory(directory: Path, option: str = "--out", force: bool = False) -> Iterator[Path]:
+    """A fresh directory beside ``directory``, filled within the block and then renamed to it, so ``directory`` holds
+    all of it or stays as it was (an error, Ctrl-C or a full disk remove the temporary). Refused as
+    :func:`check_new_directory` refuses; with ``force`` an existing ``directory`` is replaced."""
+    directory = directory.expanduser()
+    check_new_directory(directory, option, force)
+    remove_stale_temporaries(directory)
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=_temporary_prefix(directory), suffix=".tmp"))
+    except OSError as err:
+        raise LinrecError(f"could not write {option} {directory}: {_reason(err)}") from err
+    try:
+        yield tmp
+        umask = os.umask(0o022)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # what mkdir would have given, not mkdtemp's 0o700
+        old = None
+        if directory.is_dir() and any(directory.iterdir()):  # only with force (checked above): moved aside first
+            old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=_temporary_prefix(directory), suffix=".tmp"))
+            os.replace(directory, old)
+        os.replace(tmp, directory)  # onto nothing, or onto an empty directory
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:
+        raise LinrecError(f"could not write {option} {directory}: {_reason(err)}") from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

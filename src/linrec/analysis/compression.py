@@ -29,6 +29,7 @@ import pandas as pd
 from torch import nn
 
 from linrec.core.fit import DEFAULT_RCOND
+from linrec.core.replacements import fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
@@ -36,7 +37,6 @@ from linrec.experiment.profiles import Profile
 from linrec.experiment.swaps import affine_swaps
 from linrec.interventions.perplexity import swap_deltas, window_nll
 from linrec.interventions.probes import ProbeConfig, seeded_poly
-from linrec.interventions.surgery import fit_replacements
 from linrec.models.arch import Spec
 from linrec.report import paper
 from linrec.report.claims import Claim

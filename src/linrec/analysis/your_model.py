@@ -9,31 +9,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from linrec.errors import LinrecError
+from linrec.core.measure import replacement_candidates as replacement_candidates  # re-exported: chapter 9 uses it
 from linrec.report.claims import Claim
-
-
-def replacement_candidates(table: pd.DataFrame, min_r2: float = 0.95, max_std: float = 0.02) -> pd.DataFrame:
-    """The table sorted by R²_lin, with a ``candidate`` flag and the reason for it.
-
-    A block is a candidate for an affine replacement when its held-out R²_lin reaches ``min_r2``
-    and the folds agree (``r2_lin_std`` at most ``max_std``). A candidate is only a hypothesis:
-    perplexity after the swap (``linrec.interventions.perplexity.swap_deltas``) is the test.
-    """
-    missing = {"block", "r2_lin", "r2_lin_std"} - set(table.columns)
-    if missing:
-        raise LinrecError(f"the table lacks columns {sorted(missing)}; pass the output of linrec.core.measure")
-    if not 0 < min_r2 <= 1 or max_std < 0:
-        raise LinrecError(f"need 0 < min_r2 <= 1 and max_std >= 0; got min_r2={min_r2}, max_std={max_std}")
-    out = table.sort_values("r2_lin", ascending=False).copy()
-    high = out.r2_lin >= min_r2
-    stable = out.r2_lin_std <= max_std
-    out["candidate"] = high & stable
-    out["reason"] = [
-        "R² high, folds agree" if h and s else (f"R² below {min_r2}" if not h else f"folds disagree (std > {max_std})")
-        for h, s in zip(high, stable)
-    ]
-    return out
 
 
 def moment_bytes(d_in: int, d_out: int, blocks: int, folds: int) -> int:

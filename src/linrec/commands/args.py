@@ -25,6 +25,17 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
         return super()._get_help_string(action)
 
 
+def add_text_options(parser: argparse.ArgumentParser, required: bool, file_help: str, corpus_help: str) -> None:
+    """The mutually exclusive ``--text-file FILE`` and ``--corpus NAME`` (``corpus_help`` with ``{names}``: the
+    corpus names)."""
+    from linrec.data.corpora import corpus_names
+
+    text = parser.add_mutually_exclusive_group(required=required)
+    text.add_argument("--text-file", type=Path, metavar="FILE", help=file_help)
+    names = corpus_names()
+    text.add_argument("--corpus", choices=names, metavar="NAME", help=corpus_help.format(names=", ".join(names)))
+
+
 def positive_int(value: str) -> int:
     """argparse type: a positive integer."""
     if not value.isdigit() or int(value) < 1:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from linrec.commands.args import (
     HelpFormatter,
+    add_text_options,
     block_indices,
     check_output,
     non_negative_int,
@@ -103,17 +104,16 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         metavar="MODEL",
-        help=f"hub id, local directory, .gguf file, or a packaged model ({', '.join(PACKAGED)}) "
+        help=f"hub id, local directory, .gguf file, a packaged model ({', '.join(PACKAGED)}), or a directory "
+        "written by linrec replace "
         "(default: every model of --profile, pretrained ones included)",
     )
     p.add_argument("--revision", help="hub revision, e.g. step1000 for Pythia checkpoints")
-    text = p.add_mutually_exclusive_group()
-    text.add_argument("--text-file", type=Path, metavar="FILE", help="a local UTF-8 text file to measure on")
-    text.add_argument(
-        "--corpus",
-        choices=corpus_names(),
-        metavar="NAME",
-        help=f"a named corpus, one of: {', '.join(corpus_names())} (default: the profile's first)",
+    add_text_options(
+        p,
+        required=False,
+        file_help="a local UTF-8 text file to measure on",
+        corpus_help="a named corpus, one of: {names} (default: the profile's first)",
     )
     p.add_argument(
         "--profile",
@@ -201,8 +201,9 @@ def _profile(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
     from linrec.core.measure import check_skip_first, measure
+    from linrec.interventions.replaced import load_model
     from linrec.models.gguf import gguf_origin
-    from linrec.models.loading import check_device_map, load_model, pick_device
+    from linrec.models.loading import check_device_map, pick_device
     from linrec.models.packaged import PACKAGED
 
     profile = None if args.profile is None else _cli_profile(args)
@@ -306,15 +307,10 @@ def _versions() -> dict[str, str]:
     """The versions that made the table and when (its last columns; see :data:`COLUMNS`)."""
     import datetime
 
-    import torch
-    import transformers
-
-    from linrec._version import __version__
+    from linrec.core.measure import versions
 
     return {
-        "linrec_version": __version__,
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
+        **{f"{name}_version": version for name, version in versions().items()},
         "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 

@@ -1,19 +1,267 @@
-"""The one-call measurement: capture moments, then k-fold closed-form recovery, as a table."""
+"""The measurement a practitioner keeps: one capture's per-fold moments with their provenance, and what they give.
+
+:meth:`Measurement.capture` runs the model once (:func:`linrec.core.capture.capture_positions`, the first position
+of each window kept apart) and keeps the float64 moments of every block and fold. From them, without running the
+model again: the k-fold table (:meth:`Measurement.table`), the closed-form maps (:meth:`Measurement.fits`), the
+blocks worth trying (:meth:`Measurement.candidates`) and replacements of any kind
+(:meth:`Measurement.replacements`), all at one null-direction cutoff, the capture dtype's
+(:func:`linrec.core.fit.rcond_for`) unless another was asked for: the maps installed are the maps scored.
+It saves to a directory (safetensors and JSON, no pickle) and loads back bit for bit. :func:`measure` is the
+one-call table.
+"""
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
 
 import pandas as pd
 import torch
 from torch import nn
 
 from linrec.core.capture import capture_positions
-from linrec.core.fit import check_rcond, half_precision_note, rcond_for, recoverability, report_table
+from linrec.core.fit import (
+    AffineFit,
+    check_rcond,
+    fit_affine,
+    half_precision_note,
+    rcond_for,
+    recoverability,
+    report_table,
+)
+from linrec.core.moments import BlockMoments, PositionMoments, load_moments, merge_folds, save_moments
+from linrec.core.replacements import Kind, fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
+from linrec.files import new_directory
 from linrec.models.arch import Spec
+from linrec.models.identity import weights_id
+
+FORMAT = 1
+"""The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``)."""
+
+FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safetensors")
+"""What a saved measurement's directory holds: the provenance, the first position's moments and the later rows'."""
+
+
+def versions() -> dict[str, str]:
+    """The linrec, torch and transformers releases at work, for provenance."""
+    import transformers
+
+    from linrec._version import __version__
+
+    return {"linrec": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a measurement is of and how it was taken."""
+
+    model: str  # as given (a hub id, path or packaged name), or the model's config._name_or_path
+    weights: str | None  # which weights by content (linrec.models.identity.weights_id); None: unknown
+    tokens_sha256: str  # of the captured token ids and mask (TokenBatches.sha256)
+    rows: int  # token rows per block
+    seq_len: int
+    folds: int
+    seed: int  # of the fold assignment
+    skip_first: int  # positions of each window left out of the capture
+    dtype: str  # the model's dtype in the forward pass, e.g. "float32"
+    rcond: float  # the null-direction cutoff of every table, fit and replacement
+    text: str | None = None  # the text as the caller names it (a corpus name, a file path)
+    text_sha256: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def replacement_candidates(table: pd.DataFrame, min_r2: float = 0.95, max_std: float = 0.02) -> pd.DataFrame:
+    """The table sorted by R²_lin, with a ``candidate`` flag and the reason for it.
+
+    A block is a candidate for an affine replacement when its held-out R²_lin reaches ``min_r2``
+    and the folds agree (``r2_lin_std`` at most ``max_std``). A candidate is only a hypothesis:
+    on a real model R²_lin need not rank what a swap costs, so perplexity after the swap
+    (``linrec.interventions.perplexity.swap_deltas``, or ``linrec replace``) is the test.
+    """
+    missing = {"block", "r2_lin", "r2_lin_std"} - set(table.columns)
+    if missing:
+        raise LinrecError(f"the table lacks columns {sorted(missing)}; pass the output of linrec.measure")
+    if not 0 < min_r2 <= 1 or not max_std >= 0:
+        raise LinrecError(f"need 0 < min_r2 <= 1 and max_std >= 0; got min_r2={min_r2}, max_std={max_std}")
+    out = table.sort_values("r2_lin", ascending=False).copy()
+    high = out.r2_lin >= min_r2
+    stable = out.r2_lin_std <= max_std
+    out["candidate"] = high & stable
+    out["reason"] = [
+        "R² high, folds agree" if h and s else (f"R² below {min_r2}" if not h else f"folds disagree (std > {max_std})")
+        for h, s in zip(high, stable)
+    ]
+    return out
+
+
+def _model_dtype(model: nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+
+@dataclass
+class Measurement:
+    """Per-block, per-fold float64 moments of one capture (the first position of each window apart) and their
+    :class:`Provenance`; see the module docstring."""
+
+    positions: PositionMoments
+    provenance: Provenance
+
+    @classmethod
+    def capture(
+        cls,
+        model: nn.Module,
+        batches: TokenBatches,
+        *,
+        blocks: Sequence[int] | None = None,
+        folds: int = 5,
+        seed: int = 0,
+        rcond: float | None = None,
+        spec: Spec = None,
+        skip_first: int = 0,
+        progress: bool = True,
+        name: str | None = None,
+        weights: str | None = None,
+        text: str | None = None,
+        text_sha256: str | None = None,
+    ) -> Measurement:
+        """Run ``model`` over ``batches`` once and keep the moments of every FFN block (or of ``blocks``).
+
+        ``skip_first``: leave the first ``skip_first`` positions of every window out of the capture (the forward
+        pass is unchanged: every token still attends to the whole window). ``rcond``: the null-direction cutoff of
+        every table and fit (:func:`linrec.core.fit.fit_affine`); None follows the model's dtype
+        (:func:`linrec.core.fit.rcond_for`), and a 16-bit model draws a warning
+        (:func:`linrec.core.fit.half_precision_note`); a NaN, infinite or negative one is refused.
+        A model in training mode is refused (call ``model.eval()``): its dropout would lower R² at random.
+        ``name``, ``weights``, ``text``, ``text_sha256``: provenance as the caller knows it; the model's name and
+        weights default to what its config says it was loaded from (:func:`linrec.models.identity.weights_id`
+        for a local directory, the hub commit otherwise).
+        """
+        if rcond is not None:
+            check_rcond(rcond)  # before the capture, not after it
+        check_skip_first(skip_first, batches.seq_len)
+        dtype = _model_dtype(model)
+        note = half_precision_note(dtype)
+        if note is not None and rcond is None:
+            warnings.warn(note, LinrecWarning, stacklevel=2)
+        positions = slice(skip_first, None) if skip_first else None
+        split = capture_positions(model, batches, blocks, folds, seed, spec, progress=progress, positions=positions)
+        config = getattr(model, "config", None)
+        source, commit = str(getattr(config, "_name_or_path", "") or ""), getattr(config, "_commit_hash", None)
+        if weights is None and source and Path(source).expanduser().exists():
+            weights = weights_id(source)
+        elif weights is None and commit:
+            weights = f"hub {source}@{commit}"
+        provenance = Provenance(
+            model=name or source or type(model).__name__,
+            weights=weights,
+            tokens_sha256=batches.sha256,
+            rows=batches.n_rows,
+            seq_len=batches.seq_len,
+            folds=folds,
+            seed=seed,
+            skip_first=skip_first,
+            dtype=str(dtype).removeprefix("torch."),
+            rcond=rcond_for(dtype) if rcond is None else rcond,
+            text=text,
+            text_sha256=text_sha256,
+            versions=versions(),
+        )
+        return cls(split, provenance)
+
+    @property
+    def blocks(self) -> list[int]:
+        """The measured blocks, in depth order."""
+        return sorted(self.positions.later)
+
+    @cached_property
+    def moments(self) -> BlockMoments:
+        """The moments of every row, per block and fold (both parts merged)."""
+        return self.positions.every()
+
+    def table(self) -> pd.DataFrame:
+        """The k-fold recoverability table, one row per block (:data:`linrec.core.fit.COLUMNS`)."""
+        return report_table(recoverability(self.positions, self.provenance.rcond))
+
+    def fits(self, blocks: Sequence[int] | None = None) -> dict[int, AffineFit]:
+        """The closed-form map of each block (or of ``blocks``), fitted on all captured rows at the measurement's
+        cutoff: the maps whose held-out R² the table reports."""
+        chosen = self.blocks if blocks is None else self._known(blocks)
+        return {b: fit_affine(merge_folds(self.moments[b]), self.provenance.rcond) for b in chosen}
+
+    def candidates(self, min_r2: float = 0.95, max_std: float = 0.02) -> pd.DataFrame:
+        """The table sorted by R²_lin with a ``candidate`` flag and its reason (:func:`replacement_candidates`)."""
+        return replacement_candidates(self.table(), min_r2, max_std)
+
+    def replacements(self, kind: str, blocks: Sequence[int] | None = None) -> dict[int, nn.Module]:
+        """A replacement of ``kind`` (``affine``, ``lowrank:K``, ``mean``, ``zero``:
+        :mod:`linrec.core.replacements`) for each block (or each of ``blocks``), fitted on all captured rows at the
+        measurement's cutoff; swap them in with :func:`linrec.swapped`."""
+        parsed = Kind.parse(kind)
+        chosen = self.blocks if blocks is None else self._known(blocks)
+        for b in chosen:
+            parsed.check_width(self.moments[b][0].d_in)
+        return fit_replacements(self.moments, parsed.name, parsed.rank, chosen, rcond=self.provenance.rcond)
+
+    def _known(self, blocks: Sequence[int]) -> list[int]:
+        missing = sorted(set(blocks) - set(self.blocks))
+        if missing:
+            raise LinrecError(f"blocks {missing} were not measured; this measurement holds blocks {self.blocks}")
+        return list(blocks)
+
+    def save(self, directory: str | Path, force: bool = False) -> Path:
+        """Write the measurement to ``directory`` (absent or empty, else ``force``), whole or not at all:
+        :data:`FILES`, safetensors and JSON. :meth:`load` reads it back bit for bit."""
+        directory = Path(directory)
+        with new_directory(directory, "the measurement directory", force) as tmp:
+            (tmp / FILES[0]).write_text(json.dumps({"format": FORMAT, **asdict(self.provenance)}, indent=1) + "\n")
+            save_moments(self.positions.first, tmp / FILES[1])
+            save_moments(self.positions.later, tmp / FILES[2])
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Measurement:
+        """The measurement :meth:`save` wrote to ``directory``; a missing or damaged file is a LinrecError naming it."""
+        from safetensors import SafetensorError
+
+        directory = Path(directory)
+        missing = [name for name in FILES if not (directory / name).is_file()]
+        if missing:
+            raise LinrecError(
+                f"{directory} is no saved measurement: it lacks {', '.join(missing)}; save one with Measurement.save"
+            )
+        record = read_record(directory / FILES[0], "measurement", "measure again and save it")
+        if record.pop("format", None) != FORMAT:
+            raise LinrecError(f"{directory / FILES[0]} is not of format {FORMAT}; measure again and save it")
+        try:
+            provenance = Provenance(**record)
+            first, later = (load_moments(directory / name) for name in FILES[1:])
+        except (TypeError, SafetensorError, OSError, KeyError, ValueError) as err:
+            raise LinrecError(f"the measurement in {directory} is damaged ({err}); measure again and save it") from err
+        if sorted(first) != sorted(later) or any(
+            len(f) != provenance.folds for f in [*first.values(), *later.values()]
+        ):
+            raise LinrecError(
+                f"the moments in {directory} do not match its {FILES[0]} ({provenance.folds} folds for every block); "
+                "measure again and save it"
+            )
+        return cls(PositionMoments(first, later), provenance)
+
+
+def read_record(path: Path, what: str, fix: str) -> dict:
+    """The JSON object in ``path`` (a ``what``'s record), or a LinrecError naming the file and ``fix``."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise LinrecError(f"cannot read the {what} record {path} ({err}); {fix}") from err
+    if not isinstance(record, dict):
+        raise LinrecError(f"the {what} record {path} holds no JSON object; {fix}")
+    return record
 
 
 def measure(
@@ -28,7 +276,8 @@ def measure(
     skip_first: int = 0,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block.
+    """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block, the table of
+    :meth:`Measurement.capture` (whose docstring says what each argument does).
 
     Columns: ``block, r2_lin`` (k-fold mean held-out R², variance-weighted), ``r2_lin_std``
     (its std over folds), ``r2_feature_median`` (median per-output-dim R²),
@@ -39,25 +288,18 @@ def measure(
     ``first_position_share`` and ``r2_lin_after_first`` (the first captured position of each window, where
     the attention sink sits: its share of the output variance, and R²_lin without it), ``r2_lin_folds`` (each
     fold's R²_lin). :data:`linrec.core.fit.COLUMNS` says what each means.
-
-    ``skip_first``: leave the first ``skip_first`` positions of every window out of the capture (the forward
-    pass is unchanged: every token still attends to the whole window).
-
-    ``rcond``: the null-direction cutoff (:func:`linrec.core.fit.fit_affine`); None follows the model's dtype
-    (:func:`linrec.core.fit.rcond_for`), and a 16-bit model draws a warning
-    (:func:`linrec.core.fit.half_precision_note`); a NaN, infinite or negative one is refused.
-    A model in training mode is refused (call ``model.eval()``): its dropout would lower R² at random.
     """
-    if rcond is not None:
-        check_rcond(rcond)  # before the capture, not after it
-    check_skip_first(skip_first, batches.seq_len)
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    note = half_precision_note(dtype)
-    if note is not None and rcond is None:
-        warnings.warn(note, LinrecWarning, stacklevel=2)
-    positions = slice(skip_first, None) if skip_first else None
-    split = capture_positions(model, batches, blocks, folds, seed, spec, progress=progress, positions=positions)
-    return report_table(recoverability(split, rcond_for(dtype) if rcond is None else rcond))
+    return Measurement.capture(
+        model,
+        batches,
+        blocks=blocks,
+        folds=folds,
+        seed=seed,
+        rcond=rcond,
+        spec=spec,
+        skip_first=skip_first,
+        progress=progress,
+    ).table()
 
 
 def check_skip_first(skip_first: int, seq_len: int) -> int:

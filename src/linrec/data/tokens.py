@@ -18,6 +18,7 @@ windows are sharded across processes.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -114,6 +115,19 @@ class TokenBatches:
     def n_rows(self) -> int:
         """Token rows each block will see (padding excluded)."""
         return int(self.attention_mask.sum())
+
+    @property
+    def sha256(self) -> str:
+        """The sha256 of the token ids and attention mask (int64, row-major): which tokens these are, for provenance."""
+        digest = hashlib.sha256()
+        for t in (self.input_ids, self.attention_mask):
+            digest.update(t.to(torch.int64).contiguous().numpy().tobytes())
+        return digest.hexdigest()
+
+    def first(self, max_rows: int) -> TokenBatches:
+        """The first sequences, as many as hold ``max_rows`` token rows (rounded up to whole sequences), or all."""
+        n = min(self.input_ids.shape[0], math.ceil(max_rows / self.seq_len))
+        return TokenBatches(self.input_ids[:n], self.attention_mask[:n], self.batch_size)
 
     def __len__(self) -> int:
         return math.ceil(self.input_ids.shape[0] / self.batch_size)

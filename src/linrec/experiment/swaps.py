@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from torch import nn
 
+from linrec.core.replacements import fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
@@ -24,7 +25,6 @@ from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.perplexity import swap_deltas
-from linrec.interventions.surgery import fit_replacements
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -13,6 +13,8 @@ head (``load_model`` loads one) and in eval mode.
 * :func:`swap_deltas`: each block swapped alone, ΔPPL = PPL(swapped) - PPL(original), with its interval.
 * :func:`compression_frontier`: blocks swapped cumulatively in order of R²_lin, highest
   first; after each step the cumulative numbers saved and ΔPPL: the compression frontier.
+* :func:`greedy_selection`: blocks added in order of their own measured ΔPPL, cheapest first, while the joint ΔPPL
+  of all of them together stays within a budget (what ``linrec replace --max-ppl-increase`` chooses).
 
 Every ΔPPL comes with ``delta_ppl_low`` and ``delta_ppl_high``, the bounds of its 95% interval from
 :func:`delta_ppl_interval`: the windows, not the tokens, are resampled, since the tokens of one window
@@ -138,6 +140,39 @@ def swap_deltas(
     return pd.concat([pd.DataFrame(rows, columns=columns), stored], axis=1)
 
 
+def joint_steps(
+    model: nn.Module,
+    eval_batches: TokenBatches,
+    replacements: Mapping[int, nn.Module],
+    order: list[int],
+    base: WindowNLL,
+    budget: float = math.inf,
+    spec: Spec = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Step 0 the model itself, then the blocks of ``order`` added one at a time, each step scored with every kept
+    block and its own in place (the joint ΔPPL). A block whose joint ΔPPL exceeds ``budget`` is recorded with
+    ``kept`` False and ends the walk. Columns: ``step, block, params_saved`` (with the step's block in place),
+    ``ffn_saved_fraction, model_saved_fraction, ppl, delta_ppl, delta_ppl_low, delta_ppl_high, kept``."""
+    ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
+    model_total = n_stored(model)
+    rows = [{"step": 0, "block": None, "params_saved": 0, **_delta_row(base, base), "kept": True}]
+    saved, kept = 0, list[int]()
+    for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", disable=not progress), start=1):
+        trial = saved + n_stored(ffn_site(model, b, spec)[2]) - n_stored(replacements[b])
+        with swapped(model, {c: replacements[c] for c in [*kept, b]}, spec):
+            scored = window_nll(model, eval_batches)
+        row = _delta_row(base, scored)
+        rows.append({"step": step, "block": b, "params_saved": trial, **row, "kept": row["delta_ppl"] <= budget})
+        if not rows[-1]["kept"]:
+            break
+        saved, kept = trial, [*kept, b]
+    table = pd.DataFrame(rows).astype({"block": "Int64"})
+    table.insert(3, "ffn_saved_fraction", table.params_saved / ffn_total)
+    table.insert(4, "model_saved_fraction", table.params_saved / model_total)
+    return table
+
+
 def compression_frontier(
     model: nn.Module,
     eval_batches: TokenBatches,
@@ -159,34 +194,66 @@ def compression_frontier(
     if missing:
         raise LinrecError(f"no R²_lin for blocks {missing}; give r2_lin for every replaced block")
     order = sorted(replacements, key=lambda b: (-r2_lin[b], b))
-    ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
-    model_total = n_stored(model)
     base = window_nll(model, eval_batches) if base is None else base
-    rows = [
-        {
-            "step": 0,
-            "block": None,
-            "r2_lin": None,
-            "params_saved": 0,
-            "ffn_saved_fraction": 0.0,
-            "model_saved_fraction": 0.0,
-            **_delta_row(base, base),
-        }
-    ]
-    saved = 0
-    for step, b in enumerate(progress_bar(order, desc="frontier", disable=not progress), start=1):
-        saved += n_stored(ffn_site(model, b, spec)[2]) - n_stored(replacements[b])
-        with swapped(model, {c: replacements[c] for c in order[:step]}, spec):
-            scored = window_nll(model, eval_batches)
-        rows.append(
-            {
-                "step": step,
-                "block": b,
-                "r2_lin": r2_lin[b],
-                "params_saved": saved,
-                "ffn_saved_fraction": saved / ffn_total,
-                "model_saved_fraction": saved / model_total,
-                **_delta_row(base, scored),
-            }
+    table = joint_steps(model, eval_batches, replacements, order, base, spec=spec, progress=progress)
+    table.insert(2, "r2_lin", [None, *(r2_lin[b] for b in order)])
+    return table.drop(columns="kept")
+
+
+def parse_budget(value: str | float) -> tuple[float, bool]:
+    """(the number, whether it is relative) of a perplexity budget: ``2.5`` (ΔPPL at most 2.5) or ``"5%"`` (ΔPPL at
+    most 5 % of the unmodified model's perplexity); a LinrecError unless the number is finite and above 0."""
+    text = str(value).strip()
+    relative = text.endswith("%")
+    try:
+        number = float(text.removesuffix("%"))
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number <= 0:
+        raise LinrecError(
+            f"a perplexity budget (--max-ppl-increase) must be a finite number above 0, absolute (2.5) or relative "
+            f"to the model's perplexity (5%); got {value!r}"
         )
-    return pd.DataFrame(rows).astype({"block": "Int64"})
+    return number, relative
+
+
+def budget_ppl(max_increase: str | float, base_ppl: float) -> float:
+    """The largest ΔPPL a budget (:func:`parse_budget`) allows a model of perplexity ``base_ppl``."""
+    number, relative = parse_budget(max_increase)
+    return number / 100 * base_ppl if relative else number
+
+
+def greedy_selection(
+    model: nn.Module,
+    eval_batches: TokenBatches,
+    replacements: Mapping[int, nn.Module],
+    max_increase: str | float,
+    spec: Spec = None,
+    progress: bool = True,
+    base: WindowNLL | None = None,
+    single: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The blocks of ``replacements`` chosen greedily under a perplexity budget, one row per step (step 0 the model).
+
+    Order: each block's own ΔPPL swapped alone (``single``: a :func:`swap_deltas` table of these replacements on
+    ``eval_batches``, measured when None), cheapest first, ties by block. Each step adds the next block to those
+    kept and scores them together: the joint ΔPPL, which is not the sum of single costs. The first block whose
+    joint ΔPPL (the point estimate) exceeds ``max_increase`` (:func:`parse_budget`: absolute, or ``"5%"`` of the
+    unmodified perplexity) is recorded with ``kept`` False and ends the selection.
+
+    Columns: those of :func:`compression_frontier` with ``single_delta_ppl`` (the block's own ΔPPL) in place of
+    ``r2_lin``, then ``kept``; ``params_saved`` counts every kept block and the step's own.
+    """
+    parse_budget(max_increase)  # before any work
+    base = window_nll(model, eval_batches) if base is None else base
+    single = swap_deltas(model, eval_batches, replacements, spec, progress, base=base) if single is None else single
+    missing = sorted(set(replacements) - set(single.block))
+    if missing:
+        raise LinrecError(f"the single-block table lacks blocks {missing}; measure them with swap_deltas")
+    alone = dict(zip(single.block.astype(int), single.delta_ppl))
+    order = sorted(replacements, key=lambda b: (alone[b], b))
+    table = joint_steps(
+        model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress
+    )
+    table.insert(2, "single_delta_ppl", [0.0, *(alone[b] for b in table.block[1:])])
+    return table

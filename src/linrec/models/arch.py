@@ -104,6 +104,20 @@ def check_supported(model_type: str | None) -> None:
         )
 
 
+def check_one_module(model_type: str | None) -> None:
+    """Refuse a model type whose FFN spans two modules (BERT's, OPT's): block surgery puts one module in place of
+    the FFN, so it needs one to replace. Checked from a config, before any weights load."""
+    check_supported(model_type)
+    assert model_type is not None  # check_supported refused None
+    first, last = _LAYOUTS[model_type]
+    if first != last:
+        whole = ", ".join(t for t, (a, b) in _LAYOUTS.items() if a == b)
+        raise LinrecError(
+            f"a '{model_type}' model's FFN spans two modules ('{first}' in, '{last}' out), and replacing a block needs "
+            f"an FFN that is one module; models whose FFN is one module: {whole}"
+        )
+
+
 def _checked_layout(model: nn.Module) -> tuple[str, PretrainedConfig]:
     """``model.config.model_type`` (refused by ``check_supported`` unless known) and ``model.config``."""
     config: PretrainedConfig | None = getattr(model, "config", None)

@@ -1,0 +1,222 @@
+"""``linrec replace``: replace FFN blocks of a model by fitted maps and write the result as a replacement directory.
+
+The maps are fitted on one part of the text and perplexity is scored on another, never overlapping: a corpus's fit
+and eval splits, or, for ``--text-file``, the file's first four fifths and its last fifth (cut at a line break).
+Everything that can be checked before the model loads is (the kind, the budget, ``--out``, the device, the text),
+then, from the model's config and tokenizer before its weights load, the blocks, the kind's rank against the width,
+whether the FFN is one module, and whether the text fills the folds; :func:`linrec.interventions.replace.replace`
+does the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from linrec.commands.args import HelpFormatter, add_text_options, block_indices, positive_int, seed
+from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+    from linrec.data.tokens import TokenBatches
+    from linrec.interventions.replace import TextPart
+
+EVAL_SHARE = 0.2
+"""The share of a ``--text-file`` held out for evaluation: its end, from the first line break after 80 % of it."""
+
+
+def add_cli(sub: argparse._SubParsersAction) -> None:
+    """Register ``linrec replace``; its handler is ``args.handler``."""
+    from linrec.models.loading import DTYPES
+
+    p = sub.add_parser(
+        "replace",
+        formatter_class=HelpFormatter,
+        description="Replace FFN blocks of a model by maps fitted on a text (the blocks given, or blocks chosen\n"
+        "under a perplexity budget), score perplexity on held-out text, and write a directory that\n"
+        "linrec.load_replaced (or linrec.load_model, or linrec profile --model DIR) loads:\n"
+        "replacements.safetensors, linrec-replacement.json and report.md.",
+    )
+    p.add_argument(
+        "--model", required=True, metavar="MODEL", help="hub id, local directory, .gguf file or packaged model"
+    )
+    p.add_argument("--revision", help="hub revision of --model")
+    add_text_options(
+        p,
+        required=True,
+        file_help="a UTF-8 text file: its first four fifths fit the maps, its last fifth (from a line break) scores "
+        "them",
+        corpus_help="a named corpus (its fit and eval splits), one of: {names}",
+    )
+    p.add_argument(
+        "--blocks",
+        type=block_indices,
+        help="the blocks to replace, in this order (with --max-ppl-increase: the candidates; default all)",
+    )
+    p.add_argument(
+        "--max-ppl-increase",
+        metavar="X",
+        help="choose blocks greedily while the joint ΔPPL stays at most X (absolute, e.g. 2.5) or X%% of the model's "
+        "perplexity (e.g. 5%%); candidates go in the order of their own ΔPPL, cheapest first",
+    )
+    p.add_argument(
+        "--kind", default="affine", help="affine, lowrank:K (rank K below the width), mean or zero (the FFN removed)"
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the directory to write (new or empty)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists and is not empty")
+    p.add_argument("--max-rows", type=positive_int, default=20_000, help="token rows per block to fit on")
+    p.add_argument(
+        "--eval-rows",
+        type=positive_int,
+        default=16_384,
+        help="token rows to score perplexity on (at most all of the held-out text)",
+    )
+    p.add_argument("--seq-len", type=positive_int, default=128, help="tokens per window")
+    p.add_argument("--folds", type=positive_int, default=5, help="k of the k-fold R²_lin the record gives each block")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the fold assignment")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per forward pass")
+    p.add_argument("--device", help="cuda, mps, cpu, cuda:1 ... (default: the first available of cuda, mps, cpu)")
+    p.add_argument("--dtype", choices=list(DTYPES), metavar="DTYPE", help=f"one of: {', '.join(DTYPES)}")
+    p.add_argument("--device-map", help="'auto' to spread a large model over the available devices (accelerate)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(handler=_replace)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def split_text_file(path: Path) -> tuple[tuple[str, TextPart], tuple[str, TextPart]]:
+    """((fit text, its record), (evaluation text, its record)) of a file: its first four fifths and the rest, cut at
+    the first line break after :data:`EVAL_SHARE` of its characters from the end (exactly there when none follows)."""
+    from linrec.interventions.replace import TextPart
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise LinrecError(f"cannot read --text-file {path} as UTF-8 text: {err}") from err
+    at = round(len(text) * (1 - EVAL_SHARE))
+    cut = text.find("\n", at) + 1 or at
+    fit, held = text[:cut], text[cut:]
+    line = fit.count("\n") + 1
+    return (
+        (fit, TextPart(str(path), f"its first {len(fit):,} characters (lines 1 to {line - 1})", _sha256(fit))),
+        (held, TextPart(str(path), f"its last {len(held):,} characters (from line {line}), held out", _sha256(held))),
+    )
+
+
+def _texts(args: argparse.Namespace) -> tuple[tuple[str, TextPart], tuple[str, TextPart]]:
+    """The fit and evaluation texts with their records, from --text-file or --corpus."""
+    from linrec.interventions.replace import TextPart
+
+    if args.text_file is not None:
+        return split_text_file(args.text_file)
+    from linrec.data.corpora import load_corpus
+
+    corpus = load_corpus(args.corpus)
+    return (
+        (corpus.fit_text, TextPart(corpus.name, "its fit split", _sha256(corpus.fit_text))),
+        (corpus.eval_text, TextPart(corpus.name, "its eval split, held out", _sha256(corpus.eval_text))),
+    )
+
+
+def _replace(args: argparse.Namespace) -> int:
+    """Check everything that can be checked, load the model, replace, write ``--out`` and print the steps."""
+    from linrec.core.replacements import Kind
+    from linrec.files import check_cache, check_new_directory
+    from linrec.interventions.perplexity import parse_budget
+    from linrec.interventions.replaced import is_replacement_dir
+    from linrec.models.loading import check_device_map, load_model, pick_device
+    from linrec.models.packaged import PACKAGED, packaged_file
+
+    Kind.parse(args.kind)
+    if args.max_ppl_increase is not None:
+        parse_budget(args.max_ppl_increase)
+    if args.blocks is not None and len(set(args.blocks)) != len(args.blocks):
+        raise LinrecError(f"--blocks must name each block once; got {','.join(map(str, args.blocks))}")
+    if args.blocks is None and args.max_ppl_increase is None:
+        raise LinrecError("say which blocks to replace: --blocks 0,3 (these), or --max-ppl-increase X (chosen)")
+    if args.folds < 2:
+        raise LinrecError(f"--folds must be at least 2; got {args.folds}")
+    if is_replacement_dir(args.model):
+        raise LinrecError(f"{args.model} is a replacement directory; replace blocks of its base model instead")
+    check_new_directory(args.out, "--out", args.force)
+    check_device_map(args.device_map, args.device)
+    if args.device:
+        pick_device(args.device)
+    if args.model in PACKAGED or args.model.lower().endswith(".gguf"):
+        check_cache()  # dequantised GGUF weights live there
+    (fit_text, fit_part), (eval_text, eval_part) = _texts(args)
+    batches: list[TokenBatches] = []
+    model, _ = load_model(
+        str(packaged_file(args.model)) if args.model in PACKAGED else args.model,
+        revision=args.revision,
+        dtype=args.dtype,
+        device=args.device,
+        device_map=args.device_map,
+        supported_only=True,
+        before_weights=lambda config, tok: batches.extend(_batches(args, config, tok, fit_text, eval_text)),
+    )
+    from linrec.interventions.replace import replace
+
+    result = replace(
+        model,
+        batches[0],
+        batches[1],
+        kind=args.kind,
+        blocks=args.blocks,
+        max_ppl_increase=args.max_ppl_increase,
+        folds=args.folds,
+        seed=args.seed,
+        progress=not args.no_progress,
+        name=args.model,
+        fit_text=fit_part,
+        eval_text=eval_part,
+    )
+    result.save(args.out, args.force)
+    _print(result.record, args.out)
+    return 0
+
+
+def _batches(
+    args: argparse.Namespace, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase, fit: str, held: str
+) -> tuple[TokenBatches, TokenBatches]:
+    """The fit and evaluation batches, and the request checked against the model's config (before its weights)."""
+    from linrec.core.capture import check_training_rows
+    from linrec.data.tokens import make_batches
+    from linrec.interventions.replace import check_request
+    from linrec.models.loading import max_context
+
+    check_request(
+        config.model_type, config.num_hidden_layers, config.hidden_size, args.kind, args.blocks, args.max_ppl_increase
+    )
+    cut = lambda text, rows: make_batches(  # noqa: E731
+        tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config)
+    )
+    fit_batches = cut(fit, args.max_rows)
+    check_training_rows(fit_batches, config.hidden_size, args.folds, args.seed)
+    eval_batches = cut(held, None).first(args.eval_rows)
+    for b in (fit_batches, eval_batches):
+        b.check_vocabulary(config.vocab_size)
+    return fit_batches, eval_batches
+
+
+def _print(record: dict, out: Path) -> None:
+    """The steps, the numbers stored and the perplexity, as the report gives them, then where they were written."""
+    import pandas as pd
+
+    steps = pd.DataFrame(record["steps"])[
+        ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "kept"]
+    ]
+    with pd.option_context("display.width", 200):
+        print(steps.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–"))
+    params, ppl = record["params"], record["ppl"]
+    blocks = ", ".join(f"{b['block']} ({b['kind']})" for b in record["blocks"])
+    print(
+        f"replaced blocks {blocks}: {params['model_before']:,} -> {params['model_after']:,} numbers stored; "
+        f"perplexity {ppl['base']:.4g} -> {ppl['replaced']:.4g} on the held-out text"
+    )
+    print(f"wrote {out} (load it with linrec.load_replaced({str(out)!r}))")

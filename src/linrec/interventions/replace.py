@@ -1,0 +1,235 @@
+"""Choose FFN blocks to replace, fit their maps and record what they cost: the Python side of ``linrec replace``.
+
+:func:`replace` measures the model once on the fit text (:meth:`linrec.Measurement.capture`), fits a replacement of
+one kind per candidate block at the capture's cutoff, and scores perplexity on the evaluation text, which must be
+other text than the fit text. Blocks are either given (put in in the order given, each step scored with all before
+it) or chosen greedily under a perplexity budget (:func:`linrec.interventions.perplexity.greedy_selection`: ordered
+by each block's own measured ΔPPL, cheapest first, every step scored jointly). Only one copy of the model is ever
+held: replacements are swapped in and out (:func:`linrec.interventions.surgery.swapped`). The result saves as a
+replacement directory (:mod:`linrec.interventions.replaced`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+from torch import nn
+
+from linrec.core.measure import Measurement, versions
+from linrec.core.replacements import Kind
+from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
+from linrec.interventions.perplexity import (
+    budget_ppl,
+    greedy_selection,
+    joint_steps,
+    parse_budget,
+    swap_deltas,
+    window_nll,
+)
+from linrec.interventions.replaced import save_replaced
+from linrec.interventions.surgery import ffn_site, n_stored, param_table
+from linrec.models.arch import check_blocks, check_one_module
+
+DEPTHS = ("lower", "middle", "upper")
+
+
+@dataclass(frozen=True)
+class TextPart:
+    """Which text (and which part of it) fitted the maps or scored them, for the record."""
+
+    name: str  # a corpus name or a file path
+    part: str  # which part of it, in words
+    sha256: str  # of that part's text (UTF-8)
+
+
+@dataclass
+class Replacement:
+    """The maps chosen (block -> replacement, in the order they go in), the record of how, and the measurement."""
+
+    maps: dict[int, nn.Module]
+    record: dict
+    measurement: Measurement
+
+    def save(self, directory: str | Path, force: bool = False) -> Path:
+        """Write the replacement directory (:func:`linrec.interventions.replaced.save_replaced`)."""
+        return save_replaced(directory, self.maps, self.record, force)
+
+
+def depth_third(block: int, n_blocks: int) -> str:
+    """Whether ``block`` of ``n_blocks`` sits in the lower, middle or upper third of the model's depth."""
+    return DEPTHS[min(2, 3 * block // n_blocks)]
+
+
+def check_request(
+    model_type: str | None, n_blocks: int, width: int, kind: str, blocks: Sequence[int] | None, budget: str | None
+) -> tuple[Kind, list[int]]:
+    """(the kind, the candidate blocks) of a request, from the model's config alone (so before its weights load):
+    a known kind whose rank is below ``width``, an FFN of one module, blocks in range and each named once, a budget
+    above 0, and blocks or a budget given."""
+    parsed = Kind.parse(kind).check_width(width)
+    check_one_module(model_type)
+    if budget is not None:
+        parse_budget(budget)
+    if blocks is None:
+        if budget is None:
+            raise LinrecError("say which blocks to replace: --blocks 0,3 (these), or --max-ppl-increase X (chosen)")
+        return parsed, list(range(n_blocks))
+    repeated = sorted({b for b in blocks if list(blocks).count(b) > 1})
+    if repeated or not blocks:
+        raise LinrecError(f"--blocks must name each block once; {repeated or 'none'} given otherwise")
+    check_blocks(blocks, n_blocks)
+    return parsed, list(blocks)
+
+
+def _plain(value: object) -> object:
+    """A table cell as JSON writes it: None for a missing value, Python numbers for numpy ones (exact)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def _records(table: pd.DataFrame) -> list[dict]:
+    return [{k: _plain(v) for k, v in row.items()} for row in table.to_dict("records")]
+
+
+def replace(
+    model: nn.Module,
+    fit_batches: TokenBatches,
+    eval_batches: TokenBatches,
+    *,
+    kind: str = "affine",
+    blocks: Sequence[int] | None = None,
+    max_ppl_increase: str | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    progress: bool = True,
+    name: str | None = None,
+    weights: str | None = None,
+    fit_text: TextPart | None = None,
+    eval_text: TextPart | None = None,
+) -> Replacement:
+    """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``mean``, ``zero``) fitted on
+    ``fit_batches``, scored on ``eval_batches`` (other text: never the fit text).
+
+    ``blocks`` alone: exactly these, in this order. ``max_ppl_increase`` (``2.5``, or ``"5%"`` of the model's
+    perplexity): blocks chosen greedily from ``blocks`` (default: all) under that budget (module docstring).
+    ``name``, ``weights``: the base model as given and its weights by content
+    (:func:`linrec.models.identity.weights_id`; defaults from the model's config); ``fit_text``, ``eval_text``:
+    what the batches were cut from. The model is left as it was; the maps are in the result.
+    """
+    config = getattr(model, "config", None)
+    n_blocks, width = getattr(config, "num_hidden_layers", 0), getattr(config, "hidden_size", 0)
+    parsed, candidates = check_request(
+        getattr(config, "model_type", None), n_blocks, width, kind, blocks, max_ppl_increase
+    )
+    for b in candidates:
+        ffn_site(model, b)  # one module per FFN, also where the architecture check could not tell
+    if fit_batches.sha256 == eval_batches.sha256:
+        raise LinrecError("the fit and evaluation batches are the same tokens; score the maps on other text")
+    measurement = Measurement.capture(
+        model,
+        fit_batches,
+        blocks=candidates,
+        folds=folds,
+        seed=seed,
+        progress=progress,
+        name=name,
+        weights=weights,
+        text=None if fit_text is None else fit_text.name,
+        text_sha256=None if fit_text is None else fit_text.sha256,
+    )
+    maps = measurement.replacements(str(parsed), candidates)
+    base = window_nll(model, eval_batches, progress)
+    if max_ppl_increase is None:
+        steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress)
+        steps.insert(2, "single_delta_ppl", math.nan)
+        single = None
+    else:
+        single = swap_deltas(model, eval_batches, maps, progress=progress, base=base)
+        steps = greedy_selection(
+            model, eval_batches, maps, max_ppl_increase, progress=progress, base=base, single=single
+        )
+    kept = [int(b) for b in steps.block[1:][steps.kept[1:]]]
+    if not kept:
+        first = steps.iloc[1]
+        raise LinrecError(
+            f"no block fits the budget --max-ppl-increase {max_ppl_increase}: the cheapest, block {first.block}, "
+            f"costs ΔPPL {first.delta_ppl:+.4g} alone (perplexity {base.ppl:.4g}); raise the budget or give --blocks"
+        )
+    chosen = {b: maps[b] for b in kept}
+    final = steps[steps.kept].iloc[-1]
+    table = measurement.table().set_index("block")
+    stored = param_table(model, chosen).set_index("block")
+    before = n_stored(model)
+    record = {
+        "base": {
+            "model": measurement.provenance.model,
+            "path": local_path(measurement.provenance.model),
+            "weights": measurement.provenance.weights,
+            "dtype": measurement.provenance.dtype,
+            "width": width,
+            "n_blocks": n_blocks,
+        },
+        "kind": str(parsed),
+        "selection": {
+            "rule": "the blocks given, in the order given"
+            if max_ppl_increase is None
+            else f"greedy under --max-ppl-increase {max_ppl_increase} (ΔPPL at most "
+            f"{budget_ppl(max_ppl_increase, base.ppl):.6g}), candidates ordered by their own ΔPPL, cheapest first; the "
+            "first block that takes the joint ΔPPL over the budget is left out and ends the selection",
+            "candidates": candidates,
+            "max_ppl_increase": max_ppl_increase,
+            "single": None if single is None else _records(single),
+        },
+        "blocks": [
+            {
+                "block": b,
+                "kind": str(parsed),
+                "depth": depth_third(b, n_blocks),
+                "r2_lin": float(table.r2_lin[b]),
+                "params": int(stored.params[b]),
+                "original_params": int(stored.original_params[b]),
+            }
+            for b in kept
+        ],
+        "steps": _records(steps),
+        "params": {"model_before": before, "model_after": before - int(final.params_saved)},
+        "ppl": {
+            "base": base.ppl,
+            "replaced": float(final.ppl),
+            "delta_ppl": float(final.delta_ppl),
+            "delta_ppl_low": float(final.delta_ppl_low),
+            "delta_ppl_high": float(final.delta_ppl_high),
+        },
+        "fit_text": _text(fit_text, fit_batches),
+        "eval_text": _text(eval_text, eval_batches),
+        "measurement": {k: v for k, v in asdict(measurement.provenance).items() if k != "versions"},
+        "versions": versions(),
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    return Replacement(chosen, record, measurement)
+
+
+def local_path(name: str) -> str | None:
+    """The absolute path of a model given as a local path (None for a hub id or a packaged name), so a replacement
+    directory still finds its base when it is loaded from another working directory."""
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.exists() else None
+
+
+def _text(part: TextPart | None, batches: TokenBatches) -> dict:
+    """The record of a text: what it is (when known) and the tokens cut from it."""
+    known = asdict(part) if part is not None else {"name": "(not recorded)", "part": "(not recorded)", "sha256": None}
+    return {
+        **known,
+        "tokens_sha256": batches.sha256,
+        "rows": batches.n_rows,
+        "windows": int(batches.input_ids.shape[0]),
+        "seq_len": batches.seq_len,
+    }

@@ -1,0 +1,166 @@
+"""The measurement a practitioner keeps: the table of measure(), maps at the capture's cutoff, candidates,
+replacements of every kind, and a save/load round trip that is bit for bit."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+import linrec
+from conftest import tiny_model
+from linrec.analysis import your_model
+from linrec.core.capture import capture_positions
+from linrec.core.fit import DEFAULT_RCOND, fit_affine, rcond_for, recoverability, report_table
+from linrec.core.measure import FILES, Measurement, measure, replacement_candidates
+from linrec.core.moments import merge_folds
+from linrec.core.replacements import AffineFFN, Kind, LowRankFFN, MeanFFN, ZeroFFN, affine_ffn
+from linrec.data.tokens import make_batches
+from linrec.errors import LinrecError, LinrecWarning
+from linrec.models.identity import weights_id
+from linrec.models.loading import load_model
+
+
+@pytest.fixture(scope="module")
+def batches(tokenizer, text):
+    return make_batches(tokenizer, text, seq_len=32, max_rows=1536, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def measured(batches):
+    return Measurement.capture(tiny_model("gpt2"), batches, folds=4, progress=False)
+
+
+def test_measure_is_the_measurements_table_and_the_two_halves_it_replaced(measured, batches):
+    model = tiny_model("gpt2")
+    table = measure(model, batches, folds=4, progress=False)
+    pd.testing.assert_frame_equal(table, measured.table())
+    by_hand = report_table(recoverability(capture_positions(model, batches, folds=4, progress=False), DEFAULT_RCOND))
+    pd.testing.assert_frame_equal(table, by_hand)  # the same columns and numbers as before the object existed
+    assert table.first_position_share.notna().all() and table.r2_lin_half_rows.notna().all()
+
+
+def test_provenance_names_model_weights_tokens_and_versions(model_dirs, batches, tokenizer, text):
+    model, _ = load_model(str(model_dirs["llama"]))
+    m = Measurement.capture(model, batches, folds=4, progress=False, text="local", text_sha256="abc")
+    p = m.provenance
+    assert p.model == str(model_dirs["llama"]) and p.weights == weights_id(str(model_dirs["llama"]))
+    assert p.weights.startswith("local sha256:")
+    assert (p.rows, p.seq_len, p.folds, p.seed, p.skip_first) == (batches.n_rows, 32, 4, 0, 0)
+    assert (p.dtype, p.rcond, p.text, p.text_sha256) == ("float32", DEFAULT_RCOND, "local", "abc")
+    assert p.versions == {
+        "linrec": linrec.__version__,
+        "torch": torch.__version__,
+        "transformers": p.versions["transformers"],
+    }
+    assert p.tokens_sha256 == batches.sha256
+    other = make_batches(tokenizer, text[1000:], seq_len=32, max_rows=1536, batch_size=16)
+    assert other.sha256 != batches.sha256 and other.first(10**6).sha256 == other.sha256
+
+
+def test_fits_and_replacements_use_the_cutoff_of_the_capture_dtype(batches):
+    """A bfloat16 capture rounds the LayerNorm's null direction up to ~1e-6: the float32 cutoff would keep it, so a
+    map fitted at DEFAULT_RCOND is not the map the table scored (its null_dims are)."""
+    model = tiny_model("gpt2", seed=1).to(torch.bfloat16)
+    with pytest.warns(LinrecWarning, match="condition numbers"):
+        m = Measurement.capture(model, batches, folds=4, progress=False)
+    assert m.provenance.rcond == rcond_for(torch.bfloat16) and m.provenance.dtype == "bfloat16"
+    table = m.table().set_index("block")
+    fits = m.fits()
+    for b, fit in fits.items():
+        assert fit.rcond == rcond_for(torch.bfloat16) and fit.null_dims == table.null_dims[b] == 1
+        assert fit_affine(merge_folds(m.moments[b]), DEFAULT_RCOND).null_dims == 0  # the mismatch this removes
+        installed = m.replacements("affine", [b])[b]
+        expected = affine_ffn(fit)
+        assert torch.equal(installed.weight, expected.weight) and torch.equal(installed.bias, expected.bias)
+
+
+def test_every_kind_and_its_numbers(measured):
+    d = 32
+    sets = {kind: measured.replacements(kind) for kind in ("zero", "mean", "affine", "lowrank:4")}
+    for kind, cls, numbers in [
+        ("zero", ZeroFFN, 0),
+        ("mean", MeanFFN, d),
+        ("affine", AffineFFN, d * d + d),
+        ("lowrank:4", LowRankFFN, 4 * (d + d) + d),
+    ]:
+        assert sorted(sets[kind]) == [0, 1]
+        for module in sets[kind].values():
+            assert type(module) is cls and sum(t.numel() for t in module.state_dict().values()) == numbers
+    x = torch.randn(5, d)
+    train = merge_folds(measured.moments[1])
+    assert torch.equal(sets["mean"][1](x), train.mean_y.float().expand(5, d))
+    assert str(Kind.parse("lowrank:4")) == "lowrank:4" and Kind.parse("mean") == Kind("mean")
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("poly", "unknown replacement kind 'poly'"),
+        ("lowrank", "unknown replacement kind 'lowrank'"),
+        ("affine:3", "unknown replacement kind"),
+        ("lowrank:0", "positive integer"),
+        ("lowrank:x", "positive integer"),
+        ("lowrank:32", "below the block's width 32"),
+    ],
+)
+def test_bad_kinds_are_refused(measured, kind, message):
+    with pytest.raises(LinrecError, match=message):
+        measured.replacements(kind)
+
+
+def test_unmeasured_blocks_are_refused(batches):
+    m = Measurement.capture(tiny_model("gpt2"), batches, blocks=[1], folds=4, progress=False)
+    assert m.blocks == [1] and list(m.table().block) == [1]
+    for call in (lambda: m.fits([0]), lambda: m.replacements("affine", [0])):
+        with pytest.raises(LinrecError, match=r"blocks \[0\] were not measured; this measurement holds blocks \[1\]"):
+            call()
+
+
+def test_candidates_are_one_rule_wherever_they_are_asked_for(measured):
+    assert your_model.replacement_candidates is replacement_candidates  # chapter 9 uses the same code
+    table = pd.DataFrame({"block": [0, 1, 2], "r2_lin": [0.99, 0.97, 0.5], "r2_lin_std": [0.001, 0.05, 0.001]})
+    out = replacement_candidates(table, min_r2=0.95, max_std=0.02).set_index("block")
+    assert out.candidate.to_dict() == {0: True, 1: False, 2: False}
+    assert out.reason[1].startswith("folds disagree") and out.reason[2] == "R² below 0.95"
+    mine = measured.candidates(min_r2=0.5, max_std=1.0)
+    assert list(mine.r2_lin) == sorted(mine.r2_lin, reverse=True) and mine.candidate.dtype == bool
+    for bad in ({"min_r2": 0.0}, {"min_r2": 1.5}, {"max_std": -1.0}, {"max_std": float("nan")}):
+        with pytest.raises(LinrecError, match="min_r2"):
+            measured.candidates(**bad)
+
+
+def test_save_and_load_round_trip_bit_for_bit(measured, tmp_path):
+    out = measured.save(tmp_path / "m")
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    back = Measurement.load(out)
+    assert back.provenance == measured.provenance
+    for part in ("first", "later"):
+        mine, theirs = getattr(measured.positions, part), getattr(back.positions, part)
+        assert sorted(mine) == sorted(theirs)
+        for b in mine:
+            for a, c in zip(mine[b], theirs[b], strict=True):
+                assert a.n == c.n and all(torch.equal(getattr(a, f), getattr(c, f)) for f in ("mean_x", "cxx", "cyy"))
+                assert torch.equal(a.cxy, c.cxy) and torch.equal(a.mean_y, c.mean_y)
+    pd.testing.assert_frame_equal(back.table(), measured.table())
+    with pytest.raises(LinrecError, match="exists and is not empty.*--force"):
+        measured.save(out)
+    measured.save(out, force=True)
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left beside it
+
+
+def test_damaged_or_missing_files_are_named(measured, tmp_path):
+    out = measured.save(tmp_path / "m")
+    (out / FILES[2]).write_bytes((out / FILES[2]).read_bytes()[:100])
+    with pytest.raises(LinrecError, match="damaged"):
+        Measurement.load(out)
+    (out / FILES[0]).write_text("{not json")
+    with pytest.raises(LinrecError, match="cannot read the measurement record .*measurement.json"):
+        Measurement.load(out)
+    (out / FILES[0]).write_text(json.dumps({"format": 99}))
+    with pytest.raises(LinrecError, match="not of format 1"):
+        Measurement.load(out)
+    (out / FILES[1]).unlink()
+    with pytest.raises(LinrecError, match="lacks moments-first.safetensors"):
+        Measurement.load(out)
