@@ -140,7 +140,12 @@ def test_planted_sink_an_exact_map_everywhere_but_the_first_position():
     assert report.first_position_share == pytest.approx(
         variance_share(first[0] + first[1] + first[2] + first[3], total)
     )
-    assert after_first(0, split) == (report.first_position_share, report.r2_lin_after_first)
+    assert after_first(0, split) == (
+        report.first_position_share,
+        report.r2_lin_after_first,
+        report.r2_lin_after_first_std,
+    )
+    assert report.r2_lin_after_first_std == pytest.approx(0, abs=1e-12)  # exact in every fold
 
 
 def test_skip_first_gives_the_rows_after_the_first_position(tokenizer, text):
@@ -151,8 +156,9 @@ def test_skip_first_gives_the_rows_after_the_first_position(tokenizer, text):
     skipped = measure(model, batches, blocks=[0, 1], folds=3, skip_first=1, progress=False)
     assert np.allclose(skipped.r2_lin, full.r2_lin_after_first, atol=1e-9)
     assert (full.first_position_share > 0).all() and (full.first_position_share < 1).all()
-    assert list(full.columns[:6]) == [
-        "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first_position_share", "r2_lin_after_first"
+    assert list(full.columns[:7]) == [
+        "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first_position_share", "r2_lin_after_first",
+        "r2_lin_after_first_std",
     ]  # fmt: skip
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import check_new_file, remove_stale_temporaries, write_atomically
 
 
@@ -34,6 +35,27 @@ def add_text_options(parser: argparse.ArgumentParser, required: bool, file_help:
     text.add_argument("--text-file", type=Path, metavar="FILE", help=file_help)
     names = corpus_names()
     text.add_argument("--corpus", choices=names, metavar="NAME", help=corpus_help.format(names=", ".join(names)))
+
+
+ROWS_PER_DIMENSION = 64
+"""Rows per block per input dimension when neither --max-rows nor a profile says: where held-out R²_lin of a real
+model has settled (on SmolLM2-135M, measured on English fiction against one fixed held-out set: the median over its
+blocks 0.04 below its converged value at 14 rows per dimension, 0.005 below at 64, and moving by at most 0.003 from
+90 to 123)."""
+
+
+def warn_if_short(rows: int, wanted: int, width: int) -> None:
+    """Warn when a text gave fewer ``rows`` per block than the ``wanted`` default of :data:`ROWS_PER_DIMENSION` per
+    input dimension of a ``width``-wide model, naming both counts."""
+    if rows < wanted:
+        warnings.warn(
+            f"the text gives {rows:,} rows per block, {rows / width:.0f} per input dimension of this {width}-wide "
+            f"model; the default is {ROWS_PER_DIMENSION} per dimension ({wanted:,} rows), where held-out R²_lin has "
+            "settled. With fewer it comes out low, and maps fitted on them are worse: compare r2_lin with "
+            "r2_lin_half_rows, and give a longer text to be sure.",
+            LinrecWarning,
+            stacklevel=3,
+        )
 
 
 def positive_int(value: str) -> int:

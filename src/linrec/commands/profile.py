@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
 from linrec.commands.args import (
+    ROWS_PER_DIMENSION,
     HelpFormatter,
     add_text_options,
     block_indices,
@@ -30,10 +30,11 @@ from linrec.commands.args import (
     positive_int,
     seed,
     short_name,
+    warn_if_short,
     write_table,
 )
 from linrec.data.textfile import TextFile
-from linrec.errors import LinrecError, LinrecWarning
+from linrec.errors import LinrecError
 from linrec.files import check_cache
 
 if TYPE_CHECKING:
@@ -42,12 +43,6 @@ if TYPE_CHECKING:
     from linrec.data.tokens import TokenBatches
     from linrec.experiment.profiles import Profile
 
-
-ROWS_PER_DIMENSION = 64
-"""Rows per block per input dimension when neither --max-rows nor a profile says: where held-out R²_lin of a real
-model has settled (on SmolLM2-135M, measured on English fiction against one fixed held-out set: the median over its
-blocks 0.04 below its converged value at 14 rows per dimension, 0.005 below at 64, and moving by at most 0.003 from
-90 to 123)."""
 
 COLUMNS = {
     "model": "the model as given: --model, or the profile's name for it",
@@ -89,7 +84,6 @@ def _columns_help() -> str:
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec profile``; its handler is ``args.handler``."""
-    from linrec.data.corpora import corpus_names
     from linrec.data.tokens import LAYOUTS
     from linrec.experiment.profiles import profile_names
     from linrec.models.loading import DTYPES
@@ -365,15 +359,7 @@ def _batches(
         documents=text[1],
         at_most=rows is None,
     )
-    if batches.n_rows < wanted:
-        warnings.warn(
-            f"the text gives {batches.n_rows:,} rows per block, {batches.n_rows / config.hidden_size:.0f} per input "
-            f"dimension of this {config.hidden_size}-wide model; the default is {ROWS_PER_DIMENSION} per dimension "
-            f"({wanted:,} rows), where held-out R²_lin has settled. With fewer it comes out low: compare r2_lin "
-            "with r2_lin_half_rows, and give a longer text to be sure.",
-            LinrecWarning,
-            stacklevel=2,
-        )
+    warn_if_short(batches.n_rows, wanted, config.hidden_size)
     batches.check_vocabulary(config.vocab_size)
     check_training_rows(batches, config.hidden_size, folds, args.seed)
     return batches

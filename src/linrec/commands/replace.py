@@ -15,7 +15,15 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from linrec.commands.args import HelpFormatter, add_text_options, block_indices, positive_int, seed
+from linrec.commands.args import (
+    ROWS_PER_DIMENSION,
+    HelpFormatter,
+    add_text_options,
+    block_indices,
+    positive_int,
+    seed,
+    warn_if_short,
+)
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
@@ -67,7 +75,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the directory to write (new or empty)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists and is not empty")
-    p.add_argument("--max-rows", type=positive_int, default=20_000, help="token rows per block to fit on")
+    p.add_argument(
+        "--max-rows",
+        type=positive_int,
+        help=f"token rows per block to fit on (default: {ROWS_PER_DIMENSION} per input dimension of the model; all "
+        "of the fit text, with a warning, when it is shorter)",
+    )
     p.add_argument(
         "--eval-rows",
         type=positive_int,
@@ -193,10 +206,12 @@ def _batches(
     check_request(
         config.model_type, config.num_hidden_layers, config.hidden_size, args.kind, args.blocks, args.max_ppl_increase
     )
-    cut = lambda text, rows: make_batches(  # noqa: E731
-        tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config)
+    cut = lambda text, rows, at_most=False: make_batches(  # noqa: E731
+        tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config), at_most=at_most
     )
-    fit_batches = cut(fit, args.max_rows)
+    wanted = args.max_rows or ROWS_PER_DIMENSION * config.hidden_size
+    fit_batches = cut(fit, wanted, args.max_rows is None)
+    warn_if_short(fit_batches.n_rows, wanted, config.hidden_size)
     check_training_rows(fit_batches, config.hidden_size, args.folds, args.seed)
     eval_batches = cut(held, None).first(args.eval_rows)
     for b in (fit_batches, eval_batches):

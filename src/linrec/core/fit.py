@@ -190,6 +190,8 @@ COLUMNS = {
     "captured position of each window: position 0, where the attention sink sits, unless --skip-first",
     "r2_lin_after_first": "r2_lin with the first captured position of each window left out of both fit and "
     "evaluation (NaN when too few rows remain)",
+    "r2_lin_after_first_std": "its standard deviation over the k folds: large where a few rows carry most of what "
+    "is left of the block's output variance, so that the fold which draws them decides the number",
     "r2_feature_median": "median over output features of each feature's own held-out R²",
     "effective_rank_out": "participation ratio of the output covariance: how many directions carry the output",
     "effective_rank_map": "participation ratio of the fitted map's predictions WᵀCxxW",
@@ -224,6 +226,7 @@ class BlockReport:
     r2_lin_half_rows: float = float("nan")
     first_position_share: float = float("nan")  # unknown unless the first positions' moments were kept apart
     r2_lin_after_first: float = float("nan")
+    r2_lin_after_first_std: float = float("nan")
 
     @property
     def r2_feature_median(self) -> float:
@@ -308,15 +311,19 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
     )
 
 
-def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND) -> tuple[float, float]:
-    """What the first captured position of each window does to one block: (its share of the output variance,
-    k-fold R²_lin with those rows left out of fit and test, NaN when the later rows are too few for the width)."""
+def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND) -> tuple[float, float, float]:
+    """What the first captured position of each window does to one block: (its share of the output variance, and
+    the k-fold R²_lin with those rows left out of fit and test, as mean and std over folds; NaN when the later
+    rows are too few for the width)."""
     first, later = split.first[block], split.later[block]
     total = merge_folds([f + g for f, g in zip(first, later, strict=True)])
     k = len(later)
     others = [[g for g in range(k) if g != f] for f in range(k)]
     r2 = None if any(m.n == 0 for m in later) else _held_out_r2(later, others, rcond)
-    return variance_share(merge_folds(first), total), float("nan") if r2 is None else float(np.mean(r2))
+    share = variance_share(merge_folds(first), total)
+    if r2 is None:
+        return share, float("nan"), float("nan")
+    return share, float(np.mean(r2)), float(np.std(r2, ddof=1))
 
 
 def recoverability(
@@ -328,8 +335,9 @@ def recoverability(
         return [kfold(block, moments[block], rcond) for block in sorted(moments)]
     every, reports = moments.every(), []
     for block in sorted(every):
-        share, r2 = after_first(block, moments, rcond)
-        reports.append(replace(kfold(block, every[block], rcond), first_position_share=share, r2_lin_after_first=r2))
+        share, r2, std = after_first(block, moments, rcond)
+        report = kfold(block, every[block], rcond)
+        reports.append(replace(report, first_position_share=share, r2_lin_after_first=r2, r2_lin_after_first_std=std))
     return reports
 
 

@@ -51,7 +51,7 @@ FORMAT = 5
 4: the stored table's ``r2_feature_median`` is the true median, and its null directions follow the rounding
 clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small real directions).
 5: the first position of each window is captured apart, and the stored table gains ``r2_lin_half_rows``,
-``first_position_share``, ``r2_lin_after_first`` and ``r2_lin_folds``."""
+``first_position_share``, ``r2_lin_after_first`` (with its std over folds) and ``r2_lin_folds``."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""
