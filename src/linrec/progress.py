@@ -55,6 +55,7 @@ def progress_bar(iterable: Iterable[_T] | None = None, **options: Any) -> text_b
     place where that is seen as one (:func:`in_place`), else written as lines (see the module docstring)."""
     if options.get("disable") or in_place():
         return auto_bar(iterable, **options)
-    return text_bar(
-        iterable, file=_Lines(sys.stderr), mininterval=LOG_EVERY, bar_format=LINE, **{"unit": "it", **options}
-    )
+    # miniters=1: every update checks the clock, and tqdm's monitor thread (which refreshes a bar whose miniters it
+    # raised, every maxinterval) never prints between two lines
+    lines = {"mininterval": LOG_EVERY, "maxinterval": LOG_EVERY, "miniters": 1, "bar_format": LINE, "unit": "it"}
+    return text_bar(iterable, file=_Lines(sys.stderr), **{**lines, **options})
