@@ -14,7 +14,7 @@ blocking, and NaN/Inf activations are found from the float64 sums every ``check_
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -368,24 +368,41 @@ class MomentSink(RowSink):
         folds = np.concatenate(self._first_folds) if self._first_folds else np.zeros(0, dtype=np.int64)
         order = torch.from_numpy(np.argsort(folds, kind="stable"))  # the first rows, fold by fold
         bounds = np.searchsorted(folds[order.numpy()], np.arange(self.k + 1))
-        first: BlockMoments = {}
+        first: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for b, acc in self.accumulators.items():
             if not self._firsts[b]:
-                first[b] = [Moments.zeros(acc.d_in, acc.d_out) for _ in range(self.k)]
+                first[b] = (torch.zeros(0, acc.d_in), torch.zeros(0, acc.d_out))
                 continue
             x = torch.cat([xf for xf, _ in self._firsts[b]])
             y = torch.cat([yf for _, yf in self._firsts[b]])
             on = to_device(order, x.device)
-            x, y = x.index_select(0, on), y.index_select(0, on)
-            first[b] = [
-                Moments.from_rows(x[lo:hi], y[lo:hi]).to("cpu") for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
-            ]
+            first[b] = (x.index_select(0, on).cpu(), y.index_select(0, on).cpu())
         later = {b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()}
-        return PositionMoments(first, later)
+        return PositionMoments(_RowMoments(first, bounds), later)
 
     def moments(self) -> BlockMoments:
         """Centred moments of every row per block and fold, on CPU (:meth:`positions`, merged)."""
-        return self.positions().every()
+        return self.positions().merge()
+
+
+class _RowMoments(Mapping[int, list[Moments]]):
+    """Block -> per-fold float64 moments of its first-position rows, made from the rows (one per window, on CPU) each
+    time a block is read: a few rows, not a d x d matrix per fold, are what is kept."""
+
+    def __init__(self, rows: dict[int, tuple[torch.Tensor, torch.Tensor]], bounds: np.ndarray) -> None:
+        self._rows, self._bounds = rows, bounds  # rows ordered by fold; fold f is rows bounds[f]:bounds[f + 1]
+
+    def __getitem__(self, block: int) -> list[Moments]:
+        x, y = self._rows[block]
+        return [
+            Moments.from_rows(x[lo:hi], y[lo:hi]) for lo, hi in zip(self._bounds[:-1], self._bounds[1:], strict=True)
+        ]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
 
 def rows_needed(width: int, folds: int, seq_len: int = 1) -> int:
@@ -461,7 +478,7 @@ def capture_positions(
     run_capture(model, batches, chosen, [sink, *extra_sinks], fold_of_sequence, progress, positions)
     split = sink.positions()
     if distributed:
-        return PositionMoments(all_reduce_moments(split.first), all_reduce_moments(split.later))
+        return PositionMoments(all_reduce_moments(dict(split.first)), all_reduce_moments(split.later))
     return split
 
 
@@ -478,4 +495,4 @@ def capture_moments(
 ) -> BlockMoments:
     """Per-block, per-fold moments of every row of one pass over ``batches`` (:func:`capture_positions`, its two
     parts merged)."""
-    return capture_positions(model, batches, blocks, folds, seed, spec, extra_sinks, progress, positions).every()
+    return capture_positions(model, batches, blocks, folds, seed, spec, extra_sinks, progress, positions).merge()

@@ -316,7 +316,7 @@ def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND
     the k-fold R²_lin with those rows left out of fit and test, as mean and std over folds; NaN when the later
     rows are too few for the width)."""
     first, later = split.first[block], split.later[block]
-    total = merge_folds([f + g for f, g in zip(first, later, strict=True)])
+    total = merge_folds([f + g for f, g in zip(first, later, strict=True)])  # (``first`` is read once)
     k = len(later)
     others = [[g for g in range(k) if g != f] for f in range(k)]
     r2 = None if any(m.n == 0 for m in later) else _held_out_r2(later, others, rcond)
@@ -333,10 +333,10 @@ def recoverability(
     position of each window kept apart) with its columns ``first_position_share`` and ``r2_lin_after_first``."""
     if not isinstance(moments, PositionMoments):
         return [kfold(block, moments[block], rcond) for block in sorted(moments)]
-    every, reports = moments.every(), []
-    for block in sorted(every):
+    reports = []
+    for block in sorted(moments.later):
         share, r2, std = after_first(block, moments, rcond)
-        report = kfold(block, every[block], rcond)
+        report = kfold(block, moments.merged(block), rcond)
         reports.append(replace(report, first_position_share=share, r2_lin_after_first=r2, r2_lin_after_first_std=std))
     return reports
 

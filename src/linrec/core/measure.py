@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -33,7 +32,7 @@ from linrec.core.fit import (
     recoverability,
     report_table,
 )
-from linrec.core.moments import BlockMoments, PositionMoments, load_moments, merge_folds, save_moments
+from linrec.core.moments import Moments, PositionMoments, load_moments, merge_folds, save_moments
 from linrec.core.replacements import Kind, fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
@@ -179,9 +178,9 @@ class Measurement:
         """The measured blocks, in depth order."""
         return sorted(self.positions.later)
 
-    @cached_property
-    def moments(self) -> BlockMoments:
-        """The moments of every row, per block and fold (both parts merged)."""
+    @property
+    def moments(self) -> Mapping[int, list[Moments]]:
+        """The moments of every row, per block and fold (both parts merged when a block is read)."""
         return self.positions.every()
 
     def table(self) -> pd.DataFrame:

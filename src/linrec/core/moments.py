@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -267,14 +267,48 @@ BlockMoments = dict[int, list[Moments]]
 @dataclass
 class PositionMoments:
     """Per block and fold, the moments of the rows at each window's first captured position (``first``: where
-    the attention sink sits) and of every later row (``later``): what a fit that leaves the sink out sees."""
+    the attention sink sits) and of every later row (``later``): what a fit that leaves the sink out sees.
 
-    first: BlockMoments
+    The moments of every row are the two parts merged (Chan's update, no cancellation), made per block when asked
+    for (:meth:`every`), so they are never held beside both parts for every block at once."""
+
+    first: Mapping[int, list[Moments]]
     later: BlockMoments
 
-    def every(self) -> BlockMoments:
-        """The moments of every row, per block and fold: both parts merged (Chan's update, no cancellation)."""
-        return {b: [f + g for f, g in zip(self.first[b], self.later[b], strict=True)] for b in self.later}
+    def merged(self, block: int) -> list[Moments]:
+        """The moments of every row of ``block``, per fold."""
+        return [f + g for f, g in zip(self.first[block], self.later[block], strict=True)]
+
+    def every(self) -> Mapping[int, list[Moments]]:
+        """The moments of every row, per block and fold: a view that merges a block's parts when it is read."""
+        return _Merged(self)
+
+    def merge(self) -> BlockMoments:
+        """The moments of every row as one dict, emptying ``later`` block by block as it goes: for a caller that
+        keeps only them (the memory of the later parts is given back as the merged moments are made)."""
+        out: BlockMoments = {}
+        for block in sorted(self.later):
+            out[block] = self.merged(block)
+            del self.later[block]
+        return out
+
+
+class _Merged(Mapping[int, list[Moments]]):
+    """Block -> :meth:`PositionMoments.merged`, made at each read and not kept."""
+
+    def __init__(self, parts: PositionMoments) -> None:
+        self._parts = parts
+
+    def __getitem__(self, block: int) -> list[Moments]:
+        if block not in self._parts.later:
+            raise KeyError(block)
+        return self._parts.merged(block)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._parts.later)
+
+    def __len__(self) -> int:
+        return len(self._parts.later)
 
 
 def merge_folds(folds: list[Moments]) -> Moments:
@@ -285,7 +319,9 @@ def merge_folds(folds: list[Moments]) -> Moments:
     return total
 
 
-def save_moments(moments: BlockMoments, path: str | Path, metadata: dict[str, str] | None = None) -> None:
+def save_moments(
+    moments: Mapping[int, list[Moments]], path: str | Path, metadata: dict[str, str] | None = None
+) -> None:
     """Write per-block, per-fold moments to one safetensors file (metadata: free-form strings)."""
     tensors = {}
     for block, folds in moments.items():
