@@ -9,10 +9,8 @@ This module only assembles the parser and runs a command; each command's options
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import warnings
-from collections.abc import Iterator
 
 from linrec import __version__
 from linrec.errors import LinrecError
@@ -50,20 +48,6 @@ def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
     print(f"linrec: warning: {message}", file=sys.stderr)
 
 
-@contextlib.contextmanager
-def _no_library_bars() -> Iterator[None]:
-    """transformers' own bars (loading weights) hidden, as --no-progress hides linrec's, and shown again after."""
-    from transformers.utils import logging as transformers_logging
-
-    shown = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            transformers_logging.enable_progress_bar()
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run ``linrec`` on ``argv`` (default: the process's); a ``LinrecError`` prints as ``linrec: error: ...``
     and exits with status 2, Ctrl-C or SIGTERM as ``linrec: interrupted`` with status 130 (no traceback)."""
@@ -75,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
             if getattr(args, "no_progress", False):
-                with _no_library_bars():
+                from linrec.progress import no_library_bars
+
+                with no_library_bars():  # transformers' bars too, as --no-progress hides linrec's
                     return args.handler(args)
             return args.handler(args)
         except LinrecError as err:

@@ -9,9 +9,10 @@ when it ends, each with its count and the time since the stage started, and neve
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
 from tqdm import tqdm as text_bar
@@ -59,3 +60,17 @@ def progress_bar(iterable: Iterable[_T] | None = None, **options: Any) -> text_b
     # raised, every maxinterval) never prints between two lines
     lines = {"mininterval": LOG_EVERY, "maxinterval": LOG_EVERY, "miniters": 1, "bar_format": LINE, "unit": "it"}
     return text_bar(iterable, file=_Lines(sys.stderr), **{**lines, **options})
+
+
+@contextlib.contextmanager
+def no_library_bars() -> Iterator[None]:
+    """transformers' own progress bars (loading or saving weights) hidden inside the block, and as they were after."""
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()

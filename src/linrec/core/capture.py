@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -248,6 +248,24 @@ def _columns(width: int, positions: slice | None) -> torch.Tensor:
     return kept[None]
 
 
+@dataclass
+class _Split:
+    """One batch's rows split into each window's first row and the later ones (:meth:`BatchRows.later`)."""
+
+    index: int  # the batch's number
+    later: np.ndarray  # the later rows' indices in the batch
+    runs: tuple[tuple[int, int, int], ...]  # their fold runs, in the later rows' order
+    window: int  # rows per window when every window keeps all its rows (strided views suffice), else 0
+    uploads: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+    def indices(self, firsts: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(first rows, later rows) as index tensors on ``device``, uploaded once per device."""
+        if device not in self.uploads:
+            index = lambda a: to_device(torch.from_numpy(np.asarray(a, dtype=np.int64)), device)  # noqa: E731
+            self.uploads[device] = (index(firsts), index(self.later))
+        return self.uploads[device]
+
+
 class MomentSink(RowSink):
     """Accumulates float64 moments per block and fold (on CPU when rows come from MPS, which lacks float64).
 
@@ -274,25 +292,19 @@ class MomentSink(RowSink):
         self._firsts: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # per block: (x, y) of first rows
         self._first_folds: list[np.ndarray] = []  # the fold of each first row, batch by batch (all blocks alike)
         self._first_finite: dict[int, torch.Tensor] = {}  # per block: a device flag, all first rows finite
-        self._plan: tuple[int, dict[str, Any]] = (-1, {})  # the batch whose split is worked out, and the split
+        self._plan: _Split | None = None  # the split of the batch being added
         self._dtypes: dict[int, torch.dtype] = {}
         self._batches = 0  # batches ended so far
         self._checked = 0  # batches known to be finite
 
-    def _split(self, rows: BatchRows, device: torch.device) -> dict[str, Any]:
-        """This batch's first and later rows, worked out once on the host and uploaded once per device."""
-        if self._plan[0] != rows.index:
+    def _split(self, rows: BatchRows) -> _Split:
+        """This batch's first and later rows, worked out once on the host (the first block of a batch asks)."""
+        if self._plan is None or self._plan.index != rows.index:
             later, runs = rows.later()
             width = rows.n // len(rows.firsts)  # every window keeps `width` rows when the firsts fall every `width`
             regular = width > 1 and rows.firsts == tuple(range(0, rows.n, width)) and rows.n % width == 0
-            self._plan = (rows.index, {"later": later, "runs": runs, "uploads": {}, "window": width if regular else 0})
-        plan = self._plan[1]
-        if plan["window"]:
-            return plan  # whole windows need no index: they are strided views
-        if device not in plan["uploads"]:
-            index = lambda a: to_device(torch.from_numpy(np.asarray(a, dtype=np.int64)), device)  # noqa: E731
-            plan["uploads"][device] = (index(rows.firsts), index(plan["later"]))
-        return plan
+            self._plan = _Split(rows.index, later, runs, width if regular else 0)
+        return self._plan
 
     def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
         if x.device.type == "mps":
@@ -305,18 +317,18 @@ class MomentSink(RowSink):
         runs = rows.runs
         x, y = x.detach(), y.detach()
         if rows.firsts:
-            plan = self._split(rows, x.device)
-            if plan["window"]:  # (windows, width, d) views: the firsts are column 0, the later rows the rest
-                x, y = x.reshape(-1, plan["window"], x.shape[-1]), y.reshape(-1, plan["window"], y.shape[-1])
+            plan = self._split(rows)
+            if plan.window:  # (windows, width, d) views: the firsts are column 0, the later rows the rest
+                x, y = x.reshape(-1, plan.window, x.shape[-1]), y.reshape(-1, plan.window, y.shape[-1])
                 xf, yf, x, y = x[:, 0].clone(), y[:, 0].clone(), x[:, 1:], y[:, 1:]
             else:
-                firsts, later = plan["uploads"][x.device]
+                firsts, later = plan.indices(rows.firsts, x.device)
                 xf, yf = x.index_select(0, firsts), y.index_select(0, firsts)
                 x, y = x.index_select(0, later), y.index_select(0, later)
             self._firsts[block].append((xf, yf))
             finite = torch.isfinite(xf).all() & torch.isfinite(yf).all()
             self._first_finite[block] = finite & self._first_finite.get(block, finite)
-            runs = plan["runs"]
+            runs = plan.runs
         if x.numel():
             xs, ys = acc.shifted(x, y)
             for fold, start, stop in runs:

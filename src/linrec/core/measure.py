@@ -204,7 +204,7 @@ class Measurement:
         parsed = Kind.parse(kind)
         chosen = self.blocks if blocks is None else self._known(blocks)
         for b in chosen:
-            parsed.check_width(self.moments[b][0].d_in)
+            parsed.check_width(self.positions.later[b][0].d_in)  # (self.moments would merge every fold to read it)
         return fit_replacements(self.moments, parsed.name, parsed.rank, chosen, rcond=self.provenance.rcond)
 
     def _known(self, blocks: Sequence[int]) -> list[int]:

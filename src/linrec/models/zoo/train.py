@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from linrec.cache import build_entry
 from linrec.errors import LinrecError
 from linrec.models.zoo.spec import ZOO_FORMAT, ZooEntry, ZooSpec, model_config
+from linrec.progress import no_library_bars
 
 
 @contextmanager
@@ -40,20 +41,6 @@ def _deterministic_cpu(threads: int = 1) -> Iterator[None]:
         torch.set_num_threads(old_threads)
         torch.use_deterministic_algorithms(old_det)
         determinism.fill_uninitialized_memory = old_fill
-
-
-@contextmanager
-def _quiet_saves() -> Iterator[None]:
-    """Silence transformers' per-save progress bars (the zoo's own bars say what is happening)."""
-    from transformers.utils import logging as hf_logging
-
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()
 
 
 class ZooData:
@@ -201,7 +188,7 @@ def _train_into(job: TrainJob, tmp: Path, report: Callable[[int], object] | None
         "checkpoints": [],
         "train_loss": [],
     }
-    with _deterministic_cpu(threads=1), _quiet_saves():
+    with _deterministic_cpu(threads=1), no_library_bars():
         torch.manual_seed(entry.seed)
         model = AutoModelForCausalLM.from_config(model_config(entry, vocab, tokenizer.eos_token_id))
         record["params"] = sum(p.numel() for p in model.parameters())
