@@ -24,7 +24,6 @@ import math
 import numpy as np
 import pandas as pd
 import torch
-from IPython.display import display
 from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
 
 import linrec
@@ -369,34 +368,31 @@ ch.figure(fig, trained_table, "fig-method-trained")
 # was trained on different text, so the lines are a reference, not a target: what carries over is
 # the *shape* of the question (are the blocks alike, or not), which later chapters test properly.
 #
-# ## And on a real pretrained model
+# ## And on real models
 #
-# The `offline` profile also carries a real language model that installs from the package index,
-# SmolLM2-135M-Instruct (chapter 2 introduces it). Measured on the same rows, trained and at a
-# random initialisation of the same architecture, it answers the question the tiny GPT-2 above
-# raised: is "nearly linear at initialisation" a law? It is not. SmolLM2 is a Llama: its FFN
-# multiplies a SiLU-gated branch by a linear one, and near zero $\operatorname{SiLU}(g)\,u \approx gu/2$
-# is a *product* of two linear functions of the input, a quadratic, where $\operatorname{GELU}(z)
-# \approx z/2$ is linear. So a randomly initialised gated block has little for an affine map to
-# recover, and any linearity the trained blocks show was learned.
+# The `offline` profile also carries two real language models that install from the package index,
+# SmolLM2-135M and Gemma 3 270M (chapter 2 introduces them). Measured trained and at a seeded random
+# initialisation of the same architecture, beside the models trained here at their first checkpoint,
+# they answer the question the tiny GPT-2 above raised: is "nearly linear at initialisation" a law?
+# It is not. SmolLM2 is a Llama: its FFN multiplies a SiLU-gated branch by a linear one, and near zero
+# $\operatorname{SiLU}(g)\,u \approx gu/2$ is a *product* of two linear functions of the input, a
+# quadratic, where $\operatorname{GELU}(z) \approx z/2$ is linear; Gemma's gate is a GELU, and the
+# same holds for it. So a randomly initialised gated block has little for an affine map to recover,
+# and any linearity the trained blocks show was learned. {numref}`fig-method-real` draws every model
+# of the profile both ways.
 
 # %%
-real_runs = {}
-for m in profile.pretrained:  # the trained capture is the one chapters 2 to 7 share (with its row sample)
-    real_runs[m, "init"] = measurement(profile, m, checkpoint="init", keep="table", progress=ch.progress).table()
-    real_runs[m, "final"] = measurement(profile, m, progress=ch.progress).table()
-if real_runs:
-    real_profiles = pd.concat(real_runs.values(), ignore_index=True)
-    display(show(real_profiles.groupby(["model", "checkpoint"])["r2_lin"].describe()[["min", "50%", "max"]]
-                 .rename(columns=lambda c: f"R²_lin {'median' if c == '50%' else c}")))
-else:
-    print("This profile measures no pretrained model; see chapter 2 under the offline profile.")
+runs = {}
+for m in profile.models:  # the trained capture is the one chapters 2 to 7 share (with its row sample)
+    runs[m, "init"] = measurement(profile, m, checkpoint="init", keep="table", progress=ch.progress).table()
+    runs[m, "final"] = measurement(profile, m, progress=ch.progress).table()
+init_profiles = pd.concat(runs.values(), ignore_index=True)
+show(init_profiles.groupby(["model", "checkpoint"], sort=False)["r2_lin"].describe()[["min", "50%", "max"]]
+     .rename(columns=lambda c: f"R²_lin {'median' if c == '50%' else c}"))
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's real pretrained model, trained (solid) and at a seeded random initialisation of the same architecture (dashed), on the profile's main corpus ($k$-fold mean ± std).", "name": "fig-method-real"}}
-if real_runs:
-    fig = depth.curves_figure(real_profiles, style="checkpoint",
-                              title="A real pretrained model against its own random initialisation")
-    ch.figure(fig, real_profiles, "fig-method-real")
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile, trained (solid) and at initialisation (dashed: a zoo model's first checkpoint, a real model's seeded random initialisation of its architecture), each on its own main corpus ($k$-fold mean ± std).", "name": "fig-method-real"}}
+fig = depth.curves_figure(init_profiles, style="checkpoint", title="Every model against its own initialisation")
+ch.figure(fig, init_profiles, "fig-method-real")
 
 # %% [markdown]
 # ## This run beside the paper's setup
@@ -415,11 +411,10 @@ show(pd.DataFrame({
                                   "uniform random token ids", f"{FOLDS}-fold by sequence"],
     f"trained ({PROFILE} profile)": [trained_name, str(trained_table["d_in"].iloc[0]),
                                      str(len(trained_table)), f"{trained_run.info.rows:,}",
-                                     str(trained_run.info.seq_len), corpus.name, f"{profile.folds}-fold by sequence"],
-    **{f"pretrained ({PROFILE} profile)": [m, str(t["d_in"].iloc[0]), str(len(t)),
-                                           f"{trained_run.info.rows:,}", str(trained_run.info.seq_len),
-                                           corpus.name, f"{profile.folds}-fold by sequence"]
-       for (m, c), t in real_runs.items() if c == "final"},
+                                     str(trained_run.info.seq_len), corpus.name, f"{profile.folds}-fold by document"],
+    **{f"{m} ({PROFILE} profile)": [m, str(t["d_in"].iloc[0]), str(len(t)), f"{round(t.n_train.iloc[0] + t.n_test.iloc[0]):,}", str(profile.seq_len), profile.budget(m).corpus,
+                                    f"{profile.folds}-fold by document"]
+       for (m, c), t in runs.items() if c == "final" and m in profile.packaged},
 }, index=["models", "width d", "FFN blocks", "rows per block", "sequence length", "text", "held-out"]))
 
 # %% [markdown]

@@ -10,74 +10,105 @@
 # %% tags=["parameters"]
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 SEED = 0
-MODELS = None  # None: every model of the profile
+MODELS = None  # None: every model of the profile, real and trained here alike
 SWAP = True  # the zero-shot swap ΔPPL beneath the profiles (one perplexity pass per block and model)
-SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of the profile's eval_tokens
+SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of each model's evaluation tokens
 HIGH, LOW = 0.99, 0.3  # the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
 SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
-FIRST = 1  # leading positions of each window set aside in "Where the rows come from" (position 0 alone by default)
-PRETRAINED = None  # real pretrained models measured beside the zoo; None: the profile's (SmolLM2-135M offline)
+DEPENDS = 0.05  # a block's headline depends on the first position when leaving it out moves R²_lin this much
 
 # %%
 import pandas as pd
 from IPython.display import display
 
 from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims, swap_range
-from linrec.analysis.positions import position_claims, position_effect, position_extremes
-from linrec.analysis.pretrained import convergence_claim, row_convergence
+from linrec.analysis.positions import position_claims, position_extremes, sink_blocks, sink_table
+from linrec.analysis.pretrained import convergence_claim, measured_convergence
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.swaps import affine_swaps
-from linrec.plots import depth, pretrained
+from linrec.plots import depth
 from linrec.report.tables import show, with_interval
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], names_empty_or_none=["PRETRAINED"], flag=["SWAP"],
-             positive_int=["FIRST"], positive_int_or_none=["SWAP_TOKENS"], fraction=["HIGH", "LOW"], positive_number=["SIGMAS"])
+check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], flag=["SWAP"], positive_int_or_none=["SWAP_TOKENS"],
+             fraction=["HIGH", "LOW", "DEPENDS"], positive_number=["SIGMAS"])
 ch = chapter.start("02_heterogeneity", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
 MODELS = list(MODELS or profile.models)
-PRETRAINED = list(profile.pretrained if PRETRAINED is None else PRETRAINED)
-SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
 
 # %% [markdown]
 # ## Measuring every block of every model
 #
-# Each model of the profile is run once over the profile's main corpus, and every FFN block's
-# input and output rows are summarised in float64 moments, split into folds by sequence
-# (chapter 1). The closed-form map is fitted on all folds but one and scored on the one held out,
-# once per fold; {numref}`fig-heterogeneity` shows the mean over folds and, as error bars, their
-# standard deviation.
+# Each model of the profile is run once over its own main text, and every FFN block's input and
+# output rows are summarised in float64 moments (chapter 1). The windows are spread evenly over the
+# whole text, never cross a document (a module of the standard library, a book of the Bible), and
+# the folds deal out whole documents: each fold's map is fitted on the other folds and scored on
+# documents it never saw, once per fold. {numref}`fig-heterogeneity` shows the mean over folds
+# and, as error bars, their standard deviation. Each model has its own budget, fixed in the
+# profile before any result: the models trained here read the text they were trained on, the
+# real models read English prose, and a real model gets 64 captured rows per input dimension,
+# which the next section checks is enough.
 # The measurements are cached, so later chapters reuse them rather than running the models again.
 
 # %%
 measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 table = depth_table(measured.values(), profile)
-info = next(iter(measured.values())).info
-print(f"{len(MODELS)} models, {info.rows:,} rows per block on {info.corpus}, "
-      f"{info.folds} folds by sequence (each held-out fold ≈ {info.rows // info.folds:,} rows)")
-show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "null_dims"]],
-     fold="R²_lin, its k-fold std, the median per-feature R², the input condition number and null dims of every block")
+budgets = pd.DataFrame([{"model": m, "text": r.info.corpus, "rows per block": r.info.rows,
+                         "input width": int(table[table.model == m].d_in.iloc[0]),
+                         "rows per input dimension": r.info.rows / table[table.model == m].d_in.iloc[0],
+                         "folds (by document)": r.info.folds, "blocks": len(r.blocks)}
+                        for m, r in measured.items()])  # fmt: skip
+show(budgets, {"rows per input dimension": ".0f"})
+
+# %%
+show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first_position_share", "r2_lin_after_first",
+            "r2_feature_median", "input_condition", "null_dims"]],
+     fold="R²_lin with its k-fold std, at half the training rows, the first position's share and R²_lin without it, "
+          "the median per-feature R², the input condition number and null dims of every block")  # fmt: skip
+
+# %% [markdown]
+# ## Enough rows?
+#
+# A fit of $d$ inputs on too few rows explains noise in the rows it saw and less of the rows it did
+# not, so held-out R²_lin starts low and rises towards its limit as rows are added. Each model's
+# folds give that curve at no extra cost: the same k-fold score, computed on 2, 3, …, k of the folds,
+# trains each map on a growing share of the rows. {numref}`fig-heterogeneity-rows` draws it in rows
+# per input dimension, so that models of different widths can be read on one axis; the table's
+# `r2_lin_half_rows` column is the same check on every block at half the training rows.
+
+# %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ against the training rows each fit is given, per input dimension (log scale), for every model of the profile: the median over its blocks (solid) and its lowest block (dashed). A curve that has flattened at its right end is measured to convergence.", "name": "fig-heterogeneity-rows"}}
+convergence = pd.concat([measured_convergence(r) for r in measured.values()], ignore_index=True)
+fig = depth.convergence_figure(convergence, order=MODELS)
+ch.figure(fig, convergence, "fig-heterogeneity-rows")
+
+# %%
+ch.report([convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
+          figure="fig-heterogeneity-rows")
 
 # %% [markdown]
 # ## The zero-shot swap
 #
 # A profile says how much *variance* the affine map misses; the swap says what missing it costs.
 # Each block alone is replaced by its closed-form map, fitted on all captured rows, and the model's
-# perplexity is measured on the eval split of the profile's evaluation corpus, text that none of the
-# fitted rows came from. Nothing is retrained: this is the paper's "zero-shot" swap. Every variant of
-# a model is scored on the same tokens, so the differences are much steadier than the perplexities
-# themselves; that is why a quarter of the profile's evaluation tokens suffices here (chapter 5, on
-# compression, uses all of them).
+# perplexity is measured on the evaluation split of the model's own text, which none of the fitted
+# rows came from. Nothing is retrained: this is the paper's "zero-shot" swap. Every block of every
+# model is swapped, so no subset can miss the extremes. Every variant of a model is scored on the
+# same tokens, so the differences are much steadier than the perplexities themselves; that is why a
+# quarter of each model's evaluation tokens suffices here (chapter 5, on compression, combines swaps).
 
 # %%
 if SWAP:
-    swaps = affine_swaps(profile, measured.values(), max_tokens=SWAP_TOKENS, progress=ch.progress, cache=True)
-    print(f"perplexity on {swaps['eval_tokens'].iloc[0]:,} tokens of {swaps['eval_corpus'].iloc[0]} (eval split)")
+    swaps = pd.concat([affine_swaps(profile, [r], max_tokens=SWAP_TOKENS or profile.budget(m).eval_tokens // 4,
+                                    progress=ch.progress, cache=True) for m, r in measured.items()],
+                      ignore_index=True)  # fmt: skip
+    display(show(swaps.groupby("model", sort=False).agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"),
+                                                        ppl=("base_ppl", "first"))
+                 .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})))  # fmt: skip
     wide = swaps.assign(cell=with_interval(swaps, "delta_ppl")).pivot(index="block", columns="model", values="cell")
-    display(show(wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]")))
-    display(show(swaps.groupby("model")["base_ppl"].first().loc[MODELS].rename("PPL, unmodified").to_frame()))
+    display(show(wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]"),
+                 fold="ΔPPL of every block swapped alone, per model"))
 else:
     swaps = pd.DataFrame(columns=["model", "block", "delta_ppl"])
     print("SWAP = False: the swap panel is left empty")
@@ -100,10 +131,13 @@ show(summary)
 
 # %% [markdown]
 # The paper's claim has four parts, and each is checked separately below: the column "this run
-# (measured)" is computed from the table above, the column "paper (reported)" is the paper's.
+# (measured)" is computed from the table above, the column "paper (reported)" is the paper's. The
+# first rows pool every model of the profile; the rows after a model's name judge that model alone.
 
 # %%
 claims = heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + ([swap_range(swaps)] if SWAP else [])
+for m in MODELS:
+    claims += [c.of(m) for c in heterogeneity_claims(table[table.model == m], high=HIGH, low=LOW, sigmas=SIGMAS)]
 ch.report(claims, figure="fig-heterogeneity")
 
 # %% tags=["remove-input"]
@@ -114,127 +148,56 @@ ch.caveat()
 # offline models most often miss is the extreme, "below 0.3 next to above 0.99", which only the
 # `paper` profile can check.
 #
-# ## Where the rows come from
+# ## Where the variance sits: the first position
 #
 # Every row counts once in R²_lin, but rows are not alike. The first token of a window is special to
-# a causal model: it attends only to itself, and many GPT-2-style models give it very large
-# activations, whatever the token is (other positions use it as a place to park attention). A block whose first-position
-# rows are large and easy to predict can show a high global R²_lin that says little about the other
-# positions. Here each block is measured a second time with the first `FIRST` position(s) of every
-# window left out of the capture (not out of the model: every token is still computed from the
-# whole window), and {numref}`fig-heterogeneity-positions` sets the two R²_lin side by side, with
-# the share of the output variance the left-out positions carry (about the all-rows mean, so rows
-# far from the rest count fully) against their share of the rows.
+# a causal model: it attends only to itself, and many trained models give it very large activations,
+# whatever the token is (other positions use it as a place to park attention, an "attention sink").
+# A block whose first-position rows are large and easy to predict can show a high global R²_lin
+# that says little about the other positions. The capture keeps each window's first row apart, so
+# every table above already carries the first position's share of each block's output variance
+# (about the all-rows mean) and R²_lin with that position left out of both fit and evaluation;
+# {numref}`fig-heterogeneity-positions` sets them side by side. A block is named below when leaving
+# the first position out moves its R²_lin by `DEPENDS` or more: its headline is about the sink.
 
-# %% mystnb={"figure": {"caption": "Left: held-out $R^2_\\text{lin}$ of every block on all rows and with the first position(s) of every window left out of the capture. Right: the share of each block's output sum of squares carried by those first positions; dashed: their share of the rows.", "name": "fig-heterogeneity-positions"}}
-positions = pd.concat([position_effect(profile, m, FIRST, progress=ch.progress) for m in MODELS], ignore_index=True)
-fig = depth.position_figure(positions, order=MODELS)
-ch.figure(fig, positions, "fig-heterogeneity-positions")
+# %% mystnb={"figure": {"caption": "Left: held-out $R^2_\\text{lin}$ of every block on all rows and with the first position of every window left out of fit and evaluation (values below −1 are drawn at −1 and labelled). Right: the share of each block's output sum of squares carried by the first position; dashed: its share of the rows.", "name": "fig-heterogeneity-positions"}}
+sinks = sink_table(table, profile.seq_len)
+fig = depth.position_figure(sinks, order=MODELS)
+ch.figure(fig, sinks, "fig-heterogeneity-positions")
 
 # %%
-ch.report(position_claims(positions, FIRST, profile.seq_len))
-heavy, moved = position_extremes(positions)
-ch.glue(first=FIRST, rows_first=heavy.rows_first, variance_first=heavy.variance_first,
+ch.report(position_claims(sinks, DEPENDS) + [c.of(m) for m in MODELS
+                                              for c in position_claims(sinks[sinks.model == m], DEPENDS)],
+          figure="fig-heterogeneity-positions")  # fmt: skip
+heavy, moved = position_extremes(sinks)
+depending = sink_blocks(sinks, DEPENDS)
+ch.glue(rows_first=heavy.rows_first, variance_first=heavy.first_position_share,
         heavy_block=f"{heavy.model} block {int(heavy.block)}", change=moved.change,
-        moved_block=f"{moved.model} block {int(moved.block)}, {moved.r2_lin:.3f} → {moved.r2_lin_later:.3f}",
-        median_change=positions.change.median(),
-        reading="no block's global R²_lin moves by 0.05 or more without its first positions"
-        if positions.change.abs().max() < 0.05 else
-        "some block's global R²_lin depends on its first positions: read those blocks' numbers with that in mind")
-show(positions[["model", "block", "r2_lin", "r2_lin_later", "change", "variance_first"]],
-     fold="R²_lin of every block with and without the first positions")
+        moved_block=f"{moved.model} block {int(moved.block)}, {moved.r2_lin:.3f} → {moved.r2_lin_after_first:.3f}",
+        median_change=sinks.change.median(),
+        reading=f"no block's R²_lin moves by {DEPENDS} or more without the first position" if depending.empty else
+        f"{len(depending)} of {len(sinks)} blocks ({', '.join(f'{m} {int(b)}' for m, b in zip(depending.model, depending.block))}) "
+        "have a headline R²_lin that rests on the first position: read their numbers with the column beside them")  # fmt: skip
+show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share"]],
+     fold="R²_lin of every block with and without the first position")
 
 # %% [markdown]
-# The first {glue:text}`first` position(s) are {glue:text}`rows_first:.1%` of the rows. Their share of a
-# block's output variance reaches **{glue:text}`variance_first:.1%`** ({glue:text}`heavy_block`), and leaving
-# them out moves R²_lin by at most **{glue:text}`change:+.3f`** ({glue:text}`moved_block`); the median change
-# over all blocks is {glue:text}`median_change:+.4f`. So in this run {glue:text}`reading`.
-
-# %% [markdown]
-# ## A real pretrained model
+# The first position is {glue:text}`rows_first:.1%` of the rows. Its share of a block's output
+# variance reaches **{glue:text}`variance_first:.1%`** ({glue:text}`heavy_block`), and leaving it out
+# moves R²_lin by at most **{glue:text}`change:+.3f`** ({glue:text}`moved_block`); the median change
+# over all blocks is {glue:text}`median_change:+.4f`. In this run {glue:text}`reading`.
 #
-# The zoo's models are small and were trained here for about a million tokens. The offline profile
-# also measures a real language model that installs from the package index with nothing
-# downloaded at run time: SmolLM2-135M-Instruct, a Llama-architecture model (RMSNorm, gated SiLU
-# FFNs) with 30 blocks of width 576, trained by its authors on trillions of tokens, instruction-tuned,
-# and shipped with its weights rounded to 4 bits (Q4_1), which linrec dequantises to float32 once.
-# It is measured on the same rows of the same corpus as the zoo. At width 576 the profile's rows
-# give each fit about 11 training rows per input dimension, so the first question is whether that
-# is enough: each fit is repeated on fewer of the folds it already has, which needs no extra pass.
-
-# %%
-real = {m: measurement(profile, m, progress=ch.progress) for m in PRETRAINED}
-real_table = depth_table(real.values(), profile) if real else pd.DataFrame()
-convergence = {m: row_convergence(r.moments, r.rcond) for m, r in real.items()}
-if not real:
-    print("This profile measures no pretrained model (PRETRAINED is empty); the sections on one are skipped.")
-for m, conv in convergence.items():
-    gained = convergence_claim(conv).of(m)
-    ch.report([gained])
-    display(gained)
-    display(show(conv.pivot(index="block", columns="train_rows", values="r2_lin")
-                 .rename(columns=lambda rows: f"R²_lin, {rows:,} training rows"),
-                 fold=f"{m}: R²_lin of every block against the number of training rows"))
-
-# %% [markdown]
-# The table gives held-out R²_lin per block (rows) against the number of training rows per fit
-# (columns; the last is the profile's own number). Where the last steps still raise it, the profile below is a lower bound on what more text
-# would show, most in the least linear blocks, and a ranking of blocks rather than final values.
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The real pretrained model of the profile: held-out $R^2_\\text{lin}$ of each of its FFN blocks, variance-weighted ($k$-fold mean ± std), and the median over output features of each feature's own $R^2$.", "name": "fig-heterogeneity-real"}}
-for m in PRETRAINED:
-    fig = pretrained.profile_figure(real_table[real_table.model == m], f"{m}: R²_lin per block")
-    ch.figure(fig, real_table[real_table.model == m], f"fig-heterogeneity-real-{m}")
-
-# %%
-for m in PRETRAINED:
-    ch.report([c.of(m) for c in heterogeneity_claims(real_table[real_table.model == m], high=HIGH, low=LOW,
-                                                      sigmas=SIGMAS)], figure="fig-heterogeneity-real")
-
-# %% [markdown]
-# The variance-weighted number and the per-feature median part ways in some blocks: where one output
-# channel carries most of a block's variance, the map that predicts that channel scores high on the
-# first whatever it does with the other 575. This model has such a channel, and it lives at the
-# first position of every window. The figure below repeats the position
-# analysis of the previous section on it.
-
-# %% mystnb={"figure": {"caption": "The real pretrained model. Left: held-out $R^2_\\text{lin}$ of every block on all rows and with the first position(s) of every window left out (values below −1 are drawn at −1 and labelled). Right: the share of each block's output sum of squares carried by those positions; dashed: their share of the rows.", "name": "fig-heterogeneity-real-positions"}}
-real_positions = pd.concat([position_effect(profile, m, FIRST, progress=ch.progress) for m in PRETRAINED],
-                           ignore_index=True) if PRETRAINED else pd.DataFrame()
-if PRETRAINED:
-    fig = depth.position_figure(real_positions, order=PRETRAINED)
-    ch.figure(fig, real_positions, "fig-heterogeneity-real-positions")
-
-# %%
-real_reading = dict.fromkeys(["real_heavy", "real_heavy_share", "real_moved", "real_steady", "real_steady_change"],
-                             "n/a (no pretrained model in this profile)")
-if PRETRAINED:
-    ch.report([c.of(", ".join(PRETRAINED)) for c in position_claims(real_positions, FIRST, profile.seq_len)])
-    real_heavy, real_moved = position_extremes(real_positions)
-    steady = real_positions[real_positions.variance_first < 0.01]
-    real_reading = {"real_heavy": f"{real_heavy.model} block {int(real_heavy.block)}",
-                    "real_heavy_share": f"{real_heavy.variance_first:.1%}",
-                    "real_moved": f"block {int(real_moved.block)}: {real_moved.r2_lin:.3f} → {real_moved.r2_lin_later:.3f}",
-                    "real_steady": f"{len(steady)} of {len(real_positions)}",
-                    "real_steady_change": f"{steady.change.abs().max():.4f}" if len(steady) else "n/a"}
-    display(show(real_positions[["model", "block", "r2_lin", "r2_lin_later", "change", "variance_first"]],
-                 fold="R²_lin of every block with and without the first positions"))
-ch.glue(**real_reading)
-
-# %% [markdown]
-# In this run the first position carries up to {glue:text}`real_heavy_share` of a block's output
-# variance ({glue:text}`real_heavy`), and leaving it out changes the most affected block from
-# {glue:text}`real_moved`. In the {glue:text}`real_steady` blocks where it carries less than 1 % of
-# the variance, R²_lin moves by at most {glue:text}`real_steady_change`.
-# So for this model the highest variance-weighted numbers are a statement about one channel at one
-# position: a map that keeps that channel is near-perfect there and can be poor everywhere else.
-# Read the real model's profile with the position column beside it, and prefer the
-# without-position-0 numbers when the question is what the block does to ordinary tokens.
+# Where a block's first position carries most of its output variance, its high variance-weighted
+# R²_lin is a statement about one large, predictable row per window: a map that gets that row right
+# is near-perfect by the measure and may be poor on every ordinary token. For such blocks the number
+# without the first position is the one that says what the block does to text, and chapter 5 shows
+# what replacing them costs.
 #
-# What a 135M instruction-tuned model at 4-bit precision can show here: that a real, well-trained
-# language model has strongly heterogeneous blocks, and how its outlier channel shapes the number.
-# What it cannot show: GPT-2's or Pythia's profiles (the paper's models need the hub), or whether the
-# 4-bit rounding of its weights moved any block (its full-precision weights are not packaged).
+# What the real models here can show: that well-trained language models of two families, with
+# different activations (SiLU and GELU gates) and norm placements, have strongly heterogeneous
+# blocks, and how their first-position rows shape the number. What they cannot show: GPT-2's or
+# Pythia's own profiles (the paper's models need the hub), or whether the 4-bit rounding of their
+# packaged weights moved any block (their full-precision weights are not packaged).
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

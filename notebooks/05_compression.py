@@ -10,20 +10,16 @@
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 SEED = 0
 MODEL = None  # the model for the full comparison; None: the profile's first (the GPT-2-shaped one)
-SIGNAL_MODELS = None  # models whose affine swaps test R²_lin as a safety signal; None: every model
+SIGNAL_MODELS = None  # models whose affine swaps (every block) test R²_lin as a safety signal; None: every model
 KINDS = ["affine", "lowrank", "poly", "mean", "zero"]  # replacements to compare
 LOW_RANK = None  # rank k of the low-rank replacement; None: an eighth of the width
-EVAL_TOKENS = None  # held-out tokens per perplexity pass; None: an eighth of the profile's eval_tokens
+EVAL_TOKENS = None  # held-out tokens per perplexity pass of MODEL; None: an eighth of its evaluation tokens
 EARLY = 0.5  # the early blocks: this fraction of the model's blocks, from the bottom
 MIN_RATIO = 7.5  # the replacement claim: at least this many times fewer numbers ...
 MAX_RELATIVE = 0.05  # ... for at most this relative rise in perplexity
-PRETRAINED = None  # real pretrained models whose affine swaps are scored too; None: the profile's
-REAL_EVERY = 3  # their swapped blocks: every REAL_EVERY-th block from the first, and the last
-REAL_EVAL_TOKENS = 4096  # held-out tokens per perplexity pass on a pretrained model
 
 # %%
 import pandas as pd
-from IPython.display import display
 
 from linrec.analysis.compression import (
     affine_signal,
@@ -36,7 +32,6 @@ from linrec.analysis.compression import (
     signal_table,
     swap_kinds,
 )
-from linrec.analysis.pretrained import swap_blocks
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
@@ -48,15 +43,13 @@ from linrec.report.tables import show, with_interval
 
 check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
              positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
-             positive_number=["MIN_RATIO"], names_empty_or_none=["PRETRAINED"],
-             positive_int=["REAL_EVERY", "REAL_EVAL_TOKENS"])
+             positive_number=["MIN_RATIO"])
 ch = chapter.start("05_compression", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
 MODEL = MODEL or profile.models[0]
 SIGNAL_MODELS = list(SIGNAL_MODELS or profile.models)
-EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, profile.eval_tokens // 8)
-PRETRAINED = list(profile.pretrained if PRETRAINED is None else PRETRAINED)
+EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, (profile.budget(MODEL).eval_tokens or 0) // 8)
 
 # %% [markdown]
 # ## Five replacements
@@ -88,12 +81,12 @@ m = measurement(profile, MODEL, progress=ch.progress)
 table = m.table()
 r2_lin = dict(zip(table.block, table.r2_lin))
 net, tokenizer = load_profile_model(profile, MODEL, progress=ch.progress)
-evals = eval_batches(profile, tokenizer, net, EVAL_TOKENS)
+evals = eval_batches(profile, tokenizer, net, EVAL_TOKENS, name=MODEL)
 config = probe_config(profile.probe, seed=SEED, device=profile.device)
 sets = replacement_sets(m, KINDS, LOW_RANK, config)
 swaps = swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
 print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "
-      f"perplexity on {evals.n_rows:,} held-out tokens of {profile.eval_corpus}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
+      f"perplexity on {evals.n_rows:,} held-out tokens of {profile.eval_corpus_of(MODEL)}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
 show(swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first())
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Change in perplexity (symmetric-log axis) when one block at a time is replaced by each kind of module, with its 95% bootstrap interval over evaluation windows; the legend gives each kind's parameter ratio to the original FFN.", "name": "fig-compression-swaps"}}
@@ -130,12 +123,12 @@ early = early_blocks(m.blocks, EARLY)
 show(pd.DataFrame({
     "paper (reported)": ["GPT-2 (124M), WikiText-2", "768 → 3072 → 768", "an early block", "8× (7.996 numbers stored)",
                          "+0.77", "not stated in the sources", "not stated in the sources"],
-    "this run (measured)": [f"{MODEL}, {profile.eval_corpus}", f"{best.original_params:,} numbers stored",
+    "this run (measured)": [f"{MODEL}, {profile.eval_corpus_of(MODEL)}", f"{best.original_params:,} numbers stored",
                             f"block {int(best.block)} (highest R²_lin, {best.r2_lin:.3f}, of early blocks {early})",
                             f"{best.ratio:.3f}×", with_interval(best.to_frame().T, "delta_ppl").iloc[0],
                             f"{best.base_ppl:.3f}",
                             f"{best.relative:+.2%}"],
-    "cheapest on this text (optimistic)": [f"{MODEL}, {profile.eval_corpus}",
+    "cheapest on this text (optimistic)": [f"{MODEL}, {profile.eval_corpus_of(MODEL)}",
                                            f"{cheapest.original_params:,} numbers stored",
                                            f"block {int(cheapest.block)} (lowest ΔPPL of early blocks)",
                                            f"{cheapest.ratio:.3f}×",
@@ -175,12 +168,14 @@ show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", 
 # pooled ρ negative even when, inside every model, the more linear blocks are the costlier ones
 # (Simpson's paradox). The verdict reads the combined within-model ρ; the table under the figure gives
 # every model's own ρ, and the pooled one for contrast only. A model with fewer than four blocks has
-# no interval and is left out. The swaps are drawn in {numref}`fig-compression-signal`.
+# no interval and is left out. The swaps are drawn in {numref}`fig-compression-signal`. Every model but
+# `MODEL` is scored on a quarter of its evaluation tokens per pass, as in chapter 2, whose swaps these are.
 
 # %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
 others = {name: measurement(profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
-                    affine_signal(profile, others.values(), EVAL_TOKENS, progress=ch.progress, cache=True) if others else None], ignore_index=True)
+                    *[affine_signal(profile, [r], (profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True)
+                      for name, r in others.items()]], ignore_index=True)  # fmt: skip
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
 rho = signal_correlation(signal)
 fig = figures.signal_figure(signal, rho.combined if rho else None)
@@ -229,43 +224,38 @@ ch.caveat()
 # tested on a few dozen blocks.
 
 # %% [markdown]
-# ## A real pretrained model
+# ## Every model's early block, and the first position
 #
-# The zoo's blocks are few and its models tiny. The profile's real pretrained model (SmolLM2-135M
-# under `offline`, 30 blocks of width 576 with gated FFNs 1536 wide) gives the signal question more
-# blocks and a model whose perplexity means something. Its FFN stores $3 \cdot 576 \cdot 1536 =$
-# 2,654,208 numbers and the affine map $576^2 + 576 =$ 332,352: again 8× fewer. The blocks swapped
-# are fixed by depth before any swap is scored: every `REAL_EVERY`-th block from the first, and the
-# last. Each pass scores `REAL_EVAL_TOKENS` tokens of the evaluation split (modules never used for
-# fitting), fewer than the zoo's passes because a pass of this model costs about as much as the
-# whole zoo's.
-
-# %% mystnb={"figure": {"caption": "The profile's real pretrained model: change in perplexity when each chosen block alone is swapped for its affine map (symmetric-log axis) against the block's $R^2_\\text{lin}$; the Spearman correlation over its blocks with its 95% interval is in the title.", "name": "fig-compression-real"}}
-real_signal = {}
-for name in PRETRAINED:
-    run = measurement(profile, name, progress=ch.progress)
-    real_signal[name] = affine_signal(profile, [run], REAL_EVAL_TOKENS, progress=ch.progress, cache=True,
-                                      blocks=swap_blocks(len(run.blocks), REAL_EVERY))
-    real_rho = signal_correlation(real_signal[name])
-    fig = figures.signal_figure(real_signal[name], real_rho.combined if real_rho else None)
-    ch.figure(fig, real_signal[name], f"fig-compression-real-{name}")
-if not PRETRAINED:
-    print("This profile measures no pretrained model; the section needs one (offline profile).")
+# The replacement claim is tested above on `MODEL` with every kind of replacement. The same rule is
+# applied below to each other model's affine swaps: its early block of highest R²_lin (chosen from
+# the captured rows alone), what that swap costs, and the verdict named after the model it was
+# tested on. A real model's FFN is gated: SmolLM2's stores $3 \cdot 576 \cdot 1536 =$ 2,654,208 numbers
+# and its affine map $576^2 + 576 =$ 332,352, 8× fewer again; Gemma 3's $3 \cdot 640 \cdot 2048$ against
+# $640^2 + 640$, 9.6× fewer. Beside each swap the table sets the block's R²_lin without the first
+# position of each window and that position's share of the block's output variance (chapter 2): a
+# block whose R²_lin rests on the first position can be near-perfect by the number and costly to swap.
 
 # %%
-for name, rows in real_signal.items():
-    ch.report([c.of(name) for c in compression_claims(best_block(rows, early=EARLY), signal_correlation(rows),
-                                                      MIN_RATIO, MAX_RELATIVE)], figure="fig-compression-real")
-    display(show(rows[["block", "r2_lin", "base_ppl", "ratio", "relative"]]
-                 .assign(**{"ΔPPL [95% interval]": with_interval(rows, "delta_ppl")})))
+claims = []
+for name in SIGNAL_MODELS:
+    rows = signal[signal.model == name]
+    if name != MODEL and len(rows):
+        claims += [c.of(name) for c in compression_claims(best_block(rows, early=EARLY), signal_correlation(rows),
+                                                          MIN_RATIO, MAX_RELATIVE)]  # fmt: skip
+ch.report(claims, figure="fig-compression-signal")
+tables = {name: measurement(profile, name, keep="table", progress=ch.progress).table() for name in SIGNAL_MODELS}
+sink = pd.concat([t[["model", "block", "r2_lin_after_first", "first_position_share"]] for t in tables.values()])
+show(signal.merge(sink, on=["model", "block"])
+     .assign(**{"ΔPPL [95% interval]": lambda t: with_interval(t, "delta_ppl")})
+     [["model", "block", "r2_lin", "r2_lin_after_first", "first_position_share", "ΔPPL [95% interval]", "relative"]],
+     fold="every block's affine swap beside its R²_lin with and without the first position")
 
 # %% [markdown]
-# Read the two rows above as a second model beside the zoo, not as the paper's GPT-2: the early block
-# of highest R²_lin is this model's, and its base perplexity is that of an instruction-tuned model
-# on Python's documentation. What this model adds is the sign question on a real model's blocks: in this
-# kind of model the blocks with the highest R²_lin can be the ones whose small unrecovered part the
-# rest of the network needs most (chapter 2 found its most linear blocks dominated by one outlier
-# channel at the window's first position), so a high R²_lin is no licence to swap.
+# Read each model's row as that model's, not as the paper's GPT-2: the early block is the model's
+# own, and its base perplexity is that of the model on its own evaluation text. The real models add
+# the sign question on well-trained blocks: in them the blocks with the highest R²_lin can be the
+# ones whose small unrecovered part the rest of the network needs most (chapter 2 finds their most
+# linear blocks dominated by the first position of each window), so a high R²_lin is no licence to swap.
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

@@ -10,7 +10,7 @@
 # %% tags=["parameters"]
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 SEED = 0
-MODELS = None  # None: every model of the profile that has checkpoints along training
+MODELS = None  # None: every model of the profile that has checkpoints along training (a packaged model has none)
 CHECKPOINTS = None  # None: all of each model's checkpoints (Profile.checkpoints); or a list of names
 LOSS_CORPUS = None  # whose held-out loss is drawn beside R²_lin (zoo models); None: the profile's eval corpus
 SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
@@ -39,7 +39,7 @@ check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CHECKPOINTS"
 ch = chapter.start("08_training", PROFILE, seed=SEED)
 profile = ch.profile
 PROFILE = profile.name
-MODELS = list(MODELS or [m for m in profile.models if len(training_checkpoints(profile, m)) > 1])
+MODELS = list(MODELS or [m for m in profile.models if m not in profile.packaged and len(training_checkpoints(profile, m)) > 1])
 LOSS_CORPUS = LOSS_CORPUS or profile.eval_corpus
 schedule = {m: [(name, step) for name, step in training_checkpoints(profile, m)
                 if CHECKPOINTS is None or name in CHECKPOINTS] for m in MODELS}

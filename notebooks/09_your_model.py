@@ -172,7 +172,8 @@ show(cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-16
 # weights), dequantises the weights to float32 once, caches the result under the file's sha256, and
 # measures it like any other model. The table's `revision` column then names the file's sha256 and
 # its quantisation, so a result always says which file it came from. The example below is the GGUF
-# file inside the profile's packaged model (SmolLM2-135M, installed from the package index), with
+# file inside each of the profile's packaged models (installed from the package index; none under
+# `smoke`), with
 # `GGUF_BLOCKS` only: the forward pass stops after the deepest block asked for, so the first few
 # blocks of a 30-block model cost a fraction of a full pass.
 
@@ -180,7 +181,7 @@ show(cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-16
 with tempfile.TemporaryDirectory(prefix="linrec-ch9-gguf-") as workdir:
     text_file = Path(workdir) / "my_text.txt"
     text_file.write_text(corpus.fit_text, encoding="utf-8")
-    for m in profile.pretrained:
+    for m in profile.packaged:
         gguf_args = ["profile", "--model", str(packaged_file(m)), "--text-file", str(text_file),
                      "--max-rows", str(rows), "--seq-len", str(profile.seq_len), "--folds", str(profile.folds),
                      *(["--blocks", GGUF_BLOCKS] if GGUF_BLOCKS else []), "--out", str(Path(workdir) / "gguf.csv"),
@@ -190,8 +191,6 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-gguf-") as workdir:
         if linrec_cli(gguf_args) != 0:
             raise linrec.LinrecError("linrec profile failed; its message is printed above")
         print("weights:", pd.read_csv(Path(workdir) / "gguf.csv")["revision"].iloc[0])
-    if not profile.pretrained:
-        print("This profile has no packaged model; give any .gguf file with --model.")
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

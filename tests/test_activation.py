@@ -16,6 +16,7 @@ from linrec.core.moments import Moments
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import get_profile
+from linrec.report import paper
 from tiny_captures import planted
 
 FOLDS = 4
@@ -57,6 +58,10 @@ def test_distance_table_labels_every_single_factor_pair():
     assert len(d) == 3 and ("g1 @ final", "n @ final") not in d.index  # family and seed differ at once
     with pytest.raises(LinrecError, match="identities"):
         distance_table(table, {"g": Identity("gpt2", 0)})
+    others = pd.concat([table, planted({("s", "final"): [0.9, 0.5]}, corpus="prose"),
+                        planted({("m", "final"): [0.9, 0.5, 0.7]})])  # fmt: skip
+    ids |= {"s": Identity("gpt2", 2), "m": Identity("gpt2", 3)}
+    assert len(distance_table(others, ids)) == 3  # another text or another depth is no comparison
 
 
 def test_identities():
@@ -168,7 +173,8 @@ def test_activation_claims_report_distances_and_shares_without_a_verdict():
     )
     shares = {"GELU": grid_shares(grid_of(np.tile(np.linspace(0.2, 1, 6), (6, 1))))}
     families, seeds, weights = activation_claims(distances, shares)
-    assert families.claim == "GPT-2 vs Pythia-160m profiles" and families.value == pytest.approx(0.2)
+    assert families.claim == "profile distance between two families of one activation"  # not named after GPT-2
+    assert families.value == pytest.approx(0.2) and families.reported == paper.GPT2_VS_PYTHIA.value
     assert "two seeds of one architecture: 0.050" in families.note and seeds.value == pytest.approx(0.05)
     assert weights.claim == "cross-feeding: variance share of the weights (GELU)" and weights.value == pytest.approx(1)
     assert all(c.verdict is None for c in (families, seeds, weights))

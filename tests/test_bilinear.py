@@ -302,6 +302,9 @@ def test_share_and_gain_verdicts_on_planted_blocks_at_the_chapter_budget(control
     assert share == {"odd": "yes", "gelu-mlp": "no", "quadratic": "no"}
     gain = {k: verdicts(s, controls=controls)["bilinear probe gain"] for k, s in by_kind.items()}
     assert gain["odd"] == "yes" and gain["quadratic"] == "no"
+    failing = controls.assign(kind=controls.kind[::-1].to_numpy())  # the probe "captures" the odd residual only
+    assert not controls_pass(failing)
+    assert verdicts(by_kind["odd"], controls=failing)["bilinear probe gain"] == "untestable"  # small gain, blind probe
 
 
 def test_gate_verdict_at_the_chapter_budget():

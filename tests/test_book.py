@@ -191,15 +191,6 @@ def test_setup_shows_table_text_in_full():
 FIGURE_CALL = re.compile(r"^\s*fig = ", re.MULTILINE)
 NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?([^`>]+)>?`")
 OPTIONAL_FIGURES = {"fig-corpora-seeded-poly", "fig-corpora-swaps"}  # drawn only when their sweep is on
-OPTIONAL_FIGURES |= {  # drawn only where the profile has a pretrained model (not under smoke)
-    "fig-method-real",
-    "fig-heterogeneity-real",
-    "fig-heterogeneity-real-positions",
-    "fig-activation-controls",
-    "fig-compression-real",
-    "fig-pitfall-real",
-    "fig-corpora-real",
-}
 
 
 def test_every_figure_is_captioned_named_and_referenced():

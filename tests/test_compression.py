@@ -123,7 +123,7 @@ def test_perplexity_helpers_reuse_a_known_base(setup):
 def test_affine_signal_swaps_every_block_of_every_model(setup, monkeypatch):
     model, m, evals = setup
     monkeypatch.setattr(swaps, "load_profile_model", lambda profile, name, checkpoint, progress: (model, None))
-    monkeypatch.setattr(swaps, "eval_batches", lambda profile, tokenizer, net, tokens, corpus: evals)
+    monkeypatch.setattr(swaps, "eval_batches", lambda profile, tokenizer, net, tokens, corpus, name: evals)
     named = [Measurement(replace(m.info, model=name), m.moments, m.samples) for name in ("x", "y")]
     signal = affine_signal(get_profile("smoke"), named, progress=False)
     assert list(zip(signal.model, signal.block)) == [("x", 0), ("x", 1), ("y", 0), ("y", 1)]

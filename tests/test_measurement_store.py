@@ -236,7 +236,7 @@ def test_a_local_model_replaced_in_place_is_measured_afresh(tmp_path, monkeypatc
     corpus = Corpus("local", "prose", text, text, "test")
     monkeypatch.setattr(m, "profile_corpus", lambda profile, name: corpus)
     save(0, 1.0)
-    local = get_profile("smoke", zoo=None, models=(str(model_dir),), pretrained=(), seq_len=32, rows_per_block=640)
+    local = get_profile("smoke", zoo=None, models=(str(model_dir),), seq_len=32, rows_per_block=640)
     first = m.measurement(local, str(model_dir), keep="table", progress=False).table()
     assert m.measurement(local, str(model_dir), keep="table", progress=False).table().equals(first)  # cached
     save(0, 8.0)

@@ -243,6 +243,7 @@ def fake_packages(root: Path, contents: list[bytes], versions: dict[str, str] | 
         description="a fake",
         licence="none",
         width=4,
+        family="llama",
         quantisation="Q8_0",
     )
 
@@ -382,8 +383,8 @@ def test_missing_gguf_package_is_named(tmp_path, monkeypatch):
 
 
 def test_unknown_packaged_model_lists_them():
-    with pytest.raises(LinrecError, match="no packaged model.*smollm2-135m, gemma3-270m"):
-        get_profile("smoke", pretrained=["gpt-5"])
+    with pytest.raises(LinrecError, match="no zoo or packaged model.*packaged models are smollm2-135m, gemma3-270m"):
+        get_profile("smoke", models=["zoo-gpt2", "gpt-5"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,8 +393,8 @@ def test_unknown_packaged_model_lists_them():
 
 def test_offline_profile_names_the_real_model_and_its_controls():
     profile = get_profile("offline")
-    assert profile.pretrained == (SMOL,) and SMOL not in profile.models
-    assert get_profile("offline", pretrained=[]).pretrained == ()  # a notebook parameter's list
+    assert SMOL in profile.packaged and SMOL in profile.models
+    assert get_profile("offline", models=["zoo-gpt2"]).packaged == ()  # a notebook parameter's list
     assert profile.checkpoints(SMOL) == ("init", "final")
     assert profile.canonical_checkpoint(SMOL, "init@0") == "init"
     assert profile.canonical_checkpoint(SMOL, "permuted@2") == "permuted@2"
@@ -403,8 +404,8 @@ def test_offline_profile_names_the_real_model_and_its_controls():
         profile.canonical_checkpoint(SMOL, "step100")
     with pytest.raises(LinrecError, match="seed after '@'"):
         profile.canonical_checkpoint(SMOL, "init@x")
-    with pytest.raises(LinrecError, match="rows_per_block 800 is too few for width 576"):
-        get_profile("offline", rows_per_block=800)
+    with pytest.raises(LinrecError, match="800 rows per block are too few for smollm2-135m's width 576"):
+        get_profile("offline", budgets={SMOL: {"rows_per_block": 800}})
 
 
 def test_control_weights_are_keyed_apart_from_the_final_weights():

@@ -143,16 +143,34 @@ def test_reference_figure_draws_the_reported_bounds():
 
 def test_position_figure_sets_all_rows_against_later_ones():
     table = pd.DataFrame({"model": ["a"] * 3 + ["b"] * 3, "block": [0, 1, 2] * 2,
-                          "r2_lin": [0.9, 0.8, 0.7, 0.95, 0.6, 0.5], "r2_lin_later": [0.85, 0.8, 0.6, 0.9, 0.5, 0.5],
-                          "variance_first": [0.3, 0.1, 0.02, 0.5, 0.05, 0.01], "rows_first": [1 / 32] * 6,
-                          "first": [1] * 6})  # fmt: skip
+                          "r2_lin": [0.9, 0.8, 0.7, 0.95, 0.6, 0.5],
+                          "r2_lin_after_first": [0.85, 0.8, 0.6, 0.9, 0.5, 0.5],
+                          "first_position_share": [0.3, 0.1, 0.02, 0.5, 0.05, 0.01],
+                          "rows_first": [1 / 32] * 6})  # fmt: skip
     left, right = depth.position_figure(table).axes[:2]
     assert left.get_ylabel() == "held-out R²_lin" and "share of output variance" in right.get_ylabel()
     fig = left.figure
     assert left.get_legend() is None  # one legend beneath both panels, covering no data
-    assert "without the first 1" in [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "without the first" in [t.get_text() for t in fig.legends[0].get_texts()]
     markers = {line.get_marker() for line in left.get_lines() if len(line.get_xdata()) == 3}
     assert markers == {"o", "X"}  # the two series differ in marker, not only in dashes
     assert any("share of rows" in t.get_text() for t in right.texts)
-    with pytest.raises(LinrecError, match="variance_first"):
-        depth.position_figure(table.drop(columns="variance_first"))
+    with pytest.raises(LinrecError, match="first_position_share"):
+        depth.position_figure(table.drop(columns="first_position_share"))
+
+
+def test_convergence_figure_draws_the_median_and_the_lowest_block_per_model_against_rows_per_dimension():
+    rows = [{"model": m, "block": b, "folds": f, "train_rows": 1000 * (f - 1), "r2_lin": r - 0.1 / f, "d_in": d}
+            for m, d in (("a", 100), ("b", 250))
+            for b, r in ((0, 0.9), (1, 0.5), (2, 0.7))
+            for f in (2, 3, 4, 5)]  # fmt: skip
+    ax = depth.convergence_figure(pd.DataFrame(rows)).axes[0]
+    assert ax.get_xscale() == "log" and "per input dimension" in ax.get_xlabel()
+    lines = [line for line in ax.get_lines() if len(line.get_xdata()) == 4]
+    assert len(lines) == 4  # median and lowest block of each of the two models
+    xs = sorted({tuple(line.get_xdata()) for line in lines})
+    assert xs == [(4.0, 8.0, 12.0, 16.0), (10.0, 20.0, 30.0, 40.0)]  # train rows / d_in
+    lowest = {round(float(line.get_ydata()[-1]), 6) for line in lines}
+    assert lowest == {0.48, 0.68}  # the lowest block (0.5 - 0.1/5) and the median block (0.7 - 0.1/5)
+    with pytest.raises(LinrecError, match="d_in"):
+        depth.convergence_figure(pd.DataFrame(rows).drop(columns="d_in"))

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from linrec.analysis.positions import position_table
+from linrec.analysis.positions import position_claims, sink_blocks, sink_table
 from linrec.core.capture import RowSink, capture_moments, run_capture
-from linrec.core.fit import DEFAULT_RCOND, kfold
-from linrec.core.moments import Moments
+from linrec.core.fit import DEFAULT_RCOND, kfold, recoverability, report_table
+from linrec.core.moments import Moments, PositionMoments
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.models.arch import ffn_blocks
@@ -41,48 +41,51 @@ def test_the_position_mask_changes_what_is_captured_not_the_forward_pass(tokeniz
         capture_moments(model, batches, folds=FOLDS, positions=slice(16, None), progress=False)
 
 
-def test_position_table_on_planted_rows_where_the_first_position_carries_the_fit():
-    """Position-0 rows are large and exactly linear; later rows are noise: the global R²_lin is their doing."""
+def test_the_sink_table_reads_the_first_position_from_one_capture_of_planted_rows():
+    """Position-0 rows are large and exactly linear, later rows noise: the table's columns say the global R²_lin
+    is the first position's doing, and match the rows computed by hand."""
     g = torch.Generator().manual_seed(0)
     seqs, length, d = 400, 8, 4
     x = torch.randn(seqs, length, d, generator=g, dtype=torch.float64)
     y = 0.3 * torch.randn(seqs, length, d, generator=g, dtype=torch.float64)
     x[:, 0] *= 10
     y[:, 0] = x[:, 0] @ torch.randn(d, d, generator=g, dtype=torch.float64)
-    fold = (torch.arange(seqs) % FOLDS)[:, None].expand(seqs, length)
-
-    def per_fold(start: int) -> list[Moments]:
-        xs, ys, fs = x[:, start:].reshape(-1, d), y[:, start:].reshape(-1, d), fold[:, start:].reshape(-1)
-        return [Moments.from_rows(xs[fs == f], ys[fs == f]) for f in range(FOLDS)]
-
-    table = position_table({0: per_fold(0)}, {0: per_fold(1)}, 1, DEFAULT_RCOND).iloc[0]
-    assert table.r2_lin > 0.9 and table.r2_lin_later < 0.05 and table.change < -0.85
-    assert table.r2_lin == kfold(0, per_fold(0)).r2_lin
-    assert table.rows_first == pytest.approx(1 / length)
+    fold = torch.arange(seqs) % FOLDS
+    first = {0: [Moments.from_rows(x[fold == f, 0], y[fold == f, 0]) for f in range(FOLDS)]}
+    later = {0: [Moments.from_rows(x[fold == f, 1:].reshape(-1, d), y[fold == f, 1:].reshape(-1, d))
+                 for f in range(FOLDS)]}  # fmt: skip
+    table = report_table(recoverability(PositionMoments(first, later), DEFAULT_RCOND)).assign(model="planted")
+    row = sink_table(table, length).iloc[0]
+    assert row.r2_lin > 0.9 and row.r2_lin_after_first < 0.05 and row.change < -0.85
+    assert row.r2_lin_after_first == kfold(0, later[0]).r2_lin
+    assert row.rows_first == pytest.approx(1 / length)
     flat = y.reshape(-1, d)
     by_hand = (y[:, 0] - flat.mean(0)).pow(2).sum() / (flat - flat.mean(0)).pow(2).sum()
-    assert table.variance_first == pytest.approx(float(by_hand), rel=1e-12)
-    with pytest.raises(LinrecError, match="blocks \\[0\\]"):
-        position_table({0: per_fold(0)}, {}, 1, DEFAULT_RCOND)
+    assert row.first_position_share == pytest.approx(float(by_hand), rel=1e-9)
+    assert list(sink_blocks(sink_table(table, length)).block) == [0]
+    with pytest.raises(LinrecError, match="first_position_share"):
+        sink_table(table.drop(columns="first_position_share"), length)
+    with pytest.raises(LinrecError, match="measure them afresh"):
+        sink_table(table.assign(r2_lin_after_first=float("nan")), length)
 
 
-def test_position_claims_name_the_heaviest_and_the_most_moved_block():
+def test_position_claims_name_the_heaviest_the_most_moved_and_the_blocks_that_depend_on_the_first_position():
     import pandas as pd
 
-    from linrec.analysis.positions import position_claims
-
-    positions = pd.DataFrame(
+    sinks = pd.DataFrame(
         {
             "model": ["a", "a", "b"],
             "block": [0, 1, 0],
             "r2_lin": [0.9, 0.99, 0.8],
-            "r2_lin_later": [0.89, 0.2, 0.81],
+            "r2_lin_after_first": [0.89, 0.2, 0.81],
             "change": [-0.01, -0.79, 0.01],
+            "first_position_share": [0.1, 0.95, 0.02],
             "rows_first": [1 / 64] * 3,
-            "variance_first": [0.1, 0.95, 0.02],
         }
     )
-    heavy, moved = position_claims(positions, 1, 64)
+    heavy, moved, depending = position_claims(sinks, depends=0.05)
     assert heavy.value == 0.95 and "a block 1" in heavy.note and "1.6% of rows" in heavy.note
     assert moved.value == -0.79 and "0.990 → 0.200" in moved.note
+    assert depending.measured == "1 of 3" and depending.note == "a 1"
     assert heavy.verdict is None and moved.reported == "not reported"
+    assert position_claims(sinks, depends=0.001)[2].measured == "3 of 3"

@@ -28,8 +28,31 @@ def test_every_profile_validates_and_the_paper_profile_follows_the_notes():
     assert paper.corpora[0] == "wikitext-2" == paper.eval_corpus
     assert (paper.seq_len, paper.folds, paper.probe.rank) == (128, 5, 16)
     assert 15_000 <= paper.rows_per_block <= 30_000
-    assert PROFILES["offline"].models == tuple(ZOOS["offline"].names())
-    assert PROFILES["offline"].summary()["zoo"] == "offline"
+    offline = PROFILES["offline"]
+    assert offline.models == (*ZOOS["offline"].names(), "smollm2-135m", "gemma3-270m")
+    assert offline.packaged == ("smollm2-135m", "gemma3-270m") and offline.summary()["zoo"] == "offline"
+
+
+def test_a_real_model_has_its_own_budget_and_the_others_the_profile_sizes():
+    offline = PROFILES["offline"]
+    smol, gemma, zoo = (offline.budget(m) for m in ("smollm2-135m", "gemma3-270m", "zoo-gpt2"))
+    assert (smol.rows_per_block, gemma.rows_per_block) == (64 * 576, 64 * 640)  # 64 rows per input dimension
+    assert smol.corpus == gemma.corpus == "kjv-bible" == offline.eval_corpus_of("gemma3-270m")
+    assert smol.eval_tokens == 8192 and (smol.every, gemma.every) == (10, 6)
+    assert (zoo.rows_per_block, zoo.corpus, zoo.eval_tokens, zoo.every) == (8192, "stdlib-prose", 32_768, 1)
+    assert offline.eval_corpus_of("zoo-gpt2") == offline.eval_corpus
+    changed = get_profile("offline", budgets={"gemma3-270m": {"rows_per_block": 2048}})  # a notebook's dict
+    assert changed.budget("gemma3-270m").rows_per_block == 2048 and changed.budget("gemma3-270m").every == 6
+    assert changed.budget("smollm2-135m") == smol  # the models it does not name keep their budgets
+    with pytest.raises(LinrecError, match="too few for gemma3-270m's width 640"):
+        get_profile("offline", budgets={"gemma3-270m": {"rows_per_block": 100}})
+    with pytest.raises(LinrecError, match="needs a mapping of budget fields"):
+        get_profile("offline", budgets={"gemma3-270m": {"rows": 100}})
+    assert get_profile("offline", models=["zoo-gpt2"]).packaged == ()  # budgets of models left out are ignored
+    with pytest.raises(LinrecError, match="not one of its corpora"):
+        get_profile("offline", budgets={"gemma3-270m": {"corpus": "wikitext-2"}})
+    with pytest.raises(LinrecError, match="has no model 'zoo-gpt3'"):
+        offline.budget("zoo-gpt3")
 
 
 def test_pythia_revisions_are_the_public_schedule():
@@ -51,7 +74,7 @@ def test_pythia_revisions_are_the_public_schedule():
         ({"device": "tpu"}, "cpu, cuda, cuda:N, mps"),
         ({"dtype": "float8"}, "float32"),
         ({"seeds": []}, "seeds"),
-        ({"rows_per_block": 100}, "for width 576 .*whole 128-token sequences; use at least 896"),
+        ({"rows_per_block": 100}, "too few for zoo-gpt2's width 128 .*whole 128-token sequences; use at least"),
         ({"seq_len": 4096}, "context of 128"),
         ({"probe": {"rank": 0}}, "probe.rank"),
         ({"probe": {"rnak": 4}}, "valid: rank, sample_rows, steps, lr"),

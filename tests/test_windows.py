@@ -159,16 +159,24 @@ def test_too_few_rows_with_documents_names_whole_documents(tokenizer):
 
 
 @pytest.mark.parametrize("profile_name", ["offline", "smoke"])
-def test_profile_batches_keep_the_first_windows_and_no_documents(tokenizer, profile_name):
-    """The book's batches: the text's first windows of one token stream, folds by window, whatever documents the
-    corpus has."""
+def test_profile_batches_spread_over_the_text_and_keep_documents_whole(tokenizer, profile_name):
+    """The book's batches: fit windows spread over the whole fit text, inside documents, folds dealing documents;
+    evaluation windows spread over the eval text; the sizes of the model's budget."""
     profile = get_profile(profile_name)
     text, starts = documents_text(40)
     corpus = Corpus("local", "prose", text, local_text(30_000, seed=99), "test", tuple(starts))
     for split, rows in (("fit", profile.rows_per_block), ("eval", profile.eval_tokens)):
         batches = profile_batches(profile, tokenizer, corpus, split=split)
-        n, body = -(-rows // profile.seq_len), profile.seq_len
-        ids = tokenize(tokenizer, corpus.text(split))
-        assert batches.document is None
-        assert torch.equal(batches.input_ids, ids[: n * body].reshape(n, body))
-        assert torch.equal(batches.folds(profile.folds, 0), old_folds(n, profile.folds, 0))
+        documents = tuple(starts) if split == "fit" else None
+        wanted = make_batches(tokenizer, corpus.text(split), seq_len=profile.seq_len, max_rows=rows,
+                              batch_size=profile.batch_size, documents=documents)  # fmt: skip
+        assert torch.equal(batches.input_ids, wanted.input_ids) and batches.n_rows >= rows
+        assert (batches.document is not None) == (split == "fit")
+    fit = profile_batches(profile, tokenizer, corpus)
+    assert fit.document is not None and len(set(fit.document.tolist())) > 1  # windows from many documents
+    folds = fit.folds(profile.folds, 0)
+    for doc in set(fit.document.tolist()):
+        assert len(set(folds[fit.document == doc].tolist())) == 1  # a document is held out whole
+    if profile.packaged:
+        small = get_profile(profile_name, budgets={profile.packaged[0]: {"rows_per_block": 1024}})
+        assert profile_batches(small, tokenizer, corpus, name=profile.packaged[0]).n_rows == 1024

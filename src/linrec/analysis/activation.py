@@ -31,6 +31,9 @@ from linrec.core.moments import merge_folds
 from linrec.core.normalise import NORMALISATIONS
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
+from linrec.experiment.profiles import Profile
+from linrec.experiment.resolve import load_profile_model
+from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.crossfeed import normalised_table
 from linrec.report import paper
 from linrec.report.claims import Claim
@@ -118,6 +121,20 @@ def normalisation_table(
     table.insert(0, "model", measurement.info.model)
     table["change"] = table["r2_lin_norm"] - table["r2_lin"]
     return table
+
+
+def measured_normalisation(
+    profile: Profile, measurement: Measurement, kinds: Sequence[str] = NORMALISATIONS, progress: bool = True
+) -> pd.DataFrame:
+    """:func:`normalisation_table` of one of the profile's cached measurements, computed once and cached (a real
+    model's blocks cost minutes); the model is loaded only when the table is computed."""
+
+    def compute() -> dict[str, pd.DataFrame]:
+        net = load_profile_model(profile, measurement.info.model, measurement.info.checkpoint, progress=progress)[0]
+        return {"normalised": normalisation_table(net, measurement, kinds)}
+
+    content = {"measurement": measurement_identity(measurement), "kinds": list(kinds)}
+    return cached_frames("normalisation", content, compute)["normalised"]
 
 
 def normalisation_summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -240,8 +257,9 @@ def activation_claims(distances: pd.DataFrame, shares: Mapping[str, GridShares] 
     if len(same_activation):
         claims.append(
             Claim.measure(
-                paper.GPT2_VS_PYTHIA,
+                "profile distance between two families of one activation",
                 same_activation["distance"].mean(),
+                paper=paper.GPT2_VS_PYTHIA,
                 unit="RMS ΔR²_lin",
                 note="; ".join(f"{r.a} vs {r.b}: {r.distance:.3f}" for r in same_activation.itertuples())
                 + (f"; two seeds of one architecture: {seeds['distance'].mean():.3f}" if len(seeds) else ""),

@@ -250,13 +250,14 @@ def compression_claims(
       block, a headline number the paper does not report.
     """
     replacement = (
-        f"{best.ratio:.2f}× fewer numbers, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%} of "
+        (f"{best.model}: " if "model" in best else "")
+        + f"{best.ratio:.2f}× fewer numbers, ΔPPL {best.delta_ppl:+.3f} ({best.relative:+.2%} of "
         f"{best.base_ppl:.2f}) at block {int(best.block)}"
     )
     ok = best.ratio >= min_ratio and best.relative <= max_relative
     claims = [
         Claim.check(
-            "single-layer replacement, GPT-2 early block",
+            "single-layer replacement of an early block",
             paper.EARLY_SWAP,
             replacement,
             ok,

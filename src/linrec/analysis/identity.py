@@ -20,6 +20,7 @@ import pandas as pd
 from linrec.analysis.depth import curve_distance, curve_groups
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
+from linrec.models.packaged import PACKAGED
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -30,8 +31,9 @@ ACTIVATIONS = {
     "llama": "gated SiLU",
     "mistral": "gated SiLU",
     "qwen2": "gated SiLU",
+    "gemma3_text": "gated GELU",
 }
-"""The MLP nonlinearity of each causal family (GPT-2 and GPT-NeoX: GELU; Llama-style: SwiGLU)."""
+"""The MLP nonlinearity of each causal family (GPT-2 and GPT-NeoX: GELU; Llama-style: SwiGLU; Gemma 3: GeGLU)."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,11 @@ class Identity:
 
 
 def model_identity(profile: Profile, model: str, net: PreTrainedModel | None = None) -> Identity:
-    """The identity of one of the profile's trained models: family and seed from the zoo entry, else the
-    family from ``net.config`` (seed unknown)."""
+    """The identity of one of the profile's trained models: family and seed from the zoo entry, a packaged model's
+    family from its catalogue entry, else the family from ``net.config`` (seed unknown)."""
     profile.check_model(model)
+    if model in PACKAGED:
+        return Identity(PACKAGED[model].family, None)
     if profile.zoo is not None:
         entry = profile.zoo.entry(model)
         return Identity(entry.family, entry.seed)
@@ -96,11 +100,10 @@ def distance_table(
     """RMS distance between every pair of (model, checkpoint) profiles in ``table`` that one factor separates.
 
     ``identities`` maps each model to its :func:`model_identity`; checkpoints named in
-    ``untrained`` count as untrained. Columns: ``kind`` (:func:`pair_kind`), ``a, b`` (model @
-    checkpoint), ``distance``, ``mean_difference`` (mean R²_lin of a minus that of b).
+    ``untrained`` count as untrained. Only profiles measured on the same corpus with the same blocks are compared
+    (block i of a 30-block model is not block i of an 18-block one). Columns: ``kind`` (:func:`pair_kind`),
+    ``a, b`` (model @ checkpoint), ``distance``, ``mean_difference`` (mean R²_lin of a minus that of b).
     """
-    if table["corpus"].nunique() != 1:
-        raise LinrecError(f"compare profiles on one corpus; the table has {sorted(table['corpus'].unique())}")
     unknown = sorted(set(table["model"]) - set(identities))
     if unknown:
         raise LinrecError(f"no (family, seed) for {unknown}; give identities for every model in the table")
@@ -110,7 +113,8 @@ def distance_table(
         ia = replace(identities[ma], trained=ca not in untrained)
         ib = replace(identities[mb], trained=cb not in untrained)
         kind = pair_kind(ia, ib)
-        if kind is None:
+        comparable = set(ga.corpus) == set(gb.corpus) and list(ga.block) == list(gb.block)
+        if kind is None or not comparable:
             continue
         if kind == "training" and ia.trained:  # list the pair as (init, trained)
             (ma, ca, ga), (mb, cb, gb) = (mb, cb, gb), (ma, ca, ga)

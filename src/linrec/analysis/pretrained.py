@@ -1,16 +1,10 @@
-"""A real pretrained model beside the zoo: whether its rows suffice for its width, which blocks costly analyses cover.
+"""Whether a model's rows suffice for its width, and which blocks a costly analysis covers.
 
-A profile's ``pretrained`` models (:mod:`linrec.models.packaged`; the offline profile's SmolLM2-135M)
-are measured like any other, on the same rows; these functions put together what the chapters show
-of them:
-
-* :func:`row_convergence` and :func:`convergence_claim` (chapter 2): whether the profile's rows are enough for
-  the model's width, from the folds it already has: each fit on fewer of them gives R²_lin at fewer
-  training rows, at no extra forward pass.
-* :func:`swap_blocks` (chapters 4 and 5): the blocks a costly analysis (probes, swaps) covers, by a rule fixed
-  before any result.
-
-Its trained weights against their controls are :mod:`linrec.analysis.learned`'s, as for any model.
+* :func:`row_convergence`, :func:`measured_convergence` and :func:`convergence_claim` (chapter 2): whether a
+  model's rows are enough for its width, from the folds it already has: each fit on fewer of them gives R²_lin at
+  fewer training rows, at no extra forward pass.
+* :func:`swap_blocks` (chapter 4): the blocks a costly analysis (the probes) covers, by a rule fixed before any
+  result (a model's ``every`` in its budget, :class:`linrec.experiment.profiles.Budget`).
 """
 
 from __future__ import annotations
@@ -22,22 +16,39 @@ import pandas as pd
 from linrec.core.fit import kfold
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
+from linrec.experiment.measurement import Measurement
+from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.report.claims import Claim
 
 
 def row_convergence(moments: Mapping[int, list[Moments]], rcond: float) -> pd.DataFrame:
     """Per block, k-fold R²_lin on the first 2, 3, ..., k of its folds: held-out R²_lin at growing training rows.
 
-    Columns ``block, folds, train_rows, r2_lin``; the last row of each block is the full k-fold number.
+    Columns ``block, folds, train_rows, r2_lin``; the last row of each block is the full k-fold number. Fold counts
+    whose smallest training split has no more rows than the width (an affine fit needs one more) are left out.
     """
     rows = []
     for block, folds in sorted(moments.items()):
+        sizes = [f.n for f in folds]
         for used in range(2, len(folds) + 1):
+            if sum(sizes[:used]) - max(sizes[:used]) <= folds[0].d_in:
+                continue
             report = kfold(block, folds[:used], rcond)
             rows.append({"block": block, "folds": used, "train_rows": report.n_train, "r2_lin": report.r2_lin})
     if not rows:
         raise LinrecError("no blocks given")
     return pd.DataFrame(rows)
+
+
+def measured_convergence(m: Measurement) -> pd.DataFrame:
+    """:func:`row_convergence` of a cached measurement with its ``model`` and input width ``d_in``, computed once and
+    cached (a few hundred solves at a real model's width)."""
+
+    def compute() -> dict[str, pd.DataFrame]:
+        return {"convergence": row_convergence(m.moments, m.rcond)}
+
+    table = cached_frames("convergence", {"measurement": measurement_identity(m)}, compute)["convergence"]
+    return table.assign(model=m.info.model, d_in=int(m.table().d_in.iloc[0]))
 
 
 def convergence_claim(convergence: pd.DataFrame) -> Claim:

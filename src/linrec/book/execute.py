@@ -54,7 +54,7 @@ def prepare_models(profile: str) -> None:
     if chosen.zoo is not None:
         build_zoo(chosen.zoo, progress=True)
         print(f"[book] zoo '{chosen.zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
-    for name in chosen.pretrained:
+    for name in chosen.packaged:
         start = time.perf_counter()  # each stage its own time, not a running total
         dequantised(packaged_file(name))
         print(f"[book] pretrained '{name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
@@ -276,9 +276,8 @@ def write_claims(book: Book, profile: str) -> Path:
     from linrec.experiment.profiles import get_profile
 
     chosen = get_profile(profile)
-    subjects = [*chosen.models, *chosen.pretrained, ", ".join(chosen.pretrained)]
     book.claims.parent.mkdir(parents=True, exist_ok=True)
-    book.claims.write_text(claims_page(profile, [s for s in subjects if s]))
+    book.claims.write_text(claims_page(profile, list(chosen.models)))
     print(f"[book] wrote {book.claims.relative_to(book.root)} from the {profile} ledger", flush=True)
     return book.claims
 

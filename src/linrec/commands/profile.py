@@ -166,10 +166,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_profile)
 
 
-def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | TextFile, str, str, tuple[int, ...] | None]:
+def _text(
+    args: argparse.Namespace, profile: Profile | None, model: str | None = None
+) -> tuple[str | TextFile, str, str, tuple[int, ...] | None]:
     """(text to measure on, its name, its sha256, where its documents start) from --text-file (streamed: read
-    only as far as the rows need, :mod:`linrec.data.textfile`; no documents), --corpus or the profile's main
-    corpus (its fit text's documents)."""
+    only as far as the rows need, :mod:`linrec.data.textfile`; no documents), --corpus, or the main corpus of the
+    profile's ``model`` (its budget's; the profile's first without one) with its fit text's documents."""
     if args.text_file is not None:
         text = TextFile(args.text_file)
         try:
@@ -178,7 +180,7 @@ def _text(args: argparse.Namespace, profile: Profile | None) -> tuple[str | Text
             raise LinrecError(f"cannot read --text-file {args.text_file}: {err.__cause__}") from err
     from linrec.data.corpora import load_corpus
 
-    name = args.corpus or (profile.corpora[0] if profile is not None else None)
+    name = args.corpus or (None if profile is None else profile.budget(model).corpus if model else profile.corpora[0])
     if name is None:
         raise LinrecError("give a text to measure on: --text-file FILE, --corpus NAME or --profile NAME")
     corpus = load_corpus(name)
@@ -234,16 +236,18 @@ def _profile(args: argparse.Namespace) -> int:
         names = [args.model]
     else:
         assert profile is not None  # refused above: neither --model nor --profile
-        names = [*profile.models, *profile.pretrained]
+        names = list(profile.models)
     prepared: list[TokenBatches] = []  # each model's batches, made from its config and tokenizer
     for model_name in names:
         prepared.clear()
         if profile is not None and args.model is None:
             from linrec.experiment.resolve import load_profile_model
 
+            if args.text_file is None and args.corpus is None:  # each model reads its own budget's text
+                text, corpus_name, corpus_hash, documents = _text(args, profile, model_name)
             model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
             config = cast("PretrainedConfig", model.config)
-            prepared.append(_batches(args, profile, (text, documents), folds, config, tokenizer))
+            prepared.append(_batches(args, profile, (text, documents), folds, config, tokenizer, model_name))
         else:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
@@ -255,8 +259,8 @@ def _profile(args: argparse.Namespace) -> int:
                 device_map=args.device_map,
                 trust_remote_code=args.trust_remote_code,
                 supported_only=True,
-                before_weights=lambda config, tok: prepared.append(
-                    _batches(args, profile, (text, documents), folds, config, tok)
+                before_weights=lambda config, tok, source=(text, documents): prepared.append(
+                    _batches(args, profile, source, folds, config, tok)
                 ),
             )
         table = measure(
@@ -322,6 +326,8 @@ def _check_before_loading(args: argparse.Namespace, profile: Profile | None) -> 
     if args.model or profile is None or profile.zoo is None:
         return
     for name in profile.models:
+        if name in profile.packaged:
+            continue  # checked from its config, before its weights load
         entry = profile.zoo.entry(name)
         if args.blocks is not None:
             check_blocks(args.blocks, entry.depth)
@@ -335,10 +341,13 @@ def _batches(
     folds: int,
     config: PretrainedConfig,
     tokenizer: PreTrainedTokenizerBase,
+    model: str | None = None,
 ) -> TokenBatches:
     """The batches to measure on, from the model's config and tokenizer alone (so before its weights load): the
     blocks asked for exist, the sequence length fits the context, the tokenizer's ids the vocabulary, and the text
-    (with where its documents start, or None) fills every training split with more rows than the model is wide."""
+    (with where its documents start, or None) fills every training split with more rows than the model is wide.
+    Rows: --max-rows, else those of the profile's ``model``'s budget (the profile's own without one), else 64 per
+    input dimension."""
     from linrec.core.capture import check_training_rows
     from linrec.data.tokens import make_batches
     from linrec.models.arch import check_blocks
@@ -346,7 +355,8 @@ def _batches(
 
     if args.blocks is not None:
         check_blocks(args.blocks, config.num_hidden_layers)
-    rows = args.max_rows or (profile.rows_per_block if profile else None)
+    rows = args.max_rows or (None if profile is None else profile.budget(model).rows_per_block if model else
+                             profile.rows_per_block)  # fmt: skip
     wanted = rows or ROWS_PER_DIMENSION * config.hidden_size
     batches = make_batches(
         tokenizer,

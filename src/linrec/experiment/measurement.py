@@ -219,7 +219,7 @@ def weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
     if profile.control(model, canonical) is not None:
         base = weights_id(profile, model, "final")
         return None if base is None else f"{base} {canonical}"
-    if model in profile.pretrained:
+    if model in profile.packaged:
         package = packaged_model(model)
         return f"{package.distribution}=={package.version} sha256:{file_sha256(packaged_file(model))}"
     if profile.zoo is None:
@@ -275,7 +275,8 @@ def measurement(
     progress: bool = True,
     refresh: bool = False,
 ) -> Measurement:
-    """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the profile's main one by default).
+    """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the main one of the model's budget by
+    default, :meth:`~linrec.experiment.profiles.Profile.budget`), at the budget's rows and row sample.
 
     ``keep`` says what the caller needs (:data:`KEEPS`); an entry that holds less is captured again.
     ``store`` (default: ``keep``) may say to write less than that: the measurement is then returned
@@ -287,7 +288,7 @@ def measurement(
     stored = level if store is None else _check_keep(store)
     if stored > level:
         raise LinrecError(f"store '{store}' keeps more than keep '{keep}'; store at most what is kept")
-    text = profile_corpus(profile, corpus)
+    text = profile_corpus(profile, corpus or profile.budget(model).corpus)
     revision = model_revision(profile, model, checkpoint)
     path = entry_path(profile, model, checkpoint, text, revision)
 
@@ -334,9 +335,10 @@ def _capture(
 ) -> Measurement:
     start = time.perf_counter()
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
-    batches = profile_batches(profile, tokenizer, text, model=net)
+    batches = profile_batches(profile, tokenizer, text, model=net, name=model)
     seed = profile.seeds[0]
-    sample = RowSample(profile.probe.sample_rows, seed) if keep == "samples" else None
+    sample_rows = profile.budget(model).sample_rows or 0
+    sample = RowSample(sample_rows, seed) if keep == "samples" else None
     sinks = [] if sample is None else [sample]
     split = capture_positions(net, batches, folds=profile.folds, seed=seed, extra_sinks=sinks, progress=progress)
     samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
@@ -350,7 +352,7 @@ def _capture(
         seq_len=profile.seq_len,
         folds=profile.folds,
         seed=seed,
-        sample_rows=profile.probe.sample_rows if keep == "samples" else 0,
+        sample_rows=sample_rows if keep == "samples" else 0,
         dtype=str(next(net.parameters()).dtype),
         device=str(next(net.parameters()).device),
         capture_s=time.perf_counter() - start,

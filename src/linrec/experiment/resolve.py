@@ -63,7 +63,7 @@ def load_profile_model(
         net, tokenizer = load_profile_model(profile, model, "final", loader=loader, progress=progress)
         return apply_control(net, *control), tokenizer
     profile.canonical_checkpoint(model, checkpoint)  # refuses a checkpoint the model does not have
-    if model in profile.pretrained:
+    if model in profile.packaged:
         return loader(str(packaged_file(model)), revision=None, dtype=profile.dtype, device=profile.device)
     if profile.zoo is not None:
         path = ensure_zoo_model(profile.zoo, model, checkpoint, progress)
@@ -79,7 +79,7 @@ def model_revision(profile: Profile, model: str, checkpoint: str = "final") -> s
     hub model the local cache has no record of while offline.
     """
     profile.check_model(model)
-    if profile.zoo is not None or profile.shaped or model in profile.pretrained or Path(model).expanduser().exists():
+    if profile.zoo is not None or profile.shaped or model in profile.packaged or Path(model).expanduser().exists():
         return None
     revision = profile.hub_revision(model, checkpoint)
     return resolve_revision(model, revision, local_files_only=hub_offline() or not hub_reachable())
@@ -103,15 +103,22 @@ def profile_batches(
     split: str = "fit",
     max_rows: int | None = None,
     model: nn.Module | None = None,
+    name: str | None = None,
 ) -> TokenBatches:
-    """Token batches of ``corpus`` at the profile's sizes: ``rows_per_block`` rows of the fit text, or
-    ``eval_tokens`` of the eval text (``max_rows`` overrides); ``model`` bounds seq_len by its context.
+    """Token batches of ``corpus`` at the sizes of model ``name``'s budget (:meth:`Profile.budget`; None: the
+    profile's own sizes): its rows per block of the fit text, or its evaluation tokens of the eval text
+    (``max_rows`` overrides); ``model`` bounds seq_len by its context.
 
-    The book's chapters were measured on the text's first windows, folds dealt by window: these batches keep that
-    layout (``layout="head"``, no documents) until the chapters move to windows spread over the text and folds
-    by document, so every chapter's result stays what it was.
+    The fit windows are spread evenly over the whole fit text and stay inside one document, so the folds, which
+    deal whole documents, hold out text the fit never saw (:func:`linrec.data.tokens.make_batches`).
     """
-    rows = max_rows or (profile.rows_per_block if split == "fit" else profile.eval_tokens)
+    if name is None:
+        sizes = profile.rows_per_block, profile.eval_tokens
+    else:
+        budget = profile.budget(name)
+        assert budget.rows_per_block is not None and budget.eval_tokens is not None  # filled in by budget()
+        sizes = budget.rows_per_block, budget.eval_tokens
+    rows = max_rows or (sizes[0] if split == "fit" else sizes[1])
     return make_batches(
         tokenizer,
         corpus.text(split),
@@ -119,7 +126,7 @@ def profile_batches(
         max_rows=rows,
         batch_size=profile.batch_size,
         max_context=None if model is None else max_context(model),
-        layout="head",
+        documents=(corpus.fit_documents or None) if split == "fit" else None,
     )
 
 

@@ -39,11 +39,14 @@ def eval_batches(
     model: nn.Module | None = None,
     tokens: int | None = None,
     corpus: str | None = None,
+    name: str | None = None,
 ) -> TokenBatches:
-    """``tokens`` (default: the profile's ``eval_tokens``) of the eval split of ``corpus`` (default: the
-    profile's ``eval_corpus``), a split never used for fitting; ``model`` bounds the sequence length."""
-    text = profile_corpus(profile, corpus or profile.eval_corpus)
-    return profile_batches(profile, tokenizer, text, split="eval", max_rows=tokens, model=model)
+    """``tokens`` of the eval split of ``corpus``, a split never used for fitting; ``model`` bounds the sequence
+    length. Defaults: the evaluation tokens and corpus of profile model ``name``'s budget
+    (:meth:`~linrec.experiment.profiles.Profile.budget`), else the profile's ``eval_tokens`` and ``eval_corpus``."""
+    corpus = corpus or (profile.eval_corpus if name is None else profile.eval_corpus_of(name))
+    return profile_batches(profile, tokenizer, profile_corpus(profile, corpus), split="eval", max_rows=tokens,
+                           model=model, name=name)  # fmt: skip
 
 
 def affine_swaps(
@@ -58,32 +61,33 @@ def affine_swaps(
     """ΔPPL of each block (or each of ``blocks``) of each measured model swapped alone for its closed-form affine map.
 
     Each measurement's model is loaded at its checkpoint, its affine maps are fitted on all its
-    captured rows, and perplexity is scored on :func:`eval_batches` of ``corpus`` (default: the
-    profile's ``eval_corpus``), ``max_tokens`` of it: the unmodified model once, then each block in
-    depth order (:func:`linrec.interventions.perplexity.swap_deltas`). Columns: ``model, checkpoint,
-    corpus`` (the fitted rows'), those of ``swap_deltas``, ``relative`` (ΔPPL / PPL, comparable across
-    corpora), ``eval_corpus`` and ``eval_tokens``; measurements in the order given. ``cache``: keep each
-    measurement's table in the cache (:func:`linrec.experiment.results.cached_frames`; measurements from the cache).
+    captured rows, and perplexity is scored on :func:`eval_batches` of ``corpus`` (default: each model's
+    evaluation corpus, :meth:`~linrec.experiment.profiles.Profile.eval_corpus_of`), ``max_tokens`` of it: the
+    unmodified model once, then each block in depth order (:func:`linrec.interventions.perplexity.swap_deltas`).
+    Columns: ``model, checkpoint, corpus`` (the fitted rows'), those of ``swap_deltas``, ``relative`` (ΔPPL / PPL,
+    comparable across corpora), ``eval_corpus`` and ``eval_tokens``; measurements in the order given. ``cache``:
+    keep each measurement's table in the cache (:func:`linrec.experiment.results.cached_frames`; measurements from
+    the cache).
     """
-    corpus = corpus or profile.eval_corpus
     tables = []
     for m in measurements:
+        scored = corpus or profile.eval_corpus_of(m.info.model)
 
-        def compute(m: Measurement = m) -> dict[str, pd.DataFrame]:
+        def compute(m: Measurement = m, scored: str = scored) -> dict[str, pd.DataFrame]:
             net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
-            batches = eval_batches(profile, tokenizer, net, max_tokens, corpus)
+            batches = eval_batches(profile, tokenizer, net, max_tokens, scored, m.info.model)
             chosen = m.moments if blocks is None else {b: m.moments[b] for b in sorted(set(blocks))}
             table = swap_deltas(net, batches, fit_replacements(chosen, "affine"), progress=progress)
             for i, column in enumerate(LABELS):
                 table.insert(i, column, getattr(m.info, column))
             table["relative"] = table["delta_ppl"] / table["base_ppl"]
-            table["eval_corpus"] = corpus
+            table["eval_corpus"] = scored
             table["eval_tokens"] = batches.n_rows
             return {"swaps": table}
 
         if cache:
-            content = {"measurement": measurement_identity(m), "profile": repr(profile), "corpus": corpus,
-                       "eval_sha256": profile_corpus(profile, corpus).sha256, "max_tokens": max_tokens,
+            content = {"measurement": measurement_identity(m), "profile": repr(profile), "corpus": scored,
+                       "eval_sha256": profile_corpus(profile, scored).sha256, "max_tokens": max_tokens,
                        **({} if blocks is None else {"blocks": sorted(set(blocks))})}  # fmt: skip
             tables.append(cached_frames("swaps", content, compute)["swaps"])
         else:

@@ -67,6 +67,7 @@ class PackagedModel:
     description: str
     licence: str
     width: int  # the FFN blocks' input width, for the row-count check before anything loads
+    family: str  # its transformers model_type, as the loaded config gives it
     quantisation: str  # how the file stores its weights (llama.cpp's name), which linrec dequantises to float32
 
     @property
@@ -101,6 +102,7 @@ PACKAGED: dict[str, PackagedModel] = {
         ),
         licence="Apache-2.0",
         width=576,
+        family="llama",
         quantisation="Q4_1",
     ),
     "gemma3-270m": PackagedModel(
@@ -124,6 +126,7 @@ PACKAGED: dict[str, PackagedModel] = {
         ),
         licence="Gemma Terms of Use",
         width=640,
+        family="gemma3_text",
         quantisation="Q4_K_M",
     ),
 }

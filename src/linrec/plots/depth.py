@@ -1,6 +1,6 @@
 """Figures of chapters 2, 7 and 8: R²_lin (and what goes with it) against FFN block, per model, checkpoint, corpus.
 
-Every function takes the tidy tables of :mod:`linrec.analysis.depth` or :mod:`linrec.analysis.positions`
+Every function takes the tidy tables of :mod:`linrec.analysis.depth` or :func:`linrec.analysis.positions.sink_table`
 (one row per block) and returns a matplotlib Figure with labelled axes; error bars are the k-fold
 standard deviation (``r2_lin_std``). Colours follow the active seaborn palette, one colour per model
 throughout a chapter when ``order`` is the same. Chapters 1 and 3 draw their profiles with
@@ -307,20 +307,19 @@ FLOOR = -1.0
 
 
 def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
-    """R²_lin of every block on all rows and without the first positions (left; values below :data:`FLOOR` drawn
-    at it and labelled), and the share of the output variance the first positions carry against their share
-    of rows (right), one line per model.
+    """R²_lin of every block on all rows and without the first position of each window (left; values below
+    :data:`FLOOR` drawn at it and labelled), and the share of the output variance the first position carries
+    against its share of rows (right), one line per model.
 
-    ``table``: :func:`linrec.analysis.positions.position_effect` rows of one or more models.
+    ``table``: :func:`linrec.analysis.positions.sink_table` rows of one or more models.
     """
-    require(table, ["model", "block", "r2_lin", "r2_lin_later", "variance_first", "rows_first", "first"],
+    require(table, ["model", "block", "r2_lin", "r2_lin_after_first", "first_position_share", "rows_first"],
             "the position figure")  # fmt: skip
     models = ordered(table, "model", order)
-    first = int(table["first"].iloc[0])
     fig, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 4.8), layout="constrained")
-    long = table.melt(id_vars=["model", "block"], value_vars=["r2_lin", "r2_lin_later"], var_name="rows",
+    long = table.melt(id_vars=["model", "block"], value_vars=["r2_lin", "r2_lin_after_first"], var_name="rows",
                       value_name="R²")  # fmt: skip
-    long["rows"] = long.rows.map({"r2_lin": "all positions", "r2_lin_later": f"without the first {first}"})
+    long["rows"] = long.rows.map({"r2_lin": "all positions", "r2_lin_after_first": "without the first"})
     clipped = long[long["R²"] < FLOOR]
     long["R²"] = long["R²"].clip(lower=FLOOR)  # one block far below zero would flatten every other
     styles = list(dict.fromkeys(long["rows"]))
@@ -331,15 +330,40 @@ def position_figure(table: pd.DataFrame, order: Sequence[str] | None = None) -> 
         left.annotate(f"{row['R²']:.3g}", (row["block"], FLOOR), xytext=(0, 6), textcoords="offset points",
                       ha="center", fontsize=SMALL, color="0.3")  # fmt: skip
     left.set(xlabel="FFN block (depth)", ylabel="held-out R²_lin",
-             title="R²_lin, with and without\nthe first positions")  # fmt: skip
-    sns.lineplot(data=table, x="block", y="variance_first", hue="model", hue_order=models, marker="o", ax=right,
+             title="R²_lin, with and without\nthe first position")  # fmt: skip
+    sns.lineplot(data=table, x="block", y="first_position_share", hue="model", hue_order=models, marker="o", ax=right,
                  legend=False)  # fmt: skip
     right.axhline(float(table.rows_first.iloc[0]), color="0.4", lw=1, ls="--", zorder=0)
     right.text(0.01, float(table.rows_first.iloc[0]), f" their share of rows ({table.rows_first.iloc[0]:.1%})",
                transform=right.get_yaxis_transform(), va="bottom", fontsize=SMALL, color="0.35")  # fmt: skip
     right.set(xlabel="FFN block (depth)", ylabel="share of output variance",
-              title=f"What the first {first}\nposition(s) carry")  # fmt: skip
+              title="What the first\nposition carries")  # fmt: skip
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure_legend(fig, left)
+    return fig
+
+
+def convergence_figure(convergence: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
+    """Held-out R²_lin against training rows per input dimension, one colour per model: the median over blocks
+    (solid) and the lowest block (dashed), each fit on 1 to k-1 of the k folds.
+
+    ``convergence``: :func:`linrec.analysis.pretrained.row_convergence` rows with ``model`` and ``d_in`` columns.
+    """
+    require(convergence, ["model", "block", "train_rows", "r2_lin", "d_in"], "the convergence figure")
+    models = ordered(convergence, "model", order)
+    per_dim = convergence.assign(rows_per_dim=convergence.train_rows / convergence.d_in)
+    steps = per_dim.groupby(["model", "folds"], as_index=False).agg(
+        rows_per_dim=("rows_per_dim", "mean"), median=("r2_lin", "median"), lowest=("r2_lin", "min")
+    )
+    long = steps.melt(id_vars=["model", "rows_per_dim"], value_vars=["median", "lowest"], var_name="over blocks",
+                      value_name="R²")  # fmt: skip
+    long["over blocks"] = long["over blocks"].map({"median": "median block", "lowest": "lowest block"})
+    fig, ax = plt.subplots(figsize=(WIDTH, 4.4), layout="constrained")
+    sns.lineplot(data=long, x="rows_per_dim", y="R²", hue="model", hue_order=models, style="over blocks",
+                 style_order=["median block", "lowest block"], marker="o", ax=ax)  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="training rows per input dimension (log scale)", ylabel="held-out R²_lin",
+           title="R²_lin against the rows each fit is given")  # fmt: skip
+    figure_legend(fig, ax)
     return fig

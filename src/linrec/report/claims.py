@@ -88,13 +88,15 @@ class Claim:
         quantity: str | Reported,
         measured: str | float,
         *,
-        paper: str = "not reported",
+        paper: Reported | str = "not reported",
         interval: tuple[float, float] | None = None,
         unit: str = "",
         note: str = "",
     ) -> Claim:
         """A headline number with no verdict. ``quantity`` may be a :class:`Reported` constant (its name and the
-        paper's value are used); a number given as ``measured`` is also its ``value``."""
+        paper's value are used), or a name of this run's own with the paper's figure as ``paper`` (where what was
+        measured is not what the paper measured, e.g. other models); a number given as ``measured`` is also its
+        ``value``."""
         name, reported = (quantity.quantity, quantity) if isinstance(quantity, Reported) else (quantity, paper)
         value = None if isinstance(measured, str) else float(measured)
         return cls(name, reported, str(measured), None, value, interval, unit, note)
