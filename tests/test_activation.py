@@ -136,6 +136,25 @@ def test_normalisation_table_keeps_an_affine_block_linear(two_models):
     )
 
 
+def test_measured_normalisation_is_the_table_computed_once_and_cached(two_models, tmp_path, monkeypatch):
+    import linrec.analysis.activation as activation
+
+    models, captured = two_models
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    loads = []
+
+    def load(profile, model, checkpoint, progress):
+        loads.append(model)
+        return models["affine"], None
+
+    monkeypatch.setattr(activation, "load_profile_model", load)
+    first = activation.measured_normalisation(get_profile("smoke"), captured["affine"], progress=False)
+    again = activation.measured_normalisation(get_profile("smoke"), captured["affine"], progress=False)
+    pd.testing.assert_frame_equal(first, normalisation_table(models["affine"], captured["affine"]))
+    pd.testing.assert_frame_equal(again, first)
+    assert loads == ["affine"]  # the model is loaded once, to compute; the second call reads the cache
+
+
 def test_conditioning_table_of_planted_inputs():
     g = torch.Generator().manual_seed(0)
     d, n = 8, 4000
