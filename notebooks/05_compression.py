@@ -243,8 +243,8 @@ for name in SIGNAL_MODELS:
         claims += [c.of(name) for c in compression_claims(best_block(rows, early=EARLY), signal_correlation(rows),
                                                           MIN_RATIO, MAX_RELATIVE)]  # fmt: skip
 ch.report(claims, figure="fig-compression-signal")
-tables = {name: measurement(profile, name, keep="table", progress=ch.progress).table() for name in SIGNAL_MODELS}
-sink = pd.concat([t[["model", "block", "r2_lin_after_first", "first_position_share"]] for t in tables.values()])
+sink = pd.concat([r.table()[["model", "block", "r2_lin_after_first", "first_position_share"]]
+                  for r in (m, *others.values())])
 show(signal.merge(sink, on=["model", "block"])
      .assign(**{"ΔPPL [95% interval]": lambda t: with_interval(t, "delta_ppl")})
      [["model", "block", "r2_lin", "r2_lin_after_first", "first_position_share", "ΔPPL [95% interval]", "relative"]],

@@ -175,15 +175,20 @@ def _text(
     if args.text_file is not None:
         text = TextFile(args.text_file)
         try:
-            return text, str(args.text_file), text.sha256, None
+            digest = text.sha256
         except LinrecError as err:
             raise LinrecError(f"cannot read --text-file {args.text_file}: {err.__cause__}") from err
+        if text.blank():
+            raise LinrecError(f"the text {args.text_file} is empty; give a text to measure on")
+        return text, str(args.text_file), digest, None
     from linrec.data.corpora import load_corpus
 
     name = args.corpus or (None if profile is None else profile.budget(model).corpus if model else profile.corpora[0])
     if name is None:
         raise LinrecError("give a text to measure on: --text-file FILE, --corpus NAME or --profile NAME")
     corpus = load_corpus(name)
+    if not corpus.fit_text.strip():
+        raise LinrecError(f"the text {corpus.name} is empty; give a text to measure on")
     return corpus.fit_text, corpus.name, corpus.sha256, corpus.fit_documents or None
 
 
@@ -228,22 +233,22 @@ def _profile(args: argparse.Namespace) -> int:
 
     check_skip_first(args.skip_first, _seq_len(args, profile))
     _check_before_loading(args, profile)
-    text, corpus_name, corpus_hash, documents = _text(args, profile)
-    if text.blank() if isinstance(text, TextFile) else not text.strip():
-        raise LinrecError(f"the text {corpus_name} is empty; give a text to measure on")
-    tables = []
     if args.model:
         names = [args.model]
     else:
         assert profile is not None  # refused above: neither --model nor --profile
         names = list(profile.models)
+    # A profile's models each read their own budget's text unless --text-file or --corpus names one for all.
+    own_text = profile is not None and not (args.model or args.text_file or args.corpus)
+    text, corpus_name, corpus_hash, documents = _text(args, profile, names[0] if own_text else None)
+    tables = []
     prepared: list[TokenBatches] = []  # each model's batches, made from its config and tokenizer
     for model_name in names:
         prepared.clear()
         if profile is not None and args.model is None:
             from linrec.experiment.resolve import load_profile_model
 
-            if args.text_file is None and args.corpus is None:  # each model reads its own budget's text
+            if own_text and profile.budget(model_name).corpus != corpus_name:
                 text, corpus_name, corpus_hash, documents = _text(args, profile, model_name)
             model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
             config = cast("PretrainedConfig", model.config)

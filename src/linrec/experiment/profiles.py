@@ -238,10 +238,10 @@ class Profile:
             every=own.every,
         )
 
-    def eval_corpus_of(self, model: str) -> str:
-        """The corpus whose evaluation split scores ``model``'s perplexity: its budget's corpus, else the profile's
-        ``eval_corpus``."""
-        return dict(self.budgets).get(model, Budget()).corpus or self.eval_corpus
+    def eval_corpus_of(self, model: str | None) -> str:
+        """The corpus whose evaluation split scores ``model``'s perplexity: its budget's corpus, else (and for None)
+        the profile's ``eval_corpus``."""
+        return dict(self.budgets).get(model or "", Budget()).corpus or self.eval_corpus
 
     def check_model(self, model: str) -> None:
         """Raise a :class:`~linrec.LinrecError` naming the profile's models unless ``model`` is one of them."""

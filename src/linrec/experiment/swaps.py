@@ -44,7 +44,7 @@ def eval_batches(
     """``tokens`` of the eval split of ``corpus``, a split never used for fitting; ``model`` bounds the sequence
     length. Defaults: the evaluation tokens and corpus of profile model ``name``'s budget
     (:meth:`~linrec.experiment.profiles.Profile.budget`), else the profile's ``eval_tokens`` and ``eval_corpus``."""
-    corpus = corpus or (profile.eval_corpus if name is None else profile.eval_corpus_of(name))
+    corpus = corpus or profile.eval_corpus_of(name)
     return profile_batches(profile, tokenizer, profile_corpus(profile, corpus), split="eval", max_rows=tokens,
                            model=model, name=name)  # fmt: skip
 
