@@ -214,9 +214,9 @@ def build_lines(builds: list[dict]) -> list[str]:
     lines = [
         "## Whole builds",
         "",
-        "Each chapter states its run time under its title from these builds of the whole book, in book order, "
-        "two chapters at a time, each chapter reusing what the chapters before it cached (read from the builds' "
-        "logs by `book/resources.py --record-build`). Wall time in seconds:",
+        "Each chapter states its run time under its title from these builds of the whole book: the measurements "
+        "the chapters share captured first, on every core, then the chapters two at a time, the longest first "
+        "(read from the builds' logs by `book/resources.py --record-build`). Wall time in seconds:",
         "",
         "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}" for b in builds) + " |",
         "|---|" + "---:|" * len(builds),
@@ -226,12 +226,15 @@ def build_lines(builds: list[dict]) -> list[str]:
         cells = [f"{b['chapters'][stem]:.0f}" if stem in b["chapters"] else "" for b in builds]
         lines.append(f"| {stem} | " + " | ".join(cells) + " |")
     zoo = ["not trained" if b.get("zoo_s") is None else f"{b['zoo_s']:.0f}" for b in builds]
-    lines += ["| zoo, before the chapters | " + " | ".join(zoo) + " |", ""]
+    measured = ["" if b.get("measure_s") is None else f"{b['measure_s']:.0f}" for b in builds]
+    lines += ["| zoo, before the chapters | " + " | ".join(zoo) + " |"]
+    lines += ["| shared measurements, before the chapters | " + " | ".join(measured) + " |", ""]
     return lines
 
 
 BUILD_LINE = re.compile(r"\[book\] (?:(\d\d_\w+): done in|zoo '(\w+)' ready in) ([\d.]+) s$", re.MULTILINE)
 ZOO_TRAINING = re.compile(r"^zoo-[\w-]+:\s+\d+%", re.MULTILINE)
+MEASURED_LINE = re.compile(r"^\[book\] measurements ready in ([\d.]+) s$", re.MULTILINE)
 
 
 def build_record(log: Path, profile: str) -> dict[str, object]:
@@ -239,7 +242,8 @@ def build_record(log: Path, profile: str) -> dict[str, object]:
 
     The machine is this one's (run it where the build ran) and the date the log's. ``zoo_s`` is the time the
     build spent making the zoo ready, kept only where the log shows the zoo being trained (a cached zoo is
-    ready in a fraction of a second, which says nothing about training it).
+    ready in a fraction of a second, which says nothing about training it); ``measure_s`` the time it spent
+    capturing the measurements the chapters share, before them.
     """
     text = log.read_text(errors="replace")
     chapters = {m.group(1): float(m.group(3)) for m in BUILD_LINE.finditer(text) if m.group(1)}
@@ -252,6 +256,7 @@ def build_record(log: Path, profile: str) -> dict[str, object]:
         "date": time.strftime("%Y-%m-%d", time.gmtime(log.stat().st_mtime)),
         "log": log.name,
         "zoo_s": zoo[0] if zoo and ZOO_TRAINING.search(text) else None,
+        "measure_s": float(found.group(1)) if (found := MEASURED_LINE.search(text)) else None,
         "chapters": chapters,
     }
 

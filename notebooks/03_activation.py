@@ -99,7 +99,7 @@ identities = {m: model_identity(profile, m, None if profile.zoo is not None or p
                                 else load_profile_model(profile, m, progress=ch.progress)[0]) for m in MODELS}
 untrained = [m for m in MODELS if len(training_checkpoints(profile, m)) > 1]
 measured = {(m, "final"): measurement(profile, m, progress=ch.progress) for m in MODELS}
-measured |= {(m, "init"): measurement(profile, m, checkpoint="init", keep="moments", progress=ch.progress)
+measured |= {(m, "init"): measurement(profile, m, checkpoint="init", keep="table", progress=ch.progress)
              for m in untrained}
 profiles = pd.concat([conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
 show(pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
@@ -211,7 +211,9 @@ else:
 #
 # ## Normalised inputs
 #
-# Each block is run on its own captured inputs transformed to a common shape
+# Each block whose rows the measurement sampled (every block of a model trained here; every
+# `every`-th and the last of a real model, as for the probes of chapter 4) is run on its own sampled
+# inputs transformed to a common shape
 # (`linrec.core.normalise.input_transform`): *standardised* (every dimension to the block's average
 # variance) or *whitened* (every non-null direction to that variance, so the covariance becomes
 # isotropic). The means are kept, so the FFN stays near its operating point; R²_lin is then measured

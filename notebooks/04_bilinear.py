@@ -49,7 +49,6 @@ from linrec.analysis.bilinear import (
     residual_correlations,
     widest_gap,
 )
-from linrec.analysis.pretrained import swap_blocks
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
@@ -114,7 +113,7 @@ seeded_config = probe_config(profile.probe, seed=SEED, rank=RANK, device=profile
 # %%
 measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 widths = {m: block_width({m: r}) for m, r in measured.items()}
-probed = {m: swap_blocks(len(r.blocks), profile.budget(m).every) for m, r in measured.items()}
+probed = {m: r.sampled_blocks for m, r in measured.items()}  # the blocks whose rows the budget samples
 info = next(iter(measured.values())).info
 show(pd.DataFrame({"text": {m: r.info.corpus for m, r in measured.items()}, "input width": widths,
                    "probed blocks": {m: ", ".join(map(str, probed[m])) for m in MODELS},

@@ -101,12 +101,13 @@ config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS, device=p
 #   the training steps.
 #
 # Training every block of every model would cost more than the rest of the chapter, so each model
-# contributes its best- and worst-conditioned block. The budget of this run:
+# contributes its best- and worst-conditioned block of those whose rows its budget samples (every
+# block of a model trained here; every `every`-th and the last of a real one). The budget of this run:
 
 # %%
 measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
 table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
-chosen = representative_blocks(table)
+chosen = representative_blocks(table[[b in measured[m].sampled_blocks for m, b in zip(table.model, table.block)]])
 show(pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_size,
            "Adam base learning rate": config.lr_adam, "SGD momentum": config.momentum,
            "learning-rate grid (× base)": ", ".join(f"{f:g}" for f in config.lr_factors),

@@ -90,6 +90,8 @@ with tempfile.TemporaryDirectory(prefix="linrec-ch9-") as workdir:  # removed, f
 #   block's output, and the linear map's prediction, spread their variance over.
 # - `input_condition` and `null_dims` describe the inputs: large condition numbers are what make
 #   gradient-trained linear baselines slow (chapter 6); one null direction per LayerNorm is expected.
+#   `input_rms`, `effective_rank_in` and `outlier_ratio` give their scale, how many directions they
+#   spread over, and how far the largest dimension's variance stands above the median one's.
 # - `r2_lin_half_rows` is `r2_lin` again with each map fitted on about half its training rows. Where
 #   it sits well below `r2_lin`, more text would still raise R²_lin; where the two agree, the rows
 #   were enough for the block's width.

@@ -448,6 +448,41 @@ def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(tmp_path, ca
     assert check._execution_problems(runs[0].out) == []  # what papermill completed passes the check
 
 
+RECORD_START = """
+import pathlib
+with open(pathlib.Path(DIR) / "order.txt", "a") as f:
+    f.write("{me}\\n")
+"""
+
+
+def test_chapters_start_longest_first_by_the_last_build_and_unmeasured_ones_before_them(tmp_path):
+    runs = [_chapter(tmp_path, stem, RECORD_START.format(me=stem)) for stem in ("01_a", "02_b", "03_c", "98_last")]
+    ex.run_chapters(
+        runs, ex.kernel(), jobs=1, last=("98_last",), expected={"01_a": 10.0, "02_b": 50.0, "98_last": 99.0}
+    )
+    assert (tmp_path / "order.txt").read_text().split() == ["03_c", "02_b", "01_a", "98_last"]
+
+
+def test_the_planned_measurements_are_what_the_chapters_ask_for_real_models_first():
+    from linrec.book.prepare import planned
+    from linrec.experiment.profiles import get_profile
+
+    profile = get_profile("offline")
+    plans = planned(profile, (0, 1))
+    assert [p.model for p in plans[:2]] == ["smollm2-135m"] * 2  # the costliest first
+    smol = [(p.checkpoint, p.corpus, p.keep) for p in plans if p.model == "smollm2-135m"]
+    assert smol == [("final", "kjv-bible", "samples"), ("init", "kjv-bible", "table"),
+                    ("permuted@0", "kjv-bible", "table"), ("permuted@1", "kjv-bible", "table"),
+                    ("final", "stdlib-prose", "table"), ("final", "stdlib-code", "table"),
+                    ("final", "unicode-records", "table")]  # fmt: skip
+    steps = [p for p in plans if p.model == "zoo-gpt2" and p.checkpoint.startswith("step")]
+    assert steps and all(p.chapters == ("08_training",) and p.keep == "table" for p in steps)
+    only_corpora = [p for p in plans if p.wanted_by(["07_corpora"])]
+    assert {p.checkpoint for p in only_corpora} == {"final"} and len(
+        {(p.model, p.checkpoint, p.corpus) for p in plans}
+    ) == len(plans)
+
+
 def _tampered(path: Path, tmp_path: Path, change) -> Path:
     nb = nbformat.read(path, as_version=4)
     change(nb)

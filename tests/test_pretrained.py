@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from linrec.analysis.pretrained import convergence_claim, row_convergence, swap_blocks
+from linrec.analysis.pretrained import convergence_claim, row_convergence
 from linrec.book.ledger import side_by_side
 from linrec.core.fit import kfold
 from linrec.core.moments import Moments
@@ -41,13 +41,6 @@ def test_row_convergence_is_kfold_on_the_first_folds_and_rises_with_rows():
     assert "still rising" in convergence_claim(table).note and convergence_claim(flat).note == ""
     with pytest.raises(LinrecError, match="at least two row counts"):
         convergence_claim(table[table.folds == 2])
-
-
-def test_swap_blocks_are_fixed_by_depth():
-    assert swap_blocks(30, 3) == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 29]
-    assert swap_blocks(4, 1) == [0, 1, 2, 3] and swap_blocks(1, 5) == [0]
-    with pytest.raises(LinrecError, match="positive"):
-        swap_blocks(30, 0)
 
 
 def test_the_profile_figure_labels_its_axes():

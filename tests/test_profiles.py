@@ -10,7 +10,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForC
 import linrec
 from linrec import LinrecError
 from linrec.data.bpe import train_bpe
-from linrec.experiment.profiles import PROFILES, PYTHIA_DYNAMICS, PYTHIA_REVISIONS, ProbeSettings, get_profile
+from linrec.experiment.profiles import PROFILES, PYTHIA_DYNAMICS, PYTHIA_REVISIONS, Budget, ProbeSettings, get_profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.hub import OFFLINE_HINT
 from linrec.models.zoo import ZOOS
@@ -192,3 +192,10 @@ def test_zoo_profile_trains_a_missing_model_on_first_use(tmp_path, monkeypatch):
     assert batches.n_rows == profile.eval_tokens and batches.seq_len == profile.seq_len
     with pytest.raises(LinrecError, match="step0, step2, step4"):
         load_profile_model(profile, entry.name, "step3", progress=False)
+
+
+def test_sampled_blocks_are_fixed_by_depth():
+    assert Budget(every=3).sampled(30) == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 29]
+    assert Budget().sampled(4) == [0, 1, 2, 3] and Budget(every=5).sampled(1) == [0]
+    with pytest.raises(LinrecError, match="positive"):
+        Budget(every=0).sampled(30)

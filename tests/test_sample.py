@@ -5,7 +5,7 @@ import torch
 from sklearn.metrics import r2_score
 
 from conftest import VOCAB, tiny_model
-from linrec.core.capture import BatchRows
+from linrec.core.capture import BatchRows, capture_moments
 from linrec.core.moments import merge_folds
 from linrec.core.sample import Rows, RowSample, capture_with_sample, closed_form, minibatches
 from linrec.data.tokens import TokenBatches
@@ -42,6 +42,18 @@ def test_sample_is_seeded_and_independent_of_batch_size():
     model, batches = _model_and_batches(8)
     _, other = capture_with_sample(model, batches, max_rows=100, folds=4, seed=6, progress=False)
     assert not torch.equal(other.rows(1).x, rows[8].x)
+
+
+def test_a_sample_of_some_blocks_keeps_exactly_their_rows():
+    model, batches = _model_and_batches(8)
+    _, every = capture_with_sample(model, batches, max_rows=100, folds=4, seed=5, progress=False)
+    some = RowSample(100, seed=5, blocks=[1])
+    capture_moments(model, batches, folds=4, seed=5, extra_sinks=[some], progress=False)
+    assert some.blocks == [1] and every.blocks == [0, 1]
+    for field in ("x", "y", "fold"):
+        assert torch.equal(getattr(some.rows(1), field), getattr(every.rows(1), field))
+    with pytest.raises(LinrecError, match="no rows sampled for block 0"):
+        some.rows(0)
 
 
 def test_full_sample_reproduces_the_moments_per_fold():

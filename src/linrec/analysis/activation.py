@@ -4,8 +4,8 @@ The chapter compares the depth profiles of :mod:`linrec.analysis.depth` between 
 in one respect (:mod:`linrec.analysis.identity` names that respect and measures how far apart the
 profiles are), and characterises the inputs each block sees:
 
-* :func:`conditioning_table` (input scale, effective rank and outlier ratio per block, beside the
-  conditioning the closed-form fit reports) with :func:`predictor_table`, and
+* :func:`conditioning_table` (input scale, effective rank, outlier ratio and conditioning per block, from the
+  k-fold table) with :func:`predictor_table`, and
   :func:`normalisation_table` (R²_lin on standardised and whitened inputs,
   :func:`linrec.interventions.crossfeed.normalised_table`) with :func:`normalisation_summary`,
   characterise the inputs.
@@ -18,16 +18,13 @@ profiles are), and characterises the inputs each block sees:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import torch
 from torch import nn
 
-from linrec.core.moments import merge_folds
 from linrec.core.normalise import NORMALISATIONS
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement
@@ -37,7 +34,7 @@ from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.crossfeed import normalised_table
 from linrec.report import paper
 from linrec.report.claims import Claim
-from linrec.stats import Correlation, correlation, participation_ratio, stratified_correlation
+from linrec.stats import Correlation, correlation, stratified_correlation
 
 NORMALISED = {"standardise": "standardised", "whiten": "whitened"}
 """How each normalisation kind reads in a sentence or a legend."""
@@ -48,29 +45,11 @@ NORMALISED = {"standardise": "standardised", "whiten": "whitened"}
 
 
 def conditioning_table(measurement: Measurement) -> pd.DataFrame:
-    """Per block: the k-fold table plus the inputs' scale and shape, from the captured moments.
-
-    Added columns: ``input_rms`` (√(tr Σ / d), Σ the input covariance), ``effective_rank_in``
-    (participation ratio of Σ's eigenvalues: d for isotropic inputs, 1 for one dominant direction),
-    ``outlier_ratio`` (largest per-dimension variance over the median one: outlier dimensions) and
-    ``log10_condition`` (of ``input_condition``, the covariance's over its non-null spectrum).
-    """
+    """Per block: the k-fold table, whose input statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``,
+    :data:`linrec.core.fit.COLUMNS`) describe the inputs' scale and shape, plus ``log10_condition`` (of
+    ``input_condition``, the covariance's over its non-null spectrum). A measurement that kept only its table
+    suffices."""
     table = measurement.table()
-    extra = []
-    for b in measurement.blocks:
-        total = merge_folds(measurement.moments[b])
-        cov = total.cxx / total.n
-        var = cov.diagonal().clamp(min=0)
-        median = float(var.median())
-        extra.append(
-            {
-                "block": b,
-                "input_rms": float(var.mean().sqrt()),
-                "effective_rank_in": participation_ratio(torch.linalg.eigvalsh(cov)),
-                "outlier_ratio": float(var.max()) / median if median > 0 else math.inf,
-            }
-        )
-    table = table.merge(pd.DataFrame(extra), on="block")
     table["log10_condition"] = np.log10(table["input_condition"].astype(float))
     return table
 

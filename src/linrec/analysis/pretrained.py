@@ -1,10 +1,8 @@
-"""Whether a model's rows suffice for its width, and which blocks a costly analysis covers.
+"""Whether a model's rows suffice for its width (chapter 2).
 
-* :func:`row_convergence`, :func:`measured_convergence` and :func:`convergence_claim` (chapter 2): whether a
-  model's rows are enough for its width, from the folds it already has: each fit on fewer of them gives R²_lin at
-  fewer training rows, at no extra forward pass.
-* :func:`swap_blocks` (chapter 4): the blocks a costly analysis (the probes) covers, by a rule fixed before any
-  result (a model's ``every`` in its budget, :class:`linrec.experiment.profiles.Budget`).
+:func:`row_convergence`, :func:`measured_convergence` and :func:`convergence_claim`: whether a model's rows are
+enough for its width, from the folds it already has: each fit on fewer of them gives R²_lin at fewer training
+rows, at no extra forward pass.
 """
 
 from __future__ import annotations
@@ -66,11 +64,3 @@ def convergence_claim(convergence: pd.DataFrame) -> Claim:
         f"{rows[steps[-2]]:,.0f} to {rows[steps[-1]]:,.0f} training rows",
         note="still rising: more rows would raise R²_lin" if gain.median() > 0.005 else "",
     )
-
-
-def swap_blocks(n_blocks: int, every: int) -> list[int]:
-    """Every ``every``-th block from the first, and the last: the swap subset, chosen by depth alone so that no
-    result can steer it."""
-    if every < 1 or n_blocks < 1:
-        raise LinrecError(f"every and n_blocks must be positive; got every={every}, n_blocks={n_blocks}")
-    return sorted({*range(0, n_blocks, every), n_blocks - 1})

@@ -1,7 +1,8 @@
 """Execute chapters with papermill for one profile, two at a time where the profile allows.
 
 :func:`execute` writes each chapter's notebook with an "Open in Colab" button and its parameters (the
-profile, or a dict changing its fields), trains the profile's zoo first, runs the chapters with
+profile, or a dict changing its fields), trains the profile's zoo first, captures the measurements the chapters
+share (:mod:`linrec.book.prepare`), runs the chapters, the longest first, with
 ``LINREC_PROGRESS=0`` (no progress bars in the built pages), and then writes the intro's claims table from what
 they recorded (:func:`write_claims`). :func:`run_chapters` is the scheduler: each
 chapter a papermill process in a session of its own, the appendix after the rest, and the first failure
@@ -10,7 +11,9 @@ stopping everything with the chapter and cell named.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import math
 import os
 import re
 import signal
@@ -18,13 +21,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import nbformat
 import yaml
 
 from linrec.book.layout import Book, BookError
-from linrec.book.notebooks import colab_link, paired_notebook, sources
+from linrec.book.notebooks import RESOURCES, colab_link, paired_notebook, sources
+from linrec.book.prepare import planned, prepare_measurements
 
 KERNEL = "linrec-venv"
 
@@ -170,17 +175,21 @@ def run_chapters(
     jobs: int = 1,
     last: tuple[str, ...] = AFTER_THE_REST,
     cwd: Path | None = None,
+    expected: Mapping[str, float] | None = None,
 ) -> None:
-    """Execute ``runs`` with papermill, ``jobs`` at a time (progress bars only for one at a time), in order but
-    for the ``last`` chapters, which start once all the others are done; each runs in ``cwd`` (papermill's
-    default when None).
+    """Execute ``runs`` with papermill, ``jobs`` at a time (progress bars only for one at a time), the longest first
+    by their ``expected`` seconds (those without come first, in order; the least idle time at the end), but for the
+    ``last`` chapters, which start once all the others are done; each runs in ``cwd`` (papermill's default when
+    None).
 
     The first failure stops the build: chapters still running are stopped, queued ones never start, and the
     error names the chapter and the cell. An interrupt stops every running chapter the same way. A chapter gets
     its final name only once papermill completes it (:attr:`ChapterRun.partial` until then); a stopped chapter's
     partial notebook is removed, a failed one's kept for its traceback.
     """
-    queue = [r for r in runs if r.stem not in last] + [r for r in runs if r.stem in last]
+    expected = expected or {}
+    longest = sorted((r for r in runs if r.stem not in last), key=lambda r: -expected.get(r.stem, math.inf))
+    queue = longest + [r for r in runs if r.stem in last]
     live: dict[str, tuple[subprocess.Popen, float]] = {}
     try:
         while queue or live:
@@ -243,6 +252,10 @@ def execute(
     os.environ["LINREC_FIGURE_DATA"] = str(out_dir.resolve())  # the figures' CSV files go beside the chapters
     prepare_models(profile)
     jobs = jobs or default_jobs(profile)
+    stems = [s.stem for s in chosen]
+    seeds = _parameter(book, "03_activation", "CONTROL_SEEDS", params) if "03_activation" in stems else ()
+    plans = [p for p in planned(get_profile(profile, **(fields or {})), seeds) if p.wanted_by(stems)]
+    prepare_measurements(profile, fields or {}, plans, jobs)
     print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)
     with tempfile.TemporaryDirectory(prefix="linrec-book-") as tmp:
         runs = []
@@ -266,8 +279,28 @@ def execute(
             }
             run.parameters.write_text(yaml.safe_dump(parameters))
             runs.append(run)
-        run_chapters(runs, name, jobs, cwd=book.root)
+        run_chapters(runs, name, jobs, cwd=book.root, expected=last_build(book, profile))
     write_claims(book, profile)
+
+
+def _parameter(book: Book, stem: str, name: str, params: dict[str, object] | None) -> object:
+    """The value chapter ``stem``'s parameter ``name`` takes in this build: as set with ``--param``, else the
+    chapter's own default."""
+    import papermill
+
+    if params and name in params:
+        return params[name]
+    source = next(s for s in sources(book) if s.stem == stem)
+    return ast.literal_eval(papermill.inspect_notebook(str(source.with_suffix(".ipynb")))[name]["default"])
+
+
+def last_build(book: Book, profile: str) -> dict[str, float]:
+    """Each chapter's wall seconds in the last build of ``profile`` that ``book/resources.json`` records (empty when
+    none is): what the scheduler starts the longest chapters first by."""
+    from linrec.book import timing
+
+    builds = [b for b in (timing.load(book.root / RESOURCES) or {}).get("builds", []) if b.get("profile") == profile]
+    return dict(builds[-1]["chapters"]) if builds else {}
 
 
 def write_claims(book: Book, profile: str) -> Path:

@@ -1,8 +1,8 @@
 """How long a chapter takes, stated at its top from the measurements in ``book/resources.json``.
 
 Two records feed the sentence, both written by ``book/resources.py``: ``builds``, the per-chapter wall times
-of whole builds of the book on a CPU (``--record-build``, read from the build's log: chapters run in book
-order, two at a time, each reusing what earlier ones cached, as a reader running the book in order does),
+of whole builds of the book on a CPU (``--record-build``, read from the build's log: the measurements the
+chapters share captured first, then the chapters two at a time, the longest first),
 and ``gpu``, the chapters' times on a GPU at the paper's model sizes (the ``shapes`` profile: the paper's
 models in their real shapes, no downloads). :func:`run_time_note` writes the sentence from them, with the
 machine and date that measured them; nothing in it is typed by hand, and a chapter without a measurement
@@ -62,8 +62,11 @@ def run_time_note(resources: Mapping, stem: str) -> str:
         where = "; ".join(sorted({f"{b['machine']}, {b['date']}" for b in builds}))
         text = (
             f"On a CPU (`offline` profile): {span(cpu)}, in {count(len(cpu), 'full build')} of the book on {where} "
-            "(two chapters at a time, each reusing what the chapters before it cached)."
+            "(two chapters at a time"
         )
+        if measured := [b["measure_s"] for b in builds if b.get("measure_s")]:
+            text += f", after {span(measured)} capturing the measurements the chapters share"
+        text += ")."
         if zoo := [b["zoo_s"] for b in builds if b.get("zoo_s")]:
             text += (
                 f" The model zoo is trained the first time a chapter needs it: {span(zoo)} in those builds; a "

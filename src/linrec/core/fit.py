@@ -28,6 +28,7 @@ directions carry equal variance.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -196,6 +197,9 @@ COLUMNS = {
     "effective_rank_out": "participation ratio of the output covariance: how many directions carry the output",
     "effective_rank_map": "participation ratio of the fitted map's predictions WᵀCxxW",
     "input_condition": "condition number λmax/λmin of the input covariance over its non-null directions",
+    "input_rms": "root mean square of the inputs about their mean, √(tr Σ / d_in) with Σ the input covariance",
+    "effective_rank_in": "participation ratio of the input covariance: d_in for isotropic inputs, 1 for one direction",
+    "outlier_ratio": "largest per-dimension input variance over the median one: outlier dimensions make it large",
     "null_dims": "input directions dropped as numerically null (LayerNorm-fed inputs have at least one)",
     "n_train": "rows each fold's fit was trained on: all rows less the held-out fold (mean over folds)",
     "n_test": "held-out rows per fold (the mean over folds)",
@@ -227,6 +231,9 @@ class BlockReport:
     first_position_share: float = float("nan")  # unknown unless the first positions' moments were kept apart
     r2_lin_after_first: float = float("nan")
     r2_lin_after_first_std: float = float("nan")
+    input_rms: float = float("nan")  # the inputs' statistics (input_statistics)
+    effective_rank_in: float = float("nan")
+    outlier_ratio: float = float("nan")
 
     @property
     def r2_feature_median(self) -> float:
@@ -274,6 +281,19 @@ def variance_share(part: Moments, total: Moments) -> float:
     return float(inside / total.cyy.diagonal().sum())
 
 
+def input_statistics(total: Moments) -> dict[str, float]:
+    """The inputs' scale and shape from their moments: ``input_rms``, ``effective_rank_in``, ``outlier_ratio``
+    (:data:`COLUMNS`), kept in the table so that no caller needs the moments for them."""
+    cov = total.cxx / total.n
+    var = cov.diagonal().clamp(min=0)
+    median = float(var.median())
+    return {
+        "input_rms": float(var.mean().sqrt()),
+        "effective_rank_in": participation_ratio(torch.linalg.eigvalsh(cov)),
+        "outlier_ratio": float(var.max()) / median if median > 0 else math.inf,
+    }
+
+
 def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> BlockReport:
     """Fit on all folds but one, score on that one, for each fold; report the mean and spread.
 
@@ -301,6 +321,7 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         effective_rank_out=participation_ratio(torch.linalg.eigvalsh(total.cyy)),
         effective_rank_map=participation_ratio(torch.linalg.eigvalsh((predicted_cov + predicted_cov.T) / 2)),
         input_condition=full.input_condition,
+        **input_statistics(total),
         null_dims=full.null_dims,
         n_train=total.n - n_test,
         n_test=n_test,

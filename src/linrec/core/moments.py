@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
+from linrec.core.tensorfile import write_tensors
 from linrec.errors import LinrecError
 
 _FIELDS = ("mean_x", "mean_y", "cxx", "cxy", "cyy")
@@ -322,16 +322,18 @@ def merge_folds(folds: list[Moments]) -> Moments:
 def save_moments(
     moments: Mapping[int, list[Moments]], path: str | Path, metadata: dict[str, str] | None = None
 ) -> None:
-    """Write per-block, per-fold moments to one safetensors file (metadata: free-form strings)."""
-    tensors = {}
-    for block, folds in moments.items():
-        for f, m in enumerate(folds):
-            key = f"{block}.{f}"
-            tensors[f"{key}.n"] = torch.tensor([m.n], dtype=torch.int64)
-            for name in _FIELDS:
-                tensors[f"{key}.{name}"] = getattr(m, name).detach().cpu().clone()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata=metadata or {})
+    """Write per-block, per-fold moments to one safetensors file (metadata: free-form strings), one block at a time
+    (:func:`linrec.core.tensorfile.write_tensors`): a mapping that makes each block's moments when read is never
+    held whole."""
+
+    def tensors() -> Iterator[tuple[str, torch.Tensor]]:
+        for block in moments:
+            for f, m in enumerate(moments[block]):
+                yield f"{block}.{f}.n", torch.tensor([m.n], dtype=torch.int64)
+                for name in _FIELDS:
+                    yield f"{block}.{f}.{name}", getattr(m, name)
+
+    write_tensors(path, tensors, metadata)
 
 
 def load_moments(path: str | Path, blocks: Iterable[int] | None = None) -> BlockMoments:

@@ -26,6 +26,7 @@ from torch import nn
 from linrec.core.capture import BatchRows, RowSink, capture_moments, to_device
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
 from linrec.core.moments import BlockMoments, Moments, merge_folds
+from linrec.core.tensorfile import write_tensors
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import Spec
@@ -133,7 +134,8 @@ def minibatches(n: int, batch_size: int, seed: int, device: torch.device | str =
 
 
 class RowSample(RowSink):
-    """Capture sink keeping up to ``max_rows`` rows per block (seeded, batch-size independent).
+    """Capture sink keeping up to ``max_rows`` rows per block (seeded, batch-size independent) of ``blocks`` (None:
+    of every block).
 
     A row's priority depends only on (seed, block, its stream position), and :func:`run_capture` says
     how many rows each block will hand over before the first batch, so the kept rows are known before
@@ -142,11 +144,12 @@ class RowSample(RowSink):
     places in stream order. Nothing is copied twice and nothing that is not kept leaves the device.
     """
 
-    def __init__(self, max_rows: int, seed: int = 0) -> None:
+    def __init__(self, max_rows: int, seed: int = 0, blocks: Iterable[int] | None = None) -> None:
         if max_rows < 1:
             raise LinrecError(f"max_rows must be at least 1; got {max_rows}")
         self.max_rows = max_rows
         self.seed = seed
+        self.wanted = None if blocks is None else frozenset(blocks)
         self._stream: int | None = None  # rows per block, from start()
         self._kept: dict[int, np.ndarray] = {}  # stream positions of the kept rows, ascending
         self._rows: dict[int, Rows] = {}  # their buffers, filled in stream order
@@ -175,6 +178,8 @@ class RowSample(RowSink):
         return self._kept[block]
 
     def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
+        if self.wanted is not None and block not in self.wanted:
+            return
         kept = self.kept_positions(block)
         lo, hi = np.searchsorted(kept, [rows.offset, rows.offset + rows.n])
         if lo == hi:
@@ -250,10 +255,15 @@ _ROW_FIELDS = ("x", "y", "fold")
 
 
 def save_rows(samples: Mapping[int, Rows], path: str | Path) -> None:
-    """Write sampled rows per block to one safetensors file, in their own dtypes."""
-    from safetensors.torch import save_file
+    """Write sampled rows per block to one safetensors file, in their own dtypes, one block at a time."""
 
-    save_file({f"{b}.{k}": getattr(r, k).contiguous() for b, r in samples.items() for k in _ROW_FIELDS}, str(path))
+    def tensors() -> Iterator[tuple[str, torch.Tensor]]:
+        for b in samples:
+            rows = samples[b]
+            for k in _ROW_FIELDS:
+                yield f"{b}.{k}", getattr(rows, k)
+
+    write_tensors(path, tensors)
 
 
 def load_rows(path: str | Path, blocks: Iterable[int] | None = None) -> dict[int, Rows]:

@@ -41,17 +41,19 @@ from linrec.data.tokens import bos_policy
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
+from linrec.models.arch import ffn_blocks
 from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 5
+FORMAT = 6
 """Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
 3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path.
 4: the stored table's ``r2_feature_median`` is the true median, and its null directions follow the rounding
 clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small real directions).
 5: the first position of each window is captured apart, and the stored table gains ``r2_lin_half_rows``,
-``first_position_share``, ``r2_lin_after_first`` (with its std over folds) and ``r2_lin_folds``."""
+``first_position_share``, ``r2_lin_after_first`` (with its std over folds) and ``r2_lin_folds``.
+6: the stored table gains the inputs' statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``)."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""
@@ -98,7 +100,7 @@ class _OnDisk(Mapping[int, _V]):
 
     def __getitem__(self, block: int) -> _V:
         if block not in self._blocks:
-            raise KeyError(block)
+            raise KeyError(f"block {block} is not in {self._path.name}, which holds blocks {self._blocks}")
         if not intact(self._path.parent):  # a changed byte is never served (cheap while the files are unchanged)
             raise LinrecError(
                 f"the cache entry {self._path.parent} changed on disk after it was opened; "
@@ -153,6 +155,11 @@ class Measurement:
     @property
     def blocks(self) -> list[int]:
         return sorted(int(b) for b in self.kept_table["block"]) if self.kept_table is not None else sorted(self.moments)
+
+    @property
+    def sampled_blocks(self) -> list[int]:
+        """The blocks whose rows were sampled (the budget's :meth:`~linrec.experiment.profiles.Budget.sampled`)."""
+        return sorted(self.samples)
 
     @property
     def rcond(self) -> float:
@@ -337,8 +344,10 @@ def _capture(
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
     batches = profile_batches(profile, tokenizer, text, model=net, name=model)
     seed = profile.seeds[0]
-    sample_rows = profile.budget(model).sample_rows or 0
-    sample = RowSample(sample_rows, seed) if keep == "samples" else None
+    budget = profile.budget(model)
+    sample_rows = budget.sample_rows or 0
+    sampled = budget.sampled(len(ffn_blocks(net)))
+    sample = RowSample(sample_rows, seed, sampled) if keep == "samples" else None
     sinks = [] if sample is None else [sample]
     split = capture_positions(net, batches, folds=profile.folds, seed=seed, extra_sinks=sinks, progress=progress)
     samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
@@ -372,7 +381,7 @@ def _save(result: Measurement, directory: Path) -> None:
     table = result.table()
     write_frame(table, directory / "table.json")
     if level >= KEEPS.index("moments"):
-        save_moments(dict(result.moments), directory / "moments.safetensors")
+        save_moments(result.moments, directory / "moments.safetensors")  # merged block by block as written
     if level >= KEEPS.index("samples"):
         save_rows(result.samples, directory / "samples.safetensors")
     (directory / "info.json").write_text(json.dumps(asdict(result.info), indent=1))

@@ -91,8 +91,8 @@ class Budget:
 
     A real model is wider than the zoo and reads another text, so it gets its own rows (64 per input dimension,
     where held-out R²_lin has settled), main corpus (fit and evaluation text alike), evaluation tokens and row
-    sample; ``every`` fixes, before any result, which blocks the costly trained steps (probes, trained baselines)
-    cover: every ``every``-th from the first, and the last. Swaps and closed-form fits cover every block.
+    sample; ``every`` fixes, before any result, which blocks are sampled for the costly steps that train on rows
+    (probes, trained baselines, normalised inputs): :meth:`sampled`. Swaps and closed-form fits cover every block.
     None keeps the profile's value (:meth:`Profile.budget` fills them in).
     """
 
@@ -101,6 +101,13 @@ class Budget:
     eval_tokens: int | None = None
     sample_rows: int | None = None
     every: int = 1
+
+    def sampled(self, n_blocks: int) -> list[int]:
+        """The blocks whose rows a measurement samples, of a model of ``n_blocks``: every ``every``-th from the
+        first, and the last, a rule fixed by depth alone so that no result can steer it."""
+        if self.every < 1 or n_blocks < 1:
+            raise LinrecError(f"every and n_blocks must be positive; got every={self.every}, n_blocks={n_blocks}")
+        return sorted({*range(0, n_blocks, self.every), n_blocks - 1})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,101 @@
+"""The measurements the chapters will ask for, captured before they start, on every core.
+
+Chapters share measurements through the cache (:func:`linrec.experiment.measurement.measurement`): the first
+to ask for one captures it, and another that asks meanwhile waits for it. Run side by side, chapters would wait
+minutes for each other's captures with a core idle. So a build first captures what the chapters it runs are
+known to ask for (:func:`planned`), ``jobs`` worker processes at a time, costliest first, one line of log each;
+the chapters then read them. The plan is an optimisation, never a contract: a chapter that asks for something
+else captures it itself, and nothing planned changes a result.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from linrec.book.layout import BookError
+
+if TYPE_CHECKING:
+    from linrec.experiment.profiles import Profile
+
+EVERY_CHAPTER = "*"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One measurement a build captures up front, and the chapters that ask for it (``*``: all of them)."""
+
+    model: str
+    checkpoint: str
+    corpus: str
+    keep: str
+    chapters: tuple[str, ...] = (EVERY_CHAPTER,)
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.checkpoint}) on {self.corpus}"
+
+    def wanted_by(self, stems: Collection[str]) -> bool:
+        return EVERY_CHAPTER in self.chapters or any(s in stems for s in self.chapters)
+
+
+def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
+    """What the chapters of ``profile`` ask for at their default parameters, real models first (the costliest):
+    each model's final weights on its main text with its row sample (every chapter), its initialisation where it
+    has checkpoints along training (chapters 1 and 3), its shuffled-weight controls at ``control_seeds`` (chapter
+    3), its final weights on every other corpus (chapter 7) and its other training checkpoints (chapter 8)."""
+    from linrec.analysis.depth import training_checkpoints
+
+    out: list[Planned] = []
+    for model in sorted(profile.models, key=lambda m: m not in profile.packaged):  # stable: profile order within
+        main = profile.budget(model).corpus or profile.corpora[0]
+        checkpoints = [name for name, _ in training_checkpoints(profile, model)]
+        out.append(Planned(model, "final", main, "samples"))
+        if "init" in checkpoints:
+            out.append(Planned(model, "init", main, "table", ("01_method", "03_activation", "08_training")))
+        out += [Planned(model, f"permuted@{s}", main, "table", ("03_activation",)) for s in control_seeds]
+        out += [Planned(model, "final", c, "table", ("07_corpora",)) for c in profile.corpora if c != main]
+        if model not in profile.packaged:
+            along = [c for c in checkpoints if c not in ("init", "final")]
+            out += [Planned(model, c, main, "table", ("08_training",)) for c in along]
+    return out
+
+
+def _measure(args: tuple[str, dict[str, object], Planned]) -> tuple[Planned, float]:
+    """Capture one planned measurement in a worker (one thread, as a chapter computes); its wall time."""
+    import torch
+    from transformers.utils.logging import disable_progress_bar
+
+    from linrec.experiment.measurement import measurement
+    from linrec.experiment.profiles import get_profile
+
+    name, fields, plan = args
+    torch.set_num_threads(1)
+    disable_progress_bar()  # the build's log: one line per measurement, not transformers' loading bars
+    start = time.perf_counter()
+    measurement(get_profile(name, **fields), plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
+                keep=plan.keep, progress=False)  # fmt: skip
+    return plan, time.perf_counter() - start
+
+
+def prepare_measurements(name: str, fields: dict[str, object], plans: Sequence[Planned], jobs: int) -> None:
+    """Capture ``plans`` (of profile ``name`` with ``fields`` changed), ``jobs`` at a time in worker processes,
+    printing a line per measurement with its own time; whatever is cached already takes a moment."""
+    start = time.perf_counter()
+    work = [(name, fields, p) for p in plans]
+    pool = mp.get_context("spawn").Pool(max(1, min(jobs, len(work))))
+    try:
+        for plan, seconds in pool.imap_unordered(_measure, work):
+            print(f"[book] measured {plan} in {seconds:.1f} s", flush=True)
+        pool.close()
+    except Exception as err:  # the chapter that needs it would fail the same way: say so now
+        pool.terminate()
+        raise BookError(f"measuring up front failed: {err}") from err
+    except BaseException:  # Ctrl-C, SIGTERM: stop the workers too
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+    print(f"[book] measurements ready in {time.perf_counter() - start:.1f} s", flush=True)
