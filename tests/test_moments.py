@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments
 from linrec.errors import LinrecError
@@ -96,6 +97,20 @@ def test_save_load_and_flat_round_trip(tmp_path):
     _close(Moments.from_flat(m.flat(), 7, 5), m, 0)
     wide = Moments.from_rows(torch.randn(9, 4, dtype=torch.float64), torch.randn(9, 2, dtype=torch.float64))
     _close(Moments.from_packed(9, wide.packed(), 4, 2), wide, 0)  # the count stays on the host
+
+
+def test_symmetric_moments_are_saved_as_triangles_and_files_of_whole_matrices_still_load(tmp_path):
+    x, y = _rows()
+    m = Moments.from_rows(x, y)
+    save_moments({0: [m]}, tmp_path / "m.safetensors")
+    stored = load_file(str(tmp_path / "m.safetensors"))
+    assert stored["0.0.cxx_upper"].numel() == 7 * 8 // 2 and stored["0.0.cyy_upper"].numel() == 5 * 6 // 2
+    assert "0.0.cxx" not in stored and stored["0.0.cxy"].shape == (7, 5)
+    back = load_moments(tmp_path / "m.safetensors")[0][0]
+    assert torch.equal(back.cxx, m.cxx) and torch.equal(back.cyy, m.cyy)  # bit for bit
+    whole = {f"0.0.{k}": getattr(m, k) for k in ("mean_x", "mean_y", "cxx", "cxy", "cyy")}
+    save_file({**whole, "0.0.n": torch.tensor([m.n])}, str(tmp_path / "old.safetensors"))
+    _close(load_moments(tmp_path / "old.safetensors")[0][0], m, 0)
 
 
 def test_a_closed_fold_keeps_its_moments_frees_its_sums_and_takes_no_more_rows():

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -331,9 +332,35 @@ def save_moments(
             for f, m in enumerate(moments[block]):
                 yield f"{block}.{f}.n", torch.tensor([m.n], dtype=torch.int64)
                 for name in _FIELDS:
-                    yield f"{block}.{f}.{name}", getattr(m, name)
+                    value = getattr(m, name)
+                    if name in _SYMMETRIC:  # the upper triangle only: a third less to write and read
+                        yield f"{block}.{f}.{name}_upper", value[_upper(value.shape[0], value.device)]
+                    else:
+                        yield f"{block}.{f}.{name}", value
 
     write_tensors(path, tensors, metadata)
+
+
+_SYMMETRIC = ("cxx", "cyy")
+"""The fields :func:`save_moments` writes as their upper triangle (row by row, diagonal included)."""
+
+
+@functools.cache
+def _upper(d: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    rows, cols = torch.triu_indices(d, d, device=device)
+    return rows, cols
+
+
+def _read_field(f: Any, key: str, name: str) -> torch.Tensor:
+    """One field of one fold as :func:`save_moments` wrote it (a whole matrix, from files written before
+    triangles were)."""
+    if name not in _SYMMETRIC or f"{key}.{name}" in f.keys():
+        return f.get_tensor(f"{key}.{name}")
+    packed = f.get_tensor(f"{key}.{name}_upper")
+    d = math.isqrt(8 * packed.numel() + 1) // 2  # packed holds d(d+1)/2 values
+    upper = torch.zeros(d, d, dtype=packed.dtype)
+    upper[_upper(d, upper.device)] = packed
+    return symmetric(upper)
 
 
 def load_moments(path: str | Path, blocks: Iterable[int] | None = None) -> BlockMoments:
@@ -350,7 +377,7 @@ def load_moments(path: str | Path, blocks: Iterable[int] | None = None) -> Block
                 continue
             key = f"{block}.{fold}"
             n = int(f.get_tensor(f"{key}.n").item())
-            out.setdefault(block, []).append(Moments(n, *(f.get_tensor(f"{key}.{name}") for name in _FIELDS)))
+            out.setdefault(block, []).append(Moments(n, *(_read_field(f, key, name) for name in _FIELDS)))
     return out
 
 

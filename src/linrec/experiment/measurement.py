@@ -11,9 +11,9 @@ reported and captured again.
 
 A measurement keeps what its callers need and no more (``keep``): its k-fold table only
 (``"table"``, a few kilobytes), the moments too (``"moments"``, what swaps and closed-form fits
-need), or the row sample as well (``"samples"``, for probes). At the paper's sizes the moments of
-one model are about 0.85 GB and its sample 1.2 GB, so chapters that read only tables keep only
-tables, and an entry asked for more than it holds is captured again with more. A returned
+need), or the row sample as well (``"samples"``, for probes, of the blocks the model's budget samples). At the
+paper's sizes the moments of one model are about 0.6 GB and its sample 1.2 GB, so chapters that read only
+tables keep only tables, and an entry asked for more than it holds is captured again with more. A returned
 :class:`Measurement` is a handle: its moments and samples are read from disk one block at a time
 when asked for and never held, so holding many measurements costs little more than their tables.
 """
@@ -53,7 +53,9 @@ FORMAT = 6
 clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small real directions).
 5: the first position of each window is captured apart, and the stored table gains ``r2_lin_half_rows``,
 ``first_position_share``, ``r2_lin_after_first`` (with its std over folds) and ``r2_lin_folds``.
-6: the stored table gains the inputs' statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``)."""
+6: the stored table gains the inputs' statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``), the
+moments keep the upper triangles of Cxx and Cyy, and the row sample holds the blocks of the budget's
+:meth:`~linrec.experiment.profiles.Budget.sampled` only."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""
