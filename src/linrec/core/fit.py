@@ -257,7 +257,7 @@ def _checked_folds(block: int, folds: list[Moments]) -> None:
         )
 
 
-def _held_out_r2(folds: list[Moments], training: list[list[int]], rcond: float) -> list[float] | None:
+def held_out_r2(folds: list[Moments], training: list[list[int]], rcond: float) -> list[float] | None:
     """Held-out R² of each fold f, its map fitted on the folds ``training[f]``; None when one of those training
     sets holds too few rows for the width (the fit needs width + 1)."""
     trains = [merge_folds([folds[g] for g in used]) for used in training]
@@ -308,7 +308,7 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         score = held_out(fit, test)
         r2s.append(score.r2)
         per_feature.append(score.r2_per_feature)
-    half = _held_out_r2(folds, half_training(len(folds)), rcond) if len(folds) > 2 else None
+    half = held_out_r2(folds, half_training(len(folds)), rcond) if len(folds) > 2 else None
     total = merge_folds(folds)
     full = fit_affine(total, rcond)
     predicted_cov = full.weight.T @ total.cxx @ full.weight
@@ -340,7 +340,7 @@ def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND
     total = merge_folds([f + g for f, g in zip(first, later, strict=True)])  # (``first`` is read once)
     k = len(later)
     others = [[g for g in range(k) if g != f] for f in range(k)]
-    r2 = None if any(m.n == 0 for m in later) else _held_out_r2(later, others, rcond)
+    r2 = None if any(m.n == 0 for m in later) else held_out_r2(later, others, rcond)
     share = variance_share(merge_folds(first), total)
     if r2 is None:
         return share, float("nan"), float("nan")

@@ -79,8 +79,11 @@ def window_nll(model: nn.Module, batches: TokenBatches, progress: bool = False) 
                 )
             mask = batch.attention_mask.bool()
             scored = (mask[:, 1:] & mask[:, :-1]).to(logits.device)
-            targets = batch.input_ids[:, 1:].to(logits.device)
-            nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, reduction="none")
+            targets = F.pad(batch.input_ids[:, 1:], (0, 1), value=-100).to(logits.device)  # the last: no next token
+            # Over the vocabulary as the logits lie in memory (rows of it), not a transposed view, which costs
+            # several times more with a large vocabulary; the last position is ignored, so nothing is copied.
+            nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
+            nll = nll.view(targets.shape)[:, :-1]
             sums.append(torch.where(scored, nll.to(torch.float64), 0.0).sum(1).cpu())
             counts.append(scored.sum(1).cpu())
     windows = WindowNLL(torch.cat(sums), torch.cat(counts))
