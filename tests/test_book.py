@@ -667,3 +667,23 @@ def test_provenance_names_the_linrec_that_runs_not_stale_install_metadata(monkey
     real = importlib.metadata.version
     monkeypatch.setattr(provenance.metadata, "version", lambda n: "0.0.1" if n == "linrec" else real(n))
     assert provenance.versions()["linrec"] == linrec.__version__
+
+
+def test_a_measurement_made_up_front_says_it_is_running_while_it_runs(monkeypatch, capsys):
+    from linrec.book import prepare
+    from linrec.experiment import measurement as measured
+
+    monkeypatch.setattr(prepare, "LOG_EVERY", 0.05)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the worker's setting, not this process's
+    asked = []
+    monkeypatch.setattr(measured, "measurement", lambda *a, **k: (asked.append((a[1], k)), time.sleep(0.3)))
+    plan = prepare.Planned("zoo-gpt2", "permuted@1", "stdlib-prose", "table")
+    done, seconds = prepare._measure(("smoke", {}, plan))
+    assert done == plan and seconds >= 0.3
+    assert asked == [
+        ("zoo-gpt2", {"checkpoint": "permuted@1", "corpus": "stdlib-prose", "keep": "table", "progress": False})
+    ]
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 3 and all(
+        line.startswith("[book] measuring zoo-gpt2 (permuted@1) on stdlib-prose: ") for line in lines
+    )

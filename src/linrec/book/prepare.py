@@ -11,12 +11,14 @@ else captures it itself, and nothing planned changes a result.
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from linrec.book.layout import BookError
+from linrec.progress import LOG_EVERY
 
 if TYPE_CHECKING:
     from linrec.experiment.profiles import Profile
@@ -73,10 +75,20 @@ def _measure(args: tuple[str, dict[str, object], Planned]) -> tuple[Planned, flo
 
     name, fields, plan = args
     torch.set_num_threads(1)
-    disable_progress_bar()  # the build's log: one line per measurement, not transformers' loading bars
+    disable_progress_bar()  # the build's log: lines about measurements, not transformers' loading bars
     start = time.perf_counter()
-    measurement(get_profile(name, **fields), plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
-                keep=plan.keep, progress=False)  # fmt: skip
+    done = threading.Event()
+
+    def heartbeat() -> None:  # a capture takes minutes: the log is never silent for longer than LOG_EVERY
+        while not done.wait(LOG_EVERY):
+            print(f"[book] measuring {plan}: {time.perf_counter() - start:.0f} s so far", flush=True)
+
+    threading.Thread(target=heartbeat, daemon=True).start()
+    try:
+        measurement(get_profile(name, **fields), plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
+                    keep=plan.keep, progress=False)  # fmt: skip
+    finally:
+        done.set()
     return plan, time.perf_counter() - start
 
 
