@@ -670,10 +670,11 @@ def test_provenance_names_the_linrec_that_runs_not_stale_install_metadata(monkey
 
 
 def test_a_measurement_made_up_front_says_it_is_running_while_it_runs(monkeypatch, capsys):
+    from linrec import progress
     from linrec.book import prepare
     from linrec.experiment import measurement as measured
 
-    monkeypatch.setattr(prepare, "LOG_EVERY", 0.05)
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.05)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the worker's setting, not this process's
     asked = []
     monkeypatch.setattr(measured, "measurement", lambda *a, **k: (asked.append((a[1], k)), time.sleep(0.3)))

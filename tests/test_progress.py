@@ -54,3 +54,19 @@ def test_a_terminal_gets_tqdms_own_bar_and_disable_silences_both(monkeypatch, st
     list(bar)
     bar.close()
     assert ("\r" in err.getvalue()) == (stream is _Terminal)
+
+
+def test_a_heartbeat_writes_a_line_while_the_block_runs_and_none_after(capsys):
+    import time
+
+    from linrec.progress import heartbeat
+
+    with heartbeat("[book] measuring x", every=0.05):
+        time.sleep(0.3)
+    time.sleep(0.2)
+    lines = capsys.readouterr().out.splitlines()
+    assert 3 <= len(lines) <= 7 and all(
+        line.startswith("[book] measuring x: ") and line.endswith(" s so far") for line in lines
+    )
+    time.sleep(0.2)
+    assert capsys.readouterr().out == ""  # stopped with the block

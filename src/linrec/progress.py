@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
@@ -74,3 +76,21 @@ def no_library_bars() -> Iterator[None]:
     finally:
         if shown:
             transformers_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def heartbeat(what: str, every: float | None = None) -> Iterator[None]:
+    """While the block runs, print "``what``: N s so far" every ``every`` seconds (default :data:`LOG_EVERY`): a
+    log line for a stage that reports no progress of its own, so that a log is never silent for minutes."""
+    start, done = time.perf_counter(), threading.Event()
+    wait = LOG_EVERY if every is None else every
+
+    def beat() -> None:
+        while not done.wait(wait):
+            print(f"{what}: {time.perf_counter() - start:.0f} s so far", flush=True)
+
+    threading.Thread(target=beat, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()

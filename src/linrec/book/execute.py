@@ -53,6 +53,7 @@ def prepare_models(profile: str) -> None:
     from linrec.models.gguf import dequantised
     from linrec.models.packaged import packaged_file
     from linrec.models.zoo import build_zoo
+    from linrec.progress import heartbeat, no_library_bars
 
     chosen = get_profile(profile)
     start = time.perf_counter()
@@ -61,7 +62,8 @@ def prepare_models(profile: str) -> None:
         print(f"[book] zoo '{chosen.zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
     for name in chosen.packaged:
         start = time.perf_counter()  # each stage its own time, not a running total
-        dequantised(packaged_file(name))
+        with heartbeat(f"[book] dequantising '{name}'"), no_library_bars():  # lines, not transformers' bars
+            dequantised(packaged_file(name))
         print(f"[book] pretrained '{name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
 
 

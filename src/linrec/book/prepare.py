@@ -11,14 +11,13 @@ else captures it itself, and nothing planned changes a result.
 from __future__ import annotations
 
 import multiprocessing as mp
-import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from linrec.book.layout import BookError
-from linrec.progress import LOG_EVERY
+from linrec.progress import heartbeat, no_library_bars
 
 if TYPE_CHECKING:
     from linrec.experiment.profiles import Profile
@@ -66,29 +65,19 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
 
 
 def _measure(args: tuple[str, dict[str, object], Planned]) -> tuple[Planned, float]:
-    """Capture one planned measurement in a worker (one thread, as a chapter computes); its wall time."""
+    """Capture one planned measurement in a worker (one thread, as a chapter computes); its wall time. A capture
+    takes minutes, so a line says it is running every 30 s; transformers' loading bars stay out of the log."""
     import torch
-    from transformers.utils.logging import disable_progress_bar
 
     from linrec.experiment.measurement import measurement
     from linrec.experiment.profiles import get_profile
 
     name, fields, plan = args
     torch.set_num_threads(1)
-    disable_progress_bar()  # the build's log: lines about measurements, not transformers' loading bars
     start = time.perf_counter()
-    done = threading.Event()
-
-    def heartbeat() -> None:  # a capture takes minutes: the log is never silent for longer than LOG_EVERY
-        while not done.wait(LOG_EVERY):
-            print(f"[book] measuring {plan}: {time.perf_counter() - start:.0f} s so far", flush=True)
-
-    threading.Thread(target=heartbeat, daemon=True).start()
-    try:
+    with heartbeat(f"[book] measuring {plan}"), no_library_bars():
         measurement(get_profile(name, **fields), plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
                     keep=plan.keep, progress=False)  # fmt: skip
-    finally:
-        done.set()
     return plan, time.perf_counter() - start
 
 
