@@ -233,7 +233,8 @@ def build_lines(builds: list[dict]) -> list[str]:
 
 
 BUILD_LINE = re.compile(r"\[book\] (?:(\d\d_\w+): done in|zoo '(\w+)' ready in) ([\d.]+) s$", re.MULTILINE)
-ZOO_TRAINING = re.compile(r"^zoo-[\w-]+:\s+\d+%", re.MULTILINE)
+ZOO_TRAINING = re.compile(r"^(zoo-[\w-]+:\s+\d+%|training \d+ zoo model\(s\): \d+/)", re.MULTILINE)
+"""A line of the zoo being trained: a bar of one model (older logs) or the line of all of them (``build_zoo``)."""
 MEASURED_LINE = re.compile(r"^\[book\] measurements ready in ([\d.]+) s$", re.MULTILINE)
 
 

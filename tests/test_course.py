@@ -202,7 +202,7 @@ RESOURCES = {
         {"profile": "offline", "machine": "2 CPU cores (x86_64)", "date": "2026-11-23", "zoo_s": 704.1,
          "chapters": {"02_x": 314.0, "03_y": 50.0}},
         {"profile": "offline", "machine": "2 CPU cores (x86_64)", "date": "2026-11-23", "zoo_s": 812.3,
-         "chapters": {"02_x": 331.7}},
+         "measure_s": 1300.0, "chapters": {"02_x": 331.7}},
         {"profile": "smoke", "machine": "m", "date": "d", "zoo_s": None, "chapters": {"02_x": 1.0, "04_z": 1.0}},
     ],
     "gpu": {"02_x": "124 (H100)", "03_y": "unfinished (lease ended)"},
@@ -214,6 +214,7 @@ def test_the_run_time_note_states_the_measurements_and_where_they_were_taken():
     assert note.startswith("**Run time.** On a CPU (`offline` profile): 5 to 6 minutes, in two full builds")
     assert "2 CPU cores (x86_64), 2026-11-23" in note and "12 to 14 minutes in those builds" in note
     assert "2 minutes on one H100" in note  # 124 s
+    assert "two chapters at a time, after 22 minutes capturing the measurements the chapters share)" in note
     one = timing.run_time_note(RESOURCES, "03_y")
     assert "50 s, in one full build" in one and "on a GPU at the paper's model sizes has not been measured" in one
     other = timing.run_time_note(RESOURCES, "04_z")  # measured only under another profile
@@ -238,11 +239,19 @@ def test_a_build_log_becomes_a_record_of_chapter_times(tmp_path):
     assert record["chapters"] == {"01_method": 147.8, "02_heterogeneity": 331.7}
     assert record["zoo_s"] is None  # ready, but the log shows no training: a cached zoo
     assert "| zoo, before the chapters | not trained |" in resources.build_lines([record])
+    assert record["measure_s"] is None
     log.write_text(log.read_text() + "zoo-gpt2:  50%|#####     | 500/1000\n")
+    assert resources.build_record(log, "offline")["zoo_s"] == 704.1  # an older log's bar of one model
+    log.write_text(
+        "training 4 zoo model(s): 123/4000 step after 00:30, zoo-gpt2 6%\n[book] zoo 'offline' ready in 704.1 s\n"
+        "[book] measured smollm2-135m (final) on kjv-bible in 161.0 s\n[book] measurements ready in 1234.5 s\n"
+        "[book] 01_method: done in 147.8 s\n[book] 02_heterogeneity: done in 331.7 s\n"
+    )
     trained = resources.build_record(log, "offline")
-    assert trained["zoo_s"] == 704.1
+    assert trained["zoo_s"] == 704.1 and trained["measure_s"] == 1234.5
     page = resources.build_lines([record, trained])  # the Resources page's table of whole builds
     assert "| 01_method | 148 | 148 |" in page and "| zoo, before the chapters | not trained | 704 |" in page
+    assert "| shared measurements, before the chapters |  | 1234 |" in page
     log.write_text("nothing\n")
     with pytest.raises(SystemExit, match="is it the log of a book build"):
         resources.build_record(log, "offline")
