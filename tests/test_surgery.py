@@ -150,6 +150,20 @@ def test_perplexity_matches_the_models_own_loss(eval_text):
         perplexity(model, eval_text)
 
 
+def test_a_batch_whose_logits_are_too_large_is_scored_a_window_at_a_time_with_the_same_result(eval_text, monkeypatch):
+    from linrec.interventions import perplexity as ppl
+
+    model = tiny_model("gpt2")
+    whole = window_nll(model, eval_text)
+    calls = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda **k: (calls.append(k["input_ids"].shape[0]), forward(**k))[1])
+    monkeypatch.setattr(ppl, "LOGITS_BYTES", 1)  # less than one window's logits: one window per forward
+    parts = window_nll(model, eval_text)
+    assert set(calls) == {1} and len(calls) == len(eval_text.input_ids)
+    assert torch.allclose(parts.nll, whole.nll, rtol=1e-6) and torch.equal(parts.tokens, whole.tokens)
+
+
 def test_window_nll_sums_each_windows_token_losses(eval_text):
     model = tiny_model("gpt2")
     windows = window_nll(model, eval_text)

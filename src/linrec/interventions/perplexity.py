@@ -64,32 +64,51 @@ class WindowNLL:
         return math.exp(float(self.nll.sum()) / int(self.tokens.sum()))
 
 
+LOGITS_BYTES = 256 * 2**20
+"""The most memory one forward's float32 logits may take: a batch whose logits would take more is scored a few
+windows at a time, so a 262k-word vocabulary (Gemma 3) needs no more memory for them than a 50k one."""
+
+
+def _vocabulary(model: nn.Module) -> int:
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    weight = getattr(head, "weight", None)
+    return int(weight.shape[0]) if weight is not None else int(getattr(model.config, "vocab_size", 1))
+
+
 def window_nll(model: nn.Module, batches: TokenBatches, progress: bool = False) -> WindowNLL:
-    """The summed next-token NLL and scored-token count of each window of ``batches`` (held-out text)."""
+    """The summed next-token NLL and scored-token count of each window of ``batches`` (held-out text), scored
+    :data:`LOGITS_BYTES` of logits at a time."""
     require_eval(model, "perplexity")
     device = input_device(model)
+    vocabulary = _vocabulary(model)
     sums, counts = [], []
     with torch.no_grad():
         for batch in progress_bar(batches, desc="perplexity", disable=not progress):
-            out = model(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device))
-            logits = getattr(out, "logits", None)
-            if logits is None:
-                raise LinrecError(
-                    "the model returned no logits; perplexity needs a causal LM with its head (AutoModelForCausalLM)"
-                )
-            mask = batch.attention_mask.bool()
-            scored = (mask[:, 1:] & mask[:, :-1]).to(logits.device)
-            targets = F.pad(batch.input_ids[:, 1:], (0, 1), value=-100).to(logits.device)  # the last: no next token
-            # Over the vocabulary as the logits lie in memory (rows of it), not a transposed view, which costs
-            # several times more with a large vocabulary; the last position is ignored, so nothing is copied.
-            nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
-            nll = nll.view(targets.shape)[:, :-1]
-            sums.append(torch.where(scored, nll.to(torch.float64), 0.0).sum(1).cpu())
-            counts.append(scored.sum(1).cpu())
-    windows = WindowNLL(torch.cat(sums), torch.cat(counts))
-    if int(windows.tokens.sum()) == 0:
+            windows, length = batch.input_ids.shape
+            step = max(1, LOGITS_BYTES // (length * vocabulary * 4))
+            for start in range(0, windows, step):
+                ids, mask = batch.input_ids[start : start + step], batch.attention_mask[start : start + step]
+                out = model(input_ids=ids.to(device), attention_mask=mask.to(device))
+                logits = getattr(out, "logits", None)
+                if logits is None:
+                    raise LinrecError(
+                        "the model returned no logits; perplexity needs a causal LM with its head "
+                        "(AutoModelForCausalLM)"
+                    )
+                real = mask.bool()
+                scored = (real[:, 1:] & real[:, :-1]).to(logits.device)
+                targets = F.pad(ids[:, 1:], (0, 1), value=-100).to(logits.device)  # the last: no next token
+                # Over the vocabulary as the logits lie in memory (rows of it), not a transposed view, which costs
+                # several times more with a large vocabulary; the last position is ignored, so nothing is copied.
+                nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
+                nll = nll.view(targets.shape)[:, :-1]
+                sums.append(torch.where(scored, nll.to(torch.float64), 0.0).sum(1).cpu())
+                counts.append(scored.sum(1).cpu())
+                del out, logits, nll  # before the next part's forward, not after it
+    windows_nll = WindowNLL(torch.cat(sums), torch.cat(counts))
+    if int(windows_nll.tokens.sum()) == 0:
         raise LinrecError("the evaluation batches contain no token pairs to score; use sequences of at least 2 tokens")
-    return windows
+    return windows_nll
 
 
 def perplexity(model: nn.Module, batches: TokenBatches, progress: bool = False) -> float:
