@@ -39,6 +39,8 @@ def test_show_hides_the_index_and_keeps_a_meaningful_one_as_a_column():
     table = show(wide)
     assert list(table.text().columns) == ["model", "x"]
     assert list(show(pd.DataFrame({"x": [1.0]}, index=["row"])).text().columns) == ["", "x"]
+    filtered = pd.DataFrame({"block": [0, 4, 7], "r2_lin": [0.9, 0.5, 0.7]}).query("block > 0")  # index 1, 2
+    assert list(show(filtered).text().columns) == ["block", "r2_lin"]  # no column of row positions beside block
     page = table._repr_html_()
     assert "gpt2" in page and "row_heading" not in page and "<details>" not in page
 

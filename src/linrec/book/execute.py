@@ -255,7 +255,8 @@ def execute(
     prepare_models(profile)
     jobs = jobs or default_jobs(profile)
     stems = [s.stem for s in chosen]
-    seeds = _parameter(book, "03_activation", "CONTROL_SEEDS", params) if "03_activation" in stems else ()
+    given = _parameter(book, "03_activation", "CONTROL_SEEDS", params) if "03_activation" in stems else ()
+    seeds = [s for s in given if isinstance(s, int)] if isinstance(given, (list, tuple)) else []  # the chapter checks
     plans = [p for p in planned(get_profile(profile, **(fields or {})), seeds) if p.wanted_by(stems)]
     prepare_measurements(profile, fields or {}, plans, jobs)
     print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)

@@ -70,9 +70,12 @@ windows at a time, so a 262k-word vocabulary (Gemma 3) needs no more memory for 
 
 
 def _vocabulary(model: nn.Module) -> int:
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    weight = getattr(head, "weight", None)
-    return int(weight.shape[0]) if weight is not None else int(getattr(model.config, "vocab_size", 1))
+    """The width of the model's logits: its output embedding's rows, else its configuration's vocabulary."""
+    heads = getattr(model, "get_output_embeddings", None)
+    weight = getattr(heads() if callable(heads) else None, "weight", None)
+    if isinstance(weight, torch.Tensor):
+        return int(weight.shape[0])
+    return int(getattr(getattr(model, "config", None), "vocab_size", 1))
 
 
 def window_nll(model: nn.Module, batches: TokenBatches, progress: bool = False) -> WindowNLL:

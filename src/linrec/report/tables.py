@@ -100,13 +100,17 @@ def show(table: pd.DataFrame, formats: Mapping[str, str] | None = None, fold: st
     """``table`` for reading: each float column rounded by :func:`column_format` (or by ``formats``, a format
     spec such as ``".4f"`` per column name), integers with thousands separators, no index column (a named
     or non-default index becomes the first column(s)), and, with more than :data:`FOLD_ROWS` rows, folded
-    behind ``fold`` (default: "<n> rows: click to show"). An unnamed index becomes a column with an empty header."""
+    behind ``fold`` (default: "<n> rows: click to show"). An unnamed index of labels becomes a column with an empty
+    header; an unnamed integer index (row positions, such as a filter leaves) is dropped."""
     if not isinstance(table, pd.DataFrame):
         raise LinrecError(f"show() formats a pandas DataFrame; got {type(table).__name__}")
     unknown = [c for c in formats or {} if c not in table.columns]
     if unknown:
         raise LinrecError(f"formats name columns the table lacks: {unknown}; it has {list(table.columns)}")
-    if not isinstance(table.index, pd.RangeIndex) or any(name is not None for name in table.index.names):
+    unnamed = all(name is None for name in table.index.names)
+    if unnamed and pd.api.types.is_integer_dtype(table.index.dtype):  # row positions (e.g. left by a filter): not data
+        table = table.reset_index(drop=True)
+    elif not isinstance(table.index, pd.RangeIndex) or not unnamed:
         table = table.rename_axis([name if name is not None else "" for name in table.index.names]).reset_index()
     if table.columns.duplicated().any():
         raise LinrecError(f"a table to show needs distinct column names; got {list(table.columns)}")
