@@ -181,7 +181,7 @@ ch.figure(fig, sweep, "fig-bilinear-gain")
 # controls as reference lines and the random FFNs' interval shaded.
 
 # %%
-controls_at = {w: probe_controls(config, d=w, seed=SEED, seeds=PROBE_SEEDS) for w in dict.fromkeys(widths.values())}
+controls_at = {w: probe_controls(config, d=w, seed=SEED, seeds=PROBE_SEEDS, cache=True) for w in dict.fromkeys(widths.values())}
 width = widths[MODELS[0]]
 controls = controls_at[width]
 same = [m for m in MODELS if widths[m] == width]  # the models the controls of this width apply to

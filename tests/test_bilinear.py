@@ -293,6 +293,18 @@ def test_planted_controls_at_the_chapter_budget(controls):
         planted_residual("even")
 
 
+def test_cached_controls_are_the_computed_ones_and_computed_once(controls, tmp_path, monkeypatch):
+    import linrec.analysis.bilinear as bilinear
+
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    first = probe_controls(CHAPTER, d=WIDTH, cache=True)
+    pd.testing.assert_frame_equal(first, controls)  # through the cache's JSON, every value as computed
+    monkeypatch.setattr(bilinear, "bilinear_probes", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    pd.testing.assert_frame_equal(probe_controls(CHAPTER, d=WIDTH, cache=True), controls)  # read, not trained
+    with pytest.raises(AssertionError, match="ran"):
+        probe_controls(CHAPTER, d=WIDTH, seed=1, cache=True)  # another setting is another entry
+
+
 def test_share_and_gain_verdicts_on_planted_blocks_at_the_chapter_budget(controls, planted_sweep):
     """Each planted block as a one-block run: the share claim says yes on the odd residual only; a random FFN's
     residual (no different from the controls') and a low-rank quadratic's must not pass; the gain claim says yes

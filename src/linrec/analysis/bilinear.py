@@ -193,26 +193,37 @@ CONTROL_SEQUENCE = 40
 """Rows per planted "sequence" in :func:`probe_controls` (what its cluster bootstrap resamples)."""
 
 
-def probe_controls(config: ProbeConfig, d: int, rank: int = 8, seed: int = 0, seeds: int = 2) -> pd.DataFrame:
+def probe_controls(
+    config: ProbeConfig, d: int, rank: int = 8, seed: int = 0, seeds: int = 2, cache: bool = False
+) -> pd.DataFrame:
     """The bilinear probe (``config``, the chapter's, with ``seeds`` probe seeds as on the real blocks) on each
     planted residual of :func:`planted_residual` at width ``d`` (pass the chapter's: how much of a random FFN's
-    residual a rank-r probe captures falls with the width).
+    residual a rank-r probe captures falls with the width). ``cache``: computed once per setting and kept in the
+    cache (:func:`linrec.experiment.results.cached_frames`), as the probes on measured blocks are.
 
     Columns: ``control, kind, expected, r2_lin, gain, captured, captured_low, captured_high, steps, at_budget``.
     """
-    rows = []
-    for kind, expected in CONTROLS.items():
-        planted = planted_residual(kind, d=d, rank=rank, seed=seed, sequence=CONTROL_SEQUENCE)
-        results, share = bilinear_probes(planted, config=config, sequence_rows=CONTROL_SEQUENCE, seeds=seeds)
-        rows.append(
-            {
-                "control": f"{kind} residual" + (f" (rank {rank})" if kind in ("quadratic", "odd") else ""),
-                "kind": kind,
-                "expected": expected,
-                **probes_summary(results, share),
-            }
-        )
-    return pd.DataFrame(rows)
+
+    def compute() -> dict[str, pd.DataFrame]:
+        rows = []
+        for kind, expected in CONTROLS.items():
+            planted = planted_residual(kind, d=d, rank=rank, seed=seed, sequence=CONTROL_SEQUENCE)
+            results, share = bilinear_probes(planted, config=config, sequence_rows=CONTROL_SEQUENCE, seeds=seeds)
+            rows.append(
+                {
+                    "control": f"{kind} residual" + (f" (rank {rank})" if kind in ("quadratic", "odd") else ""),
+                    "kind": kind,
+                    "expected": expected,
+                    **probes_summary(results, share),
+                }
+            )
+        return {"controls": pd.DataFrame(rows)}
+
+    if not cache:
+        return compute()["controls"]
+    content = {"config": asdict(config), "d": d, "rank": rank, "seed": seed, "seeds": seeds,
+               "controls": CONTROLS, "sequence": CONTROL_SEQUENCE}  # fmt: skip
+    return cached_frames("probe-controls", content, compute)["controls"]
 
 
 CONTROL_CAPTURED, CONTROL_NONE = 0.9, 0.05
