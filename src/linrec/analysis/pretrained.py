@@ -30,11 +30,9 @@ def row_convergence(moments: Mapping[int, list[Moments]], rcond: float) -> pd.Da
     for block, folds in sorted(moments.items()):
         sizes = [f.n for f in folds]
         for used in range(2, len(folds) + 1):
-            if sum(sizes[:used]) - max(sizes[:used]) <= folds[0].d_in:
-                continue
             # Only the held-out fits, as kfold makes them (not its other columns: a third of the solves).
             r2 = held_out_r2(folds[:used], [[g for g in range(used) if g != f] for f in range(used)], rcond)
-            if r2 is None:
+            if r2 is None:  # a training split with no more rows than the width
                 continue
             train_rows = sum(sizes[:used]) - round(np.mean(sizes[:used]))
             rows.append({"block": block, "folds": used, "train_rows": train_rows, "r2_lin": float(np.mean(r2))})

@@ -236,12 +236,12 @@ def execute(
     from linrec.experiment.profiles import get_profile
     from linrec.files import check_cache, check_writable
 
-    get_profile(profile, **(fields or {}))  # a bad profile or field fails here, not in each chapter
+    resolved = get_profile(profile, **(fields or {}))  # a bad profile or field fails here, not in each chapter
     check_cache()
     chosen = [s for s in sources(book) if not only or s.stem in only]
     if only and len(chosen) != len(set(only)):
         raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources(book)]}")
-    declared = {s.stem: set(papermill.inspect_notebook(str(s.with_suffix(".ipynb")))) for s in chosen}
+    declared = {s.stem: papermill.inspect_notebook(str(s.with_suffix(".ipynb"))) for s in chosen}
     unknown = sorted(set(params or {}) - set().union(*declared.values()))
     if unknown:
         raise BookError(f"no chapter of {[s.stem for s in chosen]} has the parameters {unknown}")
@@ -254,10 +254,9 @@ def execute(
     os.environ["LINREC_FIGURE_DATA"] = str(out_dir.resolve())  # the figures' CSV files go beside the chapters
     prepare_models(profile)
     jobs = jobs or default_jobs(profile)
-    stems = [s.stem for s in chosen]
-    given = _parameter(book, "03_activation", "CONTROL_SEEDS", params) if "03_activation" in stems else ()
+    given = _parameter(declared.get("03_activation", {}), "CONTROL_SEEDS", params)
     seeds = [s for s in given if isinstance(s, int)] if isinstance(given, (list, tuple)) else []  # the chapter checks
-    plans = [p for p in planned(get_profile(profile, **(fields or {})), seeds) if p.wanted_by(stems)]
+    plans = [p for p in planned(resolved, seeds) if p.wanted_by(list(declared))]
     prepare_measurements(profile, fields or {}, plans, jobs)
     print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)
     with tempfile.TemporaryDirectory(prefix="linrec-book-") as tmp:
@@ -286,15 +285,12 @@ def execute(
     write_claims(book, profile)
 
 
-def _parameter(book: Book, stem: str, name: str, params: dict[str, object] | None) -> object:
-    """The value chapter ``stem``'s parameter ``name`` takes in this build: as set with ``--param``, else the
-    chapter's own default."""
-    import papermill
-
+def _parameter(declared: Mapping[str, Mapping[str, str]], name: str, params: dict[str, object] | None) -> object:
+    """The value parameter ``name`` of a chapter takes in this build: as set with ``--param``, else the default its
+    parameters cell ``declared`` (papermill's inspection of it; None when it declares no such parameter)."""
     if params and name in params:
         return params[name]
-    source = next(s for s in sources(book) if s.stem == stem)
-    return ast.literal_eval(papermill.inspect_notebook(str(source.with_suffix(".ipynb")))[name]["default"])
+    return ast.literal_eval(declared[name]["default"]) if name in declared else None
 
 
 def last_build(book: Book, profile: str) -> dict[str, float]:
@@ -302,7 +298,7 @@ def last_build(book: Book, profile: str) -> dict[str, float]:
     none is): what the scheduler starts the longest chapters first by."""
     from linrec.book import timing
 
-    builds = [b for b in (timing.load(book.root / RESOURCES) or {}).get("builds", []) if b.get("profile") == profile]
+    builds = timing.builds(timing.load(book.root / RESOURCES) or {}, profile)
     return dict(builds[-1]["chapters"]) if builds else {}
 
 

@@ -53,21 +53,26 @@ def count(n: int, noun: str) -> str:
     return f"{words[n] if n < len(words) else n} {noun}{'' if n == 1 else 's'}"
 
 
+def builds(resources: Mapping, profile: str) -> list[dict]:
+    """The whole builds of ``profile`` that ``resources`` records (``--record-build``), oldest first."""
+    return [b for b in resources.get("builds", []) if b.get("profile") == profile]
+
+
 def run_time_note(resources: Mapping, stem: str) -> str:
     """The "Run time" paragraph of chapter ``stem``: its CPU time at the ``offline`` profile over the recorded
     builds, the first-run zoo training those builds did, and its GPU time at the paper's sizes."""
-    builds = [b for b in resources.get("builds", []) if b.get("profile") == "offline"]
-    cpu = [b["chapters"][stem] for b in builds if stem in b["chapters"]]
+    offline = builds(resources, "offline")
+    cpu = [b["chapters"][stem] for b in offline if stem in b["chapters"]]
     if cpu:
-        where = "; ".join(sorted({f"{b['machine']}, {b['date']}" for b in builds}))
+        where = "; ".join(sorted({f"{b['machine']}, {b['date']}" for b in offline}))
         text = (
             f"On a CPU (`offline` profile): {span(cpu)}, in {count(len(cpu), 'full build')} of the book on {where} "
             "(two chapters at a time"
         )
-        if measured := [b["measure_s"] for b in builds if b.get("measure_s")]:
+        if measured := [b["measure_s"] for b in offline if b.get("measure_s")]:
             text += f", after {span(measured)} capturing the measurements the chapters share"
         text += ")."
-        if zoo := [b["zoo_s"] for b in builds if b.get("zoo_s")]:
+        if zoo := [b["zoo_s"] for b in offline if b.get("zoo_s")]:
             text += (
                 f" The model zoo is trained the first time a chapter needs it: {span(zoo)} in those builds; a "
                 "chapter that finds it missing from the cache warns before training it."
