@@ -22,7 +22,7 @@ import pandas as pd
 from IPython.display import display
 
 from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims, swap_range
-from linrec.analysis.positions import position_claims, position_extremes, sink_blocks, sink_table
+from linrec.analysis.positions import FEW, position_claims, position_extremes, sink_blocks, sink_table
 from linrec.analysis.pretrained import convergence_claim, measured_convergence
 from linrec.book import chapter
 from linrec.book.params import check_params
@@ -178,8 +178,11 @@ ch.glue(rows_first=heavy.rows_first, variance_first=heavy.first_position_share,
         reading=f"no block's R²_lin moves by {DEPENDS} or more without the first position" if depending.empty else
         f"{len(depending)} of {len(sinks)} blocks ({', '.join(f'{m} {int(b)}' for m, b in zip(depending.model, depending.block))}) "
         "have a headline R²_lin that rests on the first position: read their numbers with the column beside them")  # fmt: skip
-show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share"]],
-     fold="R²_lin of every block with and without the first position")
+few = position_claims(sinks, DEPENDS)[-1]
+ch.glue(few_share=FEW, few=f"{few.measured} blocks ({few.note})")
+show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share",
+            "top_rows_share_after_first"]],
+     fold="R²_lin of every block with and without the first position, and what its largest rows carry")  # fmt: skip
 
 # %% [markdown]
 # The first position is {glue:text}`rows_first:.1%` of the rows. Its share of a block's output
@@ -192,6 +195,13 @@ show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_p
 # is near-perfect by the measure and may be poor on every ordinary token. For such blocks the number
 # without the first position is the one that says what the block does to text, and chapter 5 shows
 # what replacing them costs.
+#
+# Leaving the first position out does not always leave ordinary rows behind. The last column is the
+# share of the remaining output variance carried by the largest 0.1 % of the remaining rows (found
+# exactly in the same pass: {mod}`linrec.core.tails`); for a block where that share is large, a few
+# dozen rows decide each fold's R²_lin, and the mean over folds depends on which folds drew them (the
+# table's `r2_lin_after_first_folds` lists each fold's value). In this run the largest 0.1 % carry
+# {glue:text}`few_share:.0%` or more of the rest in {glue:text}`few`.
 #
 # What the real models here can show: that well-trained language models of two families, with
 # different activations (SiLU and GELU gates) and norm placements, have strongly heterogeneous

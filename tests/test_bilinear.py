@@ -23,7 +23,7 @@ from linrec.analysis.bilinear import (
     residual_correlations,
     widest_gap,
 )
-from linrec.core.capture import BatchRows
+from linrec.core.rows import BatchRows
 from linrec.core.sample import Rows, RowSample
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import Measurement

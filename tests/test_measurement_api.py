@@ -159,7 +159,11 @@ def test_damaged_or_missing_files_are_named(measured, tmp_path):
     with pytest.raises(LinrecError, match="cannot read the measurement record .*measurement.json"):
         Measurement.load(out)
     (out / FILES[0]).write_text(json.dumps({"format": 99}))
-    with pytest.raises(LinrecError, match="not of format 1"):
+    with pytest.raises(LinrecError, match="not of format 2"):
+        Measurement.load(out)
+    (out / FILES[0]).write_text(json.dumps({"format": 2}))
+    (out / FILES[3]).write_text("[]")
+    with pytest.raises(LinrecError, match="largest rows record .*tails.json holds no JSON object"):
         Measurement.load(out)
     (out / FILES[1]).unlink()
     with pytest.raises(LinrecError, match="lacks moments-first.safetensors"):

@@ -5,9 +5,10 @@ import torch
 
 from conftest import tiny_model
 from linrec.analysis.positions import position_claims, sink_blocks, sink_table
-from linrec.core.capture import RowSink, capture_moments, run_capture
+from linrec.core.capture import capture_moments, run_capture
 from linrec.core.fit import DEFAULT_RCOND, kfold, recoverability, report_table
 from linrec.core.moments import Moments, PositionMoments
+from linrec.core.rows import RowSink
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.models.arch import ffn_blocks
@@ -65,6 +66,7 @@ def test_the_sink_table_reads_the_first_position_from_one_capture_of_planted_row
     assert list(sink_blocks(sink_table(table, length)).block) == [0]
     with pytest.raises(LinrecError, match="first_position_share"):
         sink_table(table.drop(columns="first_position_share"), length)
+    assert row.top_rows_share_after_first != row.top_rows_share_after_first  # NaN: moments alone know no rows
     with pytest.raises(LinrecError, match="measure them afresh"):
         sink_table(table.assign(r2_lin_after_first=float("nan")), length)
 
@@ -81,11 +83,14 @@ def test_position_claims_name_the_heaviest_the_most_moved_and_the_blocks_that_de
             "change": [-0.01, -0.79, 0.01],
             "first_position_share": [0.1, 0.95, 0.02],
             "rows_first": [1 / 64] * 3,
+            "top_rows_share_after_first": [0.01, 0.9, 0.5],
         }
     )
-    heavy, moved, depending = position_claims(sinks, depends=0.05)
+    heavy, moved, depending, few = position_claims(sinks, depends=0.05)
     assert heavy.value == 0.95 and "a block 1" in heavy.note and "1.6% of rows" in heavy.note
     assert moved.value == -0.79 and "0.990 → 0.200" in moved.note
     assert depending.measured == "1 of 3" and depending.note == "a 1"
     assert heavy.verdict is None and moved.reported == "not reported"
     assert position_claims(sinks, depends=0.001)[2].measured == "3 of 3"
+    assert few.measured == "2 of 3" and few.note == "a 1 (90%), b 0 (50%)"  # 0.5 is "or more"
+    assert position_claims(sinks, few=0.95)[3].note == "none"

@@ -5,8 +5,9 @@ import torch
 from sklearn.metrics import r2_score
 
 from conftest import VOCAB, tiny_model
-from linrec.core.capture import BatchRows, capture_moments
+from linrec.core.capture import capture_moments
 from linrec.core.moments import merge_folds
+from linrec.core.rows import BatchRows
 from linrec.core.sample import Rows, RowSample, capture_with_sample, closed_form, minibatches
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from conftest import VOCAB, tiny_model
-from linrec.core.capture import BatchRows, MomentSink, RowSink, capture_moments, run_capture, to_device
+from linrec.core.capture import MomentSink, capture_moments, run_capture
 from linrec.core.moments import Moments
+from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.sample import Rows, RowSample, capture_with_sample, row_priority
 from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches

@@ -26,8 +26,8 @@ from linrec.errors import LinrecError
 # Where each public name lives. They are imported on first use (PEP 562), so ``import linrec`` and
 # ``linrec --help`` do not pay for torch and transformers until something needs them.
 _HOMES = {
-    "BatchRows": "linrec.core.capture",
-    "RowSink": "linrec.core.capture",
+    "BatchRows": "linrec.core.rows",
+    "RowSink": "linrec.core.rows",
     "capture_moments": "linrec.core.capture",
     "run_capture": "linrec.core.capture",
     "AffineFit": "linrec.core.fit",
@@ -56,11 +56,12 @@ _HOMES = {
 }
 
 if TYPE_CHECKING:
-    from linrec.core.capture import BatchRows, RowSink, capture_moments, run_capture
+    from linrec.core.capture import capture_moments, run_capture
     from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
     from linrec.core.measure import Measurement, measure
     from linrec.core.moments import Moments, load_moments, save_moments
     from linrec.core.replacements import fit_replacements
+    from linrec.core.rows import BatchRows, RowSink
     from linrec.core.sample import RowSample
     from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches

@@ -32,7 +32,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.capture import BatchRows, MomentSink, RowSink, run_capture, to_device
+from linrec.core.capture import MomentSink, run_capture
+from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError

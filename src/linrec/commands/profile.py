@@ -78,7 +78,7 @@ def _columns_help() -> str:
         for name, text in columns.items()
     ]
     return "output columns, one row per model and block (the printed table leaves out revision, corpus_sha256,\n" + (
-        "r2_lin_folds and the versions; a path prints as its last part):\n" + "\n".join(lines)
+        "r2_lin_folds, r2_lin_after_first_folds and the versions; a path prints as its last part):\n" + "\n".join(lines)
     )
 
 
@@ -294,7 +294,9 @@ def _profile(args: argparse.Namespace) -> int:
     versions = _versions()
     result = pd.concat(tables, ignore_index=True).assign(**versions)
     if rank == 0:
-        printed = result.drop(columns=["corpus_sha256", "revision", "r2_lin_folds", *versions])
+        printed = result.drop(
+            columns=["corpus_sha256", "revision", "r2_lin_folds", "r2_lin_after_first_folds", *versions]
+        )
         printed = printed.assign(model=printed.model.map(short_name), corpus=printed.corpus.map(short_name))
         with pd.option_context("display.width", 200, "display.max_columns", 20):
             print(printed.to_string(index=False, float_format=lambda v: f"{v:.4g}"))

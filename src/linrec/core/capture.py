@@ -6,7 +6,7 @@ the deepest block asked for, so neither later layers nor the LM head run.
 
 Nothing on this path makes the host wait for a GPU within a batch: which rows are kept and which
 fold each belongs to is decided on the host from the attention mask before the forward
-(:class:`BatchRows`), the rows of a fold are a slice, token ids travel from pinned memory without
+(:class:`linrec.core.rows.BatchRows`), the rows of a fold are a slice, token ids travel from pinned memory without
 blocking, and NaN/Inf activations are found from the float64 sums every ``check_every`` batches
 (:class:`MomentSink`), not row by row. :class:`linrec.core.syncs.SyncCounter` tests it.
 """
@@ -24,6 +24,8 @@ import torch.distributed as dist
 from torch import nn
 
 from linrec.core.moments import BlockMoments, MomentAccumulator, Moments, PositionMoments, all_reduce_moments
+from linrec.core.rows import BatchRows, RowSink, to_device
+from linrec.core.tails import TailSink
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
@@ -31,77 +33,6 @@ from linrec.progress import progress_bar
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
-
-
-@dataclass(frozen=True)
-class BatchRows:
-    """What the host knows of one batch's captured rows before its forward (learning it costs the device nothing).
-
-    A batch's rows are its kept token rows (not padding, at a wanted position) in sequence-major order.
-    ``run_capture`` orders sequences by fold, so each fold's rows are one contiguous ``runs`` entry.
-    ``firsts`` are the rows at the first kept position of each window (position 0, where the attention sink
-    sits, unless the capture leaves it out); empty when the rows do not come from windows.
-    """
-
-    index: int  # the batch's number in this capture, from 0
-    offset: int  # rows handed over in earlier batches: the stream position of this batch's first row
-    runs: tuple[tuple[int, int, int], ...]  # (fold, start, stop) in the batch's rows
-    firsts: tuple[int, ...] = ()  # the row of each window's first kept position, ascending
-
-    @property
-    def n(self) -> int:
-        return self.runs[-1][2] if self.runs else 0
-
-    def fold_ids(self) -> torch.Tensor:
-        """The fold of every row (CPU, long)."""
-        out = torch.empty(self.n, dtype=torch.long)
-        for fold, start, stop in self.runs:
-            out[start:stop] = fold
-        return out
-
-    @classmethod
-    def of_folds(cls, index: int, offset: int, fold: torch.Tensor) -> BatchRows:
-        """The rows of a batch whose rows are in folds ``fold`` (CPU, one per row): one run per stretch of a fold."""
-        f = fold.numpy()
-        cuts = [0, *(np.flatnonzero(np.diff(f)) + 1).tolist(), len(f)]
-        return cls(index, offset, tuple((int(f[a]), a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a))
-
-    @classmethod
-    def of_mask(cls, index: int, offset: int, mask: np.ndarray, fold: torch.Tensor) -> BatchRows:
-        """The rows of a batch whose kept positions are ``mask`` (B, T) and whose sequences are in folds ``fold``."""
-        counts = mask.sum(1)
-        starts = np.cumsum(counts) - counts
-        plan = cls.of_folds(index, offset, torch.from_numpy(np.repeat(fold.numpy(), counts)))
-        return replace(plan, firsts=tuple(starts[counts > 0].tolist()))
-
-    def later(self) -> tuple[np.ndarray, tuple[tuple[int, int, int], ...]]:
-        """The rows that are not :attr:`firsts` (indices, ascending) and their fold runs (in those rows' order)."""
-        firsts = np.asarray(self.firsts, dtype=np.int64)
-        later = np.setdiff1d(np.arange(self.n), firsts, assume_unique=True)
-        before = lambda row: row - int(np.searchsorted(firsts, row))  # noqa: E731 (later rows before ``row``)
-        runs = tuple((fold, before(a), before(b)) for fold, a, b in self.runs if before(b) > before(a))
-        return later, runs
-
-
-class RowSink:
-    """Receives each block's rows, batch by batch, during :func:`run_capture`; subclasses override :meth:`add`.
-
-    Every call happens while the forward runs, so a sink that wants a GPU never to wait reads no device
-    value on the host (``.item()``, ``bool(t)``, boolean masks, copies to pageable host memory).
-    """
-
-    def start(self, rows_per_block: int) -> None:
-        """Called once before the first batch: how many rows each block will hand over in all."""
-
-    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
-        """The rows of ``block`` for one batch: x (n, d_in), y (n, d_out), on the block's device."""
-        raise NotImplementedError
-
-    def end_batch(self, rows: BatchRows) -> None:
-        """Called after every block of a batch was added."""
-
-    def finish(self) -> None:
-        """Called once after the last batch."""
 
 
 class _StopForward(Exception):
@@ -138,13 +69,6 @@ def require_eval(model: nn.Module, what: str) -> None:
     """Refuse a model in training mode: its dropout would make ``what`` random (and lower R², as noise does)."""
     if model.training:
         raise LinrecError(f"the model is in training mode (dropout would make {what} random); call model.eval() first")
-
-
-def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``t`` (on the CPU) on ``device``; to a GPU from pinned memory, queued without the host waiting."""
-    if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
 
 
 def run_capture(
@@ -466,8 +390,9 @@ def capture_positions(
     positions: slice | None = None,
 ) -> PositionMoments:
     """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU), the rows at each window's first
-    captured position apart from the later ones (:class:`MomentSink`); ``positions``: only the rows at these
-    window positions (:func:`run_capture`; the forward pass is unchanged).
+    captured position apart from the later ones (:class:`MomentSink`), with each block's largest rows
+    (:class:`linrec.core.tails.TailSink`); ``positions``: only the rows at these window positions
+    (:func:`run_capture`; the forward pass is unchanged).
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
@@ -486,12 +411,12 @@ def capture_positions(
     if distributed:
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
-    sink = MomentSink(folds)
-    run_capture(model, batches, chosen, [sink, *extra_sinks], fold_of_sequence, progress, positions)
+    sink, tails = MomentSink(folds), TailSink()
+    run_capture(model, batches, chosen, [sink, tails, *extra_sinks], fold_of_sequence, progress, positions)
     split = sink.positions()
     if distributed:
-        return PositionMoments(all_reduce_moments(dict(split.first)), all_reduce_moments(split.later))
-    return split
+        return PositionMoments(all_reduce_moments(dict(split.first)), all_reduce_moments(split.later), tails.tails())
+    return replace(split, tails=tails.tails())
 
 
 def capture_moments(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -193,6 +194,10 @@ COLUMNS = {
     "evaluation (NaN when too few rows remain)",
     "r2_lin_after_first_std": "its standard deviation over the k folds: large where a few rows carry most of what "
     "is left of the block's output variance, so that the fold which draws them decides the number",
+    "top_rows_share": "share of the block's output variance (about the mean of every row) carried by its largest "
+    "0.1 % of rows (rows ranked by their distance from that mean; NaN where one pass could not single them out)",
+    "top_rows_share_after_first": "the same over the rows after the first captured position of each window: near 1 "
+    "where a handful of rows decide r2_lin_after_first",
     "r2_feature_median": "median over output features of each feature's own held-out R²",
     "effective_rank_out": "participation ratio of the output covariance: how many directions carry the output",
     "effective_rank_map": "participation ratio of the fitted map's predictions WᵀCxxW",
@@ -206,6 +211,7 @@ COLUMNS = {
     "d_in": "input width of the block",
     "d_out": "output width of the block",
     "r2_lin_folds": "the held-out R²_lin of each fold, fold 0 first, as a list (r2_lin is their mean)",
+    "r2_lin_after_first_folds": "the same for r2_lin_after_first (an empty list where it is NaN)",
 }
 """What each column of :func:`report_table` means: the one description ``linrec profile --help`` and the docs use."""
 
@@ -231,6 +237,9 @@ class BlockReport:
     first_position_share: float = float("nan")  # unknown unless the first positions' moments were kept apart
     r2_lin_after_first: float = float("nan")
     r2_lin_after_first_std: float = float("nan")
+    r2_lin_after_first_folds: tuple[float, ...] = ()
+    top_rows_share: float = float("nan")  # unknown unless the capture kept each block's largest rows
+    top_rows_share_after_first: float = float("nan")
     input_rms: float = float("nan")  # the inputs' statistics (input_statistics)
     effective_rank_in: float = float("nan")
     outlier_ratio: float = float("nan")
@@ -243,7 +252,12 @@ class BlockReport:
 
     def row(self) -> dict:
         """The table's row: the columns of :data:`COLUMNS`, in its order."""
-        values = {**vars(self), "r2_feature_median": self.r2_feature_median, "r2_lin_folds": list(self.r2_lin_folds)}
+        values = {
+            **vars(self),
+            "r2_feature_median": self.r2_feature_median,
+            "r2_lin_folds": list(self.r2_lin_folds),
+            "r2_lin_after_first_folds": list(self.r2_lin_after_first_folds),
+        }
         return {column: values[column] for column in COLUMNS}
 
 
@@ -313,6 +327,7 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
     full = fit_affine(total, rcond)
     predicted_cov = full.weight.T @ total.cxx @ full.weight
     n_test = round(np.mean([m.n for m in folds]))
+    inputs = input_statistics(total)
     return BlockReport(
         block=block,
         r2_lin=float(np.mean(r2s)),
@@ -321,7 +336,9 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         effective_rank_out=participation_ratio(torch.linalg.eigvalsh(total.cyy)),
         effective_rank_map=participation_ratio(torch.linalg.eigvalsh((predicted_cov + predicted_cov.T) / 2)),
         input_condition=full.input_condition,
-        **input_statistics(total),
+        input_rms=inputs["input_rms"],
+        effective_rank_in=inputs["effective_rank_in"],
+        outlier_ratio=inputs["outlier_ratio"],
         null_dims=full.null_dims,
         n_train=total.n - n_test,
         n_test=n_test,
@@ -332,34 +349,45 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
     )
 
 
-def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND) -> tuple[float, float, float]:
-    """What the first captured position of each window does to one block: (its share of the output variance, and
-    the k-fold R²_lin with those rows left out of fit and test, as mean and std over folds; NaN when the later
-    rows are too few for the width)."""
+def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND) -> dict[str, Any]:
+    """What the first captured position of each window does to one block, as table columns: its share of the
+    output variance, and the k-fold R²_lin with those rows left out of fit and test (mean, std and each fold's;
+    NaN and () when the later rows are too few for the width); and, where ``split`` has the block's largest rows
+    (:mod:`linrec.core.tails`), the share of the output variance they carry, over every row and after the first
+    position (NaN where unknown)."""
     first, later = split.first[block], split.later[block]
     total = merge_folds([f + g for f, g in zip(first, later, strict=True)])  # (``first`` is read once)
     k = len(later)
     others = [[g for g in range(k) if g != f] for f in range(k)]
     r2 = None if any(m.n == 0 for m in later) else held_out_r2(later, others, rcond)
-    share = variance_share(merge_folds(first), total)
-    if r2 is None:
-        return share, float("nan"), float("nan")
-    return share, float(np.mean(r2)), float(np.std(r2, ddof=1))
+    tails = split.tails.get(block)
+    return {
+        "first_position_share": variance_share(merge_folds(first), total),
+        "r2_lin_after_first": math.nan if r2 is None else float(np.mean(r2)),
+        "r2_lin_after_first_std": math.nan if r2 is None else float(np.std(r2, ddof=1)),
+        "r2_lin_after_first_folds": () if r2 is None else tuple(r2),
+        "top_rows_share": math.nan if tails is None else top_share(tails.every.top_ss, total),
+        "top_rows_share_after_first": math.nan if tails is None else top_share(tails.later.top_ss, merge_folds(later)),
+    }
+
+
+def top_share(top_ss: float, total: Moments) -> float:
+    """The share of ``total``'s output sum of squares about its mean that ``top_ss`` is (NaN for no variance)."""
+    ss = float(total.cyy.diagonal().sum())
+    return top_ss / ss if ss > 0 else math.nan
 
 
 def recoverability(
     moments: Mapping[int, list[Moments]] | PositionMoments, rcond: float = DEFAULT_RCOND
 ) -> list[BlockReport]:
     """One :class:`BlockReport` per block, in block order; from :class:`PositionMoments` (the first captured
-    position of each window kept apart) with its columns ``first_position_share`` and ``r2_lin_after_first``."""
+    position of each window kept apart) with the columns of :func:`after_first`."""
     if not isinstance(moments, PositionMoments):
         return [kfold(block, moments[block], rcond) for block in sorted(moments)]
-    reports = []
-    for block in sorted(moments.later):
-        share, r2, std = after_first(block, moments, rcond)
-        report = kfold(block, moments.merged(block), rcond)
-        reports.append(replace(report, first_position_share=share, r2_lin_after_first=r2, r2_lin_after_first_std=std))
-    return reports
+    return [
+        replace(kfold(block, moments.merged(block), rcond), **after_first(block, moments, rcond))
+        for block in sorted(moments.later)
+    ]
 
 
 def report_table(reports: list[BlockReport]) -> pd.DataFrame:

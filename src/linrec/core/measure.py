@@ -34,17 +34,19 @@ from linrec.core.fit import (
 )
 from linrec.core.moments import Moments, PositionMoments, load_moments, merge_folds, save_moments
 from linrec.core.replacements import Kind, fit_replacements
+from linrec.core.tails import Tail, Tails
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import new_directory
 from linrec.models.arch import Spec
 from linrec.models.identity import weights_id
 
-FORMAT = 1
-"""The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``)."""
+FORMAT = 2
+"""The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``). 2: ``tails.json``."""
 
-FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safetensors")
-"""What a saved measurement's directory holds: the provenance, the first position's moments and the later rows'."""
+FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safetensors", "tails.json")
+"""What a saved measurement's directory holds: the provenance, the first position's moments, the later rows', and
+each block's largest rows (:class:`linrec.core.tails.Tails`)."""
 
 
 def versions() -> dict[str, str]:
@@ -221,6 +223,8 @@ class Measurement:
             (tmp / FILES[0]).write_text(json.dumps({"format": FORMAT, **asdict(self.provenance)}, indent=1) + "\n")
             save_moments(self.positions.first, tmp / FILES[1])
             save_moments(self.positions.later, tmp / FILES[2])
+            tails = {str(b): asdict(t) for b, t in self.positions.tails.items()}
+            (tmp / FILES[3]).write_text(json.dumps(tails, indent=1) + "\n")
         return directory
 
     @classmethod
@@ -237,9 +241,11 @@ class Measurement:
         record = read_record(directory / FILES[0], "measurement", "measure again and save it")
         if record.pop("format", None) != FORMAT:
             raise LinrecError(f"{directory / FILES[0]} is not of format {FORMAT}; measure again and save it")
+        tails = read_record(directory / FILES[3], "largest rows", "measure again and save it")
         try:
             provenance = Provenance(**record)
-            first, later = (load_moments(directory / name) for name in FILES[1:])
+            first, later = (load_moments(directory / name) for name in FILES[1:3])
+            tails = {int(b): Tails(Tail(**t["every"]), Tail(**t["later"])) for b, t in tails.items()}
         except (TypeError, SafetensorError, OSError, KeyError, ValueError) as err:
             raise LinrecError(f"the measurement in {directory} is damaged ({err}); measure again and save it") from err
         if sorted(first) != sorted(later) or any(
@@ -249,7 +255,7 @@ class Measurement:
                 f"the moments in {directory} do not match its {FILES[0]} ({provenance.folds} folds for every block); "
                 "measure again and save it"
             )
-        return cls(PositionMoments(first, later), provenance)
+        return cls(PositionMoments(first, later, tails), provenance)
 
 
 def read_record(path: Path, what: str, fix: str) -> dict:
@@ -285,8 +291,9 @@ def measure(
     ``null_dims`` (input directions dropped), ``n_train, n_test`` (rows per fold split),
     ``d_in, d_out``; ``r2_lin_half_rows`` (the same with about half the training rows: a convergence check),
     ``first_position_share`` and ``r2_lin_after_first`` (the first captured position of each window, where
-    the attention sink sits: its share of the output variance, and R²_lin without it), ``r2_lin_folds`` (each
-    fold's R²_lin). :data:`linrec.core.fit.COLUMNS` says what each means.
+    the attention sink sits: its share of the output variance, and R²_lin without it), ``top_rows_share`` (the
+    share its largest 0.1 % of rows carry), ``r2_lin_folds`` (each fold's R²_lin).
+    :data:`linrec.core.fit.COLUMNS` says what each means.
     """
     return Measurement.capture(
         model,

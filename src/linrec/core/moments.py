@@ -15,14 +15,17 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from linrec.core.tensorfile import write_tensors
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from linrec.core.tails import Tails
 
 _FIELDS = ("mean_x", "mean_y", "cxx", "cxy", "cyy")
 
@@ -275,6 +278,7 @@ class PositionMoments:
 
     first: Mapping[int, list[Moments]]
     later: BlockMoments
+    tails: Mapping[int, Tails] = field(default_factory=dict)  # per block, its largest rows (linrec.core.tails)
 
     def merged(self, block: int) -> list[Moments]:
         """The moments of every row of ``block``, per fold."""

@@ -23,9 +23,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from linrec.core.capture import BatchRows, RowSink, capture_moments, to_device
+from linrec.core.capture import capture_moments
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
 from linrec.core.moments import BlockMoments, Moments, merge_folds
+from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.tensorfile import write_tensors
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError

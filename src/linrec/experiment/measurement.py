@@ -46,7 +46,7 @@ from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 6
+FORMAT = 7
 """Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
 3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path.
 4: the stored table's ``r2_feature_median`` is the true median, and its null directions follow the rounding
@@ -55,7 +55,8 @@ clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small rea
 ``first_position_share``, ``r2_lin_after_first`` (with its std over folds) and ``r2_lin_folds``.
 6: the stored table gains the inputs' statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``), the
 moments keep the upper triangles of Cxx and Cyy, and the row sample holds the blocks of the budget's
-:meth:`~linrec.experiment.profiles.Budget.sampled` only."""
+:meth:`~linrec.experiment.profiles.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
+``top_rows_share_after_first`` and ``r2_lin_after_first_folds``."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""

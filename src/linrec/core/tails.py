@@ -1,0 +1,192 @@
+"""How much of a block's output variance its largest rows carry: the top 0.1 % of rows, found in the one pass.
+
+A block's output variance is Σᵢ ‖yᵢ − ȳ‖² over its rows. Where a handful of rows carry most of it (the attention
+sink's position, or a few outlier tokens after it), a held-out R² is decided by which fold draws them, and its mean
+over folds says little. The table's ``top_rows_share`` columns say so: the share of that sum carried by the largest
+:data:`TOP_FRACTION` of rows, over every row and over the rows after each window's first position.
+
+Rows are not kept and ȳ is known only at the end, so :class:`TailSink` keeps, per block and part, a pool of the
+rows farthest from the running mean of the rows so far (at least :data:`POOL` of them). At the end the kept rows'
+distances from the final mean are exact. A row dropped on the way was no farther than the pool's smallest distance
+from the mean of that moment, so (triangle inequality) no farther from the final mean than that plus how far the
+two means lie apart; when the k-th largest kept distance reaches this bound for every drop, the k largest rows of
+the whole stream are certainly among those kept, and their sum is exact. Where it does not (a pool too small for so
+flat a spread of distances, where the share is close to k/n anyway), the share is NaN: unknown, never guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from linrec.core.rows import BatchRows, RowSink, to_device
+
+TOP_FRACTION = 0.001
+"""The share of rows counted as a block's largest: 0.1 %, rounded up to whole rows."""
+
+POOL = 512
+"""Rows kept per block and part at least (:class:`TailSink`); more when 8 × the top rows would exceed it."""
+
+
+def top_count(rows: int) -> int:
+    """How many rows are the largest :data:`TOP_FRACTION` of ``rows`` (at least one of any)."""
+    return math.ceil(TOP_FRACTION * rows) if rows > 0 else 0
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The largest rows of one part of a block's rows (every row, or those after the first position)."""
+
+    rows: int  # rows in the part
+    top: int  # how many of them count as the largest (top_count)
+    top_ss: float  # their Σ ‖y − ȳ‖², ȳ the part's mean; NaN when the pass could not single them out
+
+
+@dataclass(frozen=True)
+class Tails:
+    """A block's :class:`Tail` over every row and over the rows after each window's first captured position."""
+
+    every: Tail
+    later: Tail
+
+
+class _Pool:
+    """The rows of one part of one block farthest from the running mean, and what certifies them at the end.
+
+    Each batch first screens its rows in float32 (their distances from the mean rounded to float32, then made an
+    upper bound: float32's error over ``d`` squares and the mean's own rounding added), so that only the ``size``
+    rows that may enter are measured in float64 beside the pool; every row left out on the way, by the screen or
+    by the pool, is no farther from that batch's mean than the drop recorded for it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.rows: torch.Tensor | None = None  # (≤ size, d), float64
+        self.n = 0
+        self.sum: torch.Tensor | None = None  # float64 sum of every row so far
+        self.drops: list[tuple[torch.Tensor, torch.Tensor]] = []  # per batch: (farthest row left out, the mean)
+
+    def add(self, y: torch.Tensor, total: torch.Tensor, leave_out: torch.Tensor | None = None) -> None:
+        """Take the rows of ``y`` but those at ``leave_out`` (indices); ``total``: their float64 sum."""
+        n = y.shape[0] - (0 if leave_out is None else leave_out.shape[0])
+        if not n:
+            return
+        self.sum = total if self.sum is None else self.sum + total
+        self.n += n
+        mean = self.sum / self.n
+        left_out = []
+        wanted = min(n, self.size)
+        if y.shape[0] > wanted:  # the screen: only the rows that may be among the farthest go on
+            m32 = mean.to(torch.float32)
+            slack = (mean - m32.to(torch.float64)).norm()
+            near = torch.linalg.vector_norm(y.to(torch.float32) - m32, dim=1).to(torch.float64)
+            near = near * (1 + y.shape[1] * _EPS32) + slack
+            if leave_out is not None:
+                near = near.index_fill(0, leave_out, -math.inf)
+            screen = torch.topk(near, wanted + 1, sorted=True)
+            y = y.index_select(0, screen.indices[:wanted])
+            left_out.append(screen.values[wanted])
+        rows = y.to(torch.float64) if self.rows is None else torch.cat([self.rows, y.to(torch.float64)])
+        if rows.shape[0] > self.size:
+            top = torch.topk(_distances(rows, mean), self.size + 1, sorted=True)
+            rows = rows.index_select(0, top.indices[: self.size])
+            left_out.append(top.values[self.size].sqrt())
+        self.rows = rows
+        if left_out:
+            self.drops.append((torch.stack(left_out).max(), mean))
+
+    def resolve(self, mean: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the ``top`` largest squared distances of the kept rows from ``mean``, descending and padded with -inf;
+        the distance from ``mean`` that no row left out exceeds), on the rows' device."""
+        device = mean.device
+        kept = torch.zeros(0, dtype=torch.float64, device=device) if self.rows is None else _distances(self.rows, mean)
+        largest = torch.topk(kept, min(top, kept.shape[0]), sorted=True).values
+        pad = torch.full((top - largest.shape[0],), -math.inf, dtype=torch.float64, device=device)
+        bounds = [d + (m - mean).norm() for d, m in self.drops]
+        bound = torch.stack(bounds).max() if bounds else torch.tensor(-math.inf, dtype=torch.float64, device=device)
+        return torch.cat([largest, pad]), bound * (1 + _ROUNDING)
+
+
+_EPS32 = torch.finfo(torch.float32).eps
+_ROUNDING = 1e-12
+"""Relative headroom on the final bound: the float64 rounding of the distances it is made of."""
+
+
+def _distances(rows: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    """‖row − mean‖² of every row (float64)."""
+    return (rows - mean).pow(2).sum(1)
+
+
+def _largest(pool: _Pool, distributed: bool) -> tuple[int, int, torch.Tensor]:
+    """(rows, top rows, a device pair: their Σ ‖y − ȳ‖² and whether the pass singled them out) of one part, over
+    every process's pool when ``distributed``."""
+    device = pool.sum.device if pool.sum is not None else torch.device("cpu")
+    total = pool.sum
+    rows = pool.n
+    if distributed:
+        n = torch.tensor(float(pool.n), dtype=torch.float64, device=device)
+        width = torch.tensor(float(0 if total is None else total.shape[0]), dtype=torch.float64, device=device)
+        dist.all_reduce(width, op=dist.ReduceOp.MAX)
+        total = torch.zeros(int(width.item()), dtype=torch.float64, device=device) if total is None else total.clone()
+        dist.all_reduce(n)
+        dist.all_reduce(total)
+        rows = int(n.item())
+    top = top_count(rows)
+    if total is None or top == 0:
+        return rows, top, torch.tensor([math.nan, 0.0], dtype=torch.float64)
+    largest, bound = pool.resolve(total / rows, top)
+    if distributed:
+        gathered = [torch.empty_like(largest) for _ in range(dist.get_world_size())]
+        dist.all_gather(gathered, largest)
+        largest = torch.topk(torch.cat(gathered), top, sorted=True).values
+        dist.all_reduce(bound, op=dist.ReduceOp.MAX)
+    return rows, top, torch.stack([largest.sum(), (largest[-1].sqrt() >= bound).to(torch.float64)])
+
+
+class TailSink(RowSink):
+    """Keeps, per block, the rows that may be its largest :data:`TOP_FRACTION` (module docstring): over every row
+        and over the rows after each window's first kept position (:attr:`BatchRows.firsts`; every row when the rows
+        come from no windows). Its pools hold the output rows only, as captured (on the CPU when they come from MPS,
+    which lacks float64). Nothing it does per batch makes the host wait for a GPU."""
+
+    def __init__(self) -> None:
+        self.size = POOL
+        self.pools: dict[int, tuple[_Pool, _Pool]] = {}
+        self._uploads: tuple[int, dict[torch.device, torch.Tensor]] | None = None  # a batch's first rows per device
+
+    def start(self, rows_per_block: int) -> None:
+        self.size = max(POOL, 8 * top_count(rows_per_block))
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
+        every, later = self.pools.setdefault(block, (_Pool(self.size), _Pool(self.size)))
+        y = y.detach() if y.device.type != "mps" else y.detach().cpu()  # (MPS has no float64)
+        total = y.sum(0, dtype=torch.float64)
+        every.add(y, total)
+        if rows.firsts:
+            firsts = self._firsts(rows, y.device)
+            later.add(y, total - y.index_select(0, firsts).sum(0, dtype=torch.float64), leave_out=firsts)
+        else:
+            later.add(y, total)
+
+    def _firsts(self, rows: BatchRows, device: torch.device) -> torch.Tensor:
+        """The batch's first rows as an index tensor on ``device``, uploaded once per batch and device."""
+        if self._uploads is None or self._uploads[0] != rows.index:
+            self._uploads = (rows.index, {})
+        uploads = self._uploads[1]
+        if device not in uploads:
+            uploads[device] = to_device(torch.tensor(rows.firsts, dtype=torch.long), device)
+        return uploads[device]
+
+    def tails(self) -> dict[int, Tails]:
+        """Each block's :class:`Tails`; under ``torch.distributed`` every rank's pools together (a collective:
+        every rank calls it, blocks in the same order)."""
+        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        blocks = sorted(self.pools)
+        parts = [_largest(pool, distributed) for b in blocks for pool in self.pools[b]]
+        if not parts:
+            return {}
+        values = torch.stack([p[2].to(parts[0][2].device) for p in parts]).cpu().tolist()  # one host read in all
+        tails = [Tail(rows, top, ss if certain else math.nan) for (rows, top, _), (ss, certain) in zip(parts, values)]
+        return {b: Tails(tails[2 * i], tails[2 * i + 1]) for i, b in enumerate(blocks)}
