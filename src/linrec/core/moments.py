@@ -201,13 +201,15 @@ class MomentAccumulator:
         return self._sums[fold]
 
     def shifted(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x - Kx, y - Ky) in float64 as rows (n, d), each one fused cast-and-subtract; the first call sets K to its
-        rows' mean. ``x`` and ``y`` may have more leading dimensions (a strided view of windows), which the
-        subtraction's contiguous result flattens for free."""
+        """(x - Kx, y - Ky) in float64 as rows (n, d), each a cast to a new tensor and a subtraction in place (the
+        numbers of ``torch.sub(x, K)``, whose mixed-dtype path takes twice as long); the first call sets K to its rows'
+        mean. ``x`` and ``y`` may have more leading dimensions (a strided view of windows), which the cast's
+        contiguous result flattens for free."""
         if self.shift_x is None or self.shift_y is None:  # the first rows: both are set together
             self.shift_x = x.detach().reshape(-1, self.d_in).mean(0, dtype=torch.float64)
             self.shift_y = y.detach().reshape(-1, self.d_out).mean(0, dtype=torch.float64)
-        xs, ys = torch.sub(x.detach(), self.shift_x), torch.sub(y.detach(), self.shift_y)
+        xs = x.detach().to(torch.float64, copy=True).sub_(self.shift_x)
+        ys = y.detach().to(torch.float64, copy=True).sub_(self.shift_y)
         return xs.reshape(-1, self.d_in), ys.reshape(-1, self.d_out)
 
     def add_shifted(self, xs: torch.Tensor, ys: torch.Tensor, fold: int = 0) -> None:
