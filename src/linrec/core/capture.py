@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
-class _StopForward(Exception):
-    """Raised by the hook of the deepest wanted block: nothing after it needs to run."""
+class StopForward(Exception):
+    """Raised by a hook after the last module a forward needs (the deepest wanted block): nothing after it runs."""
 
 
 def _first_tensor(args: tuple, kwargs: dict) -> torch.Tensor:
@@ -121,7 +121,7 @@ def run_capture(
                 for sink in sinks:
                     sink.add(block.index, x, y, rows)
             if block is deepest:
-                raise _StopForward
+                raise StopForward
 
         return hook
 
@@ -148,7 +148,7 @@ def run_capture(
                         attention_mask=to_device(chunk.attention_mask, device),
                         **extra,
                     )
-                except _StopForward:
+                except StopForward:
                     pass
                 pending.clear()
                 for sink in sinks:
