@@ -76,6 +76,41 @@ def test_greedy_replace_prints_and_records_each_step(model_dirs, text_file, tmp_
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, text_file, tmp_path, tokenizer):
+    """The second text's perplexities equal the model's own loss over its windows, before and after (the base model
+    loaded by transformers alone, the replaced one from the directory); decoding is timed before and after."""
+    from transformers import AutoModelForCausalLM
+
+    from conftest import local_text
+
+    second = tmp_path / "other.txt"
+    second.write_text(local_text(4000, seed=7), encoding="utf-8")
+    out = tmp_path / "r"
+    argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--blocks", "0"]
+    assert main([*argv, "--second-text-file", str(second), "--out", str(out), *FAST]) == 0
+    record = json.loads((out / RECORD).read_text())
+    ids = torch.tensor(tokenizer(second.read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"])
+    windows = ids[: len(ids) // 16 * 16].reshape(-1, 16)[:16]  # --eval-rows 256 of 16-token windows
+
+    def ppl(model) -> float:
+        with torch.no_grad():
+            nll = sum(float(model(w[None], labels=w[None]).loss) * (len(w) - 1) for w in windows)
+        return math.exp(nll / (windows.numel() - len(windows)))
+
+    found = record["second_text"]
+    assert found["name"] == str(second) and found["windows"] == len(windows)
+    assert ppl(AutoModelForCausalLM.from_pretrained(model_dirs["llama"]).eval()) == pytest.approx(
+        found["base_ppl"], rel=1e-4
+    )
+    assert ppl(load_replaced(out)[0]) == pytest.approx(found["replaced_ppl"], rel=1e-4)
+    assert found["delta_ppl_low"] <= found["delta_ppl"] <= found["delta_ppl_high"]
+    latency = record["latency"]
+    assert latency["base_tokens_per_s"] > 0 and latency["replaced_tokens_per_s"] > 0
+    assert (latency["batch"], latency["prompt_tokens"], latency["new_tokens"]) == (1, 16, 32)  # 16-token windows
+    report = (out / REPORT).read_text()
+    assert "Second text, another domain" in report and "tokens/s before" in report
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -89,6 +124,7 @@ def test_greedy_replace_prints_and_records_each_step(model_dirs, text_file, tmp_
         (["--blocks", "0,7"], "no FFN block 7; this model has blocks 0..1"),
         ([], "say which blocks to replace"),
         (["--blocks", "0", "--folds", "1"], "--folds must be at least 2"),
+        (["--blocks", "0", "--second-text-file", "/nowhere/x.txt"], "cannot read --second-text-file /nowhere/x.txt"),
     ],
 )
 def test_bad_input_is_one_line_before_the_model_loads(

@@ -38,6 +38,7 @@ EVAL_SHARE = 0.2
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec replace``; its handler is ``args.handler``."""
+    from linrec.data.corpora import corpus_names
     from linrec.models.loading import DTYPES
 
     p = sub.add_parser(
@@ -58,6 +59,20 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         file_help="a UTF-8 text file: its first four fifths fit the maps, its last fifth (from a line break) scores "
         "them",
         corpus_help="a named corpus (its fit and eval splits), one of: {names}",
+    )
+    second = p.add_mutually_exclusive_group()
+    second.add_argument(
+        "--second-text-file",
+        type=Path,
+        metavar="FILE",
+        help="a UTF-8 text of another domain, never fitted on: the chosen blocks' ΔPPL is scored on it too",
+    )
+    names = corpus_names()
+    second.add_argument(
+        "--second-corpus",
+        choices=names,
+        metavar="NAME",
+        help=f"the same from a named corpus (its eval split), one of: {', '.join(names)}",
     )
     p.add_argument(
         "--blocks",
@@ -163,6 +178,7 @@ def _replace(args: argparse.Namespace) -> int:
     if args.model in PACKAGED or args.model.lower().endswith(".gguf"):
         check_cache()  # dequantised GGUF weights live there
     (fit_text, fit_part), (eval_text, eval_part) = _texts(args)
+    second_text, second_part = _second_text(args)
     batches: list[TokenBatches] = []
     model, _ = load_model(
         str(packaged_file(args.model)) if args.model in PACKAGED else args.model,
@@ -171,7 +187,9 @@ def _replace(args: argparse.Namespace) -> int:
         device=args.device,
         device_map=args.device_map,
         supported_only=True,
-        before_weights=lambda config, tok: batches.extend(_batches(args, config, tok, fit_text, eval_text)),
+        before_weights=lambda config, tok: batches.extend(
+            _batches(args, config, tok, fit_text, eval_text, second_text)
+        ),
     )
     from linrec.interventions.replace import replace
 
@@ -188,16 +206,43 @@ def _replace(args: argparse.Namespace) -> int:
         name=args.model,
         fit_text=fit_part,
         eval_text=eval_part,
+        second_batches=batches[2] if len(batches) > 2 else None,
+        second_text=second_part,
     )
     result.save(args.out, args.force)
     _print(result.record, args.out)
     return 0
 
 
+def _second_text(args: argparse.Namespace) -> tuple[str | None, TextPart | None]:
+    """The second evaluation text and its record (--second-text-file: all of it; --second-corpus: its eval split), or
+    (None, None)."""
+    from linrec.interventions.replace import TextPart
+
+    if args.second_text_file is not None:
+        try:
+            text = args.second_text_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise LinrecError(f"cannot read --second-text-file {args.second_text_file} as UTF-8 text: {err}") from err
+        return text, TextPart(str(args.second_text_file), "all of it, never fitted on", _sha256(text))
+    if args.second_corpus is not None:
+        from linrec.data.corpora import load_corpus
+
+        corpus = load_corpus(args.second_corpus)
+        return corpus.eval_text, TextPart(corpus.name, "its eval split", _sha256(corpus.eval_text))
+    return None, None
+
+
 def _batches(
-    args: argparse.Namespace, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase, fit: str, held: str
-) -> tuple[TokenBatches, TokenBatches]:
-    """The fit and evaluation batches, and the request checked against the model's config (before its weights)."""
+    args: argparse.Namespace,
+    config: PretrainedConfig,
+    tokenizer: PreTrainedTokenizerBase,
+    fit: str,
+    held: str,
+    second: str | None,
+) -> list[TokenBatches]:
+    """The fit and evaluation batches (and the second text's), and the request checked against the model's config
+    (before its weights)."""
     from linrec.core.capture import check_training_rows
     from linrec.data.tokens import make_batches
     from linrec.interventions.replace import check_request
@@ -213,10 +258,10 @@ def _batches(
     fit_batches = cut(fit, wanted, args.max_rows is None)
     warn_if_short(fit_batches.n_rows, wanted, config.hidden_size)
     check_training_rows(fit_batches, config.hidden_size, args.folds, args.seed)
-    eval_batches = cut(held, None).first(args.eval_rows)
-    for b in (fit_batches, eval_batches):
+    out = [fit_batches, *(cut(text, None).first(args.eval_rows) for text in (held, second) if text is not None)]
+    for b in out:
         b.check_vocabulary(config.vocab_size)
-    return fit_batches, eval_batches
+    return out
 
 
 def _print(record: dict, out: Path) -> None:
@@ -233,5 +278,15 @@ def _print(record: dict, out: Path) -> None:
     print(
         f"replaced blocks {blocks}: {params['model_before']:,} -> {params['model_after']:,} numbers stored; "
         f"perplexity {ppl['base']:.4g} -> {ppl['replaced']:.4g} on the held-out text"
+    )
+    if record["second_text"] is not None:
+        second = record["second_text"]
+        print(
+            f"perplexity {second['base_ppl']:.4g} -> {second['replaced_ppl']:.4g} on the second text ({second['name']})"
+        )
+    latency = record["latency"]
+    print(
+        f"greedy decoding on {latency['device']}: {latency['base_tokens_per_s']:.4g} -> "
+        f"{latency['replaced_tokens_per_s']:.4g} tokens/s"
     )
     print(f"wrote {out} (load it with linrec.load_replaced({str(out)!r}))")

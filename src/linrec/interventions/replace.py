@@ -18,14 +18,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 from torch import nn
 
 from linrec.core.measure import Measurement, versions
 from linrec.core.replacements import Kind
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
+from linrec.interventions.latency import PROMPT_TOKENS, decode_rate
 from linrec.interventions.perplexity import (
     budget_ppl,
+    delta_ppl_interval,
     greedy_selection,
     joint_steps,
     parse_budget,
@@ -33,7 +36,7 @@ from linrec.interventions.perplexity import (
     window_nll,
 )
 from linrec.interventions.replaced import save_replaced
-from linrec.interventions.surgery import ffn_site, n_stored, param_table
+from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
 from linrec.models.arch import check_blocks, check_one_module
 
 DEPTHS = ("lower", "middle", "upper")
@@ -113,6 +116,8 @@ def replace(
     weights: str | None = None,
     fit_text: TextPart | None = None,
     eval_text: TextPart | None = None,
+    second_batches: TokenBatches | None = None,
+    second_text: TextPart | None = None,
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``mean``, ``zero``) fitted on
     ``fit_batches``, scored on ``eval_batches`` (other text: never the fit text).
@@ -121,7 +126,10 @@ def replace(
     perplexity): blocks chosen greedily from ``blocks`` (default: all) under that budget (module docstring).
     ``name``, ``weights``: the base model as given and its weights by content
     (:func:`linrec.models.identity.weights_id`; defaults from the model's config); ``fit_text``, ``eval_text``:
-    what the batches were cut from. The model is left as it was; the maps are in the result.
+    what the batches were cut from. ``second_batches`` (``second_text``): held-out text of another domain, on which
+    the chosen set's ΔPPL is scored too (a block that looks free on one text can cost on another). Greedy decoding
+    is timed before and after (:func:`linrec.interventions.latency.decode_rate`, a prompt from the evaluation text).
+    The model is left as it was; the maps are in the result.
     """
     config = getattr(model, "config", None)
     n_blocks, width = getattr(config, "num_hidden_layers", 0), getattr(config, "hidden_size", 0)
@@ -130,7 +138,7 @@ def replace(
     )
     for b in candidates:
         ffn_site(model, b)  # one module per FFN, also where the architecture check could not tell
-    if fit_batches.sha256 == eval_batches.sha256:
+    if fit_batches.sha256 in {eval_batches.sha256, None if second_batches is None else second_batches.sha256}:
         raise LinrecError("the fit and evaluation batches are the same tokens; score the maps on other text")
     measurement = Measurement.capture(
         model,
@@ -164,6 +172,12 @@ def replace(
         )
     chosen = {b: maps[b] for b in kept}
     final = steps[steps.kept].iloc[-1]
+    prompt = first_prompt(eval_batches)
+    before_rate = decode_rate(model, prompt)
+    second_base = None if second_batches is None else window_nll(model, second_batches, progress)
+    with swapped(model, chosen):
+        after_rate = decode_rate(model, prompt)
+        second = None if second_batches is None else window_nll(model, second_batches, progress)
     table = measurement.table().set_index("block")
     stored = param_table(model, chosen).set_index("block")
     before = n_stored(model)
@@ -209,11 +223,35 @@ def replace(
         },
         "fit_text": _text(fit_text, fit_batches),
         "eval_text": _text(eval_text, eval_batches),
+        "second_text": None
+        if second_batches is None or second is None or second_base is None
+        else {
+            **_text(second_text, second_batches),
+            "base_ppl": second_base.ppl,
+            "replaced_ppl": second.ppl,
+            "delta_ppl": second.ppl - second_base.ppl,
+            **dict(zip(("delta_ppl_low", "delta_ppl_high"), delta_ppl_interval(second_base, second), strict=True)),
+        },
+        "latency": {
+            **{k: v for k, v in asdict(before_rate).items() if k != "tokens_per_s"},
+            "base_tokens_per_s": before_rate.tokens_per_s,
+            "replaced_tokens_per_s": after_rate.tokens_per_s,
+        },
         "measurement": {k: v for k, v in asdict(measurement.provenance).items() if k != "versions"},
         "versions": versions(),
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     return Replacement(chosen, record, measurement)
+
+
+def first_prompt(batches: TokenBatches, tokens: int = PROMPT_TOKENS) -> torch.Tensor:
+    """The first ``tokens`` token ids (fewer when windows are shorter) of the first window without padding there,
+    as a (1, length) prompt for :func:`linrec.interventions.latency.decode_rate`."""
+    length = min(tokens, batches.seq_len)
+    full = batches.attention_mask[:, :length].bool().all(1).nonzero().flatten()
+    if not len(full):
+        raise LinrecError(f"no evaluation window has {length} tokens without padding to time decoding from")
+    return batches.input_ids[int(full[0]) : int(full[0]) + 1, :length]
 
 
 def local_path(name: str) -> str | None:

@@ -196,6 +196,30 @@ def _number(value: float | None, digits: str = ".4g") -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, digits)
 
 
+def _second_text_lines(second: dict | None) -> list[str]:
+    """The report's line on the second text's ΔPPL (none when no second text was scored)."""
+    if second is None:
+        return []
+    return [
+        f"- Second text, another domain (stability): {second['name']}, {second['part']} (sha256 {second['sha256']}), "
+        f"{second['rows']:,} token rows: perplexity {second['base_ppl']:.6g} before, {second['replaced_ppl']:.6g} "
+        f"after (ΔPPL {second['delta_ppl']:+.4g}, 95 % interval [{_number(second['delta_ppl_low'])}, "
+        f"{_number(second['delta_ppl_high'])}] over {second['windows']} windows)."
+    ]
+
+
+def _latency_lines(latency: dict | None) -> list[str]:
+    """The report's line on decoding speed before and after (none for a record made before it was timed)."""
+    if latency is None:
+        return []
+    return [
+        f"- Greedy decoding on {latency['device']} (batch {latency['batch']}, a {latency['prompt_tokens']}-token "
+        f"prompt, {latency['new_tokens']} new tokens, the median of {latency['repeats']} runs): "
+        f"{latency['base_tokens_per_s']:.4g} tokens/s before, {latency['replaced_tokens_per_s']:.4g} after "
+        f"({latency['replaced_tokens_per_s'] / latency['base_tokens_per_s']:.2f}x)."
+    ]
+
+
 def report_markdown(record: dict, name: str) -> str:
     """``report.md``: what the record says, for a reader."""
     base, params, ppl = record["base"], record["params"], record["ppl"]
@@ -220,6 +244,8 @@ def report_markdown(record: dict, name: str) -> str:
         f"- Fit text: {fit['name']}, {fit['part']} (sha256 {fit['sha256']}), {fit['rows']:,} token rows.",
         f"- Evaluation text: {held['name']}, {held['part']} (sha256 {held['sha256']}), {held['rows']:,} token rows; "
         "it never overlaps the fit text.",
+        *_second_text_lines(record.get("second_text")),
+        *_latency_lines(record.get("latency")),
         "",
         "## Steps",
         "",
