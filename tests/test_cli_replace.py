@@ -161,3 +161,16 @@ def test_out_model_and_directory_problems_are_one_line(
     assert main(["profile", "--model", str(damaged), "--text-file", str(text_file), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("linrec: error: ") and "lacks replacements.safetensors" in err
+
+
+def test_a_low_rank_budget_chooses_the_largest_rank_within_it(model_dirs, text_file, tmp_path):
+    out = tmp_path / "budget"
+    argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--blocks", "0,1"]
+    assert main([*argv, "--kind", "lowrank:10%", "--out", str(out), *FAST]) == 0
+    record = json.loads((out / RECORD).read_text())
+    assert record["kind"] == "lowrank:10%"
+    for block in record["blocks"]:
+        rank = int(block["kind"].removeprefix("lowrank:"))
+        assert block["params"] == rank * (32 + 32) + 32 <= 0.1 * block["original_params"]
+        assert (rank + 1) * (32 + 32) + 32 > 0.1 * block["original_params"]  # the largest that fits
+    assert load_replaced(out)[0] is not None  # the directory names ranks, which load

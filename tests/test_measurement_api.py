@@ -102,6 +102,7 @@ def test_every_kind_and_its_numbers(measured):
         ("lowrank:0", "positive integer"),
         ("lowrank:x", "positive integer"),
         ("lowrank:32", "below the block's width 32"),
+        ("lowrank:20%", "chooses a rank from the FFN's own numbers, which a measurement does not hold"),
     ],
 )
 def test_bad_kinds_are_refused(measured, kind, message):

@@ -216,3 +216,18 @@ def test_read_replaced_gives_the_maps_in_their_order(replaced):
     record, maps = read_replaced(replaced[1])
     assert list(maps) == [1, 0] and record["kind"] == "lowrank:8"
     assert [depth_third(b, 30) for b in (0, 9, 10, 19, 20, 29)] == ["lower"] * 2 + ["middle"] * 2 + ["upper"] * 2
+
+
+def test_low_rank_budgets_parse_resolve_and_refuse():
+    from linrec.core.replacements import Kind
+
+    kind = Kind.parse("lowrank:25%")
+    assert (kind.share, str(kind)) == (0.25, "lowrank:25%")
+    assert kind.within(3 * 576 * 1536, 576, 576) == Kind("lowrank", 575)  # 575·1152 + 576 ≤ 25 %, capped at d - 1
+    assert Kind.parse("lowrank:5%").within(3 * 576 * 1536, 576, 576) == Kind("lowrank", 114)
+    assert Kind.parse("affine").within(10, 4, 4) == Kind("affine")
+    for bad in ("lowrank:0%", "lowrank:100%", "lowrank:x%", "lowrank:nan%"):
+        with pytest.raises(LinrecError, match="must be a number of percent"):
+            Kind.parse(bad)
+    with pytest.raises(LinrecError, match="leaves no rank: a rank-1 map stores 1728 numbers"):
+        Kind.parse("lowrank:0.01%").within(3 * 576 * 1536, 576, 576)

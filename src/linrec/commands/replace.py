@@ -86,7 +86,10 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "perplexity (e.g. 5%%); candidates go in the order of their own ΔPPL, cheapest first",
     )
     p.add_argument(
-        "--kind", default="affine", help="affine, lowrank:K (rank K below the width), mean or zero (the FFN removed)"
+        "--kind",
+        default="affine",
+        help="affine, lowrank:K (rank K below the width), lowrank:P%% (the largest rank that stores at most P%% of "
+        "the FFN's numbers), mean or zero (the FFN removed)",
     )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the directory to write (new or empty)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists and is not empty")

@@ -204,6 +204,11 @@ class Measurement:
         :mod:`linrec.core.replacements`) for each block (or each of ``blocks``), fitted on all captured rows at the
         measurement's cutoff; swap them in with :func:`linrec.swapped`."""
         parsed = Kind.parse(kind)
+        if parsed.share is not None:
+            raise LinrecError(
+                f"{kind} chooses a rank from the FFN's own numbers, which a measurement does not hold: give the rank "
+                "(Kind.parse(kind).within(ffn_numbers, d_in, d_out) finds it), or use linrec replace, which does"
+            )
         chosen = self.blocks if blocks is None else self._known(blocks)
         for b in chosen:
             parsed.check_width(self.positions.later[b][0].d_in)  # (self.moments would merge every fold to read it)

@@ -7,6 +7,7 @@ bf16 back. Kinds, with the numbers each stores:
 
 * ``affine``: the closed-form map ŷ = x W + b; stores d_in·d_out + d_out numbers.
 * ``lowrank:K``: a rank-K truncation ŷ = (x D) E + b (D: d_in×K, E: K×d_out); K·(d_in + d_out) + d_out.
+  ``lowrank:P%`` chooses K from a budget: the largest rank storing at most P % of the FFN's numbers.
 * ``mean``: the block's mean output on the training rows (mean ablation); d_out (the stored mean).
 * ``zero``: nothing, the block removed; 0.
 
@@ -22,6 +23,7 @@ shape to load them into, which is how a saved replacement directory is read back
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,10 +41,13 @@ FROM_MOMENTS = ("affine", "lowrank", "mean", "zero")
 
 @dataclass(frozen=True)
 class Kind:
-    """A replacement kind as the command line names it: ``affine``, ``lowrank:K``, ``mean`` or ``zero``."""
+    """A replacement kind as the command line names it: ``affine``, ``lowrank:K``, ``lowrank:P%`` (the rank chosen
+    from a budget: the largest whose map stores at most P % of the FFN's numbers, :meth:`within`), ``mean`` or
+    ``zero``."""
 
     name: str
     rank: int | None = None
+    share: float | None = None  # lowrank:P%: P / 100, until :meth:`within` turns it into a rank
 
     @classmethod
     def parse(cls, text: str) -> Kind:
@@ -51,16 +56,42 @@ class Kind:
         if name not in FROM_MOMENTS or (name == "lowrank") != bool(rank):
             raise LinrecError(
                 f"unknown replacement kind '{text}'; choose one of affine, lowrank:K (K the rank, an integer "
-                "from 1 to the block's width - 1), mean, zero"
+                "from 1 to the block's width - 1), lowrank:P% (the largest rank storing at most P % of the FFN's "
+                "numbers), mean, zero"
             )
         if name != "lowrank":
             return cls(name)
+        if rank.endswith("%"):
+            try:
+                share = float(rank[:-1]) / 100
+            except ValueError:
+                share = math.nan
+            if not 0 < share < 1:  # (NaN fails too)
+                raise LinrecError(f"the budget P of '{text}' must be a number of percent above 0 and below 100")
+            return cls(name, share=share)
         if not rank.isdigit() or int(rank) < 1:
-            raise LinrecError(f"the rank K of '{text}' must be a positive integer, e.g. lowrank:64")
+            raise LinrecError(f"the rank K of '{text}' must be a positive integer, e.g. lowrank:64, or a budget, 10%")
         return cls(name, int(rank))
 
     def __str__(self) -> str:
+        if self.share is not None:
+            return f"{self.name}:{self.share * 100:g}%"
         return self.name if self.rank is None else f"{self.name}:{self.rank}"
+
+    def within(self, ffn_numbers: int, d_in: int, d_out: int) -> Kind:
+        """A ``lowrank:P%`` kind as ``lowrank:K`` for an FFN of ``ffn_numbers`` numbers and width ``d_in`` → ``d_out``:
+        the largest K whose map, K·(d_in + d_out) + d_out numbers, stores at most P % of them (at most the width
+        less one); any other kind as it is. A LinrecError when not even rank 1 fits the budget."""
+        if self.share is None:
+            return self
+        rank = min(math.floor((self.share * ffn_numbers - d_out) / (d_in + d_out)), min(d_in, d_out) - 1)
+        if rank < 1:
+            smallest = (d_in + 2 * d_out) / ffn_numbers
+            raise LinrecError(
+                f"{self} leaves no rank: a rank-1 map stores {d_in + 2 * d_out} numbers, {smallest:.2%} of the "
+                f"FFN's {ffn_numbers:,}; raise the budget or use mean or zero"
+            )
+        return Kind(self.name, rank)
 
     def check_width(self, width: int) -> Kind:
         """This kind, or a LinrecError when its rank is not below ``width`` (a map of full rank stores more

@@ -119,8 +119,8 @@ def replace(
     second_batches: TokenBatches | None = None,
     second_text: TextPart | None = None,
 ) -> Replacement:
-    """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``mean``, ``zero``) fitted on
-    ``fit_batches``, scored on ``eval_batches`` (other text: never the fit text).
+    """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
+    ``zero``) fitted on ``fit_batches``, scored on ``eval_batches`` (other text: never the fit text).
 
     ``blocks`` alone: exactly these, in this order. ``max_ppl_increase`` (``2.5``, or ``"5%"`` of the model's
     perplexity): blocks chosen greedily from ``blocks`` (default: all) under that budget (module docstring).
@@ -152,7 +152,8 @@ def replace(
         text=None if fit_text is None else fit_text.name,
         text_sha256=None if fit_text is None else fit_text.sha256,
     )
-    maps = measurement.replacements(str(parsed), candidates)
+    kinds = {b: parsed.within(n_stored(ffn_site(model, b)[2]), width, width) for b in candidates}
+    maps = {b: m for k in set(kinds.values()) for b, m in measurement.replacements(str(k), _of(kinds, k)).items()}
     base = window_nll(model, eval_batches, progress)
     if max_ppl_increase is None:
         steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress)
@@ -204,7 +205,7 @@ def replace(
         "blocks": [
             {
                 "block": b,
-                "kind": str(parsed),
+                "kind": str(kinds[b]),
                 "depth": depth_third(b, n_blocks),
                 "r2_lin": float(table.r2_lin[b]),
                 "params": int(stored.params[b]),
@@ -242,6 +243,11 @@ def replace(
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     return Replacement(chosen, record, measurement)
+
+
+def _of(kinds: dict[int, Kind], kind: Kind) -> list[int]:
+    """The blocks whose kind is ``kind``, in the order of ``kinds``."""
+    return [b for b, k in kinds.items() if k == kind]
 
 
 def first_prompt(batches: TokenBatches, tokens: int = PROMPT_TOKENS) -> torch.Tensor:
