@@ -56,10 +56,10 @@ class Tails:
 class _Pool:
     """The rows of one part of one block farthest from the running mean, and what certifies them at the end.
 
-    Each batch first screens its rows in float32 (their distances from the mean rounded to float32, then made an
-    upper bound: float32's error over ``d`` squares and the mean's own rounding added), so that only the ``size``
-    rows that may enter are measured in float64 beside the pool; every row left out on the way, by the screen or
-    by the pool, is no farther from that batch's mean than the drop recorded for it."""
+    Each batch first screens its rows in float32 (float64 rows in float64): their distances from the mean in that
+    format, made an upper bound by adding its error over ``d`` squares and the mean's own rounding, so that only the
+    ``size`` rows that may enter are measured in float64 beside the pool; every row left out on the way, by the
+    screen or by the pool, is no farther from that batch's mean than the drop recorded for it."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -79,10 +79,11 @@ class _Pool:
         left_out = []
         wanted = min(n, self.size)
         if y.shape[0] > wanted:  # the screen: only the rows that may be among the farthest go on
-            m32 = mean.to(torch.float32)
-            slack = (mean - m32.to(torch.float64)).norm()
-            near = torch.linalg.vector_norm(y.to(torch.float32) - m32, dim=1).to(torch.float64)
-            near = near * (1 + y.shape[1] * _EPS32) + slack
+            work = torch.float64 if y.dtype == torch.float64 else torch.float32  # (rows of 16 bits or 32 are exact)
+            rounded = mean.to(work)
+            slack = (mean - rounded.to(torch.float64)).norm()
+            near = torch.linalg.vector_norm(y.to(work) - rounded, dim=1).to(torch.float64)
+            near = near * (1 + y.shape[1] * torch.finfo(work).eps) + slack
             if leave_out is not None:
                 near = near.index_fill(0, leave_out, -math.inf)
             screen = torch.topk(near, wanted + 1, sorted=True)
@@ -106,12 +107,10 @@ class _Pool:
         pad = torch.full((top - largest.shape[0],), -math.inf, dtype=torch.float64, device=device)
         bounds = [d + (m - mean).norm() for d, m in self.drops]
         bound = torch.stack(bounds).max() if bounds else torch.tensor(-math.inf, dtype=torch.float64, device=device)
-        return torch.cat([largest, pad]), bound * (1 + _ROUNDING)
+        return torch.cat([largest, pad]), bound * (1 + 4 * mean.shape[0] * _EPS64)  # (their float64 rounding)
 
 
-_EPS32 = torch.finfo(torch.float32).eps
-_ROUNDING = 1e-12
-"""Relative headroom on the final bound: the float64 rounding of the distances it is made of."""
+_EPS64 = torch.finfo(torch.float64).eps
 
 
 def _distances(rows: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
