@@ -198,7 +198,7 @@ show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_p
 #
 # Leaving the first position out does not always leave ordinary rows behind. The last column is the
 # share of the remaining output variance carried by the largest 0.1 % of the remaining rows (found
-# exactly in the same pass: {mod}`linrec.core.tails`); for a block where that share is large, a few
+# exactly in the same pass: `linrec.core.tails`); for a block where that share is large, a few
 # dozen rows decide each fold's R²_lin, and the mean over folds depends on which folds drew them (the
 # table's `r2_lin_after_first_folds` lists each fold's value). In this run the largest 0.1 % carry
 # {glue:text}`few_share:.0%` or more of the rest in {glue:text}`few`.
