@@ -58,3 +58,17 @@ def test_blocks_must_come_in_depth_order():
     prefix.depth = 2
     with pytest.raises(LinrecError, match="depth order"):
         prefix.below(1)
+
+
+def test_a_forward_already_set_on_a_layer_is_put_back(tokenizer, text):
+    """accelerate's device hooks (device_map="auto") wrap a layer's forward as an instance attribute: the replay
+    must leave that wrapper in place, not the class's forward."""
+    model = tiny_model("llama")
+    batches = make_batches(tokenizer, text, seq_len=12, max_rows=12 * 4, batch_size=4)
+    layer = model.model.layers[0]
+    calls = []
+    plain = layer.forward
+    layer.forward = lambda *args, **kwargs: calls.append(1) or plain(*args, **kwargs)
+    wrapper = layer.__dict__["forward"]
+    perplexity.swap_deltas(model, batches, _replacements(model, [1]), progress=False)
+    assert layer.__dict__["forward"] is wrapper and calls  # the wrapper ran (base pass, recording) and is back

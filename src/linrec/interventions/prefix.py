@@ -63,13 +63,17 @@ def _skipped(layers: list[nn.Module], outputs: list[Any]) -> Iterator[None]:
     def stub(calls: Iterator[Any]) -> Callable[..., Any]:
         return lambda *_args, **_kwargs: _copy(next(calls))
 
+    own = [layer.__dict__.get("forward") for layer in layers]  # a wrapper already there (accelerate's device hooks)
     try:
         for layer in layers:
             layer.forward = stub(iter(outputs))  # the instance attribute shadows the class's forward
         yield
     finally:
-        for layer in layers:
-            layer.__dict__.pop("forward", None)
+        for layer, forward in zip(layers, own, strict=True):
+            if forward is None:
+                layer.__dict__.pop("forward", None)
+            else:
+                layer.forward = forward
 
 
 class LayerPrefix:
