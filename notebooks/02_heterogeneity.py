@@ -166,8 +166,8 @@ fig = depth.position_figure(sinks, order=MODELS)
 ch.figure(fig, sinks, "fig-heterogeneity-positions")
 
 # %%
-ch.report(position_claims(sinks, DEPENDS) + [c.of(m) for m in MODELS
-                                              for c in position_claims(sinks[sinks.model == m], DEPENDS)],
+pooled = position_claims(sinks, DEPENDS)
+ch.report(pooled + [c.of(m) for m in MODELS for c in position_claims(sinks[sinks.model == m], DEPENDS)],
           figure="fig-heterogeneity-positions")  # fmt: skip
 heavy, moved = position_extremes(sinks)
 depending = sink_blocks(sinks, DEPENDS)
@@ -178,7 +178,7 @@ ch.glue(rows_first=heavy.rows_first, variance_first=heavy.first_position_share,
         reading=f"no block's R²_lin moves by {DEPENDS} or more without the first position" if depending.empty else
         f"{len(depending)} of {len(sinks)} blocks ({', '.join(f'{m} {int(b)}' for m, b in zip(depending.model, depending.block))}) "
         "have a headline R²_lin that rests on the first position: read their numbers with the column beside them")  # fmt: skip
-few = position_claims(sinks, DEPENDS)[-1]
+few = pooled[-1]  # the blocks whose R²_lin without the first position rests on a few rows
 ch.glue(few_share=FEW, few=f"{few.measured} blocks ({few.note})")
 show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share",
             "top_rows_share_after_first"]],

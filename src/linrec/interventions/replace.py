@@ -136,8 +136,8 @@ def replace(
     parsed, candidates = check_request(
         getattr(config, "model_type", None), n_blocks, width, kind, blocks, max_ppl_increase
     )
-    for b in candidates:
-        ffn_site(model, b)  # one module per FFN, also where the architecture check could not tell
+    # one module per FFN (also where the architecture check could not tell), and lowrank:P% as each block's rank
+    kinds = {b: parsed.within(n_stored(ffn_site(model, b)[2]), width, width) for b in candidates}
     if fit_batches.sha256 in {eval_batches.sha256, None if second_batches is None else second_batches.sha256}:
         raise LinrecError("the fit and evaluation batches are the same tokens; score the maps on other text")
     measurement = Measurement.capture(
@@ -152,8 +152,9 @@ def replace(
         text=None if fit_text is None else fit_text.name,
         text_sha256=None if fit_text is None else fit_text.sha256,
     )
-    kinds = {b: parsed.within(n_stored(ffn_site(model, b)[2]), width, width) for b in candidates}
-    maps = {b: m for k in set(kinds.values()) for b, m in measurement.replacements(str(k), _of(kinds, k)).items()}
+    maps: dict[int, nn.Module] = {}
+    for k in dict.fromkeys(kinds.values()):  # (one kind for every block unless FFN sizes differ)
+        maps.update(measurement.replacements(str(k), [b for b in candidates if kinds[b] == k]))
     base = window_nll(model, eval_batches, progress)
     if max_ppl_increase is None:
         steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress)
@@ -175,10 +176,8 @@ def replace(
     final = steps[steps.kept].iloc[-1]
     prompt = first_prompt(eval_batches)
     before_rate = decode_rate(model, prompt)
-    second_base = None if second_batches is None else window_nll(model, second_batches, progress)
     with swapped(model, chosen):
         after_rate = decode_rate(model, prompt)
-        second = None if second_batches is None else window_nll(model, second_batches, progress)
     table = measurement.table().set_index("block")
     stored = param_table(model, chosen).set_index("block")
     before = n_stored(model)
@@ -225,14 +224,8 @@ def replace(
         "fit_text": _text(fit_text, fit_batches),
         "eval_text": _text(eval_text, eval_batches),
         "second_text": None
-        if second_batches is None or second is None or second_base is None
-        else {
-            **_text(second_text, second_batches),
-            "base_ppl": second_base.ppl,
-            "replaced_ppl": second.ppl,
-            "delta_ppl": second.ppl - second_base.ppl,
-            **dict(zip(("delta_ppl_low", "delta_ppl_high"), delta_ppl_interval(second_base, second), strict=True)),
-        },
+        if second_batches is None
+        else _scored_text(model, chosen, second_batches, second_text, progress),
         "latency": {
             **{k: v for k, v in asdict(before_rate).items() if k != "tokens_per_s"},
             "base_tokens_per_s": before_rate.tokens_per_s,
@@ -245,9 +238,23 @@ def replace(
     return Replacement(chosen, record, measurement)
 
 
-def _of(kinds: dict[int, Kind], kind: Kind) -> list[int]:
-    """The blocks whose kind is ``kind``, in the order of ``kinds``."""
-    return [b for b, k in kinds.items() if k == kind]
+def _scored_text(
+    model: nn.Module, chosen: dict[int, nn.Module], batches: TokenBatches, part: TextPart | None, progress: bool
+) -> dict:
+    """The record of a text the ``chosen`` replacements are scored on besides the evaluation text: the text, the
+    perplexity before and after, and the ΔPPL with its interval."""
+    base = window_nll(model, batches, progress)
+    with swapped(model, chosen):
+        replaced = window_nll(model, batches, progress)
+    low, high = delta_ppl_interval(base, replaced)
+    return {
+        **_text(part, batches),
+        "base_ppl": base.ppl,
+        "replaced_ppl": replaced.ppl,
+        "delta_ppl": replaced.ppl - base.ppl,
+        "delta_ppl_low": low,
+        "delta_ppl_high": high,
+    }
 
 
 def first_prompt(batches: TokenBatches, tokens: int = PROMPT_TOKENS) -> torch.Tensor:
