@@ -11,6 +11,7 @@ import torch
 
 from linrec.cli import main
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced
+from linrec.interventions.replacement_report import FIGURE
 
 FAST = ["--max-rows", "384", "--seq-len", "16", "--folds", "3", "--eval-rows", "256", "--no-progress"]
 
@@ -41,7 +42,7 @@ def held_out_windows(path, tokenizer, seq_len=16, rows=256) -> torch.Tensor:
 
 
 def test_replace_writes_a_directory_whose_round_trip_is_exact(replaced_dir, text_file, tokenizer, capsys):
-    assert sorted(p.name for p in replaced_dir.iterdir()) == sorted([MAPS, RECORD, REPORT])
+    assert sorted(p.name for p in replaced_dir.iterdir()) == sorted([FIGURE, MAPS, RECORD, REPORT])
     record = json.loads((replaced_dir / RECORD).read_text())
     assert [b["block"] for b in record["blocks"]] == [1, 0]
     assert record["fit_text"]["name"] == record["eval_text"]["name"] == str(text_file)
@@ -74,6 +75,24 @@ def test_greedy_replace_prints_and_records_each_step(model_dirs, text_file, tmp_
     assert main([*argv, "--blocks", "0", "--out", str(out), "--force", *FAST]) == 0  # ...unless asked
     assert [b["block"] for b in json.loads((out / RECORD).read_text())["blocks"]] == [0]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert main([*argv, "--max-ppl-increase", "1000%", "--refit", "--out", str(out), "--force", *FAST]) == 0
+    record = json.loads((out / RECORD).read_text())
+    assert "one_shot_delta_ppl" in capsys.readouterr().out and record["selection"]["refit"]
+    first, second = record["steps"][1:]  # a block above the first kept one is re-fitted; one below needs no re-fit
+    assert (second["one_shot_delta_ppl"] != second["delta_ppl"]) == (second["block"] > first["block"])
+    assert (record["blocks"][1]["r2_lin_refit"] is None) == (second["block"] < first["block"])
+
+
+def test_device_map_auto_replaces_as_a_single_device_does(replaced_dir, model_dirs, text_file, tmp_path):
+    """accelerate's device_map (everything on the CPU on a CPU-only machine): the same steps and maps as the
+    plain load, and the directory loads back through a device_map too."""
+    out = tmp_path / "mapped"
+    argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--blocks", "1,0"]
+    assert main([*argv, "--kind", "affine", "--device-map", "auto", "--out", str(out), *FAST]) == 0
+    mapped, plain = (json.loads((d / RECORD).read_text()) for d in (out, replaced_dir))
+    assert [s["ppl"] for s in mapped["steps"]] == pytest.approx([s["ppl"] for s in plain["steps"]], rel=1e-12)
+    model, _ = load_replaced(out, device_map="auto")
+    assert [type(model.model.layers[b].mlp).__name__ for b in (0, 1)] == ["AffineFFN"] * 2
 
 
 def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, text_file, tmp_path, tokenizer):

@@ -13,6 +13,7 @@ from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.interventions.replace import TextPart, depth_third, replace
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced, read_replaced
+from linrec.interventions.replacement_report import FIGURE, report_figure
 from linrec.models.identity import weights_id
 from linrec.models.loading import load_model
 from test_greedy import planted_model
@@ -56,7 +57,7 @@ def independent_ppl(model, batches) -> float:
 
 def test_the_directory_records_what_was_done(replaced, base_dir, texts):
     result, out = replaced
-    assert sorted(p.name for p in out.iterdir()) == sorted([MAPS, RECORD, REPORT])
+    assert sorted(p.name for p in out.iterdir()) == sorted([FIGURE, MAPS, RECORD, REPORT])
     record = json.loads((out / RECORD).read_text())
     assert record["base"] == {
         "model": str(base_dir),
@@ -81,6 +82,18 @@ def test_the_directory_records_what_was_done(replaced, base_dir, texts):
     assert record["versions"]["linrec"] == linrec.__version__ and record["measurement"]["rcond"] == 1e-10
     report = (out / REPORT).read_text()
     assert "1 (lowrank:8), 0 (lowrank:8)" in report and "## Steps" in report and "load_replaced" in report
+    assert f"]({FIGURE})" in report and (out / FIGURE).read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_report_figure_shows_each_steps_cost_and_saving(replaced):
+    record = replaced[0].record
+    delta, saved = report_figure(record).axes
+    assert "ΔPPL" in delta.get_ylabel() and "millions" in saved.get_ylabel() and "step" in delta.get_xlabel()
+    assert [t.get_text() for t in saved.get_xticklabels()] == ["model", "+1", "+0"]
+    heights = [bar.get_height() for bar in saved.patches]
+    assert heights == pytest.approx([s["params_saved"] / 1e6 for s in record["steps"]], rel=1e-12)
+    points = delta.lines[0].get_ydata()  # the kept steps' joint ΔPPL
+    assert list(points) == pytest.approx([s["delta_ppl"] for s in record["steps"]], rel=1e-12)
 
 
 def test_the_round_trip_is_exact(replaced, texts):
@@ -113,6 +126,34 @@ def test_greedy_replace_records_every_candidate_and_step(base_dir, texts):
     trained = planted_model(texts[0], steps=150)  # removing any of its blocks costs perplexity
     with pytest.raises(LinrecError, match=r"no block fits the budget --max-ppl-increase 0.001: the cheapest, block"):
         replace(trained, *texts, kind="zero", max_ppl_increase="0.001", folds=4, progress=False)
+
+
+def _equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_refit_fits_later_blocks_on_what_the_modified_model_feeds_them(base_dir, texts):
+    model, _ = load_model(str(base_dir))
+    fit, evals = texts
+    options = {"kind": "affine", "blocks": [0, 1], "folds": 4, "progress": False}
+    one_shot = replace(model, fit, evals, **options)
+    refitted = replace(model, fit, evals, refit=True, **options)
+    assert _equal(refitted.maps[0], one_shot.maps[0])  # the first block sees the unmodified model either way
+    with linrec.swapped(model, {0: one_shot.maps[0]}):  # written out: block 1 captured with block 0's map in place
+        again = linrec.Measurement.capture(model, fit, blocks=[1], folds=4, progress=False)
+    assert _equal(refitted.maps[1], again.replacements("affine", [1])[1])
+    assert not _equal(refitted.maps[1], one_shot.maps[1])
+    assert refitted.record["blocks"][1]["r2_lin_refit"] == float(again.table().r2_lin.iloc[0])
+    assert refitted.record["blocks"][0]["r2_lin_refit"] is None and refitted.record["selection"]["refit"]
+    steps, plain = refitted.record["steps"], one_shot.record["steps"]
+    assert steps[1]["delta_ppl"] == steps[1]["one_shot_delta_ppl"] == plain[1]["delta_ppl"]
+    assert steps[2]["one_shot_delta_ppl"] == plain[2]["delta_ppl"]  # the one-shot map, scored at the same step
+    with linrec.swapped(model, refitted.maps):
+        assert independent_ppl(model, evals) == pytest.approx(steps[2]["ppl"], rel=1e-4)
+    assert len(report_figure(refitted.record).axes[0].lines) > len(report_figure(one_shot.record).axes[0].lines)
+    downward = replace(model, fit, evals, refit=True, **{**options, "blocks": [1, 0]})  # block 0 sees no change
+    assert _equal(downward.maps[0], one_shot.maps[0]) and downward.record["blocks"][1]["r2_lin_refit"] is None
 
 
 @pytest.mark.parametrize(

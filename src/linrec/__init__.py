@@ -13,9 +13,10 @@ The public API, in the order a measurement uses it::
 ``capture_moments`` and ``recoverability`` are the two halves of ``measure`` at a lower level;
 ``run_capture`` feeds the same forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``).
 Swapping a block for a replacement: ``swapped`` (for a scope) and ``swap_deltas`` (ΔPPL); ``fit_replacements``
-from raw moments. A replaced model for good: ``linrec replace`` writes a directory that ``load_replaced`` (also
-``load_model``) loads. Everything else lives in the layers beneath: :mod:`linrec.core`,
-:mod:`linrec.interventions`, :mod:`linrec.experiment`, ...
+from raw moments. A replaced model for good: ``linrec replace`` (from Python: ``replace(model, fit_batches,
+eval_batches, ...).save(dir)``) writes a directory that ``load_replaced`` (also ``load_model``) loads.
+Everything else lives in the layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`,
+:mod:`linrec.experiment`, ...
 """
 
 from typing import TYPE_CHECKING
@@ -52,6 +53,7 @@ _HOMES = {
     "ffn_blocks": "linrec.models.arch",
     "load_model": "linrec.interventions.replaced",
     "load_replaced": "linrec.interventions.replaced",
+    "replace": "linrec.interventions.replace",
     "pick_device": "linrec.models.loading",
 }
 
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches
     from linrec.interventions.perplexity import perplexity, swap_deltas
+    from linrec.interventions.replace import replace
     from linrec.interventions.replaced import load_model, load_replaced
     from linrec.interventions.surgery import swapped
     from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
@@ -111,6 +114,7 @@ __all__ = [
     "perplexity",
     "pick_device",
     "recoverability",
+    "replace",
     "report_table",
     "run_capture",
     "save_moments",

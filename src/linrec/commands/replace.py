@@ -91,6 +91,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="affine, lowrank:K (rank K below the width), lowrank:P%% (the largest rank that stores at most P%% of "
         "the FFN's numbers), mean or zero (the FFN removed)",
     )
+    p.add_argument(
+        "--refit",
+        action="store_true",
+        help="fit each block that lies above a block kept before it again, with the kept blocks in place (one "
+        "capture of that block per step), and score its step with both maps; the re-fitted ones are kept",
+    )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the directory to write (new or empty)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists and is not empty")
     p.add_argument(
@@ -211,6 +217,7 @@ def _replace(args: argparse.Namespace) -> int:
         eval_text=eval_part,
         second_batches=batches[2] if len(batches) > 2 else None,
         second_text=second_part,
+        refit=args.refit,
     )
     result.save(args.out, args.force)
     _print(result.record, args.out)
@@ -271,9 +278,10 @@ def _print(record: dict, out: Path) -> None:
     """The steps, the numbers stored and the perplexity, as the report gives them, then where they were written."""
     import pandas as pd
 
-    steps = pd.DataFrame(record["steps"])[
-        ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "kept"]
-    ]
+    steps = pd.DataFrame(record["steps"])
+    columns = ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "kept"]
+    steps = steps[columns[:7] + ["one_shot_delta_ppl"] * ("one_shot_delta_ppl" in steps) + columns[7:]]
+    steps = steps.astype({"single_delta_ppl": float})  # (JSON's null where blocks were given)
     with pd.option_context("display.width", 200):
         print(steps.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–"))
     params, ppl = record["params"], record["ppl"]

@@ -26,7 +26,7 @@ either perplexity's own.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -49,6 +49,9 @@ Carlo error of the interval's ends well below its width."""
 
 LEVEL = 0.95
 """The confidence level of every ΔPPL interval."""
+
+Refit = Callable[[Mapping[int, nn.Module], int], nn.Module]
+"""``refit(kept, block)``: a map for ``block`` fitted with the ``kept`` replacements (block -> module) in place."""
 
 
 @dataclass(frozen=True)
@@ -195,24 +198,37 @@ def joint_steps(
     budget: float = math.inf,
     spec: Spec = None,
     progress: bool = True,
+    refit: Refit | None = None,
 ) -> pd.DataFrame:
     """Step 0 the model itself, then the blocks of ``order`` added one at a time, each step scored with every kept
     block and its own in place (the joint ΔPPL). A block whose joint ΔPPL exceeds ``budget`` is recorded with
     ``kept`` False and ends the walk. Columns: ``step, block, params_saved`` (with the step's block in place),
-    ``ffn_saved_fraction, model_saved_fraction, ppl, delta_ppl, delta_ppl_low, delta_ppl_high, kept``."""
+    ``ffn_saved_fraction, model_saved_fraction, ppl, delta_ppl, delta_ppl_low, delta_ppl_high, kept``.
+
+    ``refit(kept, block)``: a step whose block lies above a kept one gets the map this returns, fitted with the
+    ``kept`` replacements in place, instead of its map in ``replacements`` (fitted on the unmodified model, which
+    feeds a block below every kept one exactly the same inputs); the step is then scored with both, the one-shot
+    map's joint ΔPPL in ``one_shot_delta_ppl`` (``_low``, ``_high``), and the walk goes on with the re-fitted one."""
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
     rows = [{"step": 0, "block": None, "params_saved": 0, **_delta_row(base, base), "kept": True}]
-    saved, kept = 0, list[int]()
+    saved, kept = 0, dict[int, nn.Module]()
     for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", disable=not progress), start=1):
-        trial = saved + n_stored(ffn_site(model, b, spec)[2]) - n_stored(replacements[b])
-        with swapped(model, {c: replacements[c] for c in [*kept, b]}, spec):
+        used = replacements[b] if refit is None or min(kept, default=b) >= b else refit(kept, b)
+        trial = saved + n_stored(ffn_site(model, b, spec)[2]) - n_stored(used)
+        with swapped(model, {**kept, b: used}, spec):
             scored = window_nll(model, eval_batches)
         row = _delta_row(base, scored)
+        if refit is not None:
+            one_shot = row
+            if used is not replacements[b]:
+                with swapped(model, {**kept, b: replacements[b]}, spec):
+                    one_shot = _delta_row(base, window_nll(model, eval_batches))
+            row |= {f"one_shot_{k}": one_shot[k] for k in ("delta_ppl", "delta_ppl_low", "delta_ppl_high")}
         rows.append({"step": step, "block": b, "params_saved": trial, **row, "kept": row["delta_ppl"] <= budget})
         if not rows[-1]["kept"]:
             break
-        saved, kept = trial, [*kept, b]
+        saved, kept = trial, {**kept, b: used}
     table = pd.DataFrame(rows).astype({"block": "Int64"})
     table.insert(3, "ffn_saved_fraction", table.params_saved / ffn_total)
     table.insert(4, "model_saved_fraction", table.params_saved / model_total)
@@ -278,6 +294,7 @@ def greedy_selection(
     progress: bool = True,
     base: WindowNLL | None = None,
     single: pd.DataFrame | None = None,
+    refit: Refit | None = None,
 ) -> pd.DataFrame:
     """The blocks of ``replacements`` chosen greedily under a perplexity budget, one row per step (step 0 the model).
 
@@ -288,7 +305,9 @@ def greedy_selection(
     unmodified perplexity) is recorded with ``kept`` False and ends the selection.
 
     Columns: those of :func:`compression_frontier` with ``single_delta_ppl`` (the block's own ΔPPL) in place of
-    ``r2_lin``, then ``kept``; ``params_saved`` counts every kept block and the step's own.
+    ``r2_lin``, then ``kept``; ``params_saved`` counts every kept block and the step's own. ``refit``: each step
+    whose block lies above a kept one re-fits it with the kept ones in place (:func:`joint_steps`); the order stays
+    the one the one-shot maps measured.
     """
     parse_budget(max_increase)  # before any work
     base = window_nll(model, eval_batches) if base is None else base
@@ -299,7 +318,7 @@ def greedy_selection(
     alone = dict(zip(single.block.astype(int), single.delta_ppl))
     order = sorted(replacements, key=lambda b: (alone[b], b))
     table = joint_steps(
-        model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress
+        model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress, refit
     )
     table.insert(2, "single_delta_ppl", [0.0, *(alone[b] for b in table.block[1:])])
     return table

@@ -4,7 +4,9 @@
 one kind per candidate block at the capture's cutoff, and scores perplexity on the evaluation text, which must be
 other text than the fit text. Blocks are either given (put in in the order given, each step scored with all before
 it) or chosen greedily under a perplexity budget (:func:`linrec.interventions.perplexity.greedy_selection`: ordered
-by each block's own measured ΔPPL, cheapest first, every step scored jointly). Only one copy of the model is ever
+by each block's own measured ΔPPL, cheapest first, every step scored jointly). With ``refit``, each block above a
+kept one is fitted again on what the model with the kept blocks in place feeds it (:class:`Refitter`), and each step
+is scored with both maps. Only one copy of the model is ever
 held: replacements are swapped in and out (:func:`linrec.interventions.surgery.swapped`). The result saves as a
 replacement directory (:mod:`linrec.interventions.replaced`).
 """
@@ -13,8 +15,8 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -62,6 +64,30 @@ class Replacement:
     def save(self, directory: str | Path, force: bool = False) -> Path:
         """Write the replacement directory (:func:`linrec.interventions.replaced.save_replaced`)."""
         return save_replaced(directory, self.maps, self.record, force)
+
+
+@dataclass
+class Refitter:
+    """Fits a block's map again on the inputs the model produces with the replacements kept so far in place (a
+    capture of that block alone over the fit text), so later maps see what the modified model feeds them; keeps
+    each re-fitted map and its k-fold R²_lin."""
+
+    model: nn.Module
+    batches: TokenBatches
+    kinds: Mapping[int, Kind]
+    folds: int
+    seed: int
+    maps: dict[int, nn.Module] = field(default_factory=dict)
+    r2_lin: dict[int, float] = field(default_factory=dict)
+
+    def __call__(self, kept: Mapping[int, nn.Module], block: int) -> nn.Module:
+        with swapped(self.model, kept):
+            again = Measurement.capture(
+                self.model, self.batches, blocks=[block], folds=self.folds, seed=self.seed, progress=False
+            )
+        self.maps[block] = again.replacements(str(self.kinds[block]), [block])[block]
+        self.r2_lin[block] = float(again.table().r2_lin.iloc[0])
+        return self.maps[block]
 
 
 def depth_third(block: int, n_blocks: int) -> str:
@@ -118,6 +144,7 @@ def replace(
     eval_text: TextPart | None = None,
     second_batches: TokenBatches | None = None,
     second_text: TextPart | None = None,
+    refit: bool = False,
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
     ``zero``) fitted on ``fit_batches``, scored on ``eval_batches`` (other text: never the fit text).
@@ -129,6 +156,9 @@ def replace(
     what the batches were cut from. ``second_batches`` (``second_text``): held-out text of another domain, on which
     the chosen set's ΔPPL is scored too (a block that looks free on one text can cost on another). Greedy decoding
     is timed before and after (:func:`linrec.interventions.latency.decode_rate`, a prompt from the evaluation text).
+    ``refit``: each block above one kept before it is fitted again with the kept blocks in place
+    (:class:`Refitter`), its step scored with both maps (the one-shot one's joint ΔPPL in ``one_shot_delta_ppl``)
+    and the re-fitted one kept; the order is still the one-shot maps' single ΔPPL.
     The model is left as it was; the maps are in the result.
     """
     config = getattr(model, "config", None)
@@ -155,15 +185,16 @@ def replace(
     maps: dict[int, nn.Module] = {}
     for k in dict.fromkeys(kinds.values()):  # (one kind for every block unless FFN sizes differ)
         maps.update(measurement.replacements(str(k), [b for b in candidates if kinds[b] == k]))
+    refitter = Refitter(model, fit_batches, kinds, folds, seed) if refit else None
     base = window_nll(model, eval_batches, progress)
     if max_ppl_increase is None:
-        steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress)
+        steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress, refit=refitter)
         steps.insert(2, "single_delta_ppl", math.nan)
         single = None
     else:
         single = swap_deltas(model, eval_batches, maps, progress=progress, base=base)
         steps = greedy_selection(
-            model, eval_batches, maps, max_ppl_increase, progress=progress, base=base, single=single
+            model, eval_batches, maps, max_ppl_increase, progress=progress, base=base, single=single, refit=refitter
         )
     kept = [int(b) for b in steps.block[1:][steps.kept[1:]]]
     if not kept:
@@ -172,7 +203,7 @@ def replace(
             f"no block fits the budget --max-ppl-increase {max_ppl_increase}: the cheapest, block {first.block}, "
             f"costs ΔPPL {first.delta_ppl:+.4g} alone (perplexity {base.ppl:.4g}); raise the budget or give --blocks"
         )
-    chosen = {b: maps[b] for b in kept}
+    chosen = {b: maps[b] if refitter is None else refitter.maps.get(b, maps[b]) for b in kept}
     final = steps[steps.kept].iloc[-1]
     prompt = first_prompt(eval_batches)
     before_rate = decode_rate(model, prompt)
@@ -199,7 +230,9 @@ def replace(
             "first block that takes the joint ΔPPL over the budget is left out and ends the selection",
             "candidates": candidates,
             "max_ppl_increase": max_ppl_increase,
+            "max_delta_ppl": None if max_ppl_increase is None else budget_ppl(max_ppl_increase, base.ppl),
             "single": None if single is None else _records(single),
+            "refit": refit,
         },
         "blocks": [
             {
@@ -207,6 +240,7 @@ def replace(
                 "kind": str(kinds[b]),
                 "depth": depth_third(b, n_blocks),
                 "r2_lin": float(table.r2_lin[b]),
+                "r2_lin_refit": None if refitter is None else refitter.r2_lin.get(b),
                 "params": int(stored.params[b]),
                 "original_params": int(stored.original_params[b]),
             }

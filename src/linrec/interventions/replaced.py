@@ -8,7 +8,8 @@ A directory holds no copy of the base model, only what differs from it:
   (:func:`linrec.models.identity.weights_id`), the blocks and their kinds in the order they were put in, each step's
   joint ΔPPL with its interval, numbers stored before and after, the fit and evaluation texts and their hashes, the
   measurement's provenance and the versions (:func:`linrec.interventions.replace.replace` builds it);
-* ``report.md``: the same for a reader.
+* ``report.md``: the same for a reader, with ``report.png``, the joint ΔPPL and the numbers saved step by step
+  (:mod:`linrec.interventions.replacement_report`).
 
 :func:`load_replaced` checks the directory whole (record, kinds, every tensor's name and shape) and the base model's
 hash before any weights load, then loads the base and installs the maps for good
@@ -20,19 +21,18 @@ too.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from torch import nn
 
 from linrec.core.measure import read_record
 from linrec.core.replacements import Kind, empty_replacement
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import new_directory
+from linrec.interventions.replacement_report import FIGURE, report_figure, report_markdown
 from linrec.interventions.surgery import install
 from linrec.models import loading
 from linrec.models.identity import weights_id
@@ -56,7 +56,8 @@ def is_replacement_dir(name_or_path: str | Path) -> bool:
 
 def save_replaced(directory: str | Path, maps: Mapping[int, nn.Module], record: dict, force: bool = False) -> Path:
     """Write ``maps`` (block -> replacement, in the order they go in) and ``record`` to ``directory``, whole or not at
-    all (:func:`linrec.files.new_directory`: absent or empty, else ``force``); ``report.md`` is made from the record."""
+    all (:func:`linrec.files.new_directory`: absent or empty, else ``force``); ``report.md`` and its figure are made
+    from the record."""
     import json
 
     from safetensors.torch import save_file
@@ -69,6 +70,7 @@ def save_replaced(directory: str | Path, maps: Mapping[int, nn.Module], record: 
         save_file(tensors, str(tmp / MAPS), metadata={"format": str(FORMAT)})
         (tmp / RECORD).write_text(json.dumps({"format": FORMAT, **record}, indent=1) + "\n", encoding="utf-8")
         (tmp / REPORT).write_text(report_markdown(record, directory.name), encoding="utf-8")
+        report_figure(record).savefig(tmp / FIGURE, dpi=150)
     return directory
 
 
@@ -190,84 +192,3 @@ def load_model(name_or_path: str, **options: Any) -> tuple[nn.Module, PreTrained
     if is_replacement_dir(name_or_path):
         return load_replaced(name_or_path, **options)
     return loading.load_model(name_or_path, **options)
-
-
-def _number(value: float | None, digits: str = ".4g") -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, digits)
-
-
-def _second_text_lines(second: dict | None) -> list[str]:
-    """The report's line on the second text's ΔPPL (none when no second text was scored)."""
-    if second is None:
-        return []
-    return [
-        f"- Second text, another domain (stability): {second['name']}, {second['part']} (sha256 {second['sha256']}), "
-        f"{second['rows']:,} token rows: perplexity {second['base_ppl']:.6g} before, {second['replaced_ppl']:.6g} "
-        f"after (ΔPPL {second['delta_ppl']:+.4g}, 95 % interval [{_number(second['delta_ppl_low'])}, "
-        f"{_number(second['delta_ppl_high'])}] over {second['windows']} windows)."
-    ]
-
-
-def _latency_lines(latency: dict | None) -> list[str]:
-    """The report's line on decoding speed before and after (none for a record made before it was timed)."""
-    if latency is None:
-        return []
-    return [
-        f"- Greedy decoding on {latency['device']} (batch {latency['batch']}, a {latency['prompt_tokens']}-token "
-        f"prompt, {latency['new_tokens']} new tokens, the median of {latency['repeats']} runs): "
-        f"{latency['base_tokens_per_s']:.4g} tokens/s before, {latency['replaced_tokens_per_s']:.4g} after "
-        f"({latency['replaced_tokens_per_s'] / latency['base_tokens_per_s']:.2f}x)."
-    ]
-
-
-def report_markdown(record: dict, name: str) -> str:
-    """``report.md``: what the record says, for a reader."""
-    base, params, ppl = record["base"], record["params"], record["ppl"]
-    fit, held = record["fit_text"], record["eval_text"]
-    steps = pd.DataFrame(record["steps"])
-    steps["interval"] = [f"[{_number(lo)}, {_number(hi)}]" for lo, hi in zip(steps.delta_ppl_low, steps.delta_ppl_high)]
-    steps["block"] = ["model" if b is None else str(b) for b in (s["block"] for s in record["steps"])]
-    shown = steps[["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "interval", "params_saved", "kept"]]
-    blocks = pd.DataFrame(record["blocks"])
-    chosen = ", ".join(f"{b['block']} ({b['kind']})" for b in record["blocks"]) or "none"
-    lines = [
-        f"# Replaced FFN blocks of {base['model']}",
-        "",
-        f"- Base model: `{base['model']}`, weights `{base['weights']}`, computing in {base['dtype']}.",
-        f"- Blocks replaced, in order: {chosen}; selection: {record['selection']['rule']}.",
-        f"- Numbers stored: {params['model_before']:,} before, {params['model_after']:,} after "
-        f"({params['model_before'] - params['model_after']:,} fewer, "
-        f"{(params['model_before'] - params['model_after']) / params['model_before']:.2%}).",
-        f"- Perplexity on the evaluation text: {ppl['base']:.6g} before, {ppl['replaced']:.6g} after "
-        f"(ΔPPL {ppl['delta_ppl']:+.4g}, 95 % interval [{_number(ppl['delta_ppl_low'])}, "
-        f"{_number(ppl['delta_ppl_high'])}] over {held['windows']} windows, resampled by window).",
-        f"- Fit text: {fit['name']}, {fit['part']} (sha256 {fit['sha256']}), {fit['rows']:,} token rows.",
-        f"- Evaluation text: {held['name']}, {held['part']} (sha256 {held['sha256']}), {held['rows']:,} token rows; "
-        "it never overlaps the fit text.",
-        *_second_text_lines(record.get("second_text")),
-        *_latency_lines(record.get("latency")),
-        "",
-        "## Steps",
-        "",
-        "Each step puts its block in with every kept block and scores them together (the joint ΔPPL); "
-        "`single_delta_ppl` is the block's own cost, swapped alone.",
-        "",
-        shown.to_markdown(index=False, floatfmt=".4g"),
-        "",
-        "## Blocks",
-        "",
-        blocks.to_markdown(index=False, floatfmt=".4g") if len(blocks) else "No block was replaced.",
-        "",
-        "## Load it",
-        "",
-        "```python",
-        "import linrec",
-        f'model, tokenizer = linrec.load_replaced("{name}")   # or linrec.load_model("{name}")',
-        "```",
-        "",
-        f"`linrec profile --model {name} ...` measures it. Made by linrec {record['versions']['linrec']} "
-        f"(torch {record['versions']['torch']}, transformers {record['versions']['transformers']}) "
-        f"at {record['created_at']}.",
-        "",
-    ]
-    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""The report of a replacement directory for a reader: ``report.md`` and its figure, both made from the record alone
+(:func:`linrec.interventions.replace.replace` builds it), so a directory's report can always be made again."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+FIGURE = "report.png"
+"""The report's figure, beside ``report.md``."""
+
+
+def _number(value: float | None, digits: str = ".4g") -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, digits)
+
+
+def _second_text_lines(second: dict | None) -> list[str]:
+    """The report's line on the second text's ΔPPL (none when no second text was scored)."""
+    if second is None:
+        return []
+    return [
+        f"- Second text, another domain (stability): {second['name']}, {second['part']} (sha256 {second['sha256']}), "
+        f"{second['rows']:,} token rows: perplexity {second['base_ppl']:.6g} before, {second['replaced_ppl']:.6g} "
+        f"after (ΔPPL {second['delta_ppl']:+.4g}, 95 % interval [{_number(second['delta_ppl_low'])}, "
+        f"{_number(second['delta_ppl_high'])}] over {second['windows']} windows)."
+    ]
+
+
+def _latency_lines(latency: dict | None) -> list[str]:
+    """The report's line on decoding speed before and after (none for a record made before it was timed)."""
+    if latency is None:
+        return []
+    return [
+        f"- Greedy decoding on {latency['device']} (batch {latency['batch']}, a {latency['prompt_tokens']}-token "
+        f"prompt, {latency['new_tokens']} new tokens, the median of {latency['repeats']} runs): "
+        f"{latency['base_tokens_per_s']:.4g} tokens/s before, {latency['replaced_tokens_per_s']:.4g} after "
+        f"({latency['replaced_tokens_per_s'] / latency['base_tokens_per_s']:.2f}x)."
+    ]
+
+
+def report_markdown(record: dict, name: str) -> str:
+    """``report.md``: what the record says, for a reader."""
+    base, params, ppl = record["base"], record["params"], record["ppl"]
+    fit, held = record["fit_text"], record["eval_text"]
+    steps = pd.DataFrame(record["steps"])
+    steps["interval"] = [f"[{_number(lo)}, {_number(hi)}]" for lo, hi in zip(steps.delta_ppl_low, steps.delta_ppl_high)]
+    steps["block"] = ["model" if b is None else str(b) for b in (s["block"] for s in record["steps"])]
+    columns = ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "interval", "params_saved", "kept"]
+    if "one_shot_delta_ppl" in steps:
+        columns.insert(6, "one_shot_delta_ppl")
+    shown = steps[columns]
+    blocks = pd.DataFrame(record["blocks"])
+    chosen = ", ".join(f"{b['block']} ({b['kind']})" for b in record["blocks"]) or "none"
+    lines = [
+        f"# Replaced FFN blocks of {base['model']}",
+        "",
+        f"- Base model: `{base['model']}`, weights `{base['weights']}`, computing in {base['dtype']}.",
+        f"- Blocks replaced, in order: {chosen}; selection: {record['selection']['rule']}.",
+        f"- Numbers stored: {params['model_before']:,} before, {params['model_after']:,} after "
+        f"({params['model_before'] - params['model_after']:,} fewer, "
+        f"{(params['model_before'] - params['model_after']) / params['model_before']:.2%}).",
+        f"- Perplexity on the evaluation text: {ppl['base']:.6g} before, {ppl['replaced']:.6g} after "
+        f"(ΔPPL {ppl['delta_ppl']:+.4g}, 95 % interval [{_number(ppl['delta_ppl_low'])}, "
+        f"{_number(ppl['delta_ppl_high'])}] over {held['windows']} windows, resampled by window).",
+        f"- Fit text: {fit['name']}, {fit['part']} (sha256 {fit['sha256']}), {fit['rows']:,} token rows.",
+        f"- Evaluation text: {held['name']}, {held['part']} (sha256 {held['sha256']}), {held['rows']:,} token rows; "
+        "it never overlaps the fit text.",
+        *_second_text_lines(record.get("second_text")),
+        *_latency_lines(record.get("latency")),
+        "",
+        "## Steps",
+        "",
+        "Each step puts its block in with every kept block and scores them together (the joint ΔPPL); "
+        "`single_delta_ppl` is the block's own cost, swapped alone."
+        + (
+            " Each block above a kept one was fitted again with the kept blocks in place (re-fitted maps, kept); "
+            "`one_shot_delta_ppl` is the same step with the map fitted on the unmodified model instead (equal where "
+            "no kept block lies below)."
+            if record["selection"].get("refit")
+            else ""
+        ),
+        "",
+        f"![Joint ΔPPL and numbers saved at each step]({FIGURE})",
+        "",
+        shown.to_markdown(index=False, floatfmt=".4g"),
+        "",
+        "## Blocks",
+        "",
+        blocks.to_markdown(index=False, floatfmt=".4g") if len(blocks) else "No block was replaced.",
+        "",
+        "## Load it",
+        "",
+        "```python",
+        "import linrec",
+        f'model, tokenizer = linrec.load_replaced("{name}")   # or linrec.load_model("{name}")',
+        "```",
+        "",
+        f"`linrec profile --model {name} ...` measures it. Made by linrec {record['versions']['linrec']} "
+        f"(torch {record['versions']['torch']}, transformers {record['versions']['transformers']}) "
+        f"at {record['created_at']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def report_figure(record: dict) -> Figure:
+    """Two panels over the steps: the joint ΔPPL with its 95 % interval (the one-shot maps' beside it when the maps
+    were re-fitted; the budget dashed), and the numbers saved, in millions; a step left out is drawn in grey."""
+    steps = pd.DataFrame(record["steps"])
+    labels = ["model" if b is None else f"+{b}" for b in (s["block"] for s in record["steps"])]
+    x = range(len(steps))
+    fig = Figure(figsize=(7.5, 3.6), layout="constrained")
+    delta, saved = fig.subplots(1, 2)
+    colour, other = sns.color_palette(n_colors=2)
+    grey = "0.6"
+    kept = steps.kept.astype(bool)
+    if "one_shot_delta_ppl" in steps:
+        one = steps.one_shot_delta_ppl
+        errors = [one - steps.one_shot_delta_ppl_low, steps.one_shot_delta_ppl_high - one]
+        delta.errorbar([i + 0.15 for i in x], one, yerr=errors, fmt="s", color=other, capsize=3, label="one-shot map")
+    for mask, face, label in ((kept, colour, "kept"), (~kept, grey, "left out")):
+        if mask.any():
+            rows, at = steps[mask], [i for i, k in zip(x, mask) if k]
+            errors = [rows.delta_ppl - rows.delta_ppl_low, rows.delta_ppl_high - rows.delta_ppl]
+            delta.errorbar(at, rows.delta_ppl, yerr=errors, fmt="o", color=face, capsize=3, label=label)
+    budget = record["selection"].get("max_delta_ppl")
+    if budget is not None:
+        delta.axhline(budget, color="0.3", ls="--", lw=1, label="budget")
+    delta.axhline(0, color="0.6", lw=0.8, zorder=0)
+    delta.set(xlabel="step (block added)", ylabel="joint ΔPPL (perplexity points)", title="Cost")
+    delta.legend(fontsize=9, frameon=False)
+    saved.bar(x, steps.params_saved / 1e6, color=[colour if k else grey for k in kept])
+    saved.set(xlabel="step (block added)", ylabel="numbers saved (millions)", title="Saving")
+    for ax in (delta, saved):
+        ax.set_xticks(list(x), labels, fontsize=9, rotation=45 if len(labels) > 8 else 0)
+    return fig
