@@ -106,7 +106,7 @@ def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, te
     second.write_text(local_text(4000, seed=7), encoding="utf-8")
     out = tmp_path / "r"
     argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--blocks", "0"]
-    assert main([*argv, "--second-text-file", str(second), "--out", str(out), *FAST]) == 0
+    assert main([*argv, "--second-text-file", str(second), "--ablate", "zero,affine", "--out", str(out), *FAST]) == 0
     record = json.loads((out / RECORD).read_text())
     ids = torch.tensor(tokenizer(second.read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"])
     windows = ids[: len(ids) // 16 * 16].reshape(-1, 16)[:16]  # --eval-rows 256 of 16-token windows
@@ -128,6 +128,11 @@ def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, te
     assert (latency["batch"], latency["prompt_tokens"], latency["new_tokens"]) == (1, 16, 32)  # 16-token windows
     report = (out / REPORT).read_text()
     assert "Second text, another domain" in report and "tokens/s before" in report
+    ablated = pd.DataFrame(record["ablations"])
+    assert ablated[["ablation", "block", "depth"]].values.tolist() == [["zero", 0, "lower"], ["affine", 0, "lower"]]
+    affine = ablated[ablated.ablation == "affine"].iloc[0]  # the same map as the chosen one, on the same texts
+    assert affine.delta_ppl == record["steps"][1]["delta_ppl"] and affine.second_delta_ppl == found["delta_ppl"]
+    assert "## Ablations" in report and "zero: second text ΔPPL" in report and "the FFN removed" in report
 
 
 @pytest.mark.parametrize(
@@ -140,6 +145,9 @@ def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, te
         (["--max-ppl-increase", "nan"], "finite number above 0"),
         (["--max-ppl-increase=-5%"], "finite number above 0"),
         (["--blocks", "0,0"], "--blocks must name each block once; got 0,0"),
+        (["--blocks", "0", "--ablate", "zero,cubic"], "unknown replacement kind 'cubic'"),
+        (["--blocks", "0", "--ablate", "zero,mean,zero"], "name each kind once; got zero,mean,zero"),
+        (["--blocks", "0", "--ablate", "affine,lowrank:32"], "needs a rank below the block's width 32"),
         (["--blocks", "0,7"], "no FFN block 7; this model has blocks 0..1"),
         ([], "say which blocks to replace"),
         (["--blocks", "0", "--folds", "1"], "--folds must be at least 2"),

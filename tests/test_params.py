@@ -23,6 +23,7 @@ CHAPTER_9 = Path(__file__).resolve().parents[1] / "notebooks" / "09_your_model.p
         ("folds", [2, 10], [1, 0, 2.5]),
         ("fraction", [0, 0.95, 1], [-0.1, 1.01, float("nan"), "0.5", True]),
         ("positive_number", [2.0, 7], [0, -1, float("inf")]),
+        ("ppl_budget", [2.5, 1, "5%", " 0.5 "], [0, -1, "0%", "nan", "five", None, True, float("inf")]),
         ("flag", [True, False], [0, None, "yes"]),
         ("flag_or_none", [None, True], [1]),
         ("name_or_none", [None, "gpt2"], ["", "  ", 3]),

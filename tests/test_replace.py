@@ -11,7 +11,8 @@ import linrec
 from conftest import local_text
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
-from linrec.interventions.replace import TextPart, depth_third, replace
+from linrec.interventions.ablations import depth_third
+from linrec.interventions.replace import TextPart, replace
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced, read_replaced
 from linrec.interventions.replacement_report import FIGURE, report_figure
 from linrec.models.identity import weights_id
@@ -85,13 +86,24 @@ def test_the_directory_records_what_was_done(replaced, base_dir, texts):
     assert f"]({FIGURE})" in report and (out / FIGURE).read_bytes().startswith(b"\x89PNG")
 
 
+def test_without_matplotlib_the_directory_says_how_to_get_the_figure(replaced, tmp_path, monkeypatch):
+    result, _ = replaced
+    monkeypatch.setattr("linrec.interventions.replaced.can_draw", lambda: False)
+    out = result.save(tmp_path / "plain")
+    assert not (out / FIGURE).exists() and "pip install 'linrec[notebook]'" in (out / REPORT).read_text()
+    assert read_replaced(out)[0] == json.loads((out / RECORD).read_text())
+
+
 def test_the_report_figure_shows_each_steps_cost_and_saving(replaced):
     record = replaced[0].record
     delta, saved = report_figure(record).axes
-    assert "ΔPPL" in delta.get_ylabel() and "millions" in saved.get_ylabel() and "step" in delta.get_xlabel()
+    assert "ΔPPL" in delta.get_ylabel() and "(thousands)" in saved.get_ylabel() and "step" in delta.get_xlabel()
     assert [t.get_text() for t in saved.get_xticklabels()] == ["model", "+1", "+0"]
     heights = [bar.get_height() for bar in saved.patches]
-    assert heights == pytest.approx([s["params_saved"] / 1e6 for s in record["steps"]], rel=1e-12)
+    assert heights == pytest.approx([s["params_saved"] / 1e3 for s in record["steps"]], rel=1e-12)
+    budgeted = {**record, "selection": {**record["selection"], "max_delta_ppl": 1e4}}  # far above: named, no line
+    labels = [t.get_text() for t in report_figure(budgeted).axes[0].get_legend().get_texts()]
+    assert "budget 1e+04 (above)" in labels and "budget" not in labels
     points = delta.lines[0].get_ydata()  # the kept steps' joint ΔPPL
     assert list(points) == pytest.approx([s["delta_ppl"] for s in record["steps"]], rel=1e-12)
 

@@ -36,6 +36,19 @@ def _name(v: object) -> bool:
     return isinstance(v, str) and bool(v.strip())
 
 
+def _ppl_budget(v: object) -> bool:
+    """A perplexity budget as ``linrec replace --max-ppl-increase`` takes it (2.5, or "5%")."""
+    from linrec.interventions.perplexity import parse_budget
+
+    if isinstance(v, bool) or not isinstance(v, (str, Real)):
+        return False
+    try:
+        parse_budget(v if isinstance(v, str) else float(v))
+    except LinrecError:
+        return False
+    return True
+
+
 RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "integer": (_integer, "an integer"),
     "positive_int": (lambda v: _integer(v, 1), "a positive integer"),
@@ -43,6 +56,7 @@ RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "folds": (lambda v: _integer(v, 2), "an integer of at least 2"),
     "fraction": (lambda v: _number(v, 0, 1), "a number between 0 and 1"),
     "positive_number": (lambda v: _number(v, 0, strict=True), "a positive number"),
+    "ppl_budget": (_ppl_budget, "a perplexity budget above 0, absolute like 2.5 or relative like '5%'"),
     "flag": (lambda v: isinstance(v, bool), "True or False"),
     "flag_or_none": (lambda v: v is None or isinstance(v, bool), "True, False or None"),
     "name_or_none": (lambda v: v is None or _name(v), "a non-empty string or None"),

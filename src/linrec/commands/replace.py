@@ -92,6 +92,13 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "the FFN's numbers), mean or zero (the FFN removed)",
     )
     p.add_argument(
+        "--ablate",
+        default="",
+        metavar="KINDS",
+        help="before choosing, swap each candidate block alone for each of these kinds (comma-separated, e.g. "
+        "zero,mean,affine,lowrank:64) and record ΔPPL on both texts and decoding speed per kind, by thirds of depth",
+    )
+    p.add_argument(
         "--refit",
         action="store_true",
         help="fit each block that lies above a block kept before it again, with the kept blocks in place (one "
@@ -120,6 +127,18 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device-map", help="'auto' to spread a large model over the available devices (accelerate)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_replace)
+
+
+def kind_list(value: str) -> tuple[str, ...]:
+    """``--ablate``'s kinds, each known (:meth:`linrec.core.replacements.Kind.parse`), each named once."""
+    from linrec.core.replacements import Kind
+
+    kinds = tuple(k.strip() for k in value.split(",")) if value else ()
+    for k in kinds:
+        Kind.parse(k)
+    if len(set(kinds)) != len(kinds):
+        raise LinrecError(f"--ablate must name each kind once; got {value}")
+    return kinds
 
 
 def _sha256(text: str) -> str:
@@ -170,6 +189,7 @@ def _replace(args: argparse.Namespace) -> int:
     from linrec.models.packaged import PACKAGED, packaged_file
 
     Kind.parse(args.kind)
+    args.ablate = kind_list(args.ablate)
     if args.max_ppl_increase is not None:
         parse_budget(args.max_ppl_increase)
     if args.blocks is not None and len(set(args.blocks)) != len(args.blocks):
@@ -218,6 +238,7 @@ def _replace(args: argparse.Namespace) -> int:
         second_batches=batches[2] if len(batches) > 2 else None,
         second_text=second_part,
         refit=args.refit,
+        ablate=args.ablate,
     )
     result.save(args.out, args.force)
     _print(result.record, args.out)
@@ -259,7 +280,13 @@ def _batches(
     from linrec.models.loading import max_context
 
     check_request(
-        config.model_type, config.num_hidden_layers, config.hidden_size, args.kind, args.blocks, args.max_ppl_increase
+        config.model_type,
+        config.num_hidden_layers,
+        config.hidden_size,
+        args.kind,
+        args.blocks,
+        args.max_ppl_increase,
+        args.ablate,
     )
     cut = lambda text, rows, at_most=False: make_batches(  # noqa: E731
         tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config), at_most=at_most

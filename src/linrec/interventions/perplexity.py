@@ -212,6 +212,8 @@ def joint_steps(
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
     rows = [{"step": 0, "block": None, "params_saved": 0, **_delta_row(base, base), "kept": True}]
+    if refit is not None:
+        rows[0] |= {f"one_shot_{k}": 0.0 for k in ("delta_ppl", "delta_ppl_low", "delta_ppl_high")}
     saved, kept = 0, dict[int, nn.Module]()
     for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", disable=not progress), start=1):
         used = replacements[b] if refit is None or min(kept, default=b) >= b else refit(kept, b)

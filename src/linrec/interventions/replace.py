@@ -27,8 +27,10 @@ from linrec.core.measure import Measurement, versions
 from linrec.core.replacements import Kind
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
+from linrec.interventions.ablations import ablations, block_kinds, depth_third, fitted_maps
 from linrec.interventions.latency import PROMPT_TOKENS, decode_rate
 from linrec.interventions.perplexity import (
+    WindowNLL,
     budget_ppl,
     delta_ppl_interval,
     greedy_selection,
@@ -38,10 +40,8 @@ from linrec.interventions.perplexity import (
     window_nll,
 )
 from linrec.interventions.replaced import save_replaced
-from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
+from linrec.interventions.surgery import n_stored, param_table, swapped
 from linrec.models.arch import check_blocks, check_one_module
-
-DEPTHS = ("lower", "middle", "upper")
 
 
 @dataclass(frozen=True)
@@ -90,18 +90,21 @@ class Refitter:
         return self.maps[block]
 
 
-def depth_third(block: int, n_blocks: int) -> str:
-    """Whether ``block`` of ``n_blocks`` sits in the lower, middle or upper third of the model's depth."""
-    return DEPTHS[min(2, 3 * block // n_blocks)]
-
-
 def check_request(
-    model_type: str | None, n_blocks: int, width: int, kind: str, blocks: Sequence[int] | None, budget: str | None
+    model_type: str | None,
+    n_blocks: int,
+    width: int,
+    kind: str,
+    blocks: Sequence[int] | None,
+    budget: str | None,
+    ablate: Sequence[str] = (),
 ) -> tuple[Kind, list[int]]:
     """(the kind, the candidate blocks) of a request, from the model's config alone (so before its weights load):
-    a known kind whose rank is below ``width``, an FFN of one module, blocks in range and each named once, a budget
-    above 0, and blocks or a budget given."""
+    known kinds (``kind`` and those to ``ablate``) whose ranks are below ``width``, an FFN of one module, blocks in
+    range and each named once, a budget above 0, and blocks or a budget given."""
     parsed = Kind.parse(kind).check_width(width)
+    for other in ablate:
+        Kind.parse(other).check_width(width)
     check_one_module(model_type)
     if budget is not None:
         parse_budget(budget)
@@ -145,6 +148,7 @@ def replace(
     second_batches: TokenBatches | None = None,
     second_text: TextPart | None = None,
     refit: bool = False,
+    ablate: Sequence[str] = (),
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
     ``zero``) fitted on ``fit_batches``, scored on ``eval_batches`` (other text: never the fit text).
@@ -158,16 +162,17 @@ def replace(
     is timed before and after (:func:`linrec.interventions.latency.decode_rate`, a prompt from the evaluation text).
     ``refit``: each block above one kept before it is fitted again with the kept blocks in place
     (:class:`Refitter`), its step scored with both maps (the one-shot one's joint ΔPPL in ``one_shot_delta_ppl``)
-    and the re-fitted one kept; the order is still the one-shot maps' single ΔPPL.
+    and the re-fitted one kept; the order is still the one-shot maps' single ΔPPL. ``ablate``: kinds to compare
+    first on every candidate block, each block swapped alone (:func:`linrec.interventions.ablations.ablations`: ΔPPL
+    on both texts, decoding speed with a kind in every candidate), recorded as ``ablations``.
     The model is left as it was; the maps are in the result.
     """
     config = getattr(model, "config", None)
     n_blocks, width = getattr(config, "num_hidden_layers", 0), getattr(config, "hidden_size", 0)
     parsed, candidates = check_request(
-        getattr(config, "model_type", None), n_blocks, width, kind, blocks, max_ppl_increase
+        getattr(config, "model_type", None), n_blocks, width, kind, blocks, max_ppl_increase, ablate
     )
-    # one module per FFN (also where the architecture check could not tell), and lowrank:P% as each block's rank
-    kinds = {b: parsed.within(n_stored(ffn_site(model, b)[2]), width, width) for b in candidates}
+    kinds = block_kinds(model, parsed, candidates)  # (one module per FFN, also where the config could not tell)
     if fit_batches.sha256 in {eval_batches.sha256, None if second_batches is None else second_batches.sha256}:
         raise LinrecError("the fit and evaluation batches are the same tokens; score the maps on other text")
     measurement = Measurement.capture(
@@ -182,11 +187,25 @@ def replace(
         text=None if fit_text is None else fit_text.name,
         text_sha256=None if fit_text is None else fit_text.sha256,
     )
-    maps: dict[int, nn.Module] = {}
-    for k in dict.fromkeys(kinds.values()):  # (one kind for every block unless FFN sizes differ)
-        maps.update(measurement.replacements(str(k), [b for b in candidates if kinds[b] == k]))
+    maps = fitted_maps(measurement, kinds)
     refitter = Refitter(model, fit_batches, kinds, folds, seed) if refit else None
     base = window_nll(model, eval_batches, progress)
+    second_base = None if second_batches is None else window_nll(model, second_batches, progress)
+    prompt = first_prompt(eval_batches)
+    compared = None
+    if ablate:
+        compared = ablations(
+            model,
+            eval_batches,
+            measurement,
+            ablate,
+            candidates,
+            second_batches=second_batches,
+            base=base,
+            second_base=second_base,
+            prompt=prompt,
+            progress=progress,
+        )
     if max_ppl_increase is None:
         steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress, refit=refitter)
         steps.insert(2, "single_delta_ppl", math.nan)
@@ -205,7 +224,6 @@ def replace(
         )
     chosen = {b: maps[b] if refitter is None else refitter.maps.get(b, maps[b]) for b in kept}
     final = steps[steps.kept].iloc[-1]
-    prompt = first_prompt(eval_batches)
     before_rate = decode_rate(model, prompt)
     with swapped(model, chosen):
         after_rate = decode_rate(model, prompt)
@@ -258,8 +276,9 @@ def replace(
         "fit_text": _text(fit_text, fit_batches),
         "eval_text": _text(eval_text, eval_batches),
         "second_text": None
-        if second_batches is None
-        else _scored_text(model, chosen, second_batches, second_text, progress),
+        if second_batches is None or second_base is None
+        else _scored_text(model, chosen, second_batches, second_base, second_text, progress),
+        "ablations": None if compared is None else _records(compared),
         "latency": {
             **{k: v for k, v in asdict(before_rate).items() if k != "tokens_per_s"},
             "base_tokens_per_s": before_rate.tokens_per_s,
@@ -273,11 +292,16 @@ def replace(
 
 
 def _scored_text(
-    model: nn.Module, chosen: dict[int, nn.Module], batches: TokenBatches, part: TextPart | None, progress: bool
+    model: nn.Module,
+    chosen: dict[int, nn.Module],
+    batches: TokenBatches,
+    base: WindowNLL,
+    part: TextPart | None,
+    progress: bool,
 ) -> dict:
-    """The record of a text the ``chosen`` replacements are scored on besides the evaluation text: the text, the
-    perplexity before and after, and the ΔPPL with its interval."""
-    base = window_nll(model, batches, progress)
+    """The record of a text the ``chosen`` replacements are scored on besides the evaluation text (``base``: the
+    unmodified model's window NLL on it): the text, the perplexity before and after, and the ΔPPL with its
+    interval."""
     with swapped(model, chosen):
         replaced = window_nll(model, batches, progress)
     low, high = delta_ppl_interval(base, replaced)

@@ -9,7 +9,7 @@ A directory holds no copy of the base model, only what differs from it:
   joint ΔPPL with its interval, numbers stored before and after, the fit and evaluation texts and their hashes, the
   measurement's provenance and the versions (:func:`linrec.interventions.replace.replace` builds it);
 * ``report.md``: the same for a reader, with ``report.png``, the joint ΔPPL and the numbers saved step by step
-  (:mod:`linrec.interventions.replacement_report`).
+  (:mod:`linrec.interventions.replacement_report`; where matplotlib is installed).
 
 :func:`load_replaced` checks the directory whole (record, kinds, every tensor's name and shape) and the base model's
 hash before any weights load, then loads the base and installs the maps for good
@@ -32,7 +32,7 @@ from linrec.core.measure import read_record
 from linrec.core.replacements import Kind, empty_replacement
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import new_directory
-from linrec.interventions.replacement_report import FIGURE, report_figure, report_markdown
+from linrec.interventions.replacement_report import FIGURE, can_draw, report_figure, report_markdown
 from linrec.interventions.surgery import install
 from linrec.models import loading
 from linrec.models.identity import weights_id
@@ -69,8 +69,10 @@ def save_replaced(directory: str | Path, maps: Mapping[int, nn.Module], record: 
     with new_directory(directory, "--out", force) as tmp:
         save_file(tensors, str(tmp / MAPS), metadata={"format": str(FORMAT)})
         (tmp / RECORD).write_text(json.dumps({"format": FORMAT, **record}, indent=1) + "\n", encoding="utf-8")
-        (tmp / REPORT).write_text(report_markdown(record, directory.name), encoding="utf-8")
-        report_figure(record).savefig(tmp / FIGURE, dpi=150)
+        figure = can_draw()
+        (tmp / REPORT).write_text(report_markdown(record, directory.name, figure), encoding="utf-8")
+        if figure:
+            report_figure(record).savefig(tmp / FIGURE, dpi=150)
     return directory
 
 

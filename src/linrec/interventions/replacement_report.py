@@ -3,14 +3,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import seaborn as sns
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FIGURE = "report.png"
-"""The report's figure, beside ``report.md``."""
+"""The report's figure, beside ``report.md``: drawn where matplotlib is installed (``linrec[notebook]``), which
+measuring and replacing do not need."""
+
+
+def can_draw() -> bool:
+    """Whether the figure can be drawn here (matplotlib and seaborn installed)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("matplotlib", "seaborn"))
 
 
 def _number(value: float | None, digits: str = ".4g") -> str:
@@ -41,8 +50,57 @@ def _latency_lines(latency: dict | None) -> list[str]:
     ]
 
 
-def report_markdown(record: dict, name: str) -> str:
-    """``report.md``: what the record says, for a reader."""
+def _interval(rows: pd.DataFrame, prefix: str = "") -> list[str]:
+    return [
+        f"{_number(d, '+.4g')} [{_number(lo)}, {_number(hi)}]"
+        for d, lo, hi in zip(
+            rows[f"{prefix}delta_ppl"], rows[f"{prefix}delta_ppl_low"], rows[f"{prefix}delta_ppl_high"]
+        )
+    ]
+
+
+def _ablation_lines(ablations: list[dict] | None) -> list[str]:
+    """The report's ablations: each candidate block swapped alone for each kind, read by thirds of depth, with each
+    kind's numbers stored and decoding speed (none when no ablation was asked for)."""
+    if not ablations:
+        return []
+    table = pd.DataFrame(ablations)
+    columns = {"ΔPPL [95 % interval]": ""}
+    if table.get("second_delta_ppl") is not None and table.second_delta_ppl.notna().any():
+        columns["second text ΔPPL"] = "second_"
+    cells = table[["depth", "block"]].copy()
+    for label, prefix in columns.items():
+        cells[label] = _interval(table, prefix)
+    cells["ablation"] = table.ablation
+    wide = cells.pivot(index=["depth", "block"], columns="ablation", values=list(columns))
+    wide = wide.reindex(sorted(wide.index, key=lambda key: key[1]))
+    order = list(dict.fromkeys(table.ablation))
+    wide = wide[[(label, kind) for label in columns for kind in order]]
+    wide.columns = [f"{kind}: {label}" for label in columns for kind in order]
+    kinds = table.groupby("ablation", sort=False).agg(
+        params=("params", "median"), ratio=("ratio", "median"), tokens_per_s=("tokens_per_s", "first")
+    )
+    return [
+        "## Ablations",
+        "",
+        "Each candidate block swapped alone for each kind of replacement, fitted on the fit text, ΔPPL on the "
+        "evaluation text (and on the second text, where one was given), blocks grouped by thirds of depth. "
+        "Numbers stored and greedy decoding with that kind in every candidate block at once:",
+        "",
+        *(
+            f"- `{kind}`: {row.params:,.0f} numbers per block "
+            f"({'the FFN removed' if math.isinf(row.ratio) else f'{row.ratio:.3g}x fewer than the FFN'}), "
+            f"{row.tokens_per_s:.4g} tokens/s"
+            for kind, row in kinds.iterrows()
+        ),
+        "",
+        wide.reset_index().to_markdown(index=False),
+        "",
+    ]
+
+
+def report_markdown(record: dict, name: str, figure: bool = True) -> str:
+    """``report.md``: what the record says, for a reader (``figure``: with :data:`FIGURE` beside it)."""
     base, params, ppl = record["base"], record["params"], record["ppl"]
     fit, held = record["fit_text"], record["eval_text"]
     steps = pd.DataFrame(record["steps"])
@@ -83,10 +141,13 @@ def report_markdown(record: dict, name: str) -> str:
             else ""
         ),
         "",
-        f"![Joint ΔPPL and numbers saved at each step]({FIGURE})",
+        f"![Joint ΔPPL and numbers saved at each step]({FIGURE})"
+        if figure
+        else "(The figure of these steps needs matplotlib: `pip install 'linrec[notebook]'`.)",
         "",
         shown.to_markdown(index=False, floatfmt=".4g"),
         "",
+        *_ablation_lines(record.get("ablations")),
         "## Blocks",
         "",
         blocks.to_markdown(index=False, floatfmt=".4g") if len(blocks) else "No block was replaced.",
@@ -108,7 +169,11 @@ def report_markdown(record: dict, name: str) -> str:
 
 def report_figure(record: dict) -> Figure:
     """Two panels over the steps: the joint ΔPPL with its 95 % interval (the one-shot maps' beside it when the maps
-    were re-fitted; the budget dashed), and the numbers saved, in millions; a step left out is drawn in grey."""
+    were re-fitted; the budget dashed, or named in the legend when far above), and the numbers saved (in thousands
+    or millions); a step left out is drawn in grey."""
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
     steps = pd.DataFrame(record["steps"])
     labels = ["model" if b is None else f"+{b}" for b in (s["block"] for s in record["steps"])]
     x = range(len(steps))
@@ -127,13 +192,17 @@ def report_figure(record: dict) -> Figure:
             errors = [rows.delta_ppl - rows.delta_ppl_low, rows.delta_ppl_high - rows.delta_ppl]
             delta.errorbar(at, rows.delta_ppl, yerr=errors, fmt="o", color=face, capsize=3, label=label)
     budget = record["selection"].get("max_delta_ppl")
-    if budget is not None:
+    top = max(steps.filter(like="delta_ppl_high").max())
+    if budget is not None and budget <= 2 * max(top, 0):
         delta.axhline(budget, color="0.3", ls="--", lw=1, label="budget")
+    elif budget is not None:  # far above every step: a line there would flatten them all
+        delta.plot([], [], " ", label=f"budget {budget:.4g} (above)")
     delta.axhline(0, color="0.6", lw=0.8, zorder=0)
     delta.set(xlabel="step (block added)", ylabel="joint ΔPPL (perplexity points)", title="Cost")
     delta.legend(fontsize=9, frameon=False)
-    saved.bar(x, steps.params_saved / 1e6, color=[colour if k else grey for k in kept])
-    saved.set(xlabel="step (block added)", ylabel="numbers saved (millions)", title="Saving")
+    scale, unit = (1e6, "millions") if steps.params_saved.max() >= 1e6 else (1e3, "thousands")
+    saved.bar(x, steps.params_saved / scale, color=[colour if k else grey for k in kept])
+    saved.set(xlabel="step (block added)", ylabel=f"numbers saved ({unit})", title="Saving")
     for ax in (delta, saved):
         ax.set_xticks(list(x), labels, fontsize=9, rotation=45 if len(labels) > 8 else 0)
     return fig
