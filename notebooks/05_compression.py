@@ -24,6 +24,7 @@ import pandas as pd
 from linrec.analysis.compression import (
     affine_signal,
     best_block,
+    budget_summary,
     compression_claims,
     early_blocks,
     flags,
@@ -36,7 +37,7 @@ from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
 from linrec.experiment.resolve import load_profile_model, probe_config
-from linrec.experiment.swaps import eval_batches
+from linrec.experiment.swaps import eval_batches, greedy_frontiers
 from linrec.interventions.perplexity import compression_frontier
 from linrec.plots import compression as figures
 from linrec.report.tables import show, with_interval
@@ -173,7 +174,8 @@ show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", 
 
 # %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
 others = {name: measurement(profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
-signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL),
+signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL, eval_corpus=profile.eval_corpus_of(MODEL),
+                                                          eval_tokens=evals.n_rows),
                     *[affine_signal(profile, [r], (profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True)
                       for name, r in others.items()]], ignore_index=True)  # fmt: skip
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
@@ -201,6 +203,35 @@ ch.glue(signal_reading=(f"Within each of {len(rho.groups)} models and combined o
 # %% [markdown]
 # {glue:text}`signal_reading` In {glue:text}`agree` of {glue:text}`agree_models` models the block with the lowest
 # R²_lin is also the costliest to swap.
+
+# %% [markdown]
+# ## Choosing by measured cost, under a budget
+#
+# Since R²_lin need not order the swaps by cost, a practitioner who wants a smaller model should not
+# pick blocks by it. What `linrec replace --max-ppl-increase` does instead (chapter 9 runs the command)
+# is applied here to every model of `SIGNAL_MODELS`: the blocks are ordered by their own measured
+# affine-swap ΔPPL (the swaps above, cheapest first), added one at a time, and each step is scored
+# with every chosen map in place, since replaced blocks interact and their joint cost is not the sum
+# of their single costs. The first block that would take the joint ΔPPL over `MAX_RELATIVE` of the
+# model's perplexity is left out and ends the choice. Each model is scored on the same evaluation
+# tokens as its single swaps. {numref}`fig-compression-budget` draws every step.
+
+# %% mystnb={"figure": {"caption": "Greedy choice under the budget: joint change in perplexity as a share of each model's own perplexity (with its 95% bootstrap interval over evaluation windows) against the share of the model's numbers saved, blocks added in order of their own measured swap cost; a hollow marker is the step that broke the budget (dashed) and was left out.", "name": "fig-compression-budget"}}
+budget = greedy_frontiers(profile, [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS], signal,
+                          f"{100 * MAX_RELATIVE:g}%", progress=ch.progress, cache=True)  # fmt: skip
+fig = figures.budget_figure(budget, MAX_RELATIVE)
+ch.figure(fig, budget, "fig-compression-budget")
+
+# %% tags=["hide-input"]
+show(budget_summary(budget, frontier, MODEL), fold="what each model gives up to the budget")
+
+# %% [markdown]
+# The last column compares the two orders on `MODEL` at equal size: the R²_lin order of
+# {numref}`fig-compression-frontier` with as many blocks as the budget kept. Ordering by measured cost
+# spends evaluation passes (one per block, then one per step) that ordering by R²_lin does not, and
+# the table says whether they bought anything on this run. A block left out only ends the choice here;
+# a later, cheaper combination may still fit, which a wider search (or `linrec replace --blocks` with a
+# hand-picked set) would find.
 
 # %% [markdown]
 # ## Paper against this run
@@ -262,8 +293,9 @@ show(signal.merge(sink, on=["model", "block"])
 #
 # **Shows.** What each replacement costs in held-out perplexity, block by block and cumulatively,
 # with the exact number of stored values each one saves; how close the affine swap of the early block
-# that R²_lin picks comes to the paper's figure; and whether the blocks R²_lin ranks lowest are the ones whose swap hurts
-# most.
+# that R²_lin picks comes to the paper's figure; whether the blocks R²_lin ranks lowest are the ones whose swap hurts
+# most; and how much of each model a perplexity budget lets one replace when blocks are chosen by their
+# measured cost.
 #
 # **Cannot show.** Swaps are zero-shot: nothing is fine-tuned after the swap, which is what a
 # practical compression would do, so these are upper bounds on the damage of each replacement.

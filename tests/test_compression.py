@@ -199,3 +199,20 @@ def test_compression_claims():
     worse = claims_table(compression_claims(best.copy().replace({0.01: 0.2}), None))
     assert list(worse.reproduced) == ["no", "untestable"]
     assert list(claims_table(compression_claims(best.replace({7.98: 4.0}), strong)).reproduced)[0] == "no"
+
+
+def test_budget_summary_reads_each_models_last_kept_step():
+    from linrec.analysis.compression import budget_summary
+    from test_plots_compression import budget_steps
+
+    frontier = pd.DataFrame({"step": [0, 1, 2], "ppl": [10.0, 10.5, 11.0], "delta_ppl": [0.0, 0.5, 1.0]})
+    table = budget_summary(budget_steps(), frontier, "a").set_index("model")
+    assert table.loc["a", "blocks kept (in order)"] == "3, 1" and table.loc["b", "blocks kept (in order)"] == "2"
+    assert table.loc["a", "numbers saved (% of the model)"] == pytest.approx(20.0)
+    assert (
+        table.loc["a", "ΔPPL (% of the perplexity)"] == pytest.approx(4.0)
+        and table.loc["a", "left out (over the budget)"] == "0"
+    )
+    assert table.loc["b", "left out (over the budget)"] == "none: every block fits"
+    assert table.loc["a", "R²_lin order, as many blocks: ΔPPL (%)"] == pytest.approx(10.0)  # 2 blocks: +1.0 of 10
+    assert pd.isna(table.loc["b", "R²_lin order, as many blocks: ΔPPL (%)"])

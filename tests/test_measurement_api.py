@@ -9,7 +9,6 @@ import torch
 
 import linrec
 from conftest import tiny_model
-from linrec.analysis import your_model
 from linrec.core.capture import capture_positions
 from linrec.core.fit import DEFAULT_RCOND, fit_affine, rcond_for, recoverability, report_table
 from linrec.core.measure import FILES, Measurement, measure, replacement_candidates
@@ -119,7 +118,6 @@ def test_unmeasured_blocks_are_refused(batches):
 
 
 def test_candidates_are_one_rule_wherever_they_are_asked_for(measured):
-    assert your_model.replacement_candidates is replacement_candidates  # chapter 9 uses the same code
     table = pd.DataFrame({"block": [0, 1, 2], "r2_lin": [0.99, 0.97, 0.5], "r2_lin_std": [0.001, 0.05, 0.001]})
     out = replacement_candidates(table, min_r2=0.95, max_std=0.02).set_index("block")
     assert out.candidate.to_dict() == {0: True, 1: False, 2: False}

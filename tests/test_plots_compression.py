@@ -61,3 +61,30 @@ def test_frontier_and_signal_figures():
     bars = [v for seg in ax.collections[0].get_segments() for v in (seg[0][1], seg[1][1])]  # each interval, drawn
     assert bars == pytest.approx([v for pair in zip(signal.delta_ppl_low, signal.delta_ppl_high) for v in pair])
     assert ax.get_ylim()[1] >= 4.0  # the axis spans the intervals, not only the points
+
+
+def budget_steps() -> pd.DataFrame:
+    """Two models' greedy steps: "a" keeps two blocks then leaves one out, "b" keeps its only block."""
+    rows = [
+        ("a", 0, None, 0.0, 10.0, 0.0, True),
+        ("a", 1, 3, 0.1, 10.2, 0.2, True),
+        ("a", 2, 1, 0.2, 10.4, 0.4, True),
+        ("a", 3, 0, 0.3, 11.0, 1.0, False),
+        ("b", 0, None, 0.0, 20.0, 0.0, True),
+        ("b", 1, 2, 0.15, 20.5, 0.5, True),
+    ]
+    table = pd.DataFrame(rows, columns=["model", "step", "block", "model_saved_fraction", "ppl", "delta_ppl", "kept"])
+    table["delta_ppl_low"], table["delta_ppl_high"] = table.delta_ppl - 0.1, table.delta_ppl + 0.1
+    base = table.groupby("model").ppl.transform("first")
+    return table.assign(relative=table.delta_ppl / base)
+
+
+def test_budget_figure_draws_each_model_its_left_out_step_and_the_budget():
+    fig = figures.budget_figure(budget_steps(), 0.05)
+    ax = fig.axes[0]
+    assert "% of the model's perplexity" in ax.get_ylabel() and "numbers saved" in ax.get_xlabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sorted(labels) == ["a (2 kept)", "b (1 kept)", "budget: 5 % of the perplexity"]
+    hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white" and len(line.get_xdata())]
+    assert [list(line.get_xdata()) for line in hollow] == [[30.0]]  # model a's fourth step, over the budget
+    assert any(list(line.get_ydata()) == [5.0, 5.0] for line in ax.lines)  # the budget, in percent

@@ -96,3 +96,33 @@ def test_a_block_subset_is_swapped_alone_and_keyed_apart(two_models, loaded, mon
     np.testing.assert_allclose(one["delta_ppl"], every.set_index("block").loc[[1], "delta_ppl"], rtol=1e-6)
     both = affine_swaps(PROFILE, [captured["gelu"]], max_tokens=512, progress=False, cache=True, blocks=[1, 0])
     assert list(both["block"]) == [0, 1]  # a second subset is scored, not read from the first's cache
+
+
+def test_greedy_frontiers_are_greedy_selection_on_the_single_swaps_tokens(two_models, loaded, tokenizer):
+    from linrec.core.replacements import fit_replacements
+    from linrec.experiment.swaps import greedy_frontiers
+    from linrec.interventions.perplexity import greedy_selection
+
+    models, captured = two_models
+    single = affine_swaps(PROFILE, [captured["gelu"], captured["affine"]], progress=False)
+    found = greedy_frontiers(PROFILE, [captured["gelu"], captured["affine"]], single, "1000%", progress=False)
+    assert list(dict.fromkeys(found.model)) == ["gelu", "affine"]
+    net = models["affine"].eval()  # written out for one model: its maps, its evaluation tokens, the same rule
+    batches = eval_batches(PROFILE, tokenizer, net, 1024, "stdlib-prose", "affine")
+    maps = fit_replacements(captured["affine"].moments, "affine", rcond=captured["affine"].rcond)
+    expected = greedy_selection(net, batches, maps, "1000%", progress=False, single=single[single.model == "affine"])
+    mine = found[found.model == "affine"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine.drop(columns=["model", "relative"]), expected)
+    assert mine.block.iloc[1] == 1  # the exactly affine block is the cheapest, so it goes in first
+    np.testing.assert_allclose(mine.relative, mine.delta_ppl / mine.ppl.iloc[0])
+
+
+def test_greedy_frontiers_refuse_single_swaps_of_other_tokens(two_models, loaded):
+    from linrec.experiment.swaps import greedy_frontiers
+
+    _, captured = two_models
+    single = affine_swaps(PROFILE, [captured["affine"]], progress=False).assign(base_ppl=1.0)
+    with pytest.raises(LinrecError, match="not the same evaluation tokens"):
+        greedy_frontiers(PROFILE, [captured["affine"]], single, "5%", progress=False)
+    with pytest.raises(LinrecError, match="no single swaps of 'gelu'"):
+        greedy_frontiers(PROFILE, [captured["gelu"]], single, "5%", progress=False)

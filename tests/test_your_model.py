@@ -1,23 +1,14 @@
-"""Practitioner helpers: candidate flags and the memory formula against real moments."""
+"""Practitioner helpers: the memory formula against real moments, the headline claims, and the round-trip check of a
+replaced model (its own-loss perplexity against linrec's scorer)."""
 
 import pandas as pd
 import pytest
 
 from conftest import tiny_model
-from linrec.analysis.your_model import moment_bytes, replacement_candidates
+from linrec.analysis.your_model import moment_bytes, own_loss_perplexity, replaced_claims
 from linrec.core.capture import capture_moments
-from linrec.data.tokens import make_batches
-from linrec.errors import LinrecError
-
-
-def test_candidates_need_high_and_stable_r2():
-    table = pd.DataFrame({"block": [0, 1, 2], "r2_lin": [0.99, 0.5, 0.97], "r2_lin_std": [0.001, 0.01, 0.1]})
-    out = replacement_candidates(table, min_r2=0.95, max_std=0.02)
-    assert list(out.block) == [0, 2, 1]
-    assert list(out.candidate) == [True, False, False]
-    assert out.reason.iloc[1].startswith("folds disagree") and out.reason.iloc[2].startswith("R² below")
-    with pytest.raises(LinrecError, match="lacks columns"):
-        replacement_candidates(table.drop(columns="r2_lin_std"))
+from linrec.data.tokens import TokenBatches, make_batches
+from linrec.interventions.perplexity import perplexity
 
 
 def test_moment_bytes_is_what_capture_keeps(tokenizer, text):
@@ -39,3 +30,24 @@ def test_your_model_claims_take_the_highest_r2_block_and_the_time_ratio():
     swap, ratio = your_model_claims(swaps, {"capture_s": 3.0, "bare_s": 2.0, "tokens": 1024}, "m")
     assert swap.value == 0.4 and "m block 3, R²_lin 0.970" in swap.note and swap.unit == "perplexity"
     assert ratio.value == 1.5 and "1,024 tokens" in ratio.note
+
+
+def test_own_loss_perplexity_agrees_with_linrecs_scorer_on_padded_windows(tokenizer, text):
+    model = tiny_model("llama")
+    full = make_batches(tokenizer, text[:5000], seq_len=48, batch_size=5)
+    mask = full.attention_mask.clone()
+    mask[-3:, 30:] = 0  # the last windows end early, padded (as a short document's window is)
+    batches = TokenBatches(full.input_ids.masked_fill(mask == 0, 0), mask, batch_size=5)
+    assert own_loss_perplexity(model, batches) == pytest.approx(perplexity(model, batches), rel=1e-6)
+
+
+def test_the_round_trip_verdict_follows_its_rule():
+    record = {
+        "ppl": {"base": 10.0, "replaced": 11.0, "delta_ppl": 1.0, "delta_ppl_low": 0.5, "delta_ppl_high": 1.5},
+        "params": {"model_before": 100, "model_after": 80},
+        "blocks": [{"block": 3}, {"block": 1}],
+        "selection": {"max_ppl_increase": "10%"},
+    }
+    same, cost = replaced_claims(record, 11.0 * (1 + 5e-5), "m")
+    assert str(same.verdict) == "yes" and "blocks 3, 1" in same.note and cost.interval == (0.5, 1.5)
+    assert str(replaced_claims(record, 11.0 * (1 + 5e-4), "m")[0].verdict) == "no"

@@ -40,6 +40,7 @@ from linrec.interventions.probes import ProbeConfig, seeded_poly
 from linrec.models.arch import Spec
 from linrec.report import paper
 from linrec.report.claims import Claim
+from linrec.report.tables import with_interval
 from linrec.stats import Stratified, correlation, stratified_correlation
 
 SWAP_KINDS = ("affine", "lowrank", "poly", "mean", "zero")
@@ -312,3 +313,31 @@ def compression_claims(
             )
         )
     return claims
+
+
+def budget_summary(
+    budget: pd.DataFrame, frontier: pd.DataFrame | None = None, model: str | None = None
+) -> pd.DataFrame:
+    """One row per model of a :func:`linrec.experiment.swaps.greedy_frontiers` table: the blocks kept in order, the
+    numbers saved, the joint ΔPPL at the last kept step (absolute with its interval, and as a percentage of the
+    perplexity), and the block that broke the budget. With ``frontier``
+    (:func:`linrec.interventions.perplexity.compression_frontier` of ``model``: the same maps added in order of
+    R²_lin), ``model``'s row also gives that order's ΔPPL (%) with as many blocks, so the two orders can be compared
+    at equal size."""
+    rows = []
+    for name, steps in budget.groupby("model", sort=False):
+        kept = steps[steps.kept.astype(bool)]
+        last, out = kept.iloc[-1], steps[~steps.kept.astype(bool)]
+        row: dict[str, object] = {
+            "model": name,
+            "blocks kept (in order)": ", ".join(str(int(b)) for b in kept.block.iloc[1:]) or "none",
+            "numbers saved (% of the model)": 100 * float(last.model_saved_fraction),
+            "joint ΔPPL [95% interval]": with_interval(kept.iloc[[-1]], "delta_ppl").iloc[0],
+            "ΔPPL (% of the perplexity)": 100 * float(last.relative),
+            "left out (over the budget)": "none: every block fits" if out.empty else str(int(out.block.iloc[0])),
+        }
+        if frontier is not None and name == model:
+            at = frontier.iloc[len(kept) - 1]  # the R²_lin order with as many blocks
+            row["R²_lin order, as many blocks: ΔPPL (%)"] = 100 * float(at.delta_ppl / frontier.ppl.iloc[0])
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,16 +1,25 @@
-"""Chapter 9 (your model): reading a recoverability table as a practitioner.
+"""Chapter 9 (your model): reading a recoverability table as a practitioner, and checking a replaced model.
 
-Which blocks to try replacing, what measuring costs, and the numbers the appendix sets beside the paper's.
+What measuring costs, the numbers the appendix sets beside the paper's, and the check of a replacement directory
+loaded back: its perplexity recomputed from the model's own loss, set beside the report's. (The candidate rule is
+:meth:`linrec.Measurement.candidates`; the choice and the directory are ``linrec replace``'s.)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pandas as pd
+import torch
+from torch import nn
 
-from linrec.core.measure import replacement_candidates as replacement_candidates  # re-exported: chapter 9 uses it
+from linrec.data.tokens import TokenBatches
 from linrec.report.claims import Claim
+
+ROUND_TRIP = 1e-4
+"""The largest relative difference between a loaded replacement's perplexity and its report's that counts as the
+same model: float32 sums in another order differ by far less, a wrong or missing map by far more."""
 
 
 def moment_bytes(d_in: int, d_out: int, blocks: int, folds: int) -> int:
@@ -55,3 +64,66 @@ def your_model_claims(swaps: pd.DataFrame, timing: Mapping[str, float], name: st
             note=f"{name}, {int(timing['tokens']):,} tokens",
         ),
     ]
+
+
+def own_loss_perplexity(model: nn.Module, batches: TokenBatches) -> float:
+    """Perplexity from the model's own token-level loss (transformers' ``labels=``, padding ignored), weighted by
+    the tokens each window predicts: written without linrec's scorer, so it checks it."""
+    total, tokens = 0.0, 0
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for batch in batches:
+            ids, mask = batch.input_ids.to(device), batch.attention_mask.to(device)
+            labels = ids.masked_fill(mask == 0, -100)
+            n = int((labels[:, 1:] != -100).sum())
+            total += float(model(input_ids=ids, attention_mask=mask, labels=labels).loss) * n
+            tokens += n
+    return math.exp(total / tokens)
+
+
+def replaced_claims(record: Mapping, loaded_ppl: float, name: str) -> list[Claim]:
+    """What ``linrec replace`` did to ``name`` (its record) and whether the saved directory loads back to the
+    perplexity its report states (``loaded_ppl``: :func:`own_loss_perplexity` of the loaded model on the evaluation
+    tokens), within :data:`ROUND_TRIP`."""
+    ppl, params = record["ppl"], record["params"]
+    gap = abs(loaded_ppl - ppl["replaced"]) / ppl["replaced"]
+    blocks = ", ".join(str(b["block"]) for b in record["blocks"])
+    return [
+        Claim.check(
+            "a replaced model, saved, loads back to its reported perplexity",
+            "not in the paper (this book's practitioner path)",
+            f"{loaded_ppl:.6g} loaded, {ppl['replaced']:.6g} reported (relative difference {gap:.1e})",
+            gap <= ROUND_TRIP,
+            value=gap,
+            note=f"{name}: blocks {blocks} replaced, {params['model_before']:,} → {params['model_after']:,} numbers",
+            rule=f"yes when the loaded model's perplexity on the evaluation text, from its own loss, is within "
+            f"{ROUND_TRIP:g} (relative) of the report's; no otherwise",
+        ),
+        Claim.measure(
+            f"ΔPPL of the blocks linrec replace chose under {record['selection']['max_ppl_increase']}",
+            ppl["delta_ppl"],
+            interval=(ppl["delta_ppl_low"], ppl["delta_ppl_high"]),
+            unit="perplexity",
+            note=f"{name}: blocks {blocks}, perplexity {ppl['base']:.4g} → {ppl['replaced']:.4g}",
+        ).of(name),
+    ]
+
+
+def replaced_summary(record: Mapping, loaded_ppl: float, name: str) -> dict[str, object]:
+    """One row on what ``linrec replace`` did to ``name``: blocks chosen, numbers stored, perplexity on both texts,
+    decoding speed, and the loaded model's perplexity."""
+    ppl, params, second, latency = record["ppl"], record["params"], record["second_text"], record["latency"]
+    row: dict[str, object] = {
+        "model": name,
+        "blocks chosen (in order)": ", ".join(str(b["block"]) for b in record["blocks"]),
+        "numbers stored": f"{params['model_before']:,} → {params['model_after']:,}",
+        "perplexity": f"{ppl['base']:.4g} → {ppl['replaced']:.4g}",
+        "ΔPPL [95% interval]": f"{ppl['delta_ppl']:+.3g} [{ppl['delta_ppl_low']:+.3g}, {ppl['delta_ppl_high']:+.3g}]",
+        "loaded back": f"{loaded_ppl:.6g}",
+        "tokens/s": f"{latency['base_tokens_per_s']:.3g} → {latency['replaced_tokens_per_s']:.3g}",
+    }
+    if second is not None:
+        row["second text ΔPPL [95% interval]"] = (
+            f"{second['delta_ppl']:+.3g} [{second['delta_ppl_low']:+.3g}, {second['delta_ppl_high']:+.3g}]"
+        )
+    return row

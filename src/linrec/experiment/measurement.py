@@ -184,8 +184,9 @@ class Measurement:
 
 
 def write_frame(table: pd.DataFrame, path: Path) -> None:
-    """Write a table as JSON, column by column: floats keep every bit (JSON writes their shortest exact repr)."""
-    path.write_text(json.dumps({c: table[c].tolist() for c in table.columns}))
+    """Write a table as JSON, column by column: floats keep every bit (JSON writes their shortest exact repr), and a
+    missing value of a nullable column (pandas' NA) is written as null."""
+    path.write_text(json.dumps({c: [None if v is pd.NA else v for v in table[c].tolist()] for c in table.columns}))
 
 
 def read_frame(path: Path) -> pd.DataFrame:

@@ -7,6 +7,8 @@ time, perplexity on the *eval* split of a corpus, text the fit never saw. It nee
 
 * :func:`eval_batches`: the profile's held-out evaluation tokens for one tokenizer.
 * :func:`affine_swaps`: every block of every given measurement swapped alone, one table.
+* :func:`greedy_frontiers`: from those single swaps, blocks added cheapest first under a perplexity budget, each
+  step scored jointly (what ``linrec replace --max-ppl-increase`` does, on the profile's measurements).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from linrec.experiment.measurement import Measurement
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames, measurement_identity
-from linrec.interventions.perplexity import swap_deltas
+from linrec.interventions.perplexity import greedy_selection, swap_deltas
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -77,7 +79,7 @@ def affine_swaps(
             net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
             batches = eval_batches(profile, tokenizer, net, max_tokens, scored, m.info.model)
             chosen = m.moments if blocks is None else {b: m.moments[b] for b in sorted(set(blocks))}
-            table = swap_deltas(net, batches, fit_replacements(chosen, "affine"), progress=progress)
+            table = swap_deltas(net, batches, fit_replacements(chosen, "affine", rcond=m.rcond), progress=progress)
             for i, column in enumerate(LABELS):
                 table.insert(i, column, getattr(m.info, column))
             table["relative"] = table["delta_ppl"] / table["base_ppl"]
@@ -92,6 +94,54 @@ def affine_swaps(
             tables.append(cached_frames("swaps", content, compute)["swaps"])
         else:
             tables.append(compute()["swaps"])
+    if not tables:
+        raise LinrecError("no measurements given; pass at least one linrec.experiment.measurement.measurement(...)")
+    return pd.concat(tables, ignore_index=True)
+
+
+def greedy_frontiers(
+    profile: Profile,
+    measurements: Iterable[Measurement],
+    single: pd.DataFrame,
+    max_increase: str,
+    progress: bool = True,
+    cache: bool = False,
+) -> pd.DataFrame:
+    """Each measured model's blocks chosen greedily under ``max_increase`` (``"5%"`` or an absolute ΔPPL), ordered
+    by their own affine-swap ΔPPL in ``single`` (one row per model and block, as :func:`affine_swaps` gives, scored
+    on ``eval_tokens`` of ``eval_corpus``: the same tokens are used here, and a different base perplexity is
+    refused), every step scored with all chosen maps in
+    place (:func:`linrec.interventions.perplexity.greedy_selection`). Columns: ``model`` and ``greedy_selection``'s,
+    with ``relative`` (joint ΔPPL / PPL); ``cache`` as :func:`affine_swaps`'s."""
+    tables = []
+    for m in measurements:
+        rows = single[single.model == m.info.model]
+        if rows.empty:
+            raise LinrecError(f"no single swaps of '{m.info.model}' given; score them first with affine_swaps")
+        scored, tokens = str(rows.eval_corpus.iloc[0]), int(rows.eval_tokens.iloc[0])
+
+        def compute(m: Measurement = m, rows: pd.DataFrame = rows, scored: str = scored, tokens: int = tokens) -> dict:
+            net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
+            batches = eval_batches(profile, tokenizer, net, tokens, scored, m.info.model)
+            blocks = sorted(int(b) for b in rows.block)
+            maps = fit_replacements({b: m.moments[b] for b in blocks}, "affine", rcond=m.rcond)
+            steps = greedy_selection(net, batches, maps, max_increase, progress=progress, single=rows)
+            if abs(steps.ppl.iloc[0] / rows.base_ppl.iloc[0] - 1) > 1e-9:
+                raise LinrecError(
+                    f"'{m.info.model}' scores perplexity {steps.ppl.iloc[0]:.6g} here and {rows.base_ppl.iloc[0]:.6g} "
+                    "in the single swaps given: not the same evaluation tokens; give swaps of these measurements"
+                )
+            steps.insert(0, "model", m.info.model)
+            steps["relative"] = steps.delta_ppl / steps.ppl.iloc[0]
+            return {"steps": steps}
+
+        if cache:
+            content = {"measurement": measurement_identity(m), "profile": repr(profile), "corpus": scored,
+                       "eval_sha256": profile_corpus(profile, scored).sha256, "tokens": tokens,
+                       "budget": max_increase, "single": rows[["block", "delta_ppl"]].to_dict("list")}  # fmt: skip
+            tables.append(cached_frames("greedy", content, compute)["steps"])
+        else:
+            tables.append(compute()["steps"])
     if not tables:
         raise LinrecError("no measurements given; pass at least one linrec.experiment.measurement.measurement(...)")
     return pd.concat(tables, ignore_index=True)
