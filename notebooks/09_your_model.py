@@ -232,8 +232,9 @@ print(f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_to
 # this model and machine.
 #
 # **Memory.** Rows are never stored. Each block keeps, per fold, $C_{xx}$, $C_{xy}$, $C_{yy}$ and
-# two means in float64, so memory depends on width, blocks and folds but not on the number of
-# tokens. For a large model, measure a few blocks per pass (`--blocks`) or use fewer folds.
+# two means in float64, twice (the first position of each window apart from the later rows), so
+# memory depends on width, blocks and folds but not on the number of tokens. For a large model,
+# measure a few blocks per pass (`--blocks`) or use fewer folds.
 
 # %%
 timing = capture_overhead(model, batches)
@@ -338,8 +339,9 @@ show(pd.DataFrame(replaced_rows), fold="what linrec replace did to each real mod
 #
 # :::{solution} ex-your-model-a-7b-model
 # :class: dropdown
-# The cost table above gives it (about 60 GiB for all blocks at once). One block per pass needs under
-# 2 GiB; eight passes of four blocks each, or two folds instead of five, also fit.
+# The cost table above gives it (about 120 GiB for all blocks at once). One block per pass needs under
+# 4 GiB; sixteen passes of two blocks each (7.5 GiB), or four blocks per pass with two folds instead
+# of five (6 GiB), also fit.
 # :::
 #
 # :::{exercise} One-shot or re-fitted maps

@@ -6,17 +6,19 @@ import pytest
 
 from conftest import tiny_model
 from linrec.analysis.your_model import moment_bytes, own_loss_perplexity, replaced_claims
-from linrec.core.capture import capture_moments
+from linrec.core.measure import Measurement
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.interventions.perplexity import perplexity
 
 
-def test_moment_bytes_is_what_capture_keeps(tokenizer, text):
+def test_moment_bytes_is_what_a_capture_holds(tokenizer, text):
     model = tiny_model("llama")
-    moments = capture_moments(model, make_batches(tokenizer, text, seq_len=16, max_rows=512), folds=3, progress=False)
+    measured = Measurement.capture(model, make_batches(tokenizer, text, seq_len=16, max_rows=512), folds=3,
+                                   progress=False)  # fmt: skip
     kept = sum(
         getattr(m, f).nbytes
-        for folds in moments.values()
+        for part in (measured.positions.first, measured.positions.later)
+        for folds in part.values()
         for m in folds
         for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")
     )

@@ -23,8 +23,10 @@ same model: float32 sums in another order differ by far less, a wrong or missing
 
 
 def moment_bytes(d_in: int, d_out: int, blocks: int, folds: int) -> int:
-    """Bytes of the float64 moments kept while measuring: O(d²) per block and fold, independent of tokens."""
-    return 8 * (d_in * d_in + d_in * d_out + d_out * d_out + d_in + d_out) * blocks * folds
+    """Bytes of the float64 moments a finished capture holds (in host memory; a GPU holds about one fold's per block
+    while capturing): O(d²) per block and fold, independent of tokens, twice over (the first position of each
+    window is kept apart from the later rows, so that R²_lin with and without it can both be read)."""
+    return 2 * 8 * (d_in * d_in + d_in * d_out + d_out * d_out + d_in + d_out) * blocks * folds
 
 
 def cost_table(models: dict[str, tuple[int, int]], folds: int = 5) -> pd.DataFrame:
