@@ -45,6 +45,7 @@ from linrec.bench import capture_overhead
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.cli import main as linrec_cli
+from linrec.data.corpora import load_corpus
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.interventions.ablations import ablations
 from linrec.interventions.replacement_report import report_figure
@@ -266,37 +267,47 @@ show(cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-16
 # `smoke`), with `GGUF_BLOCKS` only: the forward pass stops after the deepest block asked for, so
 # the first few blocks of a 30-block model cost a fraction of a full pass.
 #
-# Then each real model goes through `linrec replace` as a practitioner would run it: the same
-# candidate blocks, its own text (fit split for the maps, evaluation split for the budget), the
-# same budget `MAX_PPL_INCREASE`, and a second text of another domain (Python source) on which the
-# chosen set is scored too, since a block that looks free on one text can cost on another. Each
-# perplexity pass scores `REAL_EVAL_ROWS` held-out tokens, so the intervals are wider than
-# chapter 5's. The saved directory is loaded back and its perplexity recomputed from the model's
-# own loss, as above.
+# Then each real model goes through the same replacement from Python (`linrec.replace`, what the
+# command calls): the same candidate blocks, its own text (fit split for the maps, evaluation split
+# for the budget), the same budget `MAX_PPL_INCREASE`, and a second text of another domain (Python
+# source) on which the chosen set is scored too, since a block that looks free on one text can cost
+# on another. Each perplexity pass scores `REAL_EVAL_ROWS` held-out tokens, so the intervals are
+# wider than chapter 5's. Where blocks were chosen, the result is saved, loaded back and its
+# perplexity recomputed from the model's own loss, as above; where none fits the budget, the table
+# says so with the cheapest block's own cost (the command would stop there with that message).
 
 # %%
+code = load_corpus("stdlib-code")  # the second text: another domain
 replaced_rows = []
+
+
+def windows(tokenizer, model, text: str, n: int) -> linrec.TokenBatches:
+    """``n`` token rows of ``text`` in the profile's windows."""
+    return linrec.make_batches(tokenizer, text, seq_len=profile.seq_len, max_rows=n, batch_size=profile.batch_size,
+                               max_context=max_context(model))
+
+
 for real in profile.packaged:
     budget = profile.budget(real)
     run(["profile", "--model", str(packaged_file(real)), "--text-file", str(text_file), "--max-rows", str(rows),
          *(["--blocks", GGUF_BLOCKS] if GGUF_BLOCKS else []), *common, "--out", str(workdir / "gguf.csv")])
     print(f"weights ({PACKAGED[real].description}):", pd.read_csv(workdir / "gguf.csv")["revision"].iloc[0])
-    real_out = workdir / f"replaced-{real}"
-    run(["replace", "--model", real, "--corpus", budget.corpus, "--second-corpus", "stdlib-code",
-         *(["--blocks", GGUF_BLOCKS] if GGUF_BLOCKS else []), "--max-ppl-increase", MAX_PPL_INCREASE,
-         "--max-rows", str(budget.rows_per_block), "--eval-rows", str(REAL_EVAL_ROWS), *common,
-         "--out", str(real_out)])
-    real_record = json.loads((real_out / "linrec-replacement.json").read_text())
-    real_model, real_tokenizer = linrec.load_model(str(real_out))
-    real_held = linrec.make_batches(real_tokenizer, profile_corpus(profile, budget.corpus).eval_text,
-                                    seq_len=profile.seq_len, batch_size=profile.batch_size,
-                                    max_context=max_context(real_model)).first(REAL_EVAL_ROWS)
-    assert real_held.sha256 == real_record["eval_text"]["tokens_sha256"], "not the tokens the report scored"
-    real_ppl = own_loss_perplexity(real_model, real_held)
-    ch.report(replaced_claims(real_record, real_ppl, real))
-    replaced_rows.append(replaced_summary(real_record, real_ppl, real))
-    del real_model
-show(pd.DataFrame(replaced_rows), fold="what linrec replace did to each real model") if replaced_rows else None
+    net, real_tokenizer = load_profile_model(profile, real, progress=ch.progress)
+    real_text = profile_corpus(profile, budget.corpus)
+    held_out = windows(real_tokenizer, net, real_text.eval_text, REAL_EVAL_ROWS)
+    result = linrec.replace(net, windows(real_tokenizer, net, real_text.fit_text, budget.rows_per_block), held_out,
+                            blocks=[int(b) for b in GGUF_BLOCKS.split(",")] if GGUF_BLOCKS else None,
+                            max_ppl_increase=MAX_PPL_INCREASE, folds=profile.folds, seed=SEED, progress=ch.progress,
+                            name=real, second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS))  # fmt: skip
+    loaded_ppl = None
+    if result.none_fits is None:
+        real_model, _ = linrec.load_model(str(result.save(workdir / f"replaced-{real}")))
+        loaded_ppl = own_loss_perplexity(real_model, held_out)
+        ch.report(replaced_claims(result.record, loaded_ppl, real))
+        del real_model
+    replaced_rows.append(replaced_summary(result.record, loaded_ppl, real))
+    del net
+show(pd.DataFrame(replaced_rows), fold="what linrec.replace did to each real model") if replaced_rows else None
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

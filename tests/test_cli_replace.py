@@ -201,3 +201,24 @@ def test_a_low_rank_budget_chooses_the_largest_rank_within_it(model_dirs, text_f
         assert block["params"] == rank * (32 + 32) + 32 <= 0.1 * block["original_params"]
         assert (rank + 1) * (32 + 32) + 32 > 0.1 * block["original_params"]  # the largest that fits
     assert load_replaced(out)[0] is not None  # the directory names ranks, which load
+
+
+def test_no_block_within_the_budget_is_one_line_and_writes_nothing(
+    model_dirs, text_file, tmp_path, capsys, monkeypatch
+):
+    from linrec.interventions.replace import Replacement
+
+    steps = [
+        {"block": None, "ppl": 20.0, "delta_ppl": 0.0, "kept": True},
+        {"block": 1, "delta_ppl": 2.0, "kept": False},
+    ]
+    none = Replacement({}, {"steps": steps, "selection": {"max_ppl_increase": "5%"}}, None)  # type: ignore[arg-type]
+    monkeypatch.setattr("linrec.interventions.replace.replace", lambda *a, **k: none)
+    argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--max-ppl-increase", "5%"]
+    assert main([*argv, "--out", str(tmp_path / "o"), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "linrec: error: no block fits the budget --max-ppl-increase 5%: the cheapest, block 1, costs ΔPPL +2 alone "
+        "(perplexity 20); raise the budget or give --blocks\n"
+    )
+    assert not (tmp_path / "o").exists()

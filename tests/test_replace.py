@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import shutil
 
 import pytest
@@ -126,7 +127,7 @@ def test_the_round_trip_is_exact(replaced, texts):
             model.save_pretrained(out / "nope")
 
 
-def test_greedy_replace_records_every_candidate_and_step(base_dir, texts):
+def test_greedy_replace_records_every_candidate_and_step(base_dir, texts, tmp_path):
     model, _ = load_model(str(base_dir))
     result = replace(model, *texts, kind="affine", max_ppl_increase="1000%", folds=4, progress=False)
     record = result.record
@@ -136,8 +137,14 @@ def test_greedy_replace_records_every_candidate_and_step(base_dir, texts):
     assert sorted(result.maps) == [0, 1] and record["fit_text"]["name"] == "(not recorded)"
     assert model.transformer.h[0].mlp.__class__.__name__ == "GPT2MLP"  # the model is left as it was
     trained = planted_model(texts[0], steps=150)  # removing any of its blocks costs perplexity
-    with pytest.raises(LinrecError, match=r"no block fits the budget --max-ppl-increase 0.001: the cheapest, block"):
-        replace(trained, *texts, kind="zero", max_ppl_increase="0.001", folds=4, progress=False)
+    none = replace(trained, *texts, kind="zero", max_ppl_increase="0.001", folds=4, progress=False)
+    assert none.maps == {} and none.record["blocks"] == [] and not none.record["steps"][1]["kept"]
+    assert none.record["ppl"]["replaced"] == none.record["ppl"]["base"] and none.record["selection"]["single"]
+    message = r"no block fits the budget --max-ppl-increase 0.001: the cheapest, block \d, costs ΔPPL \+"
+    assert re.match(message, none.none_fits) and result.none_fits is None
+    with pytest.raises(LinrecError, match=message):
+        none.save(tmp_path / "none")
+    assert not (tmp_path / "none").exists()
 
 
 def _equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:

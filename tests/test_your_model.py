@@ -53,3 +53,20 @@ def test_the_round_trip_verdict_follows_its_rule():
     same, cost = replaced_claims(record, 11.0 * (1 + 5e-5), "m")
     assert str(same.verdict) == "yes" and "blocks 3, 1" in same.note and cost.interval == (0.5, 1.5)
     assert str(replaced_claims(record, 11.0 * (1 + 5e-4), "m")[0].verdict) == "no"
+
+
+def test_the_summary_of_a_selection_that_kept_nothing_names_the_cheapest_block():
+    from linrec.analysis.your_model import replaced_summary
+
+    record = {
+        "ppl": {"base": 17.6, "replaced": 17.6, "delta_ppl": 0.0, "delta_ppl_low": 0.0, "delta_ppl_high": 0.0},
+        "params": {"model_before": 100, "model_after": 100},
+        "blocks": [],
+        "steps": [{"block": None, "delta_ppl": 0.0}, {"block": 1, "delta_ppl": 1.96}],
+        "selection": {"max_ppl_increase": "5%"},
+        "second_text": None,
+        "latency": {"base_tokens_per_s": 10.0, "replaced_tokens_per_s": 10.0},
+    }
+    row = replaced_summary(record, None, "g")
+    assert row["blocks chosen (in order)"] == "none: the cheapest, block 1, costs +1.96 alone"
+    assert row["loaded back"] == "–" and "second text ΔPPL [95% interval]" not in row

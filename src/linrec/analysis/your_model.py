@@ -111,20 +111,27 @@ def replaced_claims(record: Mapping, loaded_ppl: float, name: str) -> list[Claim
     ]
 
 
-def replaced_summary(record: Mapping, loaded_ppl: float, name: str) -> dict[str, object]:
-    """One row on what ``linrec replace`` did to ``name``: blocks chosen, numbers stored, perplexity on both texts,
-    decoding speed, and the loaded model's perplexity."""
+def replaced_summary(record: Mapping, loaded_ppl: float | None, name: str) -> dict[str, object]:
+    """One row on what ``linrec replace`` did to ``name``: blocks chosen (or, when none fits the budget, the
+    cheapest block's own cost), numbers stored, perplexity on both texts, decoding speed, and the loaded model's
+    perplexity (``loaded_ppl``; None when nothing was saved)."""
     ppl, params, second, latency = record["ppl"], record["params"], record["second_text"], record["latency"]
+    steps = record["steps"]
+    chosen = ", ".join(str(b["block"]) for b in record["blocks"])
+    if not chosen:
+        chosen = f"none: the cheapest, block {steps[1]['block']}, costs {steps[1]['delta_ppl']:+.3g} alone"
     row: dict[str, object] = {
         "model": name,
-        "blocks chosen (in order)": ", ".join(str(b["block"]) for b in record["blocks"]),
+        "budget": record["selection"]["max_ppl_increase"],
+        "blocks chosen (in order)": chosen,
         "numbers stored": f"{params['model_before']:,} → {params['model_after']:,}",
         "perplexity": f"{ppl['base']:.4g} → {ppl['replaced']:.4g}",
         "ΔPPL [95% interval]": f"{ppl['delta_ppl']:+.3g} [{ppl['delta_ppl_low']:+.3g}, {ppl['delta_ppl_high']:+.3g}]",
-        "loaded back": f"{loaded_ppl:.6g}",
+        "loaded back": "–" if loaded_ppl is None else f"{loaded_ppl:.6g}",
         "tokens/s": f"{latency['base_tokens_per_s']:.3g} → {latency['replaced_tokens_per_s']:.3g}",
     }
     if second is not None:
+        row["second text: perplexity"] = f"{second['base_ppl']:.4g} → {second['replaced_ppl']:.4g}"
         row["second text ΔPPL [95% interval]"] = (
             f"{second['delta_ppl']:+.3g} [{second['delta_ppl_low']:+.3g}, {second['delta_ppl_high']:+.3g}]"
         )

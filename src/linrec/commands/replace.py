@@ -240,6 +240,8 @@ def _replace(args: argparse.Namespace) -> int:
         refit=args.refit,
         ablate=args.ablate,
     )
+    if result.none_fits is not None:
+        raise LinrecError(result.none_fits)
     result.save(args.out, args.force)
     _print(result.record, args.out)
     return 0

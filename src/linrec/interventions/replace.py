@@ -61,8 +61,23 @@ class Replacement:
     record: dict
     measurement: Measurement
 
+    @property
+    def none_fits(self) -> str | None:
+        """Why no block was chosen (the budget, and the cheapest block's own cost), or None when some were."""
+        if self.maps:
+            return None
+        steps, budget = self.record["steps"], self.record["selection"]["max_ppl_increase"]
+        return (
+            f"no block fits the budget --max-ppl-increase {budget}: the cheapest, block {steps[1]['block']}, costs "
+            f"ΔPPL {steps[1]['delta_ppl']:+.4g} alone (perplexity {steps[0]['ppl']:.4g}); raise the budget or give "
+            "--blocks"
+        )
+
     def save(self, directory: str | Path, force: bool = False) -> Path:
-        """Write the replacement directory (:func:`linrec.interventions.replaced.save_replaced`)."""
+        """Write the replacement directory (:func:`linrec.interventions.replaced.save_replaced`); a selection that
+        kept no block has nothing to write and is refused (:attr:`none_fits` says why)."""
+        if self.none_fits is not None:
+            raise LinrecError(self.none_fits)
         return save_replaced(directory, self.maps, self.record, force)
 
 
@@ -160,6 +175,8 @@ def replace(
     what the batches were cut from. ``second_batches`` (``second_text``): held-out text of another domain, on which
     the chosen set's ΔPPL is scored too (a block that looks free on one text can cost on another). Greedy decoding
     is timed before and after (:func:`linrec.interventions.latency.decode_rate`, a prompt from the evaluation text).
+    When no block fits the budget, the result holds no maps and says why (:attr:`Replacement.none_fits`): the
+    single costs and the step that broke the budget are still in its record.
     ``refit``: each block above one kept before it is fitted again with the kept blocks in place
     (:class:`Refitter`), its step scored with both maps (the one-shot one's joint ΔPPL in ``one_shot_delta_ppl``)
     and the re-fitted one kept; the order is still the one-shot maps' single ΔPPL. ``ablate``: kinds to compare
@@ -216,17 +233,11 @@ def replace(
             model, eval_batches, maps, max_ppl_increase, progress=progress, base=base, single=single, refit=refitter
         )
     kept = [int(b) for b in steps.block[1:][steps.kept[1:]]]
-    if not kept:
-        first = steps.iloc[1]
-        raise LinrecError(
-            f"no block fits the budget --max-ppl-increase {max_ppl_increase}: the cheapest, block {first.block}, "
-            f"costs ΔPPL {first.delta_ppl:+.4g} alone (perplexity {base.ppl:.4g}); raise the budget or give --blocks"
-        )
     chosen = {b: maps[b] if refitter is None else refitter.maps.get(b, maps[b]) for b in kept}
-    final = steps[steps.kept].iloc[-1]
+    final = steps[steps.kept].iloc[-1]  # the model itself when no block fits (Replacement.none_fits)
     before_rate = decode_rate(model, prompt)
     with swapped(model, chosen):
-        after_rate = decode_rate(model, prompt)
+        after_rate = decode_rate(model, prompt) if chosen else before_rate
     table = measurement.table().set_index("block")
     stored = param_table(model, chosen).set_index("block")
     before = n_stored(model)
@@ -303,7 +314,7 @@ def _scored_text(
     unmodified model's window NLL on it): the text, the perplexity before and after, and the ΔPPL with its
     interval."""
     with swapped(model, chosen):
-        replaced = window_nll(model, batches, progress)
+        replaced = window_nll(model, batches, progress) if chosen else base
     low, high = delta_ppl_interval(base, replaced)
     return {
         **_text(part, batches),
