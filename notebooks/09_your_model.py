@@ -26,7 +26,6 @@ REAL_EVAL_ROWS = 4096  # held-out tokens each perplexity pass of a real model sc
 
 # %%
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -78,7 +77,8 @@ print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.na
 # notebook is self-contained; in a terminal it is the line printed first.
 
 # %%
-workdir = Path(tempfile.mkdtemp(prefix="linrec-ch9-"))  # this chapter's files, removed at its end
+scratch = tempfile.TemporaryDirectory(prefix="linrec-ch9-")  # this chapter's files: removed at its end, or when
+workdir = Path(scratch.name)  # the kernel exits after an error
 if profile.shaped and MODEL is None:  # a shaped model has no hub copy: saved here, it is a local model too
     where = str(save_shaped(name, workdir / "model", revision=profile.revision(name)))
 text_file = workdir / "my_text.txt"
@@ -378,5 +378,5 @@ steps[["step", "block", "delta_ppl", "one_shot_delta_ppl", "kept"]]
 # :::
 
 # %%
-shutil.rmtree(workdir)  # the text file, tables and replaced models written above
+scratch.cleanup()  # the text file, tables and replaced models written above
 ch.provenance()

@@ -120,7 +120,9 @@ def test_relations_between_parameters():
 
 def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
     """The cell that writes the text file and runs the CLI, with the CLI replaced by a stand-in that
-    writes a table: the table is read, and the temporary directory is gone afterwards."""
+    writes a table: the table is read, and the chapter's directory is gone after its last cell, or after an
+    error once its holder is collected."""
+    import gc
     import tempfile
     from types import SimpleNamespace
 
@@ -155,8 +157,12 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
     exec(cell.split("\n", 1)[1], namespace)
     assert seen["text"] == "some text" and list(namespace["table"].block) == [0, 1]
     assert str(tmp_path) not in capsys.readouterr().out  # the command is printed without the machine's paths
+    assert [p.name for p in tmp_path.iterdir()] == [namespace["workdir"].name]  # kept for the later cells ...
+    namespace["scratch"].cleanup()  # ... until the chapter's last cell
     assert list(tmp_path.iterdir()) == []
     namespace["linrec_cli"] = lambda args: 2
     with pytest.raises(LinrecError, match="linrec profile failed"):
         exec(cell.split("\n", 1)[1], namespace)
+    namespace.pop("scratch")  # an error ends the kernel: the directory goes with the object that holds it
+    gc.collect()
     assert list(tmp_path.iterdir()) == []
