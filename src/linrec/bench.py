@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.capture import MomentSink, run_capture
+from linrec.core.capture import MomentSink, StopForward, run_capture
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches
@@ -127,10 +127,6 @@ def seconds(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - begin
 
 
-class _Stop(Exception):
-    """Raised after the deepest FFN block: the truncated forward ends there."""
-
-
 def forward(model: nn.Module, batches: TokenBatches, truncated: bool = False) -> None:
     """The model over ``batches``, in full or stopped after its deepest FFN block (as the capture stops it)."""
     device = next(model.parameters()).device
@@ -138,7 +134,7 @@ def forward(model: nn.Module, batches: TokenBatches, truncated: bool = False) ->
     if truncated:
 
         def stop(*_: Any) -> None:
-            raise _Stop
+            raise StopForward
 
         handle = dict(model.named_modules())[ffn_blocks(model)[-1].output].register_forward_hook(stop)
     try:
@@ -150,7 +146,7 @@ def forward(model: nn.Module, batches: TokenBatches, truncated: bool = False) ->
                         attention_mask=to_device(b.attention_mask, device),
                         use_cache=False,
                     )
-                except _Stop:
+                except StopForward:
                     pass
     finally:
         if handle is not None:
