@@ -170,12 +170,14 @@ chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 width = int(table.d_in.iloc[0])
 kinds = ["zero", "mean", "affine", f"lowrank:{LOW_RANK or max(1, width // 8)}"]
 ablated = ablations(model, eval_batches, m, kinds, chosen, progress=ch.progress).merge(table[["block", "r2_lin"]])
+show(ablated.groupby("ablation", sort=False)[["params", "original_params", "ratio"]].first()
+     .rename_axis("kind").reset_index())
+
+# %% tags=["hide-input"]
 cells = ablated.assign(cell=with_interval(ablated, "delta_ppl"))
 show(cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", values="cell")[kinds]
      .rename(columns=lambda k: f"{k}: ΔPPL [95% interval]").reset_index()
      .sort_values("block"), fold="ΔPPL of each candidate and kind")
-show(ablated.groupby("ablation", sort=False)[["params", "original_params", "ratio"]].first()
-     .rename_axis("kind").reset_index())
 
 # %% [markdown]
 # ## From a table to a smaller model
@@ -307,7 +309,8 @@ for real in profile.packaged:
         del real_model
     replaced_rows.append(replaced_summary(result.record, loaded_ppl, real))
     del net
-show(pd.DataFrame(replaced_rows), fold="what linrec.replace did to each real model") if replaced_rows else None
+show(pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace did to each real model") \
+    if replaced_rows else None
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
