@@ -14,7 +14,7 @@ from linrec.analysis.activation import conditioning_table, grid_shares, normalis
 from linrec.analysis.identity import Identity, distance_table, model_identity, pair_kind
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import get_profile
 from linrec.report import paper
 from tiny_captures import planted
@@ -165,7 +165,7 @@ def test_conditioning_table_of_planted_inputs():
     )
     fold = torch.arange(n) % FOLDS
     moments = {0: [Moments.from_rows(x[fold == f], y[fold == f]) for f in range(FOLDS)]}
-    m = Measurement(measurement_info("p", corpus="c"), moments, {})
+    m = ProfileMeasurement.assembled(measurement_info("p", corpus="c"), moments, {})
     row = conditioning_table(m).iloc[0]
     assert row["outlier_ratio"] == pytest.approx(100, rel=0.15)
     assert row["effective_rank_in"] == pytest.approx(

@@ -26,7 +26,7 @@ from linrec.analysis.bilinear import (
 from linrec.core.rows import BatchRows
 from linrec.core.sample import Rows, RowSample
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import ProbeSettings, get_profile
 from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import ProbeConfig, bilinear_probe, bilinear_probes, probe_table, sample_rows
@@ -37,12 +37,12 @@ from linrec.stats import captured_share
 N, D, FOLDS = 3000, 8, 5
 
 
-def fake_measurement(blocks: dict[int, Rows], model: str = "toy", sequence: int = 30) -> Measurement:
-    """A Measurement of planted rows: per-fold moments from the rows, the rows as the sample (every row kept, in
+def fake_measurement(blocks: dict[int, Rows], model: str = "toy", sequence: int = 30) -> ProfileMeasurement:
+    """A ProfileMeasurement of planted rows: per-fold moments from the rows, the rows as the sample (every row kept, in
     ``sequence``-row sequences)."""
     n = len(next(iter(blocks.values())))
     info = replace(measurement_info(model, corpus="planted", rows=n), seq_len=sequence, sample_rows=n)
-    return Measurement(info, {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks))
+    return ProfileMeasurement.assembled(info, {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks))
 
 
 def concentrated(seed: int = 0) -> Rows:

@@ -311,11 +311,13 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
 
     g = torch.Generator().manual_seed(0)
     rows = Rows(torch.randn(200, 4, generator=g), torch.randn(200, 4, generator=g), torch.arange(200) % 5)
-    known = m.Measurement(measurement_info("zoo-gpt2", corpus="toy"), {0: rows.fold_moments(5)}, {0: rows})
+    known = m.ProfileMeasurement.assembled(
+        measurement_info("zoo-gpt2", corpus="toy"), {0: rows.fold_moments(5)}, {0: rows}
+    )
     captures = []
     smoke = get_profile("smoke")
 
-    def capture(*args) -> m.Measurement:
+    def capture(*args) -> m.ProfileMeasurement:
         captures.append(1)
         return known
 
@@ -326,7 +328,7 @@ def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
     )
     monkeypatch.setattr(m, "zoo_model_path", lambda zoo, model, checkpoint: tmp_path / "weights")
 
-    def same(result: m.Measurement) -> bool:
+    def same(result: m.ProfileMeasurement) -> bool:
         return (
             result.info == known.info
             and torch.equal(result.samples[0].x, rows.x)

@@ -27,7 +27,7 @@ from linrec.core.replacements import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN
 from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import get_profile
 from linrec.interventions.perplexity import WindowNLL, compression_frontier, perplexity, swap_deltas, window_nll
 from linrec.interventions.probes import ProbeConfig
@@ -45,7 +45,7 @@ def setup(tokenizer, text):
     model.transformer.h[1].mlp.act = nn.Identity()
     fit = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=16)
     moments, sample = capture_with_sample(model, fit, max_rows=1000, folds=4, progress=False)
-    m = Measurement(measurement_info("tiny"), moments, {b: sample.rows(b) for b in sample.blocks})
+    m = ProfileMeasurement.assembled(measurement_info("tiny"), moments, {b: sample.rows(b) for b in sample.blocks})
     evals = make_batches(tokenizer, local_text(3000, seed=1), seq_len=32, max_rows=512, batch_size=16)
     return model, m, evals
 
@@ -124,7 +124,7 @@ def test_affine_signal_swaps_every_block_of_every_model(setup, monkeypatch):
     model, m, evals = setup
     monkeypatch.setattr(swaps, "load_profile_model", lambda profile, name, checkpoint, progress: (model, None))
     monkeypatch.setattr(swaps, "eval_batches", lambda profile, tokenizer, net, tokens, corpus, name: evals)
-    named = [Measurement(replace(m.info, model=name), m.moments, m.samples) for name in ("x", "y")]
+    named = [ProfileMeasurement.assembled(replace(m.info, model=name), m.moments, m.samples) for name in ("x", "y")]
     signal = affine_signal(get_profile("smoke"), named, progress=False)
     assert list(zip(signal.model, signal.block)) == [("x", 0), ("x", 1), ("y", 0), ("y", 1)]
     assert signal.r2_lin.tolist() == 2 * m.table().r2_lin.tolist()

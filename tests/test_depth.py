@@ -21,7 +21,7 @@ from linrec.analysis.depth import (
     training_summary,
 )
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import get_profile
 from linrec.report.claims import claims_table
 from tiny_captures import planted
@@ -172,7 +172,8 @@ def test_depth_table_adds_steps(two_models):
     _, captured = two_models
     m = captured["gelu"]
     renamed = [
-        Measurement(replace(m.info, model="zoo-gpt2", checkpoint=c), m.moments, m.samples) for c in ("init", "final")
+        ProfileMeasurement.assembled(replace(m.info, model="zoo-gpt2", checkpoint=c), m.moments, m.samples)
+        for c in ("init", "final")
     ]
     table = depth_table(renamed, get_profile("smoke"))
     steps = dict(zip(table["checkpoint"], table["step"]))

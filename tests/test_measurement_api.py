@@ -151,6 +151,7 @@ def test_save_and_load_round_trip_bit_for_bit(measured, tmp_path):
 
 def test_damaged_or_missing_files_are_named(measured, tmp_path):
     out = measured.save(tmp_path / "m")
+    record = (out / FILES[0]).read_text()
     (out / FILES[2]).write_bytes((out / FILES[2]).read_bytes()[:100])
     with pytest.raises(LinrecError, match="damaged"):
         Measurement.load(out)
@@ -161,9 +162,30 @@ def test_damaged_or_missing_files_are_named(measured, tmp_path):
     with pytest.raises(LinrecError, match="not of format 2"):
         Measurement.load(out)
     (out / FILES[0]).write_text(json.dumps({"format": 2}))
+    with pytest.raises(LinrecError, match="measurement record .*measurement.json is damaged .*missing"):
+        Measurement.load(out)
+    (out / FILES[0]).write_text(record)
     (out / FILES[3]).write_text("[]")
     with pytest.raises(LinrecError, match="largest rows record .*tails.json holds no JSON object"):
         Measurement.load(out)
     (out / FILES[1]).unlink()
     with pytest.raises(LinrecError, match="lacks moments-first.safetensors"):
         Measurement.load(out)
+
+
+def test_moments_kept_together_give_the_same_fits_and_a_table_without_first_position_columns(measured, tmp_path):
+    """PositionMoments.together (a store that keeps only every row's moments): the same maps and k-fold R²_lin, the
+    first-position columns NaN, and a save/load round trip that stays together."""
+    from linrec.core.moments import PositionMoments
+
+    together = Measurement(PositionMoments.together(dict(measured.moments)), measured.provenance)
+    split, merged = measured.table(), together.table()
+    assert merged.first_position_share.isna().all() and merged.r2_lin_after_first.isna().all()
+    assert split.first_position_share.notna().all()
+    same = ["block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "null_dims", "d_in", "d_out"]
+    pd.testing.assert_frame_equal(merged[same], split[same])
+    for b, fit in together.fits().items():
+        assert torch.equal(fit.weight, measured.fits()[b].weight) and torch.equal(fit.bias, measured.fits()[b].bias)
+    back = Measurement.load(together.save(tmp_path / "together"))
+    assert not back.positions.first
+    pd.testing.assert_frame_equal(back.table(), merged)

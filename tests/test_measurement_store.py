@@ -19,7 +19,7 @@ from linrec.experiment.profiles import get_profile
 SMOKE, SHAPES = get_profile("smoke"), get_profile("shapes")
 
 
-def _known(blocks: int = 3, width: int = 6, n: int = 400) -> m.Measurement:
+def _known(blocks: int = 3, width: int = 6, n: int = 400) -> m.ProfileMeasurement:
     g = torch.Generator().manual_seed(0)
     samples = {}
     for b in range(blocks):
@@ -27,7 +27,7 @@ def _known(blocks: int = 3, width: int = 6, n: int = 400) -> m.Measurement:
         samples[b] = Rows(
             x, x @ torch.randn(width, width, generator=g) + torch.randn(n, width, generator=g) ** 2, torch.arange(n) % 5
         )
-    return m.Measurement(
+    return m.ProfileMeasurement.assembled(
         measurement_info("zoo-gpt2", corpus="toy"), {b: r.fold_moments(5) for b, r in samples.items()}, samples
     )
 
@@ -38,10 +38,10 @@ def store(tmp_path, monkeypatch):
     known = _known()
     captures: list[str] = []
 
-    def capture(profile, model, checkpoint, text, keep, revision, progress) -> m.Measurement:
+    def capture(profile, model, checkpoint, text, keep, revision, progress) -> m.ProfileMeasurement:
         captures.append(keep)
         info = m.MeasurementInfo(**{**m.asdict(known.info), "keep": keep, "checkpoint": checkpoint})
-        return m.Measurement(info, known.moments, known.samples if keep == "samples" else {})
+        return m.ProfileMeasurement.assembled(info, known.moments, known.samples if keep == "samples" else {})
 
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     monkeypatch.setattr(m, "_capture", capture)
@@ -59,7 +59,11 @@ def test_a_table_only_entry_keeps_the_table_and_refuses_the_rest_with_advice(sto
         with pytest.raises(LinrecError, match="keep='(moments|samples)'"):
             part[0]
     (entry,) = (tmp_path / "measurements").glob("smoke-*")
-    assert sorted(p.name for p in entry.iterdir() if not p.name.startswith(".")) == ["info.json", "table.json"]
+    assert sorted(p.name for p in entry.iterdir() if not p.name.startswith(".")) == [
+        "info.json",
+        "measurement.json",
+        "table.json",
+    ]
 
 
 def test_asking_for_more_than_an_entry_keeps_captures_again_and_less_reuses_it(store):
@@ -86,9 +90,15 @@ def test_a_reloaded_measurement_gives_the_same_tables_and_fits(store):
     expected = report_table(recoverability(known.moments))
     pd.testing.assert_frame_equal(recomputed, expected, rtol=1e-12, atol=1e-12)
     pd.testing.assert_frame_equal(lazy.table(), known.table())  # the stored table, bit for bit
-    pd.testing.assert_frame_equal(lazy.table(rcond=1e-3), known.table(rcond=1e-3))
+    assert lazy.rcond == known.rcond and lazy.provenance == known.provenance
     for b, fit in lazy.fits().items():
         assert torch.equal(fit.weight, known.fits()[b].weight)
+    pd.testing.assert_frame_equal(lazy.candidates(min_r2=0.5), known.candidates(min_r2=0.5))
+    for b, module in lazy.replacements("lowrank:2", [1]).items():
+        assert all(
+            torch.equal(a, c)
+            for a, c in zip(module.state_dict().values(), known.replacements("lowrank:2", [1])[b].state_dict().values())
+        )
 
 
 def _tensor_bytes(obj: object, seen: set[int] | None = None) -> int:
@@ -109,7 +119,7 @@ def test_a_handle_holds_no_tensors_after_use(store):
     known, _ = store
     assert _tensor_bytes(known) > 0  # the walk does find tensors where there are some
     lazy = m.measurement(SMOKE, "zoo-gpt2")
-    lazy.table(rcond=1e-3)
+    lazy.table()
     lazy.fits()
     [lazy.samples[b] for b in lazy.samples]
     assert _tensor_bytes(lazy) == 0
@@ -136,7 +146,7 @@ def test_holding_many_measurements_costs_no_more_memory_than_one(tmp_path, monke
     gc.collect()
     before = _rss()
     held = [m.measurement(SMOKE, "zoo-gpt2", corpus=c) for c in corpora]
-    tables = [h.table(rcond=1e-3) for h in held]  # every block's moments read once
+    tables = [h.fits() for h in held]  # every block's moments read once
     gc.collect()
     assert len(tables) == 3 and _rss() - before < entry
 
@@ -264,3 +274,35 @@ def test_the_cache_key_holds_the_torch_and_transformers_releases(tmp_path, monke
     assert len({key("2.5.1", "4.57.0"), key("2.5.2", "4.57.0"), key("2.5.1", "4.57.1")}) == 3
     key("2.5.1+cu124", "4.57.0.dev0")
     assert m.library_versions() == {"torch": "2.5.1", "transformers": "4.57.0"}
+
+
+def test_a_profile_measurement_is_the_cores_measurement_of_the_same_rows(tmp_path, monkeypatch, tokenizer, text):
+    """measurement() captures with linrec.core.measure.Measurement.capture: its stored table (first-position columns
+    included), maps, candidates and replacements, read back from the cache, equal the core's on the same batches."""
+    from conftest import tiny_model
+    from linrec.core.measure import Measurement
+    from linrec.experiment.resolve import profile_batches
+    from linrec.models.loading import load_model
+
+    model_dir = tmp_path / "model"
+    tiny_model("llama", 0).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    corpus = Corpus("local", "prose", text, text, "test")
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(m, "profile_corpus", lambda profile, name: corpus)
+    local = get_profile("smoke", zoo=None, models=(str(model_dir),), seq_len=32, rows_per_block=640)
+    m.measurement(local, str(model_dir), keep="moments", progress=False)
+    stored = m.measurement(local, str(model_dir), keep="moments", progress=False)  # read back, lazily
+    net, tok = load_model(str(model_dir))
+    core = Measurement.capture(net, profile_batches(local, tok, corpus), folds=local.folds, seed=0, progress=False)
+    assert isinstance(stored, Measurement) and stored.rcond == core.rcond
+    assert stored.provenance.tokens_sha256 == core.provenance.tokens_sha256 and stored.provenance.weights
+    pd.testing.assert_frame_equal(stored.table().drop(columns=["model", "checkpoint", "corpus"]), core.table())
+    assert stored.table()["first_position_share"].notna().all()
+    for b, fit in stored.fits().items():
+        assert torch.equal(fit.weight, core.fits()[b].weight) and torch.equal(fit.bias, core.fits()[b].bias)
+    pd.testing.assert_frame_equal(stored.candidates(min_r2=0.5).reset_index(drop=True).drop(
+        columns=["model", "checkpoint", "corpus"]), core.candidates(min_r2=0.5).reset_index(drop=True))  # fmt: skip
+    for kind in ("mean", "lowrank:3"):
+        mine, theirs = stored.replacements(kind, [1])[1], core.replacements(kind, [1])[1]
+        assert all(torch.equal(a, c) for a, c in zip(mine.state_dict().values(), theirs.state_dict().values()))

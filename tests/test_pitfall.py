@@ -21,7 +21,7 @@ from linrec.analysis.pitfall import (
 )
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import ProbeSettings, get_profile
 from linrec.experiment.resolve import baseline_config
 from linrec.interventions.baseline import BaselineConfig, baseline_runs, summary
@@ -36,14 +36,14 @@ def toy(decades: float, seed: int = 0) -> Rows:
     return planted_rows(decades, n=2000, d=8, seed=seed)
 
 
-def fake_measurement(blocks: dict[int, Rows], model: str) -> Measurement:
-    return Measurement(
+def fake_measurement(blocks: dict[int, Rows], model: str) -> ProfileMeasurement:
+    return ProfileMeasurement.assembled(
         measurement_info(model, corpus="planted"), {b: r.fold_moments(FOLDS) for b, r in blocks.items()}, dict(blocks)
     )
 
 
 @pytest.fixture(scope="module")
-def measured() -> dict[str, Measurement]:
+def measured() -> dict[str, ProfileMeasurement]:
     return {"a": fake_measurement({0: toy(0), 1: toy(2), 2: toy(1)}, "a"), "b": fake_measurement({0: toy(0.5, 1)}, "b")}
 
 
@@ -160,7 +160,7 @@ def chapter_config(lr_factors: tuple[float, ...]) -> BaselineConfig:
     return replace(baseline_config(get_profile("offline").probe, device="cpu"), lr_factors=lr_factors)
 
 
-def verdicts(measured: dict[str, Measurement], config: BaselineConfig, optimizers, inputs) -> dict[str, str]:
+def verdicts(measured: dict[str, ProfileMeasurement], config: BaselineConfig, optimizers, inputs) -> dict[str, str]:
     table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
     runs, _ = pitfall_runs(measured, representative_blocks(table), config, optimizers, inputs, progress=False)
     return claims_table(pitfall_claims(runs, config.tolerance)).set_index("claim").reproduced.to_dict()

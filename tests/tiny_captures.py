@@ -8,10 +8,10 @@ from torch import nn
 from conftest import measurement_info, tiny_model
 from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import make_batches
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 
 
-def two_models(tokenizer, text, folds: int) -> tuple[dict[str, nn.Module], dict[str, Measurement]]:
+def two_models(tokenizer, text, folds: int) -> tuple[dict[str, nn.Module], dict[str, ProfileMeasurement]]:
     """Two tiny GPT-2s (one with its block-1 activation removed, so that FFN is exactly affine) and their captures."""
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=1024, batch_size=16)
     models = {"gelu": tiny_model("gpt2", seed=1), "affine": tiny_model("gpt2", seed=2)}
@@ -26,7 +26,7 @@ def two_models(tokenizer, text, folds: int) -> tuple[dict[str, nn.Module], dict[
     for name, model in models.items():
         moments, sample = capture_with_sample(model, batches, max_rows=800, folds=folds, progress=False)
         info = measurement_info(name, folds=folds, rows=batches.n_rows)
-        captured[name] = Measurement(info, moments, {b: sample.rows(b) for b in sample.blocks})
+        captured[name] = ProfileMeasurement.assembled(info, moments, {b: sample.rows(b) for b in sample.blocks})
     return models, captured
 
 

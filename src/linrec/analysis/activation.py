@@ -27,7 +27,7 @@ from torch import nn
 
 from linrec.core.normalise import NORMALISATIONS
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model
 from linrec.experiment.results import cached_frames, measurement_identity
@@ -44,7 +44,7 @@ NORMALISED = {"standardise": "standardised", "whiten": "whitened"}
 # Inputs: conditioning and normalisation.
 
 
-def conditioning_table(measurement: Measurement) -> pd.DataFrame:
+def conditioning_table(measurement: ProfileMeasurement) -> pd.DataFrame:
     """Per block: the k-fold table, whose input statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``,
     :data:`linrec.core.fit.COLUMNS`) describe the inputs' scale and shape, plus ``log10_condition`` (of
     ``input_condition``, the covariance's over its non-null spectrum). A measurement that kept only its table
@@ -84,13 +84,13 @@ def predictor_table(
 
 
 def normalisation_table(
-    net: nn.Module, measurement: Measurement, kinds: Sequence[str] = NORMALISATIONS, rcond: float | None = None
+    net: nn.Module, measurement: ProfileMeasurement, kinds: Sequence[str] = NORMALISATIONS, rcond: float | None = None
 ) -> pd.DataFrame:
     """R²_lin of each block on its own sampled inputs and on them standardised / whitened, one row per (kind, block).
 
     ``net`` is the measured model (its FFNs are run on the transformed rows). Columns as in
     :func:`linrec.interventions.crossfeed.normalised_table`, plus ``model``, ``checkpoint`` and ``change``
-    (normalised minus own). ``rcond`` None: the capture dtype's cutoff (:attr:`Measurement.rcond`).
+    (normalised minus own). ``rcond`` None: the capture dtype's cutoff (:attr:`~linrec.core.measure.Measurement.rcond`).
     """
     folds, rcond = measurement.info.folds, measurement.rcond if rcond is None else rcond
     table = pd.concat(
@@ -103,7 +103,7 @@ def normalisation_table(
 
 
 def measured_normalisation(
-    profile: Profile, measurement: Measurement, kinds: Sequence[str] = NORMALISATIONS, progress: bool = True
+    profile: Profile, measurement: ProfileMeasurement, kinds: Sequence[str] = NORMALISATIONS, progress: bool = True
 ) -> pd.DataFrame:
     """:func:`normalisation_table` of one of the profile's cached measurements, computed once and cached (a real
     model's blocks cost minutes); the model is loaded only when the table is computed."""

@@ -39,7 +39,7 @@ from linrec.core.fit import DEFAULT_RCOND, BlockReport, recoverability
 from linrec.core.moments import merge_folds
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement, MeasurementInfo
+from linrec.experiment.measurement import MeasurementInfo, ProfileMeasurement
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.probes import (
     ProbeConfig,
@@ -72,7 +72,7 @@ def kept_sequence_rows(info: MeasurementInfo) -> int:
 
 
 def probe_sweep(
-    measurements: Mapping[str, Measurement],
+    measurements: Mapping[str, ProfileMeasurement],
     config: ProbeConfig,
     blocks: Sequence[int] | None = None,
     test_fold: int = 0,
@@ -91,7 +91,7 @@ def probe_sweep(
     for model, m in measurements.items():
         run = kept_sequence_rows(m.info)
 
-        def compute(m: Measurement = m, run: int = run) -> dict[str, pd.DataFrame]:
+        def compute(m: ProfileMeasurement = m, run: int = run) -> dict[str, pd.DataFrame]:
             table = probe_table(m.samples, m.moments, blocks, test_fold, config, rcond, progress, seeded, seeds, run)
             return {"probes": table}
 
@@ -106,7 +106,7 @@ def probe_sweep(
     return out[["model", *[c for c in out.columns if c != "model"]]]
 
 
-def block_width(measurements: Mapping[str, Measurement]) -> int:
+def block_width(measurements: Mapping[str, ProfileMeasurement]) -> int:
     """The input width of the sampled rows, common to every model (the width the planted controls must match);
     read from each model's first sampled block (a model's blocks share one width)."""
     widths = {m.samples[next(iter(m.samples))].x.shape[1] for m in measurements.values() if len(m.samples)}
@@ -284,13 +284,13 @@ def residual_correlations(sweep: pd.DataFrame, level: float = 0.95) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def _variance(m: Measurement, block: int) -> torch.Tensor:
+def _variance(m: ProfileMeasurement, block: int) -> torch.Tensor:
     total = merge_folds(m.moments[block])
     return total.cyy.diagonal() / total.n
 
 
 def output_concentration(
-    measurements: Mapping[str, Measurement], top: int = 4, rcond: float = DEFAULT_RCOND
+    measurements: Mapping[str, ProfileMeasurement], top: int = 4, rcond: float = DEFAULT_RCOND
 ) -> pd.DataFrame:
     """Per model and block: global and median per-feature R², effective rank of the outputs, and the
     ``top`` highest-variance output dims' share of the variance and R² against the rest's.
@@ -331,7 +331,7 @@ def _weighted(dims: pd.DataFrame) -> float:
     return float((dims.variance * dims.r2).sum() / dims.variance.sum())
 
 
-def _dims(m: Measurement, report: BlockReport) -> pd.DataFrame:
+def _dims(m: ProfileMeasurement, report: BlockReport) -> pd.DataFrame:
     variance = _variance(m, report.block).cpu()
     dims = pd.DataFrame(
         {
@@ -345,7 +345,7 @@ def _dims(m: Measurement, report: BlockReport) -> pd.DataFrame:
     return dims.assign(rank=range(1, len(dims) + 1))
 
 
-def output_dims(m: Measurement, block: int, rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
+def output_dims(m: ProfileMeasurement, block: int, rcond: float = DEFAULT_RCOND) -> pd.DataFrame:
     """Every output dim of one block, highest variance first: ``dim, variance, share`` (of the block's
     total output variance), ``r2`` (per-feature held-out R², k-fold mean), ``rank`` (1 = largest)."""
     if block not in m.moments:

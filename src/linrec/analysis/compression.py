@@ -32,7 +32,7 @@ from linrec.core.fit import DEFAULT_RCOND
 from linrec.core.replacements import fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import Profile
 from linrec.experiment.swaps import affine_swaps
 from linrec.interventions.perplexity import swap_deltas, window_nll
@@ -53,7 +53,7 @@ def default_rank(width: int) -> int:
 
 
 def replacement_sets(
-    m: Measurement,
+    m: ProfileMeasurement,
     kinds: Sequence[str] = SWAP_KINDS,
     rank: int | None = None,
     config: ProbeConfig | None = None,
@@ -134,7 +134,7 @@ def best_block(swaps: pd.DataFrame, kind: str = "affine", early: float = 0.5, by
 
 def affine_signal(
     profile: Profile,
-    measurements: Iterable[Measurement],
+    measurements: Iterable[ProfileMeasurement],
     tokens: int | None = None,
     progress: bool = True,
     cache: bool = False,

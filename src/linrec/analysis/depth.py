@@ -2,7 +2,7 @@
 
 A *depth curve* (the paper's "depth profile"; in code, "profile" names only a run setting of
 :mod:`linrec.experiment.profiles`) is R²_lin of every FFN block of one model, at one checkpoint, on one
-corpus: the rows of :meth:`linrec.experiment.measurement.Measurement.table` for that measurement. The
+corpus: the rows of :meth:`linrec.experiment.measurement.ProfileMeasurement.table` for that measurement. The
 chapters on heterogeneity (2), corpus robustness (7) and training dynamics (8) ask how such curves differ;
 chapter 3 (:mod:`linrec.analysis.identity`, :mod:`linrec.analysis.activation`) builds on the same
 summaries and distances:
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import Profile
 from linrec.models.zoo import zoo_record
 from linrec.report import paper
@@ -69,7 +69,7 @@ def training_checkpoints(profile: Profile, model: str) -> list[tuple[str, int | 
     return out
 
 
-def depth_table(measurements: Iterable[Measurement], profile: Profile | None = None) -> pd.DataFrame:
+def depth_table(measurements: Iterable[ProfileMeasurement], profile: Profile | None = None) -> pd.DataFrame:
     """Every measurement's k-fold table, stacked; with ``profile``, a ``step`` column (None where unknown)."""
     tables = [m.table() for m in measurements]
     if not tables:

@@ -32,7 +32,7 @@ from linrec.core.fit import DEFAULT_RCOND, fit_affine, half_precision_note
 from linrec.core.moments import Moments
 from linrec.core.sample import Rows, sample_rows
 from linrec.errors import LinrecError, LinrecWarning
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.baseline import (
     OPTIMIZERS,
@@ -73,7 +73,7 @@ def representative_blocks(table: pd.DataFrame, column: str = "input_condition") 
 
 
 def pitfall_runs(
-    measurements: Mapping[str, Measurement],
+    measurements: Mapping[str, ProfileMeasurement],
     chosen: pd.DataFrame,
     config: BaselineConfig,
     optimizers: Sequence[str] = OPTIMIZERS,
@@ -121,7 +121,7 @@ def pitfall_runs(
 
 
 def _all_runs(
-    measurements: Mapping[str, Measurement],
+    measurements: Mapping[str, ProfileMeasurement],
     chosen: pd.DataFrame,
     config: BaselineConfig,
     optimizers: Sequence[str],
@@ -205,7 +205,7 @@ def reach_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def closed_form_time(
-    measurements: Mapping[str, Measurement],
+    measurements: Mapping[str, ProfileMeasurement],
     chosen: pd.DataFrame,
     test_fold: int = 0,
     rcond: float = DEFAULT_RCOND,

@@ -15,7 +15,7 @@ import pandas as pd
 from linrec.core.fit import held_out_r2
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.report.claims import Claim
 
@@ -41,7 +41,7 @@ def row_convergence(moments: Mapping[int, list[Moments]], rcond: float) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def measured_convergence(m: Measurement) -> pd.DataFrame:
+def measured_convergence(m: ProfileMeasurement) -> pd.DataFrame:
     """:func:`row_convergence` of a cached measurement with its ``model`` and input width ``d_in``, computed once and
     cached (a few hundred solves at a real model's width)."""
 

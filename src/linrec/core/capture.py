@@ -415,7 +415,9 @@ def capture_positions(
     run_capture(model, batches, chosen, [sink, tails, *extra_sinks], fold_of_sequence, progress, positions)
     split = sink.positions()
     if distributed:
-        return PositionMoments(all_reduce_moments(dict(split.first)), all_reduce_moments(split.later), tails.tails())
+        return PositionMoments(
+            all_reduce_moments(dict(split.first)), all_reduce_moments(dict(split.later)), tails.tails()
+        )
     return replace(split, tails=tails.tails())
 
 

@@ -381,11 +381,14 @@ def recoverability(
     moments: Mapping[int, list[Moments]] | PositionMoments, rcond: float = DEFAULT_RCOND
 ) -> list[BlockReport]:
     """One :class:`BlockReport` per block, in block order; from :class:`PositionMoments` (the first captured
-    position of each window kept apart) with the columns of :func:`after_first`."""
+    position of each window kept apart) with the columns of :func:`after_first` for each block whose first position
+    was kept apart."""
     if not isinstance(moments, PositionMoments):
         return [kfold(block, moments[block], rcond) for block in sorted(moments)]
     return [
         replace(kfold(block, moments.merged(block), rcond), **after_first(block, moments, rcond))
+        if block in moments.first
+        else kfold(block, moments.merged(block), rcond)
         for block in sorted(moments.later)
     ]
 

@@ -34,6 +34,7 @@ from linrec.core.fit import (
 )
 from linrec.core.moments import Moments, PositionMoments, load_moments, merge_folds, save_moments
 from linrec.core.replacements import Kind, fit_replacements
+from linrec.core.rows import RowSink
 from linrec.core.tails import Tail, Tails
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
@@ -130,6 +131,7 @@ class Measurement:
         weights: str | None = None,
         text: str | None = None,
         text_sha256: str | None = None,
+        extra_sinks: Sequence[RowSink] = (),
     ) -> Measurement:
         """Run ``model`` over ``batches`` once and keep the moments of every FFN block (or of ``blocks``).
 
@@ -141,7 +143,8 @@ class Measurement:
         A model in training mode is refused (call ``model.eval()``): its dropout would lower R² at random.
         ``name``, ``weights``, ``text``, ``text_sha256``: provenance as the caller knows it; the model's name and
         weights default to what its config says it was loaded from (:func:`linrec.models.identity.weights_id`
-        for a local directory, the hub commit otherwise).
+        for a local directory, the hub commit otherwise). ``extra_sinks`` see the same rows in the same pass (for
+        example a :class:`linrec.core.sample.RowSample` of them).
         """
         if rcond is not None:
             check_rcond(rcond)  # before the capture, not after it
@@ -151,7 +154,9 @@ class Measurement:
         if note is not None and rcond is None:
             warnings.warn(note, LinrecWarning, stacklevel=2)
         positions = slice(skip_first, None) if skip_first else None
-        split = capture_positions(model, batches, blocks, folds, seed, spec, progress=progress, positions=positions)
+        split = capture_positions(
+            model, batches, blocks, folds, seed, spec, extra_sinks, progress=progress, positions=positions
+        )
         config = getattr(model, "config", None)
         source, commit = str(getattr(config, "_name_or_path", "") or ""), getattr(config, "_commit_hash", None)
         if weights is None and source and Path(source).expanduser().exists():
@@ -181,19 +186,24 @@ class Measurement:
         return sorted(self.positions.later)
 
     @property
+    def rcond(self) -> float:
+        """The null-direction cutoff of every table, fit and replacement of this measurement."""
+        return self.provenance.rcond
+
+    @property
     def moments(self) -> Mapping[int, list[Moments]]:
         """The moments of every row, per block and fold (both parts merged when a block is read)."""
         return self.positions.every()
 
     def table(self) -> pd.DataFrame:
         """The k-fold recoverability table, one row per block (:data:`linrec.core.fit.COLUMNS`)."""
-        return report_table(recoverability(self.positions, self.provenance.rcond))
+        return report_table(recoverability(self.positions, self.rcond))
 
     def fits(self, blocks: Sequence[int] | None = None) -> dict[int, AffineFit]:
         """The closed-form map of each block (or of ``blocks``), fitted on all captured rows at the measurement's
         cutoff: the maps whose held-out R² the table reports."""
         chosen = self.blocks if blocks is None else self._known(blocks)
-        return {b: fit_affine(merge_folds(self.moments[b]), self.provenance.rcond) for b in chosen}
+        return {b: fit_affine(merge_folds(self.moments[b]), self.rcond) for b in chosen}
 
     def candidates(self, min_r2: float = 0.95, max_std: float = 0.02) -> pd.DataFrame:
         """The table sorted by R²_lin with a ``candidate`` flag and its reason (:func:`replacement_candidates`)."""
@@ -212,7 +222,7 @@ class Measurement:
         chosen = self.blocks if blocks is None else self._known(blocks)
         for b in chosen:
             parsed.check_width(self.positions.later[b][0].d_in)  # (self.moments would merge every fold to read it)
-        return fit_replacements(self.moments, parsed.name, parsed.rank, chosen, rcond=self.provenance.rcond)
+        return fit_replacements(self.moments, parsed.name, parsed.rank, chosen, rcond=self.rcond)
 
     def _known(self, blocks: Sequence[int]) -> list[int]:
         missing = sorted(set(blocks) - set(self.blocks))
@@ -225,12 +235,16 @@ class Measurement:
         :data:`FILES`, safetensors and JSON. :meth:`load` reads it back bit for bit."""
         directory = Path(directory)
         with new_directory(directory, "the measurement directory", force) as tmp:
-            (tmp / FILES[0]).write_text(json.dumps({"format": FORMAT, **asdict(self.provenance)}, indent=1) + "\n")
-            save_moments(self.positions.first, tmp / FILES[1])
-            save_moments(self.positions.later, tmp / FILES[2])
-            tails = {str(b): asdict(t) for b, t in self.positions.tails.items()}
-            (tmp / FILES[3]).write_text(json.dumps(tails, indent=1) + "\n")
+            self.write(tmp)
         return directory
+
+    def write(self, directory: Path) -> None:
+        """Write :data:`FILES` into the existing ``directory`` (what :meth:`save` does in its temporary one)."""
+        write_provenance(self.provenance, directory / FILES[0])
+        save_moments(self.positions.first, directory / FILES[1])
+        save_moments(self.positions.later, directory / FILES[2])
+        tails = {str(b): asdict(t) for b, t in self.positions.tails.items()}
+        (directory / FILES[3]).write_text(json.dumps(tails, indent=1) + "\n")
 
     @classmethod
     def load(cls, directory: str | Path) -> Measurement:
@@ -243,17 +257,14 @@ class Measurement:
             raise LinrecError(
                 f"{directory} is no saved measurement: it lacks {', '.join(missing)}; save one with Measurement.save"
             )
-        record = read_record(directory / FILES[0], "measurement", "measure again and save it")
-        if record.pop("format", None) != FORMAT:
-            raise LinrecError(f"{directory / FILES[0]} is not of format {FORMAT}; measure again and save it")
+        provenance = read_provenance(directory / FILES[0])
         tails = read_record(directory / FILES[3], "largest rows", "measure again and save it")
         try:
-            provenance = Provenance(**record)
             first, later = (load_moments(directory / name) for name in FILES[1:3])
             tails = {int(b): Tails(Tail(**t["every"]), Tail(**t["later"])) for b, t in tails.items()}
         except (TypeError, SafetensorError, OSError, KeyError, ValueError) as err:
             raise LinrecError(f"the measurement in {directory} is damaged ({err}); measure again and save it") from err
-        if sorted(first) != sorted(later) or any(
+        if (first and sorted(first) != sorted(later)) or any(
             len(f) != provenance.folds for f in [*first.values(), *later.values()]
         ):
             raise LinrecError(
@@ -261,6 +272,22 @@ class Measurement:
                 "measure again and save it"
             )
         return cls(PositionMoments(first, later, tails), provenance)
+
+
+def write_provenance(provenance: Provenance, path: Path) -> None:
+    """Write ``provenance`` as the JSON record :func:`read_provenance` reads (:data:`FILES`' first)."""
+    path.write_text(json.dumps({"format": FORMAT, **asdict(provenance)}, indent=1) + "\n")
+
+
+def read_provenance(path: Path) -> Provenance:
+    """The :class:`Provenance` :func:`write_provenance` wrote to ``path``; a LinrecError naming the file otherwise."""
+    record = read_record(path, "measurement", "measure again and save it")
+    if record.pop("format", None) != FORMAT:
+        raise LinrecError(f"{path} is not of format {FORMAT}; measure again and save it")
+    try:
+        return Provenance(**record)
+    except TypeError as err:
+        raise LinrecError(f"the measurement record {path} is damaged ({err}); measure again and save it") from err
 
 
 def read_record(path: Path, what: str, fix: str) -> dict:

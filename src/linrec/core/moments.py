@@ -279,11 +279,20 @@ class PositionMoments:
     for (:meth:`every`), so they are never held beside both parts for every block at once."""
 
     first: Mapping[int, list[Moments]]
-    later: BlockMoments
+    later: Mapping[int, list[Moments]]
     tails: Mapping[int, Tails] = field(default_factory=dict)  # per block, its largest rows (linrec.core.tails)
 
+    @classmethod
+    def together(cls, moments: Mapping[int, list[Moments]]) -> PositionMoments:
+        """The moments of every row with no position kept apart (``first`` holds no block): what a store that keeps
+        only merged moments reads back; a table from them leaves the first-position columns NaN."""
+        return cls({}, moments)
+
     def merged(self, block: int) -> list[Moments]:
-        """The moments of every row of ``block``, per fold."""
+        """The moments of every row of ``block``, per fold (``later``'s alone where the first position was not kept
+        apart)."""
+        if block not in self.first:
+            return list(self.later[block])
         return [f + g for f, g in zip(self.first[block], self.later[block], strict=True)]
 
     def every(self) -> Mapping[int, list[Moments]]:
@@ -296,7 +305,8 @@ class PositionMoments:
         out: BlockMoments = {}
         for block in sorted(self.later):
             out[block] = self.merged(block)
-            del self.later[block]
+            if isinstance(self.later, dict):
+                del self.later[block]
         return out
 
 

@@ -237,7 +237,7 @@ def capture_with_sample(
 
 Samples = RowSample | Mapping[int, Rows]
 """Sampled rows per block: a capture's :class:`~linrec.core.sample.RowSample`, or a mapping block -> Rows
-(such as ``linrec.experiment.measurement.Measurement.samples``)."""
+(such as ``linrec.experiment.measurement.ProfileMeasurement.samples``)."""
 
 
 def sample_rows(sample: Samples, blocks: Sequence[int] | None = None) -> dict[int, Rows]:

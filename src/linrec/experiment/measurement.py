@@ -14,8 +14,10 @@ A measurement keeps what its callers need and no more (``keep``): its k-fold tab
 need), or the row sample as well (``"samples"``, for probes, of the blocks the model's budget samples). At the
 paper's sizes the moments of one model are about 0.6 GB and its sample 1.2 GB, so chapters that read only
 tables keep only tables, and an entry asked for more than it holds is captured again with more. A returned
-:class:`Measurement` is a handle: its moments and samples are read from disk one block at a time
-when asked for and never held, so holding many measurements costs little more than their tables.
+:class:`ProfileMeasurement` is the core's :class:`linrec.core.measure.Measurement` (the same tables, fits,
+candidates and replacements, at the capture dtype's cutoff) with the profile's provenance and row sample, and a
+handle: its moments and samples are read from disk one block at a time when asked for and never held, so holding
+many measurements costs little more than their tables.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ import pandas as pd
 import torch
 
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key, file_sha256, intact
-from linrec.core.capture import capture_positions
-from linrec.core.fit import AffineFit, fit_affine, rcond_for, recoverability, report_table
-from linrec.core.moments import Moments, PositionMoments, load_moments, merge_folds, save_moments, saved_blocks
+from linrec.core.fit import rcond_for
+from linrec.core.measure import FILES, Measurement, Provenance, read_provenance, versions, write_provenance
+from linrec.core.moments import Moments, PositionMoments, load_moments, save_moments, saved_blocks
 from linrec.core.sample import Rows, RowSample, load_rows, save_rows
 from linrec.data.corpus import Corpus
 from linrec.data.tokens import bos_policy
@@ -46,7 +48,7 @@ from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 7
+FORMAT = 8
 """Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
 3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path.
 4: the stored table's ``r2_feature_median`` is the true median, and its null directions follow the rounding
@@ -56,7 +58,11 @@ clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small rea
 6: the stored table gains the inputs' statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``), the
 moments keep the upper triangles of Cxx and Cyy, and the row sample holds the blocks of the budget's
 :meth:`~linrec.experiment.profiles.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
-``top_rows_share_after_first`` and ``r2_lin_after_first_folds``."""
+``top_rows_share_after_first`` and ``r2_lin_after_first_folds``. 8: the entry holds the core's provenance
+(:data:`PROVENANCE`) and is read as a :class:`linrec.core.measure.Measurement`."""
+
+PROVENANCE = FILES[0]
+"""The entry's record of the capture as the core writes it (:class:`linrec.core.measure.Provenance`)."""
 
 KEEPS = ("table", "moments", "samples")
 """What a measurement can keep, each level including the ones before it."""
@@ -138,49 +144,64 @@ class _NotKept(Mapping[int, NoReturn]):
 
 
 @dataclass
-class Measurement:
-    """Moments and row samples of every FFN block of one model on one corpus, with provenance.
+class ProfileMeasurement(Measurement):
+    """A :class:`linrec.core.measure.Measurement` of one profile model on one corpus: the core's tables, fits,
+    candidates and replacements at its cutoff, with the profile's provenance (``info``), a seeded row sample of the
+    budget's blocks (``samples``, block -> rows) and the k-fold table stored at capture (``stored_table``).
 
-    ``moments`` and ``samples`` map block -> per-fold moments and block -> sampled rows: in memory
-    for a measurement assembled by hand, read from disk block by block for one :func:`measurement`
-    returns. ``kept_table`` is the stored k-fold table (at the capture dtype's rcond), when there is one;
-    ``positions``, held only by a measurement just captured, are its moments with the first position of each
-    window apart, which give the table its first-position columns (a table recomputed from a stored
-    measurement's moments leaves them NaN).
+    One that :func:`measurement` returns reads its moments and samples from disk block by block when asked for; the
+    cache keeps the moments of every row only (the first position of each window is not kept apart on disk, which
+    would double its size), so the stored table, taken when the capture still held both parts, is the one with the
+    first-position columns. :meth:`assembled` makes one from moments in memory.
     """
 
     info: MeasurementInfo
-    moments: Mapping[int, list[Moments]]
     samples: Mapping[int, Rows]
-    kept_table: pd.DataFrame | None = field(default=None, repr=False)
-    positions: PositionMoments | None = field(default=None, repr=False)
+    stored_table: pd.DataFrame | None = field(default=None, repr=False)
+
+    @classmethod
+    def assembled(
+        cls, info: MeasurementInfo, moments: Mapping[int, list[Moments]], samples: Mapping[int, Rows]
+    ) -> ProfileMeasurement:
+        """A measurement of moments and rows at hand (every row's, no position kept apart), with ``info``."""
+        return cls(PositionMoments.together(moments), _provenance(info), info, samples)
 
     @property
     def blocks(self) -> list[int]:
-        return sorted(int(b) for b in self.kept_table["block"]) if self.kept_table is not None else sorted(self.moments)
+        if self.stored_table is None:
+            return super().blocks
+        return sorted(int(b) for b in self.stored_table["block"])
 
     @property
     def sampled_blocks(self) -> list[int]:
         """The blocks whose rows were sampled (the budget's :meth:`~linrec.experiment.profiles.Budget.sampled`)."""
         return sorted(self.samples)
 
-    @property
-    def rcond(self) -> float:
-        """The null-direction cutoff for this capture's dtype (:func:`linrec.core.fit.rcond_for`)."""
-        return rcond_for(self.info.dtype)
+    def table(self) -> pd.DataFrame:
+        """The k-fold recoverability table (:meth:`linrec.core.measure.Measurement.table`; the stored one when there
+        is one), labelled with model, checkpoint and corpus."""
+        if self.stored_table is not None:
+            return self.stored_table.copy()
+        return _labelled(super().table(), self.info)
 
-    def table(self, rcond: float | None = None) -> pd.DataFrame:
-        """The k-fold recoverability table (:func:`linrec.core.fit.report_table`), labelled with model and corpus
-        (``rcond`` None: the capture dtype's cutoff, the stored table's)."""
-        if self.kept_table is not None and rcond is None:
-            return self.kept_table.copy()
-        source = self.moments if self.positions is None else self.positions
-        return _labelled(report_table(recoverability(source, self.rcond if rcond is None else rcond)), self.info)
 
-    def fits(self, rcond: float | None = None) -> dict[int, AffineFit]:
-        """The closed-form map of each block, fitted on all captured rows (for surgery)."""
-        rcond = self.rcond if rcond is None else rcond
-        return {b: fit_affine(merge_folds(self.moments[b]), rcond) for b in self.blocks}
+def _provenance(info: MeasurementInfo) -> Provenance:
+    """The core's provenance of a measurement described by ``info`` (its tokens unknown)."""
+    return Provenance(
+        model=info.model,
+        weights=info.weights,
+        tokens_sha256="",
+        rows=info.rows,
+        seq_len=info.seq_len,
+        folds=info.folds,
+        seed=info.seed,
+        skip_first=0,
+        dtype=info.dtype.removeprefix("torch."),
+        rcond=rcond_for(info.dtype),
+        text=info.corpus,
+        text_sha256=info.corpus_sha256,
+        versions=versions(),
+    )
 
 
 def write_frame(table: pd.DataFrame, path: Path) -> None:
@@ -285,7 +306,7 @@ def measurement(
     store: str | None = None,
     progress: bool = True,
     refresh: bool = False,
-) -> Measurement:
+) -> ProfileMeasurement:
     """The cached measurement of ``model`` at ``checkpoint`` on ``corpus`` (the main one of the model's budget by
     default, :meth:`~linrec.experiment.profiles.Profile.budget`), at the budget's rows and row sample.
 
@@ -303,7 +324,7 @@ def measurement(
     revision = model_revision(profile, model, checkpoint)
     path = entry_path(profile, model, checkpoint, text, revision)
 
-    def capture() -> Measurement:
+    def capture() -> ProfileMeasurement:
         return _capture(profile, model, checkpoint, text, keep, revision, progress)
 
     held = _kept(path)
@@ -332,18 +353,18 @@ def forget_used() -> None:
     _USED.clear()
 
 
-def _as_asked(result: Measurement, checkpoint: str) -> Measurement:
+def _as_asked(result: ProfileMeasurement, checkpoint: str) -> ProfileMeasurement:
     """``result`` labelled with the checkpoint name it was asked by (an entry keyed by the canonical one may have
     been captured under another name of the same weights, e.g. ``final`` for Pythia's ``step143000``)."""
     if result.info.checkpoint == checkpoint:
         return result
-    table = None if result.kept_table is None else result.kept_table.assign(checkpoint=checkpoint)
-    return Measurement(replace(result.info, checkpoint=checkpoint), result.moments, result.samples, table)
+    table = None if result.stored_table is None else result.stored_table.assign(checkpoint=checkpoint)
+    return replace(result, info=replace(result.info, checkpoint=checkpoint), stored_table=table)
 
 
 def _capture(
     profile: Profile, model: str, checkpoint: str, text: Corpus, keep: str, revision: str | None, progress: bool
-) -> Measurement:
+) -> ProfileMeasurement:
     start = time.perf_counter()
     net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
     batches = profile_batches(profile, tokenizer, text, model=net, name=model)
@@ -352,8 +373,11 @@ def _capture(
     sample_rows = budget.sample_rows or 0
     sampled = budget.sampled(len(ffn_blocks(net)))
     sample = RowSample(sample_rows, seed, sampled) if keep == "samples" else None
-    sinks = [] if sample is None else [sample]
-    split = capture_positions(net, batches, folds=profile.folds, seed=seed, extra_sinks=sinks, progress=progress)
+    weights = weights_id(profile, model, checkpoint)
+    captured = Measurement.capture(
+        net, batches, folds=profile.folds, seed=seed, progress=progress, name=model, weights=weights,
+        text=text.name, text_sha256=text.sha256, extra_sinks=[] if sample is None else [sample],
+    )  # fmt: skip
     samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
     info = MeasurementInfo(
         profile=profile.name,
@@ -374,28 +398,31 @@ def _capture(
         revision=revision,
         bos=bos_policy(tokenizer),
         corpus_source=text.source,
-        weights=weights_id(profile, model, checkpoint),
+        weights=weights,
     )
-    return Measurement(info, split.every(), samples, positions=split)
+    stored = _labelled(captured.table(), info)  # while the first position is still apart
+    return ProfileMeasurement(captured.positions, captured.provenance, info, samples, stored)
 
 
-def _save(result: Measurement, directory: Path) -> None:
-    """Write what ``result.info.keep`` says to keep: the table always, then moments, then samples."""
+def _save(result: ProfileMeasurement, directory: Path) -> None:
+    """Write what ``result.info.keep`` says to keep: the table and the core's provenance always, then the moments of
+    every row (merged block by block as written), then the samples."""
     level = KEEPS.index(result.info.keep)
-    table = result.table()
-    write_frame(table, directory / "table.json")
+    write_frame(result.table(), directory / "table.json")
+    write_provenance(result.provenance, directory / PROVENANCE)
     if level >= KEEPS.index("moments"):
-        save_moments(result.moments, directory / "moments.safetensors")  # merged block by block as written
+        save_moments(result.moments, directory / "moments.safetensors")
     if level >= KEEPS.index("samples"):
         save_rows(result.samples, directory / "samples.safetensors")
     (directory / "info.json").write_text(json.dumps(asdict(result.info), indent=1))
 
 
-def _load(path: Path) -> Measurement:
+def _load(path: Path) -> ProfileMeasurement:
     """A handle on the entry at ``path``: its table in memory, its moments and samples on disk."""
     info = MeasurementInfo(**json.loads((path / "info.json").read_text()))
     table = read_frame(path / "table.json")
     level = KEEPS.index(info.keep)
     moments = _OnDisk(path / "moments.safetensors", load_moments) if level >= 1 else _NotKept(info, "moments")
     samples = _OnDisk(path / "samples.safetensors", load_rows) if level >= 2 else _NotKept(info, "samples")
-    return Measurement(info, moments, samples, table)
+    provenance = read_provenance(path / PROVENANCE)
+    return ProfileMeasurement(PositionMoments.together(moments), provenance, info, samples, table)

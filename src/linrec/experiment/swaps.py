@@ -22,7 +22,7 @@ from torch import nn
 from linrec.core.replacements import fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
-from linrec.experiment.measurement import Measurement
+from linrec.experiment.measurement import ProfileMeasurement
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames, measurement_identity
@@ -53,7 +53,7 @@ def eval_batches(
 
 def affine_swaps(
     profile: Profile,
-    measurements: Iterable[Measurement],
+    measurements: Iterable[ProfileMeasurement],
     corpus: str | None = None,
     max_tokens: int | None = None,
     progress: bool = True,
@@ -75,7 +75,7 @@ def affine_swaps(
     for m in measurements:
         scored = corpus or profile.eval_corpus_of(m.info.model)
 
-        def compute(m: Measurement = m, scored: str = scored) -> dict[str, pd.DataFrame]:
+        def compute(m: ProfileMeasurement = m, scored: str = scored) -> dict[str, pd.DataFrame]:
             net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
             batches = eval_batches(profile, tokenizer, net, max_tokens, scored, m.info.model)
             chosen = m.moments if blocks is None else {b: m.moments[b] for b in sorted(set(blocks))}
@@ -101,7 +101,7 @@ def affine_swaps(
 
 def greedy_frontiers(
     profile: Profile,
-    measurements: Iterable[Measurement],
+    measurements: Iterable[ProfileMeasurement],
     single: pd.DataFrame,
     max_increase: str,
     progress: bool = True,
@@ -120,7 +120,9 @@ def greedy_frontiers(
             raise LinrecError(f"no single swaps of '{m.info.model}' given; score them first with affine_swaps")
         scored, tokens = str(rows.eval_corpus.iloc[0]), int(rows.eval_tokens.iloc[0])
 
-        def compute(m: Measurement = m, rows: pd.DataFrame = rows, scored: str = scored, tokens: int = tokens) -> dict:
+        def compute(
+            m: ProfileMeasurement = m, rows: pd.DataFrame = rows, scored: str = scored, tokens: int = tokens
+        ) -> dict:
             net, tokenizer = load_profile_model(profile, m.info.model, m.info.checkpoint, progress=progress)
             batches = eval_batches(profile, tokenizer, net, tokens, scored, m.info.model)
             blocks = sorted(int(b) for b in rows.block)
