@@ -45,6 +45,8 @@ from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.cli import main as linrec_cli
 from linrec.data.corpora import load_corpus
+from linrec.experiment.measurement import weights_id
+from linrec.experiment.replaced import cached_replace
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.interventions.ablations import ablations
 from linrec.interventions.replacement_report import report_figure
@@ -274,9 +276,12 @@ show(cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-16
 # for the budget), the same budget `MAX_PPL_INCREASE`, and a second text of another domain (Python
 # source) on which the chosen set is scored too, since a block that looks free on one text can cost
 # on another. Each perplexity pass scores `REAL_EVAL_ROWS` held-out tokens, so the intervals are
-# wider than chapter 5's. Where blocks were chosen, the result is saved, loaded back and its
-# perplexity recomputed from the model's own loss, as above; where none fits the budget, the table
-# says so with the cheapest block's own cost (the command would stop there with that message).
+# wider than chapter 5's. The book keeps each choice in its cache (`cached_replace`, keyed by the
+# weights, the tokens and the options), so a rebuild reads it back instead of scoring every step
+# again; what follows runs on every build. Where blocks were chosen, the result is saved, loaded
+# back and its perplexity recomputed from the model's own loss, as above; where none fits the
+# budget, the table says so with the cheapest block's own cost (the command would stop there with
+# that message).
 
 # %%
 code = load_corpus("stdlib-code")  # the second text: another domain
@@ -297,10 +302,11 @@ for real in profile.packaged:
     net, real_tokenizer = load_profile_model(profile, real, progress=ch.progress)
     real_text = profile_corpus(profile, budget.corpus)
     held_out = windows(real_tokenizer, net, real_text.eval_text, REAL_EVAL_ROWS)
-    result = linrec.replace(net, windows(real_tokenizer, net, real_text.fit_text, budget.rows_per_block), held_out,
+    result = cached_replace(net, windows(real_tokenizer, net, real_text.fit_text, budget.rows_per_block), held_out,
                             blocks=[int(b) for b in GGUF_BLOCKS.split(",")] if GGUF_BLOCKS else None,
                             max_ppl_increase=MAX_PPL_INCREASE, folds=profile.folds, seed=SEED, progress=ch.progress,
-                            name=real, second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS))  # fmt: skip
+                            name=real, second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS),
+                            weights=weights_id(profile, real, "final"))  # fmt: skip
     loaded_ppl = None
     if result.none_fits is None:
         real_model, _ = linrec.load_model(str(result.save(workdir / f"replaced-{real}")))
