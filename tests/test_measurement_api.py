@@ -189,3 +189,39 @@ def test_moments_kept_together_give_the_same_fits_and_a_table_without_first_posi
     back = Measurement.load(together.save(tmp_path / "together"))
     assert not back.positions.first
     pd.testing.assert_frame_equal(back.table(), merged)
+
+
+def test_spilled_folds_are_the_same_moments_and_table_and_leave_memory_for_disk(measured, batches, tmp_path):
+    spilled = Measurement.capture(tiny_model("gpt2"), batches, folds=4, progress=False, spill=tmp_path)
+    later = spilled.positions.later
+    assert not isinstance(later, dict) and len(list(tmp_path.glob(".linrec-spill-*/*.safetensors"))) == 4 * len(later)
+    pd.testing.assert_frame_equal(spilled.table(), measured.table())  # every column, to the last bit
+    for block in measured.blocks:
+        for a, b in zip(later[block], measured.positions.later[block], strict=True):
+            assert a.n == b.n and all(
+                torch.equal(getattr(a, f), getattr(b, f)) for f in ("mean_x", "cxx", "cxy", "cyy")
+            )
+    for a, b in zip(spilled.fits().values(), measured.fits().values(), strict=True):
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    saved = Measurement.load(spilled.save(tmp_path / "saved"))
+    pd.testing.assert_frame_equal(saved.table(), measured.table())
+    later.remove()
+    assert not list(tmp_path.glob(".linrec-spill-*"))
+    with pytest.raises(KeyError):
+        later[measured.blocks[0]]
+
+
+def test_a_released_fold_is_not_served_again_nor_given_rows():
+    from linrec.core.moments import MomentAccumulator
+
+    acc = MomentAccumulator(3, 2, folds=2)
+    acc.add(torch.randn(5, 3), torch.randn(5, 2), fold=0)
+    with pytest.raises(LinrecError, match="close"):
+        acc.release(0)
+    acc.close(0)
+    kept = acc.release(0)
+    assert kept.n == 5
+    with pytest.raises(LinrecError, match="released"):
+        acc.moments(0)
+    with pytest.raises(LinrecError, match="after it was closed"):
+        acc.add(torch.randn(2, 3), torch.randn(2, 2), fold=0)

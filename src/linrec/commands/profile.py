@@ -162,6 +162,13 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, metavar="FILE", help="write the table to a .csv or .json file (checked before measuring)"
     )
+    p.add_argument(
+        "--spill",
+        type=Path,
+        metavar="DIR",
+        help="keep each fold's finished moments on disk under DIR instead of in memory (same numbers): for a model "
+        "whose float64 moments, 3 x width² x 8 bytes per block and fold, exceed memory; removed afterwards",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_profile)
 
@@ -276,6 +283,7 @@ def _profile(args: argparse.Namespace) -> int:
             seed=args.seed,
             skip_first=args.skip_first,
             progress=not args.no_progress and rank == 0,
+            spill=args.spill,
         )
         table.insert(0, "model", model_name)
         origin = gguf_origin(getattr(model.config, "_name_or_path", ""))

@@ -14,8 +14,9 @@ blocking, and NaN/Inf activations are found from the float64 sums every ``check_
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -23,7 +24,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from linrec.core.moments import BlockMoments, MomentAccumulator, Moments, PositionMoments, all_reduce_moments
+from linrec.core.moments import (
+    BlockMoments,
+    MomentAccumulator,
+    Moments,
+    PositionMoments,
+    SpilledMoments,
+    all_reduce_moments,
+)
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.tails import TailSink
 from linrec.data.tokens import TokenBatches
@@ -209,10 +217,11 @@ class MomentSink(RowSink):
     all blocks, naming the first bad block and the batches since the last check.
     """
 
-    def __init__(self, k: int, check_every: int = 64) -> None:
+    def __init__(self, k: int, check_every: int = 64, spill: str | Path | None = None) -> None:
         self.k = k
         self.check_every = check_every
         self.accumulators: dict[int, MomentAccumulator] = {}
+        self._spilled = None if spill is None else SpilledMoments(spill, k)  # finished folds on disk
         self._firsts: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # per block: (x, y) of first rows
         self._first_folds: list[np.ndarray] = []  # the fold of each first row, batch by batch (all blocks alike)
         self._first_finite: dict[int, torch.Tensor] = {}  # per block: a device flag, all first rows finite
@@ -268,6 +277,7 @@ class MomentSink(RowSink):
                 for fold in acc.live_folds:
                     if fold != last:
                         acc.close(fold)
+            self._spill(range(last))
         if self._batches - self._checked >= self.check_every:
             self.check()
 
@@ -299,6 +309,7 @@ class MomentSink(RowSink):
         for acc in self.accumulators.values():
             for fold in range(self.k):
                 acc.close(fold)
+        self._spill(range(self.k))
         for device in {acc.device for acc in self.accumulators.values() if acc.device.type == "cuda"}:
             torch.cuda.synchronize(device)  # the pinned copies have landed
         folds = np.concatenate(self._first_folds) if self._first_folds else np.zeros(0, dtype=np.int64)
@@ -313,8 +324,24 @@ class MomentSink(RowSink):
             y = torch.cat([yf for _, yf in self._firsts[b]])
             on = to_device(order, x.device)
             first[b] = (x.index_select(0, on).cpu(), y.index_select(0, on).cpu())
-        later = {b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()}
+        later: Mapping[int, list[Moments]] = (
+            {b: [acc.moments(f) for f in range(self.k)] for b, acc in self.accumulators.items()}
+            if self._spilled is None
+            else self._spilled
+        )
         return PositionMoments(_RowMoments(first, bounds), later)
+
+    def _spill(self, folds: Iterable[int]) -> None:
+        """With a spill directory, move ``folds``' finished moments of every block to disk (each fold once)."""
+        if self._spilled is None:
+            return
+        for block, acc in self.accumulators.items():
+            for fold in folds:
+                acc.close(fold)  # a fold that got no rows of this block has zero moments
+                if fold not in self._spilled.folds_of(block):
+                    if acc.device.type == "cuda":
+                        torch.cuda.synchronize(acc.device)  # its pinned copy has landed
+                    self._spilled.put(block, fold, acc.release(fold))
 
     def moments(self) -> BlockMoments:
         """Centred moments of every row per block and fold, on CPU (:meth:`positions`, merged)."""
@@ -388,11 +415,14 @@ def capture_positions(
     extra_sinks: Sequence[RowSink] = (),
     progress: bool = True,
     positions: slice | None = None,
+    spill: str | Path | None = None,
 ) -> PositionMoments:
     """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU), the rows at each window's first
     captured position apart from the later ones (:class:`MomentSink`), with each block's largest rows
     (:class:`linrec.core.tails.TailSink`); ``positions``: only the rows at these window positions
-    (:func:`run_capture`; the forward pass is unchanged).
+    (:func:`run_capture`; the forward pass is unchanged). ``spill``: a directory where each fold's finished moments
+    wait on disk (:class:`linrec.core.moments.SpilledMoments`), so that memory holds only the live fold of every
+    block: for models whose moments would not fit.
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
@@ -411,7 +441,7 @@ def capture_positions(
     if distributed:
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
-    sink, tails = MomentSink(folds), TailSink()
+    sink, tails = MomentSink(folds, spill=spill), TailSink()
     run_capture(model, batches, chosen, [sink, tails, *extra_sinks], fold_of_sequence, progress, positions)
     split = sink.positions()
     if distributed:

@@ -132,6 +132,7 @@ class Measurement:
         text: str | None = None,
         text_sha256: str | None = None,
         extra_sinks: Sequence[RowSink] = (),
+        spill: str | Path | None = None,
     ) -> Measurement:
         """Run ``model`` over ``batches`` once and keep the moments of every FFN block (or of ``blocks``).
 
@@ -144,7 +145,9 @@ class Measurement:
         ``name``, ``weights``, ``text``, ``text_sha256``: provenance as the caller knows it; the model's name and
         weights default to what its config says it was loaded from (:func:`linrec.models.identity.weights_id`
         for a local directory, the hub commit otherwise). ``extra_sinks`` see the same rows in the same pass (for
-        example a :class:`linrec.core.sample.RowSample` of them).
+        example a :class:`linrec.core.sample.RowSample` of them). ``spill``: a directory under which each fold's
+        finished moments wait on disk instead of in memory (a temporary directory, removed with the measurement), for a
+        model whose moments of every block exceed memory: fold by fold, 3 d² float64 per block (the same numbers).
         """
         if rcond is not None:
             check_rcond(rcond)  # before the capture, not after it
@@ -155,7 +158,7 @@ class Measurement:
             warnings.warn(note, LinrecWarning, stacklevel=2)
         positions = slice(skip_first, None) if skip_first else None
         split = capture_positions(
-            model, batches, blocks, folds, seed, spec, extra_sinks, progress=progress, positions=positions
+            model, batches, blocks, folds, seed, spec, extra_sinks, progress=progress, positions=positions, spill=spill
         )
         config = getattr(model, "config", None)
         source, commit = str(getattr(config, "_name_or_path", "") or ""), getattr(config, "_commit_hash", None)
@@ -312,6 +315,7 @@ def measure(
     spec: Spec = None,
     skip_first: int = 0,
     progress: bool = True,
+    spill: str | Path | None = None,
 ) -> pd.DataFrame:
     """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block, the table of
     :meth:`Measurement.capture` (whose docstring says what each argument does).
@@ -337,6 +341,7 @@ def measure(
         spec=spec,
         skip_first=skip_first,
         progress=progress,
+        spill=spill,
     ).table()
 
 

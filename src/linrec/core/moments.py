@@ -184,6 +184,7 @@ class MomentAccumulator:
         self.shift_y: torch.Tensor | None = None
         self._sums: dict[int, tuple[torch.Tensor, ...]] = {}  # live folds: sx, sy, sxx, sxy, syy
         self._closed: dict[int, Moments] = {}
+        self._released: set[int] = set()  # closed folds handed over by release()
         self._closed_finite: list[torch.Tensor] = []  # one device flag per closed fold
 
     @property
@@ -192,7 +193,7 @@ class MomentAccumulator:
         return sorted(self._sums)
 
     def _live(self, fold: int) -> tuple[torch.Tensor, ...]:
-        if fold in self._closed:
+        if fold in self._closed or fold in self._released:
             raise LinrecError(f"rows for fold {fold} came after it was closed: add every row of a fold before close()")
         if fold not in self._sums:
             z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=self.device)  # noqa: E731
@@ -238,6 +239,8 @@ class MomentAccumulator:
         """The centred moments of everything added to ``fold`` so far (once closed, where :meth:`close` put them)."""
         if fold in self._closed:
             return self._closed[fold]
+        if fold in self._released:
+            raise LinrecError(f"fold {fold}'s moments were released: read them where they were kept")
         n = self.n[fold]
         if n == 0:
             return Moments.zeros(self.d_in, self.d_out, self.device)
@@ -253,10 +256,19 @@ class MomentAccumulator:
             symmetric(torch.addr(syy, my, my, alpha=-n)),
         )
 
+    def release(self, fold: int) -> Moments:
+        """A closed fold's moments, handed over and no longer held here (:meth:`moments` of it then refuses): for a
+        caller that keeps them elsewhere, e.g. on disk."""
+        if fold not in self._closed:
+            raise LinrecError(f"fold {fold} is not closed (or was released already): close() it first")
+        m = self._closed.pop(fold)
+        self._released.add(fold)
+        return m
+
     def close(self, fold: int) -> None:
         """No more rows for ``fold``: keep its moments and free its sums. From a GPU the moments go to pinned host
         memory without the host waiting (:meth:`Moments.to_pinned`): synchronise before reading them."""
-        if fold in self._closed:
+        if fold in self._closed or fold in self._released:
             return
         if fold in self._sums:
             sx, sy = self._sums[fold][:2]
@@ -326,6 +338,51 @@ class _Merged(Mapping[int, list[Moments]]):
 
     def __len__(self) -> int:
         return len(self._parts.later)
+
+
+class SpilledMoments(Mapping[int, list[Moments]]):
+    """Block -> per-fold moments kept on disk, one file per block and fold in a temporary directory made under
+    ``where`` (removed when this mapping is dropped or :meth:`remove` is called), read back when a block is asked
+    for and not kept: a capture whose finished folds would not fit in memory (a 1.5B model's moments of every block
+    are 8 GB) holds only its live folds. The file's float64 values are the moments' own, so reading one back changes
+    no bit."""
+
+    def __init__(self, where: str | Path, folds: int) -> None:
+        import tempfile
+
+        Path(where).mkdir(parents=True, exist_ok=True)
+        self._dir = tempfile.TemporaryDirectory(dir=where, prefix=".linrec-spill-")
+        self.folds = folds
+        self._kept: dict[int, set[int]] = {}
+
+    @property
+    def path(self) -> Path:
+        return Path(self._dir.name)
+
+    def put(self, block: int, fold: int, moments: Moments) -> None:
+        """Write ``fold``'s moments of ``block`` (on CPU) to disk."""
+        save_moments({block: [moments]}, self.path / f"{block}.{fold}.safetensors")
+        self._kept.setdefault(block, set()).add(fold)
+
+    def folds_of(self, block: int) -> set[int]:
+        """The folds of ``block`` on disk so far."""
+        return self._kept.get(block, set())
+
+    def __getitem__(self, block: int) -> list[Moments]:
+        if self._kept.get(block) != set(range(self.folds)):
+            raise KeyError(block)
+        return [load_moments(self.path / f"{block}.{f}.safetensors")[block][0] for f in range(self.folds)]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(b for b, folds in self._kept.items() if folds == set(range(self.folds))))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def remove(self) -> None:
+        """Delete the files now (reading a block afterwards fails)."""
+        self._dir.cleanup()
+        self._kept.clear()
 
 
 def merge_folds(folds: list[Moments]) -> Moments:

@@ -362,6 +362,20 @@ def _as_asked(result: ProfileMeasurement, checkpoint: str) -> ProfileMeasurement
     return replace(result, info=replace(result.info, checkpoint=checkpoint), stored_table=table)
 
 
+SPILL_ABOVE = 2 * 2**30
+"""Bytes of float64 moments (every block and fold) above which a capture keeps its finished folds on disk, under the
+cache directory, rather than in memory (:class:`linrec.core.moments.SpilledMoments`; the same numbers): a 1.5B model
+of width 1,536 holds 7.9 GB of them, more than a Colab runtime has beside the model."""
+
+
+def moment_bytes(net: torch.nn.Module, folds: int) -> int:
+    """The float64 moments of every FFN block of ``net`` for ``folds`` folds: 3 matrices of width² per block and
+    fold (Cxx, Cxy, Cyy, with a block's input and output widths alike, as every supported family has them)."""
+    config = getattr(net, "config", None)
+    width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0) or 0)
+    return len(ffn_blocks(net)) * folds * 3 * width**2 * 8
+
+
 def _capture(
     profile: Profile, model: str, checkpoint: str, text: Corpus, keep: str, revision: str | None, progress: bool
 ) -> ProfileMeasurement:
@@ -374,9 +388,10 @@ def _capture(
     sampled = budget.sampled(len(ffn_blocks(net)))
     sample = RowSample(sample_rows, seed, sampled) if keep == "samples" else None
     weights = weights_id(profile, model, checkpoint)
+    spill = cache_dir() / "spill" if moment_bytes(net, profile.folds) > SPILL_ABOVE else None
     captured = Measurement.capture(
         net, batches, folds=profile.folds, seed=seed, progress=progress, name=model, weights=weights,
-        text=text.name, text_sha256=text.sha256, extra_sinks=[] if sample is None else [sample],
+        text=text.name, text_sha256=text.sha256, extra_sinks=[] if sample is None else [sample], spill=spill,
     )  # fmt: skip
     samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
     info = MeasurementInfo(
