@@ -39,8 +39,9 @@ test: lint
 bench: $(STAMP)
 	$(VENV)/bin/linrec bench
 
-# The book: execute every notebooks/NN_topic.py for $(PROFILE) (offline, smoke or paper), render -W clean.
-book: $(STAMP)
+# The book: execute every notebooks/NN_topic.py for $(PROFILE) (offline, smoke, paper; scale: chapters 2 and 11 with
+# the Qwen models of install-scale), render -W clean.
+book: $(STAMP) $(if $(filter scale,$(PROFILE)),$(SCALE))
 	$(PY) book/build.py all --profile $(PROFILE)
 
 # Figures on every chapter, no tracebacks, Colab targets committed and in sync; screenshot a chapter.

@@ -24,6 +24,7 @@ from linrec.book.layout import Book, BookError
 from linrec.book.notebooks import sources, sync, sync_problems
 from linrec.book.render import html, maths_problems, rendered_dom, screenshot
 from linrec.errors import LinrecError
+from linrec.experiment.profiles import get_profile
 from linrec.files import sigterm_interrupts
 
 BOOK = Book(Path(__file__).resolve().parents[1])
@@ -91,9 +92,10 @@ def _run(args: argparse.Namespace) -> None:
         fields, params = assignments(args.set, "--set"), assignments(args.param, "--param")
         execute(BOOK, args.profile, args.only, fields, params, getattr(args, "out", None), args.jobs)
     if args.step in ("html", "all"):
-        if problems := execution_problems(BOOK):
+        chapters = get_profile(args.profile).chapters if args.step == "all" and not args.only else ()
+        if problems := execution_problems(BOOK, chapters):
             raise BookError("chapters not fully executed (execute them again):\n  " + "\n  ".join(problems))
-        html(BOOK)
+        html(BOOK, chapters)
     if args.step == "check":
         first = BOOK.page(sources(BOOK)[0].stem)
         problems = check(BOOK) + (maths_problems(rendered_dom(first), first.name) if args.maths else [])

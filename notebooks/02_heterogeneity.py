@@ -94,15 +94,16 @@ ch.report([convergence_claim(convergence[convergence.model == m]).of(m) for m in
 # Each block alone is replaced by its closed-form map, fitted on all captured rows, and the model's
 # perplexity is measured on the evaluation split of the model's own text, which none of the fitted
 # rows came from. Nothing is retrained: this is the paper's "zero-shot" swap. Every block of every
-# model is swapped, so no subset can miss the extremes. Every variant of a model is scored on the
+# model is swapped, so no subset can miss the extremes (the `scale` profile, whose models are up to
+# ten times larger, swaps only the blocks at five fixed relative depths, chapter 11's). Every variant of a model is scored on the
 # same tokens, so the differences are much steadier than the perplexities themselves; that is why a
 # quarter of each model's evaluation tokens suffices here (chapter 5, on compression, combines swaps).
 
 # %%
 if SWAP:
     swaps = pd.concat([affine_swaps(profile, [r], max_tokens=SWAP_TOKENS or profile.budget(m).eval_tokens // 4,
-                                    progress=ch.progress, cache=True) for m, r in measured.items()],
-                      ignore_index=True)  # fmt: skip
+                                    progress=ch.progress, cache=True, blocks=profile.swap_blocks(len(r.blocks)))
+                       for m, r in measured.items()], ignore_index=True)  # fmt: skip
     display(show(swaps.groupby("model", sort=False).agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"),
                                                         ppl=("base_ppl", "first"))
                  .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})))  # fmt: skip

@@ -4,6 +4,7 @@ errors, rendered with a figure, its Colab link, the footer naming the build, and
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -64,11 +65,11 @@ def _execution_problems(executed: Path) -> list[str]:
     return [f"{executed.name}: code cells {unrun} never ran to the end; execute it again"] if unrun else []
 
 
-def execution_problems(book: Book) -> list[str]:
-    """Chapters that are missing from ``book.chapters`` or not fully executed (:func:`_execution_problems`):
-    what ``html`` refuses to render and ``check`` fails on."""
+def execution_problems(book: Book, chapters: Sequence[str] = ()) -> list[str]:
+    """Chapters (every one, or ``chapters``) that are missing from ``book.chapters`` or not fully executed
+    (:func:`_execution_problems`): what ``html`` refuses to render and ``check`` fails on."""
     problems = []
-    for stem in (s.stem for s in sources(book)):
+    for stem in chapters or [s.stem for s in sources(book)]:
         executed = book.chapters / f"{stem}.ipynb"
         problems += _execution_problems(executed) if executed.exists() else [f"{stem}: not executed (run `make book`)"]
     return problems

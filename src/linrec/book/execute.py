@@ -238,6 +238,7 @@ def execute(
 
     resolved = get_profile(profile, **(fields or {}))  # a bad profile or field fails here, not in each chapter
     check_cache()
+    only = only or list(resolved.chapters)  # a profile may run some chapters only (scale: the ones about size)
     chosen = [s for s in sources(book) if not only or s.stem in only]
     if only and len(chosen) != len(set(only)):
         raise BookError(f"unknown chapter in {only}; chapters are {[s.stem for s in sources(book)]}")

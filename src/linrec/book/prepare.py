@@ -65,18 +65,21 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
 
 
 def _measure(args: tuple[str, dict[str, object], Planned]) -> tuple[Planned, float]:
-    """Capture one planned measurement in a worker (one thread, as a chapter computes); its wall time. A capture
-    takes minutes, so a line says it is running every 30 s; transformers' loading bars stay out of the log."""
+    """Capture one planned measurement in a worker, on as many threads as a chapter of the profile computes on (one
+    for a zoo's profile, :func:`linrec.book.chapter.setup`); its wall time. A capture takes minutes, so a line says
+    it is running every 30 s; transformers' loading bars stay out of the log."""
     import torch
 
     from linrec.experiment.measurement import measurement
     from linrec.experiment.profiles import get_profile
 
     name, fields, plan = args
-    torch.set_num_threads(1)
+    profile = get_profile(name, **fields)
+    if profile.zoo is not None:
+        torch.set_num_threads(1)
     start = time.perf_counter()
     with heartbeat(f"[book] measuring {plan}"), no_library_bars():
-        measurement(get_profile(name, **fields), plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
+        measurement(profile, plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
                     keep=plan.keep, progress=False)  # fmt: skip
     return plan, time.perf_counter() - start
 

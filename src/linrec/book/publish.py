@@ -15,7 +15,7 @@ import datetime as dt
 import html
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +77,40 @@ def footer(profiles: list[str], commit: str, day: dt.date, version: str) -> str:
     )
 
 
-def render_config(book: Book, footer_html: str) -> Path:
-    """``_config.yml`` with ``html.extra_footer`` set to ``footer_html``, written under ``_build``."""
+def render_config(book: Book, footer_html: str, partial: bool = False) -> Path:
+    """``_config.yml`` with ``html.extra_footer`` set to ``footer_html``, written under ``_build``; ``partial``: a
+    book of some chapters only, whose links to the others Sphinx leaves as text without a warning."""
     config = yaml.safe_load((book.root / "_config.yml").read_text())
     config.setdefault("html", {})["extra_footer"] = footer_html
+    if partial:
+        config.setdefault("sphinx", {}).setdefault("config", {})["suppress_warnings"] = ["ref.doc"]
     out = book.root / "_build" / "config" / "_config.yml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return out
+
+
+def partial_toc(book: Book, chapters: Sequence[str]) -> Path:
+    """``_toc.yml`` without the chapters not in ``chapters`` (the front and back matter kept), under ``_build``."""
+    keep = {f"book/chapters/{stem}" for stem in chapters}
+
+    def pruned(node: Any) -> Any:
+        if isinstance(node, list):
+            kept = [pruned(v) for v in node if not (isinstance(v, dict) and _dropped(v.get("file"), keep))]
+            return [v for v in kept if not (isinstance(v, dict) and v.get("chapters") == [])]
+        if isinstance(node, dict):
+            return {k: pruned(v) for k, v in node.items()}
+        return node
+
+    toc = pruned(yaml.safe_load((book.root / "_toc.yml").read_text()))
+    out = book.root / "_build" / "config" / "_toc.yml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(toc, sort_keys=False))
+    return out
+
+
+def _dropped(file: object, keep: set[str]) -> bool:
+    return isinstance(file, str) and file.startswith("book/chapters/") and file not in keep
 
 
 def read_citation(book: Book) -> dict[str, Any]:

