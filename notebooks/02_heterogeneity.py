@@ -95,9 +95,10 @@ ch.report([convergence_claim(convergence[convergence.model == m]).of(m) for m in
 # perplexity is measured on the evaluation split of the model's own text, which none of the fitted
 # rows came from. Nothing is retrained: this is the paper's "zero-shot" swap. Every block of every
 # model is swapped, so no subset can miss the extremes (the `scale` profile, whose models are up to
-# ten times larger, swaps only the blocks at five fixed relative depths, chapter 11's). Every variant of a model is scored on the
-# same tokens, so the differences are much steadier than the perplexities themselves; that is why a
-# quarter of each model's evaluation tokens suffices here (chapter 5, on compression, combines swaps).
+# ten times larger, swaps only the blocks at five fixed relative depths, those of the chapter
+# across scale). Every variant of a model is scored on the same tokens, so the differences are much
+# steadier than the perplexities themselves; that is why a quarter of each model's evaluation
+# tokens suffices here (chapter 5, on compression, combines swaps).
 
 # %%
 if SWAP:

@@ -22,6 +22,7 @@ KEEPS = 0.5  # heterogeneity persists when the largest model keeps this share of
 # %%
 import pandas as pd
 import torch
+from IPython.display import display
 
 from linrec.analysis.depth import depth_table
 from linrec.analysis.scale import LARGER, at_fixed_depths, capture_needs, scale_claims, scale_summary, with_depth
@@ -51,7 +52,7 @@ MODELS = list(MODELS or series.models)
 # against size: the median, range, interquartile range (IQR) and standard deviation of R²_lin over
 # its blocks, the
 # largest step between adjacent blocks, the first position's share of the output variance (its
-# median over blocks), R²_lin without the first position, and how far the median block is from
+# median, mean and largest over blocks), R²_lin without the first position, and how far the median block is from
 # converged (R²_lin minus R²_lin at half the training rows; near 0 is converged).
 
 # %%
@@ -90,8 +91,8 @@ if SWAP:
                        for m, r in measured.items()], ignore_index=True)  # fmt: skip
     swaps = at_fixed_depths(swaps, {m: len(r.blocks) for m, r in measured.items()}, SCALE_DEPTHS)
     swaps = swaps.merge(table[["model", "block", "r2_lin"]], on=["model", "block"])
-    show(swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]], {"relative": ".2%"},
-         fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share")  # fmt: skip
+    display(show(swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]], {"relative": ".2%"},
+                 fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share"))  # fmt: skip
 else:
     swaps = pd.DataFrame(columns=["model", "block", "depth", "relative"])
     print("SWAP = False: the swap panel is left empty")
@@ -101,7 +102,7 @@ else:
 #
 # {numref}`fig-scale-trends` sets each model's statistics against its parameters.
 
-# %% mystnb={"figure": {"caption": "Against parameters (log scale), one point per model. Left: the spread of held-out $R^2_\\text{lin}$ over a model's blocks (range, interquartile range, standard deviation, largest step between adjacent blocks). Middle: the median share of a block's output variance carried by the first position of each window, and the median $R^2_\\text{lin}$ without it. Right: ΔPPL of swapping the block at each fixed relative depth, as a share of the model's perplexity (symmetric-log axis).", "name": "fig-scale-trends"}}
+# %% mystnb={"figure": {"caption": "Against parameters (log scale), one point per model. Left: the spread of held-out $R^2_\\text{lin}$ over a model's blocks (range, interquartile range, standard deviation, largest step between adjacent blocks). Middle: the share of a block's output variance carried by the first position of each window (mean over blocks and largest block), and the median $R^2_\\text{lin}$ without it. Right: ΔPPL of swapping the block at each fixed relative depth, as a share of the model's perplexity (symmetric-log axis).", "name": "fig-scale-trends"}}
 fig = scale.trends_figure(summary, swaps)
 ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 
@@ -111,7 +112,8 @@ ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 # the smallest model's standard deviation of R²_lin over blocks, with 95% confidence; of the
 # spreads in the table it is the one every block counts in, so it depends least on which blocks
 # happen to be measured), and the first position's share changes with size
-# (the slope of its median on log parameters has a 95% interval that excludes 0). Both intervals
+# (the slope of its mean over blocks on log parameters has a 95% interval that excludes 0; the mean,
+# not the median, because a sink sits in a few blocks and the median block does not see it). Both intervals
 # resample each model's blocks: they say how firmly these models' blocks fix the numbers, not how
 # another set of models would behave.
 

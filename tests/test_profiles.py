@@ -199,3 +199,15 @@ def test_sampled_blocks_are_fixed_by_depth():
     assert Budget().sampled(4) == [0, 1, 2, 3] and Budget(every=5).sampled(1) == [0]
     with pytest.raises(LinrecError, match="positive"):
         Budget(every=0).sampled(30)
+
+
+def test_a_text_too_short_for_the_rows_fails_before_any_weights_load(tmp_path, monkeypatch, no_weights):
+    from linrec.experiment.measurement import measurement
+
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    smoke = ZOOS["smoke"]
+    entry = dataclasses.replace(smoke.entries[2], steps=4, warmup_steps=1, checkpoints=(0, 4))
+    tiny = dataclasses.replace(smoke, name="tiny", entries=(entry,))
+    profile = get_profile("smoke", zoo=tiny, models=[entry.name], rows_per_block=10**8)
+    with pytest.raises(LinrecError, match="sequences .* are needed for max_rows=100000000"):
+        measurement(profile, entry.name, keep="table", progress=False)

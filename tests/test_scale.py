@@ -205,3 +205,18 @@ def test_the_spill_threshold_is_passed_by_the_largest_models_only():
     assert moment_bytes(small, 5) == len(small.model.layers) * 5 * 3 * small.config.hidden_size**2 * 8 < SPILL_ABOVE
     assert 28 * 5 * 3 * 1536**2 * 8 > SPILL_ABOVE > 30 * 5 * 3 * 576**2 * 8  # the 1.5B spills, SmolLM2 does not
     assert math.isfinite(SPILL_ABOVE)
+
+
+def test_on_a_gpu_the_paper_series_spreads_its_largest_models_and_keys_them_apart():
+    from linrec.data.corpora import load_corpus
+    from linrec.experiment.measurement import entry_path
+
+    big = PROFILES["paper"].series_profile(gpu=True)
+    assert (big.device_map, big.device) == ("auto", None) and PROFILES["paper"].series_profile().device_map is None
+    text = load_corpus("stdlib-prose")
+    small = PROFILES["paper"].series_profile()
+    assert entry_path(big, "EleutherAI/pythia-70m", "final", text) != entry_path(
+        small, "EleutherAI/pythia-70m", "final", text
+    )
+    with pytest.raises(LinrecError, match="device or device_map"):
+        get_profile("paper", device="cpu", device_map="auto")

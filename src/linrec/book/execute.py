@@ -56,6 +56,7 @@ def prepare_models(profile: str) -> None:
     from linrec.progress import heartbeat, no_library_bars
 
     chosen = get_profile(profile)
+    files = {name: packaged_file(name) for name in chosen.packaged}  # a missing wheel is named before any work
     start = time.perf_counter()
     if chosen.zoo is not None:
         build_zoo(chosen.zoo, progress=True)
@@ -63,7 +64,7 @@ def prepare_models(profile: str) -> None:
     for name in chosen.packaged:
         start = time.perf_counter()  # each stage its own time, not a running total
         with heartbeat(f"[book] dequantising '{name}'"), no_library_bars():  # lines, not transformers' bars
-            dequantised(packaged_file(name))
+            dequantised(files[name])
         print(f"[book] pretrained '{name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
 
 

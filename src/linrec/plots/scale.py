@@ -1,5 +1,5 @@
-"""Figures of chapter 11: R²_lin profiles at relative depth, one panel per model by size, and the profiles'
-statistics against parameters (:mod:`linrec.analysis.scale`)."""
+"""Figures of the chapter across scale (``11_scale``): R²_lin profiles at relative depth, one panel per model by
+size, and the profiles' statistics against parameters (:mod:`linrec.analysis.scale`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import require
-from linrec.plots._layout import WIDTH, figure_legend, symlog_axis
+from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
 
 PARAMS_LABEL = "parameters (log scale)"
 
@@ -41,47 +41,44 @@ def profiles_figure(table: pd.DataFrame, summary: pd.DataFrame) -> Figure:
         ax.set(ylim=(low - 0.05, 1.05))
     for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
-    for ax in axes[-1]:
-        ax.set_xlabel("relative depth (block / last block)")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("held-out R²_lin")
-    figure_legend(fig, axes.flat[0])
+    fig.supxlabel("relative depth (block / last block)", fontsize=SMALL + 1)
+    fig.supylabel("held-out R²_lin", fontsize=SMALL + 1)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncol=2, fontsize=SMALL, frameon=False)
     return fig
 
 
 def trends_figure(summary: pd.DataFrame, swaps: pd.DataFrame) -> Figure:
     """Against parameters (log scale), one marker per model: left, the spread of R²_lin over blocks (range, IQR,
-    standard deviation, largest adjacent jump); middle, the median first-position share and the median R²_lin
-    without the first position; right, the relative ΔPPL of swapping the block at each fixed relative depth
-    (symmetric-log axis)."""
+    standard deviation, largest adjacent jump); middle, the first position's share (mean over blocks and largest
+    block) and the median R²_lin without the first position; right, the relative ΔPPL of swapping the block at each
+    fixed relative depth (symmetric-log axis)."""
     require(summary, ["model", "parameters", "r2_range", "r2_iqr", "r2_sd", "max_jump"], "the trends figure")
-    fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.8), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 4.6), layout="constrained")
+    line = {"marker": "o", "estimator": None, "errorbar": None}  # every model its own point, even at equal sizes
     spread = summary.melt(id_vars=["model", "parameters"], value_vars=["r2_range", "r2_iqr", "r2_sd", "max_jump"],
                           var_name="statistic", value_name="value")  # fmt: skip
     names = {"r2_range": "range", "r2_iqr": "interquartile range", "r2_sd": "standard deviation",
              "max_jump": "largest adjacent jump"}  # fmt: skip
     spread["statistic"] = spread["statistic"].map(names)
-    sns.lineplot(data=spread, x="parameters", y="value", hue="statistic", marker="o", ax=axes[0])
+    sns.lineplot(data=spread, x="parameters", y="value", hue="statistic", ax=axes[0], **line)
     axes[0].set(xscale="log", xlabel=PARAMS_LABEL, ylabel="spread of R²_lin over blocks", title="spread")
-    sinks = summary.melt(id_vars=["model", "parameters"], value_vars=["first_share_median", "r2_after_first_median"],
-                         var_name="statistic", value_name="value")  # fmt: skip
-    sinks["statistic"] = sinks["statistic"].map(
-        {"first_share_median": "first position's share (median)", "r2_after_first_median": "R²_lin without it (median)"}
-    )
-    sns.lineplot(data=sinks.dropna(), x="parameters", y="value", hue="statistic", marker="s", ax=axes[1])
+    names = {"first_share_mean": "first position's share (mean over blocks)",
+             "first_share_max": "first position's share (largest block)",
+             "r2_after_first_median": "R²_lin without it (median block)"}  # fmt: skip
+    sinks = summary.melt(id_vars=["model", "parameters"], value_vars=list(names), var_name="statistic",
+                         value_name="value")  # fmt: skip
+    sinks["statistic"] = sinks["statistic"].map(names)
+    sns.lineplot(data=sinks.dropna(), x="parameters", y="value", hue="statistic", ax=axes[1], **line)
     axes[1].set(xscale="log", xlabel=PARAMS_LABEL, ylabel="share / R²_lin", title="the first position")
     if not swaps.empty:
         require(swaps, ["model", "depth", "relative"], "the trends figure")
         shown = swaps.merge(summary[["model", "parameters"]], on="model").assign(
             percent=lambda t: 100 * t["relative"], at=lambda t: t["depth"].map(lambda d: f"depth {d:.2f}")
         )
-        sns.lineplot(data=shown, x="parameters", y="percent", hue="at", marker="o", ax=axes[2])
+        sns.lineplot(data=shown, x="parameters", y="percent", hue="at", ax=axes[2], **line)
         symlog_axis(axes[2], shown["percent"])
     axes[2].set(xscale="log", xlabel=PARAMS_LABEL, ylabel="ΔPPL of the swap (% of PPL)", title="one block swapped")
     for ax in axes:
-        legend = ax.get_legend()
-        if legend is not None:
-            legend.set_title(None)
-            for text in legend.get_texts():
-                text.set_fontsize(8)
+        legend_below(ax, ncol=1)
     return fig
