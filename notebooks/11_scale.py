@@ -146,9 +146,9 @@ show(capture_needs(LARGER, folds=profile.folds), {"rows": ",d"},
      fold="Measuring every block of a larger model at 64 rows per input dimension: memory, disk and arithmetic")  # fmt: skip
 
 # %% [markdown]
-# The forward pass's arithmetic divided by a machine's sustained float32 rate gives the capture's
-# time to within the float64 sums (a tenth or less of it at these widths); the resources page and
-# the README give what this book's own builds took.
+# The forward pass's arithmetic divided by a machine's sustained float32 rate gives most of a
+# capture's time; the float64 sums add to it (for SmolLM2 on this book's two CPU cores, about half
+# again). The README gives what this book's own builds took.
 #
 # ## Exercises
 #

@@ -27,7 +27,8 @@ def row_convergence(moments: Mapping[int, list[Moments]], rcond: float) -> pd.Da
     whose smallest training split has no more rows than the width (an affine fit needs one more) are left out.
     """
     rows = []
-    for block, folds in sorted(moments.items()):
+    for block in sorted(moments):  # one block read at a time (sorting items() would read every block's first)
+        folds = moments[block]
         sizes = [f.n for f in folds]
         for used in range(2, len(folds) + 1):
             # Only the held-out fits, as kfold makes them (not its other columns: a third of the solves).

@@ -13,12 +13,14 @@ time, perplexity on the *eval* split of a corpus, text the fit never saw. It nee
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
 from torch import nn
 
+from linrec.core.capture import trim_heap
 from linrec.core.replacements import fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
@@ -94,6 +96,8 @@ def affine_swaps(
             tables.append(cached_frames("swaps", content, compute)["swaps"])
         else:
             tables.append(compute()["swaps"])
+        gc.collect()  # this model (a transformers model holds reference cycles) before the next one loads
+        trim_heap()
     if not tables:
         raise LinrecError("no measurements given; pass at least one linrec.experiment.measurement.measurement(...)")
     return pd.concat(tables, ignore_index=True)
