@@ -53,7 +53,9 @@ MODELS = list(MODELS or series.models)
 # its blocks, the
 # largest step between adjacent blocks, the first position's share of the output variance (its
 # median, mean and largest over blocks), R²_lin without the first position, and how far the median block is from
-# converged (R²_lin minus R²_lin at half the training rows; near 0 is converged).
+# converged (R²_lin minus R²_lin at half the training rows; near 0 is converged). Parameters are
+# counted as loaded, each tensor once: the Qwen models load with their output matrix apart from the
+# input embedding, 151,936 × width numbers more than their published counts, where the two are one.
 
 # %%
 measured = {m: measurement(series, m, progress=ch.progress) for m in MODELS}

@@ -9,7 +9,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import require
-from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
+from linrec.plots._layout import SMALL, WIDTH, legend_below, log_ticks, symlog_axis
 
 PARAMS_LABEL = "parameters (log scale)"
 
@@ -80,5 +80,6 @@ def trends_figure(summary: pd.DataFrame, swaps: pd.DataFrame) -> Figure:
         symlog_axis(axes[2], shown["percent"])
     axes[2].set(xscale="log", xlabel=PARAMS_LABEL, ylabel="ΔPPL of the swap (% of PPL)", title="one block swapped")
     for ax in axes:
+        log_ticks(ax, "x")  # a series within one decade would otherwise print every minor tick's label
         legend_below(ax, ncol=1)
     return fig
