@@ -7,14 +7,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from linrec.plots._columns import require
-from linrec.plots._layout import SMALL, WIDTH, legend_below, log_ticks, symlog_axis
+from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
 
 PARAMS_LABEL = "parameters (log scale)"
 
 
-def _size(parameters: int) -> str:
+def _size(parameters: float) -> str:
     return f"{parameters / 1e9:.1f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M"
 
 
@@ -79,7 +80,9 @@ def trends_figure(summary: pd.DataFrame, swaps: pd.DataFrame) -> Figure:
         sns.lineplot(data=shown, x="parameters", y="percent", hue="at", ax=axes[2], **line)
         symlog_axis(axes[2], shown["percent"])
     axes[2].set(xscale="log", xlabel=PARAMS_LABEL, ylabel="ΔPPL of the swap (% of PPL)", title="one block swapped")
-    for ax in axes:
-        log_ticks(ax, "x")  # a series within one decade would otherwise print every minor tick's label
+    for ax in axes:  # powers of ten only, as 10M, 100M, 1.0B: a narrow panel has room for no more
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,), numticks=6))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _size(value)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         legend_below(ax, ncol=1)
     return fig
