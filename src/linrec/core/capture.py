@@ -309,10 +309,12 @@ class MomentSink(RowSink):
         """Centred moments per block and fold, on CPU, of the first rows and of the later rows apart (every fold
         is closed: no more rows can be added)."""
         self.check()
-        for acc in self.accumulators.values():
-            for fold in range(self.k):
-                acc.close(fold)
-        self._spill(range(self.k))
+        if self._spilled is not None:
+            self._spill(range(self.k))  # block by block, as at a fold's end
+        else:
+            for acc in self.accumulators.values():
+                for fold in range(self.k):
+                    acc.close(fold)
         for device in {acc.device for acc in self.accumulators.values() if acc.device.type == "cuda"}:
             torch.cuda.synchronize(device)  # the pinned copies have landed
         folds = np.concatenate(self._first_folds) if self._first_folds else np.zeros(0, dtype=np.int64)
