@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 ModelLoader = Callable[..., tuple[nn.Module, "PreTrainedTokenizerBase"]]
-BeforeWeights = Callable[["PretrainedConfig", "PreTrainedTokenizerBase"], None]
 """``loader(name_or_path, revision=..., dtype=..., device=...)`` -> (model, tokenizer); :func:`linrec.load_model` by
 default."""
+
+BeforeWeights = Callable[["PretrainedConfig", "PreTrainedTokenizerBase"], None]
+"""``before_weights(config, tokenizer)``: a check run before a model's weights load (:func:`load_profile_model`)."""
 
 
 def load_profile_model(

@@ -82,6 +82,9 @@ def affine_swaps(
             batches = eval_batches(profile, tokenizer, net, max_tokens, scored, m.info.model)
             chosen = m.moments if blocks is None else {b: m.moments[b] for b in sorted(set(blocks))}
             table = swap_deltas(net, batches, fit_replacements(chosen, "affine", rcond=m.rcond), progress=progress)
+            del net  # freed here with its reference cycles and heap pages, not beside the next model loaded
+            gc.collect()
+            trim_heap()
             for i, column in enumerate(LABELS):
                 table.insert(i, column, getattr(m.info, column))
             table["relative"] = table["delta_ppl"] / table["base_ppl"]
@@ -96,8 +99,6 @@ def affine_swaps(
             tables.append(cached_frames("swaps", content, compute)["swaps"])
         else:
             tables.append(compute()["swaps"])
-        gc.collect()  # this model (a transformers model holds reference cycles) before the next one loads
-        trim_heap()
     if not tables:
         raise LinrecError("no measurements given; pass at least one linrec.experiment.measurement.measurement(...)")
     return pd.concat(tables, ignore_index=True)
