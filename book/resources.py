@@ -7,9 +7,11 @@ everything it needs came from the first run's cache. It writes ``book/resources.
 chapter, so an interrupted run keeps what it measured) and the page ``book/resources.md``, and
 removes the cache (several GB) at the end.
 
-Peak memory and disk depend on the rows a chapter holds, which stay the profile's. Evaluation
-tokens, probe steps, chapter 3's grid and chapter 8's checkpoints are reduced (:data:`REDUCED`)
-so that two CPU cores finish in about an hour; the times are those of the reduced run.
+Peak memory and disk depend on the moments and row samples a chapter holds, which stay the profile's.
+Evaluation tokens, probe steps, chapter 3's grid and chapter 8's checkpoints are reduced (:data:`REDUCED`)
+so that two CPU cores finish in about an hour, and the scale chapter's rows: the times are those of the
+reduced run. ``--only`` measures some chapters again (each on an empty cache of its own) and puts their
+rows in place of the recorded ones, dated.
 
 Peak resident memory is read two ways: the largest single process (``ru_maxrss`` of the chapter's
 process tree, the Jupyter kernel in practice), and the sum over the tree sampled twice a second.
@@ -31,16 +33,27 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+from linrec.experiment.profiles import PYTHIA_SUITE  # noqa: E402 (the repository's own linrec)
+
 OUT = ROOT / "_build" / "resources"
 RESULTS = ROOT / "book" / "resources.json"
 PAGE = ROOT / "book" / "resources.md"
 GB = 1e9
 
+SERIES_ROWS = 16_384
+"""Rows per block of each Pythia model in the scale chapter's measured run: as many as the row sample the profile
+keeps, so memory and disk are the profile's, and an eighth of the 1.4b's 131,072 (capture time grows with rows)."""
+
 REDUCED: dict[str, dict[str, object]] = {
     "fields": {"eval_tokens": 4096, "probe": {"steps": 20}},
     "params": {"GRID_BLOCKS": 2, "CHECKPOINTS": ["init", "step1000", "final"], "TRY_BLOCKS": 1},
+    "chapter_fields": {
+        "11_scale": {"budgets": {m: {"rows_per_block": SERIES_ROWS} for m in PYTHIA_SUITE}},
+    },
 }
-"""What the measured run reduces: profile fields (``--set``) and chapter parameters (``--param``)."""
+"""What the measured run reduces: profile fields (``--set``), chapter parameters (``--param``) and, for some
+chapters only, more profile fields."""
 
 BUDGETS = {"peak_rss_gb": 10.0, "cache_gb": 8.0}
 """The issue's budgets: a chapter's peak resident memory (Colab has 12.7 GB), the whole book's cache."""
@@ -76,7 +89,8 @@ def size_of(path: Path) -> int:
 def run_chapter(stem: str, profile: str, cache: Path, out: Path, offline: bool) -> dict[str, object]:
     """Execute one chapter in its own process; its peak memory, CPU and wall time, and the cache it added."""
     command = [sys.executable, str(ROOT / "book" / "build.py"), "execute", "--profile", profile, "--only", stem]
-    command += [f"--set={k}={json.dumps(v)}" for k, v in REDUCED["fields"].items()]
+    fields = {**REDUCED["fields"], **REDUCED["chapter_fields"].get(stem, {})}
+    command += [f"--set={k}={json.dumps(v)}" for k, v in fields.items()]
     source = (ROOT / "notebooks" / f"{stem}.py").read_text()
     declared = {k: v for k, v in REDUCED["params"].items() if re.search(rf"^{k} = ", source, re.MULTILINE)}
     command += [f"--param={k}={json.dumps(v)}" for k, v in declared.items()]
@@ -86,7 +100,7 @@ def run_chapter(stem: str, profile: str, cache: Path, out: Path, offline: bool) 
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     before = size_of(cache)
     row = run_tree(command, env, out / f"{stem}{'-offline' if offline else ''}.log")
-    return {"chapter": stem, **row, "cache_added_gb": (size_of(cache) - before) / GB}
+    return {"chapter": stem, **row, "cache_added_gb": (size_of(cache) - before) / GB, "date": time.strftime("%Y-%m-%d")}
 
 
 def run_tree(command: list[str], env: dict[str, str], log: Path) -> dict[str, object]:
@@ -122,35 +136,46 @@ def run_tree(command: list[str], env: dict[str, str], log: Path) -> dict[str, ob
 
 
 def measure(profile: str, only: list[str] | None, offline_pass: bool) -> dict[str, object]:
-    """Run the chapters (then again offline), saving the results after each one; the cache is removed at the end."""
+    """Run the chapters (then again offline), saving the results after each one; the cache is removed at the end.
+
+    With ``only``, the rows of those chapters replace the recorded ones of the same profile and the rest are kept;
+    the whole book's cache stays the recorded run's, and the page adds what the chapters measured later added.
+    """
     import torch
 
     OUT.mkdir(parents=True, exist_ok=True)
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=OUT))
+    recorded = json.loads(RESULTS.read_text()) if only and RESULTS.exists() else {}
+    fresh = {"chapters": [], "offline": [], "gpu": None, "date": time.strftime("%Y-%m-%d")}
     results: dict[str, object] = {
+        **(fresh if recorded.get("profile") != profile else recorded),
         "profile": profile,
         "reduced": REDUCED,
         "budgets": BUDGETS,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU used",
         "torch": torch.__version__,
-        "date": time.strftime("%Y-%m-%d"),
-        "chapters": [],
-        "offline": [],
-        "gpu": None,
     }
     passes = [("chapters", False), ("offline", True)][: 1 + offline_pass]
     try:
         for part, offline in passes:
             for stem in only or chapters():
                 print(f"[resources] {stem}: running{' again offline' if offline else ''}", flush=True)
-                results[part].append(run_chapter(stem, profile, cache, OUT, offline=offline))
-                print(f"[resources] {stem}: {json.dumps(results[part][-1])}", flush=True)
-                results["cache_gb"] = size_of(cache) / GB
-                results["cache_parts_gb"] = {p.name: size_of(p) / GB for p in sorted(cache.iterdir()) if p.is_dir()}
+                row = run_chapter(stem, profile, cache, OUT, offline=offline)
+                kept = [r for r in results[part] if r["chapter"] != stem]
+                results[part] = sorted([*kept, row], key=lambda r: r["chapter"])
+                print(f"[resources] {stem}: {json.dumps(row)}", flush=True)
+                if not only:
+                    results["cache_gb"] = size_of(cache) / GB
+                    results["cache_parts_gb"] = {p.name: size_of(p) / GB for p in sorted(cache.iterdir()) if p.is_dir()}
                 RESULTS.write_text(json.dumps(results, indent=1) + "\n")  # an interrupted run keeps what it measured
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     return results
+
+
+def later(results: dict[str, object]) -> list[dict]:
+    """The chapter rows measured after the recorded whole run (``--only``), each alone on an empty cache."""
+    return [r for r in results["chapters"] if r.get("date", results["date"]) != results["date"]]
 
 
 def page(results: dict[str, object]) -> str:
@@ -171,6 +196,11 @@ def page(results: dict[str, object]) -> str:
         "",
         *[f"- profile field `{k}` = `{json.dumps(v)}`" for k, v in results["reduced"]["fields"].items()],
         *[f"- chapter parameter `{k}` = `{json.dumps(v)}`" for k, v in results["reduced"]["params"].items()],
+        *[
+            f"- for chapter {stem} only, profile field `{k}` = `{json.dumps(v)}`"
+            for stem, fields in results["reduced"].get("chapter_fields", {}).items()
+            for k, v in fields.items()
+        ],
         "",
         "So the time columns are this reduced run's on the CPU; at the profile's own settings the probes and "
         "swaps take far longer without a GPU.",
@@ -189,17 +219,25 @@ def page(results: dict[str, object]) -> str:
             f"| {row['cache_added_gb']:.2f} | {row['cpu_s']:.0f} | {row['wall_s']:.0f} | {second} "
             f"| {'not measured (no GPU lent)' if gpu is None else gpu.get(row['chapter'], 'not run')} |"
         )
-    lines += ["", *[f"- {note}" for note in results.get("notes", [])]]  # what the run itself could not say
+    lines += [""]
+    if since := later(results):
+        lines.append(
+            "- Measured later, each alone on an empty cache of its own (so its row includes every capture it needs): "
+            + ", ".join(f"{r['chapter']} ({r['date']})" for r in since)
+            + "."
+        )
+    lines += [f"- {note}" for note in results.get("notes", [])]  # what the run itself could not say
     worst = max(r["peak_rss_gb"] for r in results["chapters"])
     worst_tree = max(r["tree_rss_gb"] for r in results["chapters"])
+    whole = results["cache_gb"] + sum(r["cache_added_gb"] for r in since)
     lines += [
         f"- Largest peak: {worst:.2f} GB in one process, {worst_tree:.2f} GB over all of a chapter's processes; "
         f"budget {budgets['peak_rss_gb']:.0f} GB per chapter "
         f"({'met' if max(worst, worst_tree) <= budgets['peak_rss_gb'] else '**not met**'}).",
-        f"- The whole book's cache: {results['cache_gb']:.2f} GB; budget {budgets['cache_gb']:.0f} GB "
-        f"({'met' if results['cache_gb'] <= budgets['cache_gb'] else '**not met**'}). By part: "
+        f"- The whole book's cache: {whole:.2f} GB; budget {budgets['cache_gb']:.0f} GB "
+        f"({'met' if whole <= budgets['cache_gb'] else '**not met**'}). By part, in the whole run: "
         + ", ".join(f"{k} {v:.2f} GB" for k, v in results["cache_parts_gb"].items())
-        + ".",
+        + (f"; and {whole - results['cache_gb']:.2f} GB the chapters measured later added." if since else "."),
         f"- Total: {sum(r['cpu_s'] for r in results['chapters']) / 60:.0f} CPU minutes, "
         f"{sum(r['wall_s'] for r in results['chapters']) / 60:.0f} minutes of wall time.",
         "",

@@ -483,6 +483,28 @@ def test_the_planned_measurements_are_what_the_chapters_ask_for_real_models_firs
     ) == len(plans)
 
 
+def test_the_scale_chapter_plans_the_series_of_a_profile_that_has_one_not_its_models(monkeypatch):
+    from linrec.book import prepare
+    from linrec.experiment import measurement as measured
+    from linrec.experiment.profiles import PYTHIA_SUITE, get_profile
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    plans = prepare.planned(get_profile("shapes"), ())
+    scale = [p for p in plans if p.wanted_by(["11_scale"])]
+    assert [p.model for p in scale] == list(reversed(PYTHIA_SUITE)) and all(p.series for p in scale)
+    assert not any(p.series for p in plans if p.wanted_by(["02_heterogeneity"]))
+    assert {p.model for p in plans if p.wanted_by(["02_heterogeneity"])} >= {"openai-community/gpt2"}
+    # the worker measures a series plan under the series profile, whose models are the series
+    seen = []
+    monkeypatch.setattr(measured, "measurement", lambda profile, model, **k: seen.append((profile.models, model)))
+    prepare._measure(("shapes", {}, scale[0]))
+    assert seen == [(PYTHIA_SUITE, "EleutherAI/pythia-1.4b")]
+    # a profile without a series plans its own models for the scale chapter
+    assert {p.model for p in prepare.planned(get_profile("smoke"), ()) if p.wanted_by(["11_scale"])} == set(
+        get_profile("smoke").models
+    )
+
+
 def _tampered(path: Path, tmp_path: Path, change) -> Path:
     nb = nbformat.read(path, as_version=4)
     change(nb)

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from linrec.experiment.profiles import Profile
 
 EVERY_CHAPTER = "*"
+SERIES_CHAPTER = "11_scale"
+"""The chapter that measures a profile's scale series (:meth:`~linrec.experiment.profiles.Profile.series_profile`)
+rather than its models, where the profile names one."""
 
 
 @dataclass(frozen=True)
@@ -34,26 +37,37 @@ class Planned:
     corpus: str
     keep: str
     chapters: tuple[str, ...] = (EVERY_CHAPTER,)
+    not_by: tuple[str, ...] = ()  # chapters that ``*`` leaves out
+    series: bool = False  # measured under the profile's series profile, not the profile itself
 
     def __str__(self) -> str:
         return f"{self.model} ({self.checkpoint}) on {self.corpus}"
 
     def wanted_by(self, stems: Collection[str]) -> bool:
-        return EVERY_CHAPTER in self.chapters or any(s in stems for s in self.chapters)
+        return any((EVERY_CHAPTER in self.chapters or s in self.chapters) and s not in self.not_by for s in stems)
 
 
 def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
-    """What the chapters of ``profile`` ask for at their default parameters, real models first (the costliest):
+    """What the chapters of ``profile`` ask for at their default parameters, the costliest first:
     each model's final weights on its main text with its row sample (every chapter), its initialisation where it
     has checkpoints along training (chapters 1 and 3), its shuffled-weight controls at ``control_seeds`` (chapter
-    3), its final weights on every other corpus (chapter 7) and its other training checkpoints (chapter 8)."""
+    3), its final weights on every other corpus (chapter 7) and its other training checkpoints (chapter 8). Where
+    the profile has a scale series, the scale chapter asks for the series' models instead of the profile's (the
+    larger ones too where CUDA is present, as the chapter does)."""
+    import torch
+
     from linrec.analysis.depth import training_checkpoints
 
     out: list[Planned] = []
+    if profile.series:
+        series = profile.series_profile(gpu=torch.cuda.is_available())
+        texts = {m: series.budget(m).corpus or series.corpora[0] for m in series.models}
+        out += [Planned(m, "final", texts[m], "samples", (SERIES_CHAPTER,), series=True) for m in reversed(texts)]
+    not_by = (SERIES_CHAPTER,) if profile.series else ()
     for model in sorted(profile.models, key=lambda m: m not in profile.packaged):  # stable: profile order within
         main = profile.budget(model).corpus or profile.corpora[0]
         checkpoints = [name for name, _ in training_checkpoints(profile, model)]
-        out.append(Planned(model, "final", main, "samples"))
+        out.append(Planned(model, "final", main, "samples", not_by=not_by))
         if "init" in checkpoints:
             out.append(Planned(model, "init", main, "table", ("01_method", "03_activation", "08_training")))
         out += [Planned(model, f"permuted@{s}", main, "table", ("03_activation",)) for s in control_seeds]
@@ -75,6 +89,8 @@ def _measure(args: tuple[str, dict[str, object], Planned]) -> tuple[Planned, flo
 
     name, fields, plan = args
     profile = get_profile(name, **fields)
+    if plan.series:
+        profile = profile.series_profile(gpu=torch.cuda.is_available())
     if profile.zoo is not None:
         torch.set_num_threads(1)
     start = time.perf_counter()
