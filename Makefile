@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PROFILE ?= offline
 SHOT   ?= _build/screenshots/01_method.png
 
-.PHONY: test lint install install-scale bench clean book book-check notebooks resources
+.PHONY: test lint install install-scale bench clean book book-check book-pdf notebooks resources
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,8 +29,8 @@ $(SCALE): requirements-scale.txt $(STAMP)
 install-scale: $(SCALE)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests book/build.py book/resources.py notebooks/*.py
-	$(VENV)/bin/ruff format --check src tests book/build.py book/resources.py
+	$(VENV)/bin/ruff check src tests book/build.py book/resources.py book/_ext notebooks/*.py
+	$(VENV)/bin/ruff format --check src tests book/build.py book/resources.py book/_ext
 	$(VENV)/bin/mypy
 
 test: lint
@@ -44,9 +44,14 @@ bench: $(STAMP)
 book: $(STAMP) $(if $(filter scale,$(PROFILE)),$(SCALE))
 	$(PY) book/build.py all --profile $(PROFILE)
 
-# Figures on every chapter, no tracebacks, Colab targets committed and in sync; screenshot a chapter.
+# The executed book (make book first) as one PDF for a course, printed by Chromium: _build/html/linrec-book.pdf.
+book-pdf: $(STAMP)
+	$(PY) book/build.py pdf
+
+# Figures on every chapter, no tracebacks, Colab targets committed and in sync; every page read in Chromium as a
+# reader meets it (nothing clipped, no row numbers as data, MathJax done); screenshot a chapter.
 book-check: $(STAMP)
-	$(PY) book/build.py check --maths --screenshot $(SHOT)
+	$(PY) book/build.py check --reader --screenshot $(SHOT)
 
 # Per-chapter peak memory, cache on disk and time at the paper's real sizes (shapes profile): book/resources.md.
 resources: $(STAMP)

@@ -4,11 +4,12 @@ The steps live in :mod:`linrec.book`; this script is their command line. ``sync`
 committed Colab notebooks (:mod:`linrec.book.notebooks`), ``execute`` runs the chapters with papermill for
 one profile (:mod:`linrec.book.execute`), ``html`` renders them with Jupyter Book, warnings as errors, with
 a footer naming the build and a cite page from CITATION.cff (:mod:`linrec.book.render`,
-:mod:`linrec.book.publish`), and ``check`` verifies the result (:mod:`linrec.book.check`), optionally with
-headless Chromium: the first chapter's formulas as MathJax drew them, and a screenshot.
+:mod:`linrec.book.publish`), and ``check`` verifies the result (:mod:`linrec.book.check`), with ``--reader``
+every page read in headless Chromium as a reader meets it (:mod:`linrec.book.reader`), and a screenshot;
+``pdf`` prints the executed book as one PDF (:mod:`linrec.book.pdf`).
 
     python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)
-    python book/build.py check --maths --screenshot _build/screenshots/01_method.png
+    python book/build.py check --reader --screenshot _build/screenshots/01_method.png
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from linrec.book.check import check, execution_problems, toc_problems
 from linrec.book.execute import assignments, execute
 from linrec.book.layout import Book, BookError
 from linrec.book.notebooks import sources, sync, sync_problems
-from linrec.book.render import html, maths_problems, rendered_dom, screenshot
+from linrec.book.pdf import pdf_pages, pdf_problems, print_book
+from linrec.book.reader import page_problems
+from linrec.book.render import html
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import get_profile
 from linrec.files import sigterm_interrupts
@@ -56,10 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         if step == "execute":
             p.add_argument("--out", type=Path, default=None, help="where the executed chapters go (book/chapters)")
     sub.add_parser("html", help="render the executed chapters with Jupyter Book (-W)")
+    sub.add_parser("pdf", help="the executed book as one PDF (_build/html/linrec-book.pdf), printed by Chromium")
     c = sub.add_parser("check", help="check the built book")
-    c.add_argument("--screenshot", type=Path, help="also photograph the first chapter into this PNG")
+    c.add_argument("--screenshot", type=Path, help="also photograph the first chapter into this PNG (implies --reader)")
     c.add_argument(
-        "--maths", action="store_true", help="also render the first chapter in headless Chromium and check its formulas"
+        "--reader",
+        action="store_true",
+        help="also read every page in headless Chromium: content clipped, row numbers printed as data, MathJax "
+        "unfinished or failed",
     )
     args = parser.parse_args(argv)
     start = time.perf_counter()
@@ -96,15 +103,25 @@ def _run(args: argparse.Namespace) -> None:
         if problems := execution_problems(BOOK, chapters):
             raise BookError("chapters not fully executed (execute them again):\n  " + "\n  ".join(problems))
         html(BOOK, chapters)
+    if args.step == "pdf":
+        if problems := execution_problems(BOOK):
+            raise BookError("chapters not fully executed (execute them again):\n  " + "\n  ".join(problems))
+        html(BOOK, builder="singlehtml")
+        path, shown = print_book(BOOK)
+        if problems := pdf_problems(BOOK, path, shown):
+            raise BookError("the PDF is incomplete:\n  " + "\n  ".join(problems))
+        print(f"[book] {path.relative_to(BOOK.root)}: {pdf_pages(path)} pages, {shown} figures")
     if args.step == "check":
         first = BOOK.page(sources(BOOK)[0].stem)
-        problems = check(BOOK) + (maths_problems(rendered_dom(first), first.name) if args.maths else [])
+        problems = check(BOOK)
+        if args.reader or args.screenshot:
+            pages = sorted((BOOK.html / "book").rglob("*.html"))
+            problems += page_problems(pages, BOOK.html, formulas=first, shot=args.screenshot)
         if problems:
             raise BookError("book check failed:\n  " + "\n  ".join(problems))
         print(f"[book] check passed: {len(sources(BOOK))} chapters")
         if args.screenshot:
-            shot = screenshot(first, args.screenshot)
-            print(f"[book] screenshot: {shot}")
+            print(f"[book] screenshot: {args.screenshot}")
 
 
 if __name__ == "__main__":

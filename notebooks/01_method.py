@@ -82,7 +82,7 @@ for model_type in linrec.SUPPORTED:
         "Y: output of": block.output,
         "hooked": type(ffn).__name__ if block.input == block.output else "first, last Linear",
     })
-pd.DataFrame(where)
+show(pd.DataFrame(where))
 
 # %% [markdown]
 # Three differences matter later. In GPT-2 {cite}`radford2019language` the MLP reads the attention
@@ -541,12 +541,12 @@ print(f"{per_fold / 1e6:.1f} MB per fold, {5 * per_fold / 1e6:.1f} MB for 5 fold
 torch.manual_seed(SEED)
 wide = GPT2LMHeadModel(GPT2Config(**{**config.to_dict(), "initializer_range": 0.2}))
 wide = wide.to(DEVICE).eval().requires_grad_(False)
-pd.DataFrame({
+show(pd.DataFrame({
     "block": table["block"],
     "R²_lin, init std 0.02": table["r2_lin"],
     "R²_lin, init std 0.2": linrec.measure(wide, batches, folds=FOLDS, seed=SEED,
                                            progress=ch.progress)["r2_lin"],
-})
+}))
 
 # %% [markdown]
 # :::{solution-end}

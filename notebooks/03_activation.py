@@ -392,7 +392,7 @@ print(f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paire
 # for comparison. The code below prints the input RMS per model and block.
 
 # %% tags=["solution"]
-display(trained_blocks.pivot(index="block", columns="model", values="input_rms")[MODELS])
+display(show(trained_blocks.pivot(index="block", columns="model", values="input_rms")[MODELS]))
 
 # %% [markdown]
 # :::{solution-end}

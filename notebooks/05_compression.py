@@ -237,7 +237,8 @@ show(budget_summary(budget, frontier, MODEL), fold="what each model gives up to 
 # ## Paper against this run
 
 # %%
-ch.report(compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier), figure="fig-compression-signal")
+ch.report(compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier), figure="fig-compression-signal",
+          plain=MODEL)
 
 # %% tags=["remove-input"]
 ch.caveat()
@@ -322,7 +323,7 @@ show(signal.merge(sink, on=["model", "block"])
 # keeps most of it. The code below lists the ΔPPL difference per block.
 
 # %% tags=["solution"]
-grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]}) if {"mean", "zero"} <= set(grid) else None
+show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]})) if {"mean", "zero"} <= set(grid) else None
 
 # %% [markdown]
 # :::{solution-end}

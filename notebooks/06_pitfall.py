@@ -332,7 +332,7 @@ for c in (0.0, 0.5, 1.0, 1.5, 2.0):
     run = train_linear(planted_rows(c, seed=SEED), optimizer="sgd", config=toy)
     sweep.append({"decades c": c, "condition number κ": 10 ** (2 * c), "ceiling": run.ceiling,
                   "final gap": run.ceiling - run.log.r2.iloc[-1], "status": run.status})
-pd.DataFrame(sweep)
+show(pd.DataFrame(sweep))
 
 # %% [markdown]
 # :::{solution-end}

@@ -224,7 +224,7 @@ held = linrec.make_batches(loaded_tokenizer, held_out, seq_len=profile.seq_len, 
                            max_context=max_context(loaded)).first(record["eval_text"]["rows"])
 assert held.sha256 == record["eval_text"]["tokens_sha256"], "not the tokens the report scored"
 ppl = own_loss_perplexity(loaded, held)
-ch.report(replaced_claims(record, ppl, name))
+ch.report(replaced_claims(record, ppl, name), plain=name)
 prompt = held.input_ids[:1, :16].to(next(loaded.parameters()).device)  # the start of the held-out text
 continued = loaded.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False)
 print(f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_tokenizer.decode(continued[0, 16:])!r}")
@@ -250,7 +250,7 @@ cost = pd.DataFrame({
     "time ratio": [timing["capture_s"] / timing["bare_s"]],
     "device": [str(next(model.parameters()).device)],
 })
-ch.report(your_model_claims(ablated[ablated.ablation == "affine"], timing, name))
+ch.report(your_model_claims(ablated[ablated.ablation == "affine"], timing, name), plain=name)
 show(cost, {"bare forward (tokens/s)": ",.0f", "forward + capture + moments (tokens/s)": ",.0f"})
 
 # %%
@@ -311,7 +311,7 @@ for real in profile.packaged:
     if result.none_fits is None:
         real_model, _ = linrec.load_model(str(result.save(workdir / f"replaced-{real}")))
         loaded_ppl = own_loss_perplexity(real_model, held_out)
-        ch.report(replaced_claims(result.record, loaded_ppl, real))
+        ch.report(replaced_claims(result.record, loaded_ppl, real), plain=real)
         del real_model
     replaced_rows.append(replaced_summary(result.record, loaded_ppl, real))
     del net
@@ -380,7 +380,7 @@ show(pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace
 # for the error of earlier maps; the code below lists the steps side by side.
 
 # %% tags=["solution"]
-steps[["step", "block", "delta_ppl", "one_shot_delta_ppl", "kept"]]
+show(steps[["step", "block", "delta_ppl", "one_shot_delta_ppl", "kept"]])
 
 # %% [markdown]
 # :::{solution-end}

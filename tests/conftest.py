@@ -224,3 +224,39 @@ def book_script(name: str):
     sys.modules[spec.name] = module  # registered before it runs, as an import would (dataclasses look it up)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def legible_figures(request, monkeypatch):
+    """Every figure a test draws, in the book's style, must be legible at the book's column width
+    (:func:`linrec.plots.legibility.problems`: no text over text, none under 8 pt as shown), checked as the test
+    closes it or, left open, as the test ends. A test that plants an illegible figure checks it itself and marks
+    itself ``illegible_on_purpose``."""
+    if request.node.get_closest_marker("illegible_on_purpose"):
+        yield
+        return
+    import matplotlib as mpl
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from linrec.plots import use_book_style
+    from linrec.plots.legibility import problems
+
+    found: dict[int, list[str]] = {}
+    close = plt.close
+    before = set(plt.get_fignums())  # figures other tests left open are theirs
+    saved = mpl.rcParams.copy()
+    use_book_style()  # drawn as the book draws them: seaborn's notebook fonts
+
+    def checked(fig=None) -> None:
+        numbers = (
+            plt.get_fignums() if fig == "all" else [fig.number if isinstance(fig, Figure) else fig or plt.gcf().number]
+        )
+        found.update({n: problems(plt.figure(n)) for n in numbers if n in plt.get_fignums() and n not in before})
+        close(fig)
+
+    monkeypatch.setattr(plt, "close", checked)
+    yield
+    checked("all")
+    mpl.rcParams.update(saved)
+    assert not any(found.values()), f"illegible figures: { {n: p for n, p in found.items() if p} }"

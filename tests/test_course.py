@@ -228,6 +228,36 @@ def test_every_chapter_states_its_run_time_under_its_title():
         assert title.split("\n\n")[1].startswith("**Run time.** On a CPU"), source.name
 
 
+def test_a_page_whose_run_time_disagrees_with_the_build_s_own_is_stale(tmp_path, monkeypatch):
+    monkeypatch.setattr(timing.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(timing.platform, "machine", lambda: "x86_64")
+
+    def executed(stem: str, note: str) -> None:
+        cell = nbformat.v4.new_markdown_cell(f"# {stem}\n\n{note}\nText.")
+        nbformat.write(nbformat.v4.new_notebook(cells=[cell]), tmp_path / f"{stem}.ipynb")
+
+    executed("02_x", timing.run_time_note(RESOURCES, "02_x"))  # states 5 to 6 minutes
+    executed("03_y", "**Run time.** On a CPU (`offline` profile): 5 minutes.")  # written before the last record
+    timing.record_times(tmp_path, "offline", {"02_x": 330.0, "03_y": 50.0})
+    assert timing.stale_run_times(tmp_path, RESOURCES) == [
+        "03_y: the page states another run time than book/resources.json: execute it again"
+    ]
+    timing.record_times(tmp_path, "offline", {"02_x": 720.0})  # a cold build of 12 minutes: planted stale time
+    (stale,) = [p for p in timing.stale_run_times(tmp_path, RESOURCES) if p.startswith("02_x")]
+    assert (
+        stale.startswith("02_x: this build took 12 minutes; the page states 5 to 6 minutes")
+        and "--record-build" in stale
+    )
+    timing.record_times(tmp_path, "offline", {"02_x": 15.0})  # warm: far under the span, also not what it says
+    assert any(p.startswith("02_x: this build took 15 s") for p in timing.stale_run_times(tmp_path, RESOURCES))
+    timing.record_times(tmp_path, "smoke", {"02_x": 1.0})  # another profile's times replace, and are not compared
+    assert timing.load(tmp_path / timing.TIMINGS)["chapters"] == {"02_x": 1.0}
+    assert [p for p in timing.stale_run_times(tmp_path, RESOURCES) if "took" in p] == []
+    monkeypatch.setattr(timing.os, "cpu_count", lambda: 16)  # another machine than the records name
+    timing.record_times(tmp_path, "offline", {"02_x": 10.0})
+    assert [p for p in timing.stale_run_times(tmp_path, RESOURCES) if "took" in p] == []
+
+
 def test_a_build_log_becomes_a_record_of_chapter_times(tmp_path):
     log = tmp_path / "build.log"
     log.write_text(

@@ -92,7 +92,10 @@ def test_captured_figure_draws_intervals_and_controls():
     )
     ax = figures.captured_figure(table, controls).axes[0]
     assert ax.get_xlabel() and "share of the residual" in ax.get_ylabel()
-    assert [t.get_text().strip() for t in ax.texts] == list(controls.control)
+    assert sorted(t.get_text().strip() for t in ax.texts) == sorted(controls.control)
+    near = pd.DataFrame({"control": ["gelu", "swiglu", "odd", "quadratic"], "captured": [1e-4, -2e-4, 0.0, 0.97]})
+    crowded = figures.captured_figure(table, near).axes[0]  # three lines at 0: one label, not three over each other
+    assert sorted(t.get_text().strip() for t in crowded.texts) == ["quadratic", "swiglu, odd, gelu"]
     assert sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == ":") == [0.0, 0.97]
     kinds = ["quadratic", "gelu-mlp", "swiglu-mlp", "odd"]
     bracket = pd.DataFrame(

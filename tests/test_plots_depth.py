@@ -129,6 +129,23 @@ def test_curves_figure_styles_each_checkpoint():
     assert len(errorbars(fig.axes[0])) == 4 and fig.axes[0].get_title() == "t"
 
 
+def test_many_models_get_a_panel_each_in_their_own_colours_and_deep_ones_fewer_tick_labels():
+    four = pd.concat([table_of(checkpoints=("init", "final")).assign(model=lambda t, k=k: t.model + f"-{k}")
+                      for k in range(2)])  # fmt: skip
+    order = ["m-a-1", "m-b-0", "m-a-0", "m-b-1"]
+    fig = depth.curves_figure(four, style="checkpoint", order=order, title="t")
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    assert [ax.get_title() for ax in panels] == order and all(len(errorbars(ax)) == 2 for ax in panels)
+    colours = [errorbars(ax)[0].lines[0].get_color() for ax in panels]
+    assert len(set(colours)) == 4  # a model keeps one colour, not the first of the palette in every panel
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["init", "final"]  # the styles, shown once
+    deep = table_of(blocks=30)
+    ax = depth.curves_figure(deep[deep.model == "m-a"]).axes[0]
+    ticks = [t for t in ax.get_xticks() if 0 <= t <= 29]
+    assert 3 <= len(ticks) < 30 and all(float(t).is_integer() for t in ticks)  # 30 labels would run together
+    assert list(depth.curves_figure(table_of(blocks=6)).axes[0].get_xticks()) == list(range(6))  # a short model: all
+
+
 def test_reference_figure_draws_the_reported_bounds():
     import pandas as pd
 
@@ -139,6 +156,14 @@ def test_reference_figure_draws_the_reported_bounds():
     dashed = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--")
     assert dashed == [0.3, 0.99]
     assert ax.get_xlabel() and ax.get_ylabel()
+    many = pd.concat([table.assign(model=m) for m in "abcde"])
+    fig = heterogeneity_reference_figure(many)
+    panels = [ax for ax in fig.axes if ax.get_lines()]
+    assert len(panels) == 5 and all(
+        sorted(line.get_ydata()[0] for line in p.get_lines() if line.get_linestyle() == "--") == [0.3, 0.99]
+        for p in panels
+    )
+    assert "dashed: the paper's reported bounds, 0.3 and 0.99" in fig.get_suptitle()
 
 
 def test_position_figure_sets_all_rows_against_later_ones():
@@ -172,5 +197,8 @@ def test_convergence_figure_draws_the_median_and_the_lowest_block_per_model_agai
     assert xs == [(4.0, 8.0, 12.0, 16.0), (10.0, 20.0, 30.0, 40.0)]  # train rows / d_in
     lowest = {round(float(line.get_ydata()[-1]), 6) for line in lines}
     assert lowest == {0.48, 0.68}  # the lowest block (0.5 - 0.1/5) and the median block (0.7 - 0.1/5)
+    texts = ax.figure.legends[0].get_texts()  # one legend beneath the figure
+    titles = [t.get_text() for t in texts if t.get_fontweight() == "bold"]
+    assert titles == ["model:", "over blocks:"] and len(texts) == 6  # headings, not entries that read as data
     with pytest.raises(LinrecError, match="d_in"):
         depth.convergence_figure(pd.DataFrame(rows).drop(columns="d_in"))

@@ -89,6 +89,9 @@ def test_the_render_config_is_the_book_config_plus_the_footer(tmp_path):
     path = publish.render_config(Book(tmp_path), "<p>built</p>")
     config, original = yaml.safe_load(path.read_text()), yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["html"].pop("extra_footer") == "<p>built</p>"
+    local = config["sphinx"]["local_extensions"]
+    assert local == {"single_page": str(tmp_path / "book/_ext")}  # absolute: the copy is read from under _build
+    local["single_page"] = original["sphinx"]["local_extensions"]["single_page"]
     assert config == original
 
 
@@ -149,7 +152,7 @@ def test_a_citation_without_the_needed_fields_is_refused(tmp_path):
 def test_a_figure_is_shown_with_its_data_as_csv_beside_it(tmp_path, monkeypatch):
     monkeypatch.setenv("LINREC_FIGURE_DATA", str(tmp_path))
     shown = []
-    monkeypatch.setattr("IPython.display.display", lambda obj, raw=False: shown.append(obj))
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw=False, metadata=None: shown.append(obj))
     table = pd.DataFrame({"block": [0, 1], "r2_lin": [0.25, 1 / 3]})
     pivot = table.set_index("block")
     fig, ax = plt.subplots()
@@ -169,6 +172,55 @@ def test_a_figure_is_shown_with_its_data_as_csv_beside_it(tmp_path, monkeypatch)
     chapter = Chapter("02_demo", get_profile("smoke"), seed=0)
     assert chapter.figure(plt.figure(), table, "fig-other") is None  # a returned value would be a second output
     assert len(shown) == 2 and (tmp_path / "figure-data/02_demo/fig-other.csv").exists()
+
+
+@pytest.mark.illegible_on_purpose
+def test_an_illegible_figure_is_shown_with_its_problems_which_the_book_check_reports(tmp_path, monkeypatch):
+    import nbformat
+
+    from linrec.book import check
+
+    monkeypatch.setenv("LINREC_FIGURE_DATA", str(tmp_path))
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw=False, metadata=None: shown.append(metadata))
+    fig, ax = plt.subplots(figsize=(7.5, 3))
+    ax.annotate("oddgelu-mlp", (0.5, 0.0))
+    ax.annotate("oddgelu-mlp-narrow", (0.52, 0.01))  # planted: printed over the first
+    figures.show_figure(fig, None, "02_demo", "fig-overprinted")
+    (metadata,) = shown
+    assert metadata[figures.ILLEGIBLE] and "overlaps" in metadata[figures.ILLEGIBLE][0]
+    output = nbformat.v4.new_output("display_data", data={"text/plain": "fig-overprinted"}, metadata=metadata)
+    path = tmp_path / "02_demo.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[output])]), path)
+    (problem,) = [p for p in check._output_problems(path) if "oddgelu-mlp'" in p]
+    assert problem.startswith("02_demo.ipynb: cell 0: figure fig-overprinted: text 'oddgelu-mlp' overlaps")
+    fig, ax = plt.subplots(figsize=(7.5, 3))
+    ax.plot([0, 1])
+    figures.show_figure(fig, None, "02_demo", "fig-fine")
+    assert shown[-1] is None  # nothing to report
+
+
+@pytest.mark.illegible_on_purpose
+def test_legibility_finds_overprinted_ticks_and_text_shrunk_below_8_pt_and_passes_a_plain_figure():
+    from matplotlib.figure import Figure
+
+    from linrec.plots.legibility import problems
+
+    fig, ax = plt.subplots(figsize=(7.5, 3))
+    ax.set_xticks(range(30), [f"block {i}" for i in range(30)])  # 30 labels in 7.5 inches run together
+    assert any("'block 10' overlaps 'block 11'" in p for p in problems(fig))
+    ax.set_xticks(range(0, 30, 5), [f"block {i}" for i in range(0, 30, 5)])
+    assert problems(fig) == []
+    ax.set_xlim(0, 10)  # ticks beyond the view are not drawn, so not read
+    assert problems(fig) == []
+    wide, ax = plt.subplots(figsize=(15, 3))  # shrunk to half in the column: 10-pt ticks read as 5 pt
+    ax.plot([0, 1])
+    assert problems(wide) and all("pt as shown" in p for p in problems(wide))
+    assert problems(wide, column_px=1500) == []
+    bare = Figure(figsize=(7.5, 3))  # a canvas with no renderer, as in a notebook's inline backend
+    bare.subplots().set_xticks(range(30), [f"block {i}" for i in range(30)])
+    assert any("overlaps" in p for p in problems(bare))
+    plt.close("all")
 
 
 def test_a_diagram_has_no_data_link_and_bad_figure_data_is_refused(tmp_path, monkeypatch):

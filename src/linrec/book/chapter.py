@@ -36,7 +36,7 @@ from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
-from linrec.report.claims import Claim, Verdicts, claims_table
+from linrec.report.claims import PLAIN, Claim, Verdicts, claims_table
 from linrec.report.tables import Table, show
 
 if TYPE_CHECKING:
@@ -137,19 +137,20 @@ class Chapter:
     seed: int
     progress: bool = True
 
-    def report(self, claims: Sequence[Claim], figure: str | None = None) -> Table | None:
-        """Record ``claims`` in the ledger the appendix and the intro read (``figure``: the label of the chapter's
-        figure they are read from); where some test a statement, show the verdict over them
-        (:class:`~linrec.report.claims.Verdicts`: the conclusion in one sentence, then each claim's verdict with
-        its rule) and return their table (:func:`~linrec.report.claims.claims_table`, formatted for reading by
-        :func:`~linrec.report.tables.show`) for the chapter to show.
+    def report(self, claims: Sequence[Claim], figure: str | None = None, plain: str = PLAIN) -> Table | None:
+        """Record ``claims`` in the ledger the appendix, the intro and the chapter's summary read (``figure``: the
+        label of the chapter's figure they are read from; ``plain``: what the claims made without a subject are
+        about, by default the chapter's models pooled); where some test a statement, show the verdict over them
+        (:class:`~linrec.report.claims.Verdicts`: the conclusion in one sentence, then each statement's verdicts
+        with its rule) and return their table (:func:`~linrec.report.claims.claims_table`, formatted for reading
+        by :func:`~linrec.report.tables.show`) for the chapter to show.
         Headline numbers alone show nothing."""
-        ledger.record(self.profile.name, self.name, claims, figure)
+        ledger.record(self.profile.name, self.name, claims, figure, plain)
         if not any(claim.tested for claim in claims):
             return None
         from IPython.display import display
 
-        display(Verdicts(self.profile.name, tuple(claims)))
+        display(Verdicts(self.profile.name, tuple(claims), plain, self.name))
         return show(claims_table(claims))
 
     def caveat(self) -> None:

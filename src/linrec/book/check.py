@@ -1,5 +1,7 @@
 """What a built book must satisfy: notebooks in sync, every chapter in the TOC, executed to the end without
-errors, rendered with a figure, its Colab link, the footer naming the build, and every figure-data link resolving."""
+errors, its figures legible (:mod:`linrec.plots.legibility`, recorded as each was shown), its stated run time
+that of the measurements (:func:`linrec.book.timing.stale_run_times`), rendered with a figure, its Colab link, the
+footer naming the build, and every figure-data link resolving."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from linrec.book.figures import FIGURE_DATA
+from linrec.book import timing
+from linrec.book.figures import FIGURE_DATA, ILLEGIBLE
 from linrec.book.layout import Book
-from linrec.book.notebooks import colab_link, sources, sync_problems
+from linrec.book.notebooks import RESOURCES, colab_link, sources, sync_problems
+from linrec.book.timing import stale_run_times
 
 
 class _Page(HTMLParser):
@@ -43,6 +47,10 @@ def _output_problems(executed: Path) -> list[str]:
             )
             if output.output_type == "error" or _TRACEBACK.search(text):
                 problems.append(f"{executed.name}: cell {i} has an error or traceback in its output")
+            illegible = output.get("metadata", {}).get(ILLEGIBLE, [])
+            problems += [
+                f"{executed.name}: cell {i}: figure {output['data'].get('text/plain')}: {p}" for p in illegible
+            ]
     return problems
 
 
@@ -102,6 +110,7 @@ def check(book: Book) -> list[str]:
     """Everything wrong with the built book: stale notebooks, TOC gaps, chapters not fully executed, errors,
     missing figures, Colab links or footers, and figure-data links to no file."""
     problems = sync_problems(book) + toc_problems(book) + execution_problems(book)
+    problems += stale_run_times(book.chapters, timing.load(book.root / RESOURCES))
     stems = [s.stem for s in sources(book)]
     for stem in stems:
         executed, page = book.chapters / f"{stem}.ipynb", book.page(stem)

@@ -27,6 +27,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
+from linrec.book import timing
 from linrec.book.layout import Book, BookError
 from linrec.book.notebooks import RESOURCES, colab_link, paired_notebook, sources
 from linrec.book.prepare import planned, prepare_measurements
@@ -179,7 +180,7 @@ def run_chapters(
     last: tuple[str, ...] = AFTER_THE_REST,
     cwd: Path | None = None,
     expected: Mapping[str, float] | None = None,
-) -> None:
+) -> dict[str, float]:
     """Execute ``runs`` with papermill, ``jobs`` at a time (progress bars only for one at a time), the longest first
     by their ``expected`` seconds (those without come first, in order; the least idle time at the end), but for the
     ``last`` chapters, which start once all the others are done; each runs in ``cwd`` (papermill's default when
@@ -188,9 +189,10 @@ def run_chapters(
     The first failure stops the build: chapters still running are stopped, queued ones never start, and the
     error names the chapter and the cell. An interrupt stops every running chapter the same way. A chapter gets
     its final name only once papermill completes it (:attr:`ChapterRun.partial` until then); a stopped chapter's
-    partial notebook is removed, a failed one's kept for its traceback.
+    partial notebook is removed, a failed one's kept for its traceback. Returns each chapter's wall seconds.
     """
     expected = expected or {}
+    took: dict[str, float] = {}
     longest = sorted((r for r in runs if r.stem not in last), key=lambda r: -expected.get(r.stem, math.inf))
     queue = longest + [r for r in runs if r.stem in last]
     live: dict[str, tuple[subprocess.Popen, float]] = {}
@@ -210,7 +212,9 @@ def run_chapters(
                 if code != 0:
                     raise BookError(f"{run.stem}: {_failure(run, code)}")
                 os.replace(run.partial, run.out)
-                print(f"[book] {run.stem}: done in {time.perf_counter() - start:.1f} s", flush=True)
+                took[run.stem] = time.perf_counter() - start
+                print(f"[book] {run.stem}: done in {took[run.stem]:.1f} s", flush=True)
+        return took
     finally:
         for stem, (proc, _) in live.items():
             _stop(proc)
@@ -283,7 +287,10 @@ def execute(
             }
             run.parameters.write_text(yaml.safe_dump(parameters))
             runs.append(run)
-        run_chapters(runs, name, jobs, cwd=book.root, expected=last_build(book, profile))
+        took = run_chapters(runs, name, jobs, cwd=book.root, expected=last_build(book, profile))
+    timing.record_times(out_dir, profile, took)
+    for run in runs:
+        add_findings(run.out, profile, run.stem)
     write_claims(book, profile)
 
 
@@ -298,20 +305,30 @@ def _parameter(declared: Mapping[str, Mapping[str, str]], name: str, params: dic
 def last_build(book: Book, profile: str) -> dict[str, float]:
     """Each chapter's wall seconds in the last build of ``profile`` that ``book/resources.json`` records (empty when
     none is): what the scheduler starts the longest chapters first by."""
-    from linrec.book import timing
-
     builds = timing.builds(timing.load(book.root / RESOURCES) or {}, profile)
     return dict(builds[-1]["chapters"]) if builds else {}
+
+
+def add_findings(executed: Path, profile: str, stem: str) -> None:
+    """Open the executed chapter with what it found (:func:`linrec.book.ledger.findings`), after its Colab button:
+    known only once it ran, so written here, into the page and not into the Colab notebook."""
+    from linrec.book.ledger import findings
+
+    box = findings(profile, stem)
+    if box is None:
+        return
+    nb = nbformat.read(executed, as_version=4)
+    after = next((i for i, c in enumerate(nb.cells) if c.get("id") == f"{stem}-colab"), 0)
+    nb.cells.insert(after + 1, nbformat.v4.new_markdown_cell(box, id=f"{stem}-findings"))
+    nbformat.write(nb, executed)
 
 
 def write_claims(book: Book, profile: str) -> Path:
     """Write the intro's claims table (:attr:`Book.claims`) from the claims ``profile``'s chapters recorded."""
     from linrec.book.ledger import claims_page
-    from linrec.experiment.profiles import get_profile
 
-    chosen = get_profile(profile)
     book.claims.parent.mkdir(parents=True, exist_ok=True)
-    book.claims.write_text(claims_page(profile, list(chosen.models)))
+    book.claims.write_text(claims_page(profile))
     print(f"[book] wrote {book.claims.relative_to(book.root)} from the {profile} ledger", flush=True)
     return book.claims
 

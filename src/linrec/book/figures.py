@@ -6,6 +6,8 @@ number (myst-nb wraps every output of a figure cell in the figure) stay single, 
 works in the built book (:func:`linrec.book.render.html` copies ``figure-data`` beside the pages) and is
 harmless on Colab, where the file lands in the runtime's working folder. The folder is under
 ``$LINREC_FIGURE_DATA`` (the book's build points it at the executed chapters), else the working directory.
+A figure whose text cannot be read at the book's column width (:func:`linrec.plots.legibility.problems`) is shown
+all the same, with what is wrong in the output's metadata (:data:`ILLEGIBLE`), which ``make book-check`` reports.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 FIGURE_DATA = "figure-data"
+ILLEGIBLE = "linrec-illegible"
+"""The key of a figure output's metadata that lists what keeps its text from being read."""
 
 
 def _file_stem(name: str) -> str:
@@ -84,11 +88,14 @@ def show_figure(
     import matplotlib.pyplot as plt
     from IPython.display import display
 
+    from linrec.plots.legibility import problems
+
     links = save_figure_data(data, chapter, name) if data is not None else []
+    illegible = problems(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")  # what the inline backend draws
     plt.close(fig)
     png = buffer.getvalue()
     bundle = {"text/html": figure_html(png, links), "image/png": base64.b64encode(png).decode(), "text/plain": name}
-    display(bundle, raw=True)
+    display(bundle, raw=True, metadata={ILLEGIBLE: illegible} if illegible else None)
     return links

@@ -10,14 +10,15 @@ Chapters do not call it: :meth:`linrec.book.chapter.Chapter.report` does.
 
 from __future__ import annotations
 
+import html
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
 from linrec.cache import cache_dir
-from linrec.report.claims import Claim, Verdict
+from linrec.report.claims import PLAIN, Claim, Verdict, anchor
 from linrec.report.tables import formatted
 
 COLUMNS = ["chapter", "quantity", "measured", "unit", "paper (reported)", "reproduced", "note"]
@@ -38,7 +39,7 @@ def start(profile: str, chapter: str) -> None:
     path.write_text("[]")
 
 
-def _entry(chapter: str, claim: Claim, figure: str | None) -> dict:
+def _entry(chapter: str, claim: Claim, figure: str | None, plain: str) -> dict:
     note = claim.note
     if claim.interval is not None:
         low, high = claim.interval
@@ -54,13 +55,17 @@ def _entry(chapter: str, claim: Claim, figure: str | None) -> dict:
         "rule": claim.rule,
         "source": claim.source,
         "figure": figure or "",
+        "name": claim.name,
+        "subject": claim.subject or plain,
     }
 
 
-def record(profile: str, chapter: str, claims: Iterable[Claim], figure: str | None = None) -> list[dict]:
+def record(
+    profile: str, chapter: str, claims: Iterable[Claim], figure: str | None = None, plain: str = PLAIN
+) -> list[dict]:
     """Add ``claims`` to ``chapter``'s entries under ``profile``, read from the chapter's figure labelled ``figure``
-    (None: no one figure); return the entries written."""
-    new = [_entry(chapter, claim, figure) for claim in claims]
+    (None: no one figure), a claim made without a subject being about ``plain``; return the entries written."""
+    new = [_entry(chapter, claim, figure, plain) for claim in claims]
     path = _path(profile, chapter)
     entries = json.loads(path.read_text()) if path.exists() else []
     names = {entry["quantity"] for entry in new}
@@ -83,27 +88,20 @@ def ledger(profile: str) -> pd.DataFrame:
     return pd.DataFrame(entries(profile), columns=COLUMNS)
 
 
-def _base(quantity: str, subjects: Sequence[str]) -> tuple[str, str]:
-    """``quantity`` split into the claim and the subject :meth:`Claim.of` named it after ("" for none)."""
-    for subject in sorted(subjects, key=len, reverse=True):
-        if quantity.endswith(f" ({subject})"):
-            return quantity.removesuffix(f" ({subject})"), subject
-    return quantity, ""
-
-
-def claims_page(profile: str, subjects: Sequence[str] = ()) -> str:
+def claims_page(profile: str) -> str:
     """The tested claims ``profile``'s chapters recorded, as the Markdown table the intro includes: one row per
     claim with its chapter, where the paper states it, the chapter's figure and the verdict.
 
-    A claim made again about one of ``subjects`` (a model, named with :meth:`Claim.of`) shares its row: the verdict
-    cell gives the plain claim's verdict first, then each subject's. Roles link the chapter and the figure, so the
-    page is read where the chapters are rendered (the book's intro).
+    A claim made about several subjects (models, :meth:`Claim.of`) shares its row: the verdict cell gives each
+    subject's verdict after its name, the claim made without one first (about the chapter's models pooled, or
+    what the chapter said it is about). Roles link the chapter and the figure, so the page is read where the
+    chapters are rendered (the book's intro).
     """
     rows: dict[tuple[str, str], dict] = {}
     for entry in entries(profile):
         if not entry["reproduced"]:
             continue
-        claim, subject = _base(entry["quantity"], subjects)
+        claim, subject = entry["name"], entry["subject"]
         row = rows.setdefault((entry["chapter"], claim), {"verdicts": {}, "figure": "", "source": ""})
         row["verdicts"][subject] = Verdict(entry["reproduced"]).words(of_paper=bool(entry.get("source")))
         row["figure"] = row["figure"] or entry.get("figure", "")
@@ -111,7 +109,7 @@ def claims_page(profile: str, subjects: Sequence[str] = ()) -> str:
     lines = [
         f"This build ran the `{profile}` profile. Each row is a claim a chapter tests, with where the paper states it "
         "(\"this book's check\" for a control or a test the paper does not make), the chapter's figure it is read from "
-        "and the verdict; a verdict after a model's name is the same claim tested on that model alone. The rule "
+        'and the verdict on each model it was tested on ("all models": the chapter\'s models pooled). The rule '
         "behind each verdict is stated beside it in its chapter.",
         "",
         "| claim | chapter | the paper's figure | this build's figure | verdict |",
@@ -119,7 +117,7 @@ def claims_page(profile: str, subjects: Sequence[str] = ()) -> str:
     ]
     for (chapter, claim), row in rows.items():
         verdicts = row["verdicts"]
-        cell = "; ".join(f"{s}: {v}" if s else v for s, v in sorted(verdicts.items(), key=lambda sv: sv[0] != ""))
+        cell = "; ".join(f"{s}: {v}" for s, v in verdicts.items())
         figure = f"{{numref}}`{row['figure']}`" if row["figure"] else "—"
         source = row["source"] or "this book's check"
         link = f"{{doc}}`{int(chapter[:2])} </book/chapters/{chapter}>`"
@@ -127,6 +125,29 @@ def claims_page(profile: str, subjects: Sequence[str] = ()) -> str:
     if not rows:
         lines[2:] = ["No chapter has recorded a tested claim for this profile: execute the chapters first."]
     return "\n".join(lines) + "\n"
+
+
+FOUND = {"yes": "held", "no": "did not hold", "untestable": "could not be tested"}
+"""How the summary at the top of a chapter groups its verdicts (a reproduced claim of the paper "held")."""
+
+
+def findings(profile: str, chapter: str) -> str | None:
+    """The box a chapter's page opens with (Markdown): one line per model the chapter tested claims on (the claims
+    made without one first: its models pooled), naming the claims that held, did not hold and could not be tested,
+    each linked to its verdict on the page. None where the chapter recorded no tested claim under ``profile``."""
+    tested = [e for e in entries(profile) if e["chapter"] == chapter and e["reproduced"]]
+    if not tested:
+        return None
+    lines = [f":::{{admonition}} What this chapter found (`{profile}` profile)", ":class: tip", ""]
+    for subject in dict.fromkeys(e["subject"] for e in tested):
+        about = [e for e in tested if e["subject"] == subject]
+        parts = []
+        for verdict, words in FOUND.items():
+            names = dict.fromkeys(e["name"] for e in about if e["reproduced"] == verdict)
+            links = ", ".join(f'<a href="#{anchor(chapter, n)}">{html.escape(n)}</a>' for n in names)
+            parts += [f"{words}: {links}"] if names else []
+        lines.append(f"- **{subject}**: " + "; ".join(parts) + ".")
+    return "\n".join([*lines, ":::"])
 
 
 def empty_note(profile: str, colab: bool) -> str:

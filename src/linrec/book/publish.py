@@ -78,10 +78,14 @@ def footer(profiles: list[str], commit: str, day: dt.date, version: str) -> str:
 
 
 def render_config(book: Book, footer_html: str, partial: bool = False) -> Path:
-    """``_config.yml`` with ``html.extra_footer`` set to ``footer_html``, written under ``_build``; ``partial``: a
-    book of some chapters only, whose links to the others Sphinx leaves as text without a warning."""
+    """``_config.yml`` with ``html.extra_footer`` set to ``footer_html``, written under ``_build`` (its local Sphinx
+    extensions' folders made absolute); ``partial``: a book of some chapters only, whose links to the others Sphinx
+    leaves as text without a warning."""
     config = yaml.safe_load((book.root / "_config.yml").read_text())
     config.setdefault("html", {})["extra_footer"] = footer_html
+    local = config.get("sphinx", {}).get("local_extensions") or {}
+    for name, folder in local.items():  # Jupyter Book reads them relative to the config, now under _build
+        local[name] = str((book.root / folder).resolve())
     if partial:
         config.setdefault("sphinx", {}).setdefault("config", {})["suppress_warnings"] = ["ref.doc"]
     out = book.root / "_build" / "config" / "_config.yml"

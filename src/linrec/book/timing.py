@@ -13,9 +13,13 @@ so it reaches Colab, where ``book/`` is not installed.
 from __future__ import annotations
 
 import json
+import os
+import platform
 import re
 from collections.abc import Mapping
 from pathlib import Path
+
+import nbformat
 
 from linrec.book.layout import BookError
 
@@ -88,3 +92,49 @@ def run_time_note(resources: Mapping, stem: str) -> str:
     else:
         text += " Its time on a GPU at the paper's model sizes has not been measured."
     return f"**Run time.** {text}"
+
+
+TIMINGS = "timings.json"
+"""The file beside the executed chapters in which ``execute`` records each chapter's wall time in that build."""
+
+SLACK = (0.5, 1.5, 30.0)
+"""How far a build's time may fall from the span a page states before the page counts as stale: below half its
+shortest, or over one and a half times its longest, plus 30 s either way (two cores shared with other work, caches
+warm or cold)."""
+
+
+def record_times(out_dir: Path, profile: str, seconds: Mapping[str, float]) -> None:
+    """Add this build's chapter times to ``out_dir``'s :data:`TIMINGS` (those of another profile or machine are
+    dropped), with this machine's description in the form :func:`run_time_note` names machines by."""
+    path = out_dir / TIMINGS
+    machine = f"{os.cpu_count()} CPU cores ({platform.machine()})"
+    known = load(path) or {}
+    chapters = known.get("chapters", {}) if known.get("profile") == profile and known.get("machine") == machine else {}
+    path.write_text(json.dumps({"profile": profile, "machine": machine, "chapters": {**chapters, **seconds}}, indent=1))
+
+
+def stale_run_times(executed: Path, resources: Mapping | None) -> list[str]:
+    """Where an executed chapter's stated run time disagrees with the measurements: its note is not the one
+    ``resources`` gives now (the page was built before the last record), or this build of the ``offline`` profile,
+    on a machine of the kind the note names, took a time outside the stated span (:data:`SLACK`)."""
+    measured = load(executed / TIMINGS)
+    if measured is None or resources is None:
+        return []
+    problems = []
+    for stem, seconds in measured["chapters"].items():
+        page = executed / f"{stem}.ipynb"
+        if not page.exists():
+            continue
+        title = nbformat.read(page, as_version=4).cells[0].source
+        if run_time_note(resources, stem) not in title:
+            problems.append(f"{stem}: the page states another run time than book/resources.json: execute it again")
+        offline = [b for b in builds(resources, "offline") if b["machine"] == measured["machine"]]
+        stated = [b["chapters"][stem] for b in offline if stem in b["chapters"]]
+        low, high, plus = SLACK
+        outside = stated and not low * min(stated) - plus <= seconds <= high * max(stated) + plus
+        if measured["profile"] == "offline" and outside:
+            problems.append(
+                f"{stem}: this build took {duration(seconds)}; the page states {span(stated)} from the recorded "
+                "builds: record this one (book/resources.py --record-build LOG --profile offline) and build again"
+            )
+    return problems

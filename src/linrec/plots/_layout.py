@@ -13,9 +13,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
+from matplotlib.transforms import ScaledTranslation
 
 WIDTH = 7.5
 """Width of every figure in inches: the book's column."""
@@ -29,22 +33,65 @@ part, so a ΔPPL of 1e-5 next to one of 10 does not stretch the axis over six de
 
 
 def legend_below(ax: Axes, ncol: int | None = None, **kwargs: object) -> None:
-    """``ax``'s legend centred beneath its x label, in up to ``ncol`` columns (default: up to 3), so that it
-    covers no data; :meth:`Figure.tight_layout` (or ``layout="constrained"``) makes room for it."""
+    """``ax``'s legend centred beneath its x label (a distance in points, its tick labels' and its label's, so
+    that a short panel's legend does not ride up over them), in up to ``ncol`` columns (default: up to 3), so that
+    it covers no data; :meth:`Figure.tight_layout` (or ``layout="constrained"``) makes room for it."""
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return
-    ax.legend(
+    ticks = max((float(t.get_fontsize()) for t in ax.get_xticklabels()), default=SMALL)
+    below = ticks + (float(ax.xaxis.label.get_fontsize()) if ax.get_xlabel() else 0) + 16  # points: ticks, label, pads
+    legend = ax.legend(
         handles,
         labels,
         loc="upper center",
-        bbox_to_anchor=(0.5, -0.18),
+        bbox_to_anchor=(0.5, 0),
+        bbox_transform=ax.transAxes + ScaledTranslation(0, -below / 72, ax.figure.dpi_scale_trans),
         ncol=ncol or min(3, len(labels)),
         fontsize=SMALL,
         title_fontsize=SMALL,
         frameon=False,
         **kwargs,
     )
+    section_titles(legend, handles)
+
+
+def section_titles(legend: Legend, handles: Sequence[Artist]) -> None:
+    """Set seaborn's section titles in ``legend`` (the column names it lists among the entries when colour and
+    line style stand for two columns: "model", "rows") in bold with a colon, so they read as headings, not as
+    entries. Seaborn draws a title as a line of no width and no marker."""
+    for handle, text in zip(handles, legend.get_texts()):
+        if isinstance(handle, Line2D) and handle.get_linewidth() == 0 and handle.get_marker() in ("", "None", None):
+            text.set_text(f"{text.get_text()}:")
+            text.set_fontweight("bold")
+
+
+ALL_TICKS = 12
+"""Up to this many blocks, a depth axis labels every one; beyond, integer ticks matplotlib spaces to fit the axis."""
+
+
+def block_ticks(ax: Axes, blocks: Sequence[int] | np.ndarray) -> None:
+    """Ticks on ``ax``'s block axis: every block of a short model, integers spaced to fit for a deep one (30 labels
+    in a column run together)."""
+    if len(blocks) <= ALL_TICKS:
+        ax.set_xticks(sorted(blocks))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", integer=True))
+
+
+def line_labels(ax: Axes, lines: Sequence[tuple[float, str]], gap: float = 0.05, color: str = "0.35") -> None:
+    """Name horizontal lines at ``ax``'s right edge, just above each: lines closer than ``gap`` of the axis' height
+    share one label (their names joined), so that no two labels are printed over each other."""
+    low, high = ax.get_ylim()
+    groups: list[list[tuple[float, str]]] = []
+    for y, name in sorted(lines):
+        if groups and y - groups[-1][-1][0] <= gap * (high - low):
+            groups[-1].append((y, name))
+        else:
+            groups.append([(y, name)])
+    for group in groups:
+        ax.text(0.99, group[-1][0], ", ".join(name for _, name in group) + " ", transform=ax.get_yaxis_transform(),
+                ha="right", va="bottom", fontsize=SMALL, color=color)  # fmt: skip
 
 
 def figure_legend(fig: Figure, ax: Axes, ncol: int = 4) -> None:
@@ -55,8 +102,9 @@ def figure_legend(fig: Figure, ax: Axes, ncol: int = 4) -> None:
     if legend is not None:
         legend.remove()
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=SMALL,
-                   frameon=False)  # fmt: skip
+        shared = fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=SMALL,
+                            frameon=False)  # fmt: skip
+        section_titles(shared, handles)
 
 
 def symlog_axis(ax: Axes, values: Sequence[float] | pd.Series | np.ndarray, axis: str = "y") -> None:

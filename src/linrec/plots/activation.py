@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 from linrec.analysis.activation import NORMALISED
 from linrec.analysis.learned import MATCHED, WEIGHTS
 from linrec.plots._columns import require
-from linrec.plots._layout import SMALL, WIDTH, figure_legend
+from linrec.plots._layout import SMALL, WIDTH, block_ticks, figure_legend
 from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, ordered, outer_ylabels, panel_grid
 
 
@@ -111,7 +111,8 @@ def normalisation_figure(table: pd.DataFrame, order: Sequence[str] | None = None
                 capsize=3,
                 label=f"inputs {NORMALISED.get(kind, kind)}",
             )
-        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="R²_lin (k-fold mean ± std)", xticks=sorted(g["block"].unique()))
+        ax.set(title=model, xlabel=BLOCK_LABEL, ylabel="R²_lin (k-fold mean ± std)")
+        block_ticks(ax, g["block"].unique())
     outer_ylabels(axes)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=SMALL, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.0), frameon=False)

@@ -7,7 +7,6 @@ with labelled axes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,7 +16,7 @@ from matplotlib.figure import Figure
 
 from linrec.analysis.bilinear import FFN_CONTROLS
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
-from linrec.plots._layout import SMALL, WIDTH, legend_below, log_ticks
+from linrec.plots._layout import SMALL, WIDTH, legend_below, line_labels, log_ticks
 from linrec.stats import Correlation
 
 NONLINEARITY_LABEL = "residual nonlinearity 1 − R²_lin (held-out)"
@@ -74,11 +73,10 @@ def captured_figure(table: pd.DataFrame, controls: pd.DataFrame | None = None) -
         if len(ffn) and {"captured_low", "captured_high"} <= set(ffn.columns):
             ax.axhspan(ffn.captured_low.min(), ffn.captured_high.max(), color="0.85", zorder=0,
                        label="random FFNs at this width")  # fmt: skip
-        for row in controls.itertuples():
-            captured = cast(float, row.captured)  # a float column (pandas types a row's cells as any scalar)
+        lines = [(float(captured), str(control)) for captured, control in zip(controls.captured, controls.control)]
+        for captured, _ in lines:
             ax.axhline(captured, color="0.45", lw=1, ls=":", zorder=0)
-            ax.text(0.99, captured, f"{row.control} ", transform=ax.get_yaxis_transform(), ha="right",
-                    va="bottom", fontsize=SMALL, color="0.35")  # fmt: skip
+        line_labels(ax, lines, color="0.35")
     return _against_nonlinearity(
         fig,
         ax,

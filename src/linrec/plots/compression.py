@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
-from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
+from linrec.plots._layout import SMALL, WIDTH, block_ticks, legend_below, symlog_axis
 from linrec.plots.depth import LINESTYLES, MARKERS
 from linrec.stats import Correlation
 
@@ -60,9 +60,9 @@ def swap_figure(swaps: pd.DataFrame) -> Figure:
     ax.set(
         xlabel="FFN block swapped (alone)",
         ylabel=DELTA_LABEL + ", symlog",
-        xticks=sorted(swaps.block.unique()),
         title="One block at a time: what each replacement costs",
     )
+    block_ticks(ax, swaps.block.unique())
     legend_below(ax, ncol=2)
     fig.tight_layout()
     return fig

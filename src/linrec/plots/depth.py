@@ -18,11 +18,12 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from linrec.errors import LinrecError
 from linrec.plots._columns import require
-from linrec.plots._layout import SMALL, WIDTH, figure_legend, legend_below, symlog_axis
+from linrec.plots._layout import SMALL, WIDTH, block_ticks, figure_legend, legend_below, symlog_axis
 
 BLOCK_LABEL = "FFN block (depth)"
 R2_LABEL = "held-out R²_lin (k-fold mean ± std)"
@@ -67,13 +68,15 @@ def curve_axes(
     error: str | None = "r2_lin_std",
     ylabel: str = R2_LABEL,
     label: str = "{hue}",
+    colours: dict[str, object] | None = None,
 ) -> Axes:
     """One line of ``value`` against block per value of ``hue`` (and of ``style``, by line style), with
-    ``error`` as error bars (None: none). ``label`` formats each legend entry from ``{hue}`` and ``{style}``."""
+    ``error`` as error bars (None: none). ``label`` formats each legend entry from ``{hue}`` and ``{style}``;
+    ``colours`` gives each hue its colour (default: the palette in order)."""
     require(table, ["block", value, hue, *([style] if style else []), *([error] if error else [])], "a depth profile")
     hues = ordered(table, hue, hue_order)
     styles = ordered(table, style, None) if style else [None]
-    colours = dict(zip(hues, sns.color_palette(n_colors=len(hues))))
+    colours = colours or dict(zip(hues, sns.color_palette(n_colors=len(hues))))
     for h in hues:
         for k, s in enumerate(styles):
             g = table[(table[hue] == h) & ((table[style] == s) if style else True)].sort_values("block")
@@ -90,41 +93,70 @@ def curve_axes(
                 ms=5,
                 label=label.format(hue=h, style=s),
             )
-    ax.set(xlabel=BLOCK_LABEL, ylabel=ylabel, xticks=sorted(table["block"].unique()))
+    ax.set(xlabel=BLOCK_LABEL, ylabel=ylabel)
+    block_ticks(ax, table["block"].unique())
     return ax
+
+
+SMALL_MULTIPLES = 3
+"""From this many models on, :func:`curves_figure` gives each its own panel: their lines would lie on each other."""
 
 
 def curves_figure(
     table: pd.DataFrame, style: str | None = None, order: Sequence[str] | None = None, title: str = "R²_lin per block"
 ) -> Figure:
-    """All depth curves of ``table`` on one axes: a colour per model, a line style per value of ``style``."""
-    fig, ax = plt.subplots(figsize=(WIDTH, 5.0))
-    curve_axes(ax, table, hue="model", style=style, hue_order=order, label="{hue} ({style})" if style else "{hue}")
-    ax.set_title(title)
-    legend_below(ax)
-    fig.tight_layout()
+    """The depth curves of ``table``: a colour per model, a line style per value of ``style``; on one axes for one
+    or two models, else one panel per model (shared R²_lin axis) so that profiles at the same height stay apart."""
+    models = ordered(table, "model", order)
+    colours = dict(zip(models, sns.color_palette(n_colors=len(models))))
+    if len(models) < SMALL_MULTIPLES:
+        fig, ax = plt.subplots(figsize=(WIDTH, 5.0))
+        curve_axes(ax, table, style=style, hue_order=models, label="{hue} ({style})" if style else "{hue}")
+        ax.set_title(title)
+        legend_below(ax)
+        fig.tight_layout()
+        return fig
+    cols = 2
+    rows = -(-len(models) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(WIDTH, 2.4 * rows + 1.2), sharey=True, squeeze=False,
+                             layout="constrained")  # fmt: skip
+    axes = list(grid.ravel())
+    for ax in axes[len(models) :]:
+        ax.remove()
+    for ax, model in zip(axes, models):
+        curve_axes(ax, table[table["model"] == model], style=style, colours=colours, label="{style}" if style else "")
+        ax.set_title(model, fontsize=SMALL + 1)
+    for k, ax in enumerate(axes[: len(models)]):
+        ax.set(xlabel=BLOCK_LABEL if k >= len(models) - cols else "", ylabel="")
+    fig.supylabel(R2_LABEL, fontsize=SMALL + 2)  # once: a panel is shorter than the label
+    fig.suptitle(title)
+    if style:  # the line styles, once, in grey: the colour is the panel's model
+        styles = ordered(table, style, None)
+        handles = [Line2D([], [], color="0.35", ls=LINESTYLES[k % len(LINESTYLES)], marker=MARKERS[k % len(MARKERS)])
+                   for k in range(len(styles))]  # fmt: skip
+        fig.legend(handles, styles, loc="outside lower center", ncol=len(styles), fontsize=SMALL, frameon=False)
     return fig
 
 
-def _reference_lines(ax: Axes, levels: Sequence[float], text: str) -> None:
+def _reference_lines(ax: Axes, levels: Sequence[float], text: str | None) -> None:
     for level in levels:
         ax.axhline(level, color="0.55", lw=1, ls="--", zorder=0)
-    ax.text(
-        0.99,
-        min(levels),
-        text,
-        transform=ax.get_yaxis_transform(),
-        ha="right",
-        va="bottom",
-        fontsize=SMALL,
-        color="0.35",
-    )
+    if text:
+        ax.text(0.99, min(levels), text, transform=ax.get_yaxis_transform(), ha="right", va="bottom",
+                fontsize=SMALL, color="0.35")  # fmt: skip
 
 
 def heterogeneity_reference_figure(table: pd.DataFrame, reference: Sequence[float] = (0.99, 0.3)) -> Figure:
-    """All of this run's depth profiles on one axes, with the paper's reported bounds as dashed lines."""
-    fig = curves_figure(table, title="This run's R²_lin per block, beside the paper's reported range")
-    _reference_lines(fig.axes[0], reference, "paper (reported): trained blocks span these bounds")
+    """This run's depth profiles (:func:`curves_figure`), with the paper's reported bounds as dashed lines in each
+    panel (named once, in the title where there are several)."""
+    title = "This run's R²_lin per block, beside the paper's reported range"
+    fig = curves_figure(table, title=title)
+    axes = [ax for ax in fig.axes if ax.get_lines()]
+    named = "paper (reported): trained blocks span these bounds" if len(axes) == 1 else None
+    for ax in axes:
+        _reference_lines(ax, reference, named)
+    if len(axes) > 1:
+        fig.suptitle(f"{title}\n(dashed: the paper's reported bounds, {min(reference)} and {max(reference)})")
     return fig
 
 

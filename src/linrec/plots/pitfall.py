@@ -45,9 +45,10 @@ def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1
             ax.set_yscale("symlog", linthresh=floor)
             ax.set(
                 xlabel="optimiser steps" if x == "step" else "training wall time (s)",
-                ylabel=f"closed form − held-out R²\n(symmetric log, linear within ±{floor:g})" if col == 0 else "",
+                ylabel="",
                 title=f"{model}, block {block}{condition}",
             )
+    fig.supylabel(f"closed form − held-out R² (symmetric log, linear within ±{floor:g})")  # once, for both rows
     figure_legend(fig, axes[0, -1], ncol=4)
     fig.suptitle(f"Trained linear maps against the closed-form ceiling\n(dashed: tolerance {tolerance:g})")
     return fig

@@ -80,8 +80,8 @@ def trends_figure(summary: pd.DataFrame, swaps: pd.DataFrame) -> Figure:
         sns.lineplot(data=shown, x="parameters", y="percent", hue="at", ax=axes[2], **line)
         symlog_axis(axes[2], shown["percent"])
     axes[2].set(xscale="log", xlabel=PARAMS_LABEL, ylabel="ΔPPL of the swap (% of PPL)", title="one block swapped")
-    for ax in axes:  # powers of ten only, as 10M, 100M, 1.0B: a narrow panel has room for no more
-        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,), numticks=6))
+    for ax in axes:  # powers of ten only, as 10M, 100M, 1.0B, at most three: a narrow panel has room for no more
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,), numticks=3))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: _size(value)))
         ax.xaxis.set_minor_formatter(NullFormatter())
         legend_below(ax, ncol=1)

@@ -13,6 +13,7 @@ rule) beside :func:`claims_table` (always the same four columns).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -24,6 +25,10 @@ from linrec.report.paper import Reported
 
 COLUMNS = ("claim", "paper (reported)", "this run (measured)", "reproduced")
 """The columns of every claims table."""
+
+PLAIN = "all models"
+"""What a claim made without a subject (:meth:`Claim.of`) is about, unless a chapter says otherwise: the chapter's
+models pooled."""
 
 
 class Verdict(str, Enum):
@@ -59,6 +64,7 @@ class Claim:
     unit: str = ""
     note: str = ""
     rule: str = ""
+    subject: str = ""  # whom it is about, where a chapter makes it about several (a model): :meth:`of`
 
     @classmethod
     def check(
@@ -103,7 +109,12 @@ class Claim:
 
     def of(self, subject: str) -> Claim:
         """This claim about ``subject`` (e.g. one model of several), named so that the ledger keeps it apart."""
-        return replace(self, claim=f"{self.claim} ({subject})")
+        return replace(self, claim=f"{self.claim} ({subject})", subject=subject)
+
+    @property
+    def name(self) -> str:
+        """The statement without its subject (what :meth:`of` added to :attr:`claim`)."""
+        return self.claim.removesuffix(f" ({self.subject})") if self.subject else self.claim
 
     @property
     def reported(self) -> str:
@@ -140,14 +151,23 @@ def claims_table(claims: Iterable[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _tally(claims: Sequence[Claim], clause: Callable[[Verdict, int], str]) -> str:
-    """``clause(verdict, count)`` for each verdict among ``claims`` (always for "yes"), with the claims' names, as
-    one list."""
+def named(claims: Sequence[Claim], plain: str) -> str:
+    """``claims`` named for a list: each statement once, with the subjects it was tested on where there are
+    several (``plain`` for the claim made without one), e.g. "learned: all models, zoo-neox; b"."""
+    subjects: dict[str, list[str]] = {}
+    for c in claims:
+        subjects.setdefault(c.name, []).append(c.subject or plain)
+    return "; ".join(name if who == [plain] else f"{name}: {', '.join(who)}" for name, who in subjects.items())
+
+
+def _tally(claims: Sequence[Claim], clause: Callable[[Verdict, int], str], plain: str) -> str:
+    """``clause(verdict, count)`` for each verdict among ``claims`` (always for "yes"), with the claims named once
+    each (:func:`named`), as one list."""
     parts = []
     for verdict in Verdict:
-        group = [c.claim for c in claims if c.verdict is verdict]
+        group = [c for c in claims if c.verdict is verdict]
         if group or verdict is Verdict.YES:
-            parts.append(clause(verdict, len(group)) + (f" ({'; '.join(group)})" if group else ""))
+            parts.append(clause(verdict, len(group)) + (f" ({named(group, plain)})" if group else ""))
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -169,11 +189,11 @@ def _holds(verdict: Verdict, n: int) -> str:
     )
 
 
-def verdict_sentence(profile: str, claims: Sequence[Claim]) -> str:
+def verdict_sentence(profile: str, claims: Sequence[Claim], plain: str = PLAIN) -> str:
     """The conclusion over the tested ``claims`` in one sentence, the same in every chapter: under ``profile``, how
     many of the paper's statements this run reproduces, does not reproduce or cannot test, and how many of the
-    checks this book adds (controls, tests of statements the paper does not make) hold, each with the claims'
-    names."""
+    checks this book adds (controls, tests of statements the paper does not make) hold, each statement named once
+    with the subjects it was tested on (``plain``: what a claim made without a subject is about)."""
     tested = [c for c in claims if c.verdict is not None]
     if not tested:
         raise LinrecError("a verdict needs at least one tested claim (Claim.check); headline numbers have none")
@@ -181,11 +201,24 @@ def verdict_sentence(profile: str, claims: Sequence[Claim]) -> str:
     clauses = []
     if papers:
         n = "one claim" if len(papers) == 1 else f"{len(papers)} claims"
-        clauses.append(f"of the {n} of the paper tested here, this run {_tally(papers, _reproduces)}")
+        clauses.append(f"of the {n} of the paper tested here, this run {_tally(papers, _reproduces, plain)}")
     if ours:
         n = "one check" if len(ours) == 1 else f"{len(ours)} checks"
-        clauses.append(f"of the {n} this book adds, {_tally(ours, _holds)}")
+        clauses.append(f"of the {n} this book adds, {_tally(ours, _holds, plain)}")
     return f"Under profile `{profile}`, " + "; ".join(clauses) + "."
+
+
+def anchor(chapter: str, name: str) -> str:
+    """The HTML id of statement ``name``'s verdict on ``chapter``'s page, which the chapter's summary links."""
+    return "verdict-" + re.sub(r"[^a-z0-9]+", "-", f"{chapter} {name}".lower()).strip("-")
+
+
+def _whose(claim: Claim) -> str:
+    return f"the paper's, {claim.source}" if claim.from_paper else "this book's check"
+
+
+def _rule(claim: Claim) -> str:
+    return claim.rule if claim.rule.endswith(".") else f"{claim.rule}."
 
 
 def verdict_line(claim: Claim) -> str:
@@ -193,30 +226,59 @@ def verdict_line(claim: Claim) -> str:
     the rule that turned the measurement into the verdict."""
     if claim.verdict is None:
         raise LinrecError(f"'{claim.claim}' is a headline number, not a tested claim: it has no verdict")
-    whose = f"the paper's, {claim.source}" if claim.from_paper else "this book's check"
-    rule = claim.rule if claim.rule.endswith(".") else f"{claim.rule}."
     words = claim.verdict.words(claim.from_paper)
-    return f"**{claim.claim}** ({whose}): **{words}**. Measured: {claim.measured}. Rule: {rule}"
+    return f"**{claim.claim}** ({_whose(claim)}): **{words}**. Measured: {claim.measured}. Rule: {_rule(claim)}"
+
+
+def verdict_lines(claims: Sequence[Claim], plain: str = PLAIN) -> list[tuple[str, str, list[str]]]:
+    """The tested ``claims`` grouped by statement, in order: its name, its line (whose, and the rule where every
+    subject shares it) and one line per subject (``plain`` for the claim made without one) with its verdict, what
+    was measured and, where the subjects' rules differ, its own rule. A statement made once, about no subject, is
+    its :func:`verdict_line` alone."""
+    groups: dict[str, list[Claim]] = {}
+    for c in claims:
+        if c.verdict is not None:
+            groups.setdefault(c.name, []).append(c)
+    out: list[tuple[str, str, list[str]]] = []
+    for name, group in groups.items():
+        if len(group) == 1 and not group[0].subject:
+            out.append((name, verdict_line(group[0]), []))
+            continue
+        shared = len({c.rule for c in group}) == 1
+        head = f"**{name}** ({_whose(group[0])})" + (f". Rule: {_rule(group[0])}" if shared else ".")
+        subs = [
+            f"{c.subject or plain}: **{Verdict(c.verdict).words(c.from_paper)}**. Measured: {c.measured}."
+            + ("" if shared else f" Rule: {_rule(c)}")
+            for c in group
+        ]
+        out.append((name, head, subs))
+    return out
 
 
 @dataclass(frozen=True)
 class Verdicts:
-    """What a chapter concludes from its tested claims: :func:`verdict_sentence`, then one :func:`verdict_line` per
-    claim. Printed as plain text; in a notebook, a wrapped Markdown block (a printed line would be clipped)."""
+    """What a chapter concludes from its tested claims: :func:`verdict_sentence`, then each statement's verdicts
+    (:func:`verdict_lines`), each statement named once. Printed as plain text; in a notebook, a wrapped Markdown
+    block (a printed line would be clipped) in which each statement carries the id its chapter's summary links
+    (:func:`anchor`; no ``chapter``: none)."""
 
     profile: str
     claims: tuple[Claim, ...]
+    plain: str = PLAIN
+    chapter: str = ""
 
     def __post_init__(self) -> None:
         verdict_sentence(self.profile, self.claims)  # no tested claim: an error here, not an empty block later
 
-    def lines(self) -> list[str]:
-        """The conclusion, then each tested claim's verdict with its rule."""
-        return [verdict_sentence(self.profile, self.claims), *(verdict_line(c) for c in self.claims if c.tested)]
-
     def __str__(self) -> str:
-        return "\n".join(self.lines())
+        lines = [verdict_sentence(self.profile, self.claims, self.plain)]
+        for _, head, subs in verdict_lines(self.claims, self.plain):
+            lines += [head, *(f"  {sub}" for sub in subs)]
+        return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
-        first, *rest = self.lines()
-        return "\n".join([f"> **Verdict.** {first}", ">", *(f"> - {line}" for line in rest)])
+        lines = [f"> **Verdict.** {verdict_sentence(self.profile, self.claims, self.plain)}", ">"]
+        for name, head, subs in verdict_lines(self.claims, self.plain):
+            target = f'<span id="{anchor(self.chapter, name)}"></span>' if self.chapter else ""
+            lines += [f"> - {target}{head}", *(f">   - {sub}" for sub in subs)]
+        return "\n".join(lines)
