@@ -88,7 +88,10 @@ def test_corpus_figure_one_panel_per_model_one_line_per_corpus():
         assert [b.get_label() for b in bars] == ["prose", "code", "records"]
         expected = table[(table.model == model) & (table.corpus == "code")].r2_lin
         np.testing.assert_allclose(data(bars[1].lines[0].get_ydata()), expected)
-    assert fig.axes[0].get_ylabel() and not fig.axes[1].get_ylabel()  # shared y: labelled once per row
+    assert fig.axes[0].get_ylabel() and not fig.axes[1].get_ylabel()  # shared y: labelled once, beside the row
+    rows = pd.concat([table.assign(model=lambda t, k=k: t.model + f"-{k}") for k in range(3)])  # three rows
+    tall = depth.corpus_figure(rows, ylabel="held-out R² of seeded-poly (test fold)")
+    assert not any(ax.get_ylabel() for ax in tall.axes) and tall.get_supylabel().startswith("held-out R² of")
     swaps = table.assign(delta_ppl=1.0)
     fig = depth.corpus_figure(swaps, value="delta_ppl", error=None, ylabel="ΔPPL")
     assert fig.axes[0].get_ylabel() == "ΔPPL" and errorbars(fig.axes[0])[0].lines[2] == ()

@@ -61,6 +61,8 @@ def test_curve_figure_has_steps_and_seconds_for_each_block_and_shows_negative_ga
     assert lowest == pytest.approx(tuned_only(curves).gap.min()) and lowest < 0  # drawn where they are, not clipped
     highest = max(max(line.get_ydata()) for ax in axes for line in ax.get_lines() if len(line.get_ydata()) > 2)
     assert highest < 5.0  # runs at rates the tuning did not choose are not drawn
+    quick = curves.assign(seconds=curves.seconds * 0.0625)  # a smoke run's milliseconds: "0.0125" labels
+    assert all(len(ax.get_xticks()) <= 6 for ax in figures.curve_figure(quick).axes[2:])  # and legible (conftest)
 
 
 def test_condition_figure():

@@ -52,10 +52,14 @@ def panel_grid(
 
 
 def outer_ylabels(axes: Sequence[Axes], cols: int = 2) -> None:
-    """Drop the y label of every panel but the first of its row (the axes are shared)."""
+    """One y label for panels sharing their axis: the first panel's, kept beside it when the panels fill one row,
+    else set once for the figure (a row's label is longer than a short panel and would run into the next row's)."""
+    label = axes[0].get_ylabel()
     for k, ax in enumerate(axes):
-        if k % cols:
+        if k % cols or len(axes) > cols:
             ax.set_ylabel("")
+    if len(axes) > cols and label:
+        axes[0].figure.supylabel(label, fontsize=SMALL + 2)
 
 
 def curve_axes(

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from linrec.analysis.pitfall import tuned_only
 from linrec.plots._columns import require
@@ -43,6 +44,7 @@ def curve_figure(curves: pd.DataFrame, tolerance: float = 0.01, floor: float = 1
             ax.axhline(tolerance, color="0.4", lw=1, ls="--", zorder=0)
             ax.axhline(0, color="0.6", lw=0.8, zorder=0)
             ax.set_yscale("symlog", linthresh=floor)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # a quarter of the column: room for four numbers
             ax.set(
                 xlabel="optimiser steps" if x == "step" else "training wall time (s)",
                 ylabel="",
