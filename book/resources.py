@@ -147,8 +147,9 @@ def measure(profile: str, only: list[str] | None, offline_pass: bool) -> dict[st
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=OUT))
     recorded = json.loads(RESULTS.read_text()) if only and RESULTS.exists() else {}
     fresh = {"chapters": [], "offline": [], "gpu": None, "date": time.strftime("%Y-%m-%d")}
+    first = recorded.get("profile") != profile  # no record of this profile to add to
     results: dict[str, object] = {
-        **(fresh if recorded.get("profile") != profile else recorded),
+        **(fresh if first else recorded),
         "profile": profile,
         "reduced": REDUCED,
         "budgets": BUDGETS,
@@ -164,7 +165,7 @@ def measure(profile: str, only: list[str] | None, offline_pass: bool) -> dict[st
                 kept = [r for r in results[part] if r["chapter"] != stem]
                 results[part] = sorted([*kept, row], key=lambda r: r["chapter"])
                 print(f"[resources] {stem}: {json.dumps(row)}", flush=True)
-                if not only:
+                if not only or first:  # a first record's cache is this run's
                     results["cache_gb"] = size_of(cache) / GB
                     results["cache_parts_gb"] = {p.name: size_of(p) / GB for p in sorted(cache.iterdir()) if p.is_dir()}
                 RESULTS.write_text(json.dumps(results, indent=1) + "\n")  # an interrupted run keeps what it measured

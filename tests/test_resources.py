@@ -53,3 +53,28 @@ def test_the_page_states_the_reductions_budgets_and_missing_gpu(resources):
     assert "| 02_x | 3.00 | 3.50 | 2.00 | 60 | 40 | **fails** | not measured (no GPU lent) |" in page
     assert "budget 10 GB per chapter (met)" in page and "budget 8 GB (**not met**)" in page
     assert "`eval_tokens` = `4096`" in page
+
+
+def test_a_chapter_measured_again_alone_takes_its_row_dated_and_adds_its_cache(resources, tmp_path, monkeypatch):
+    def row(chapter: str, **extra) -> dict:
+        return {"chapter": chapter, "ok": True, "peak_rss_gb": 1.0, "tree_rss_gb": 1.0, "cpu_s": 1.0,
+                "wall_s": 1.0, "cache_added_gb": 0.5, **extra}  # fmt: skip
+
+    recorded = {"profile": "shapes", "date": "2026-11-22", "cache_gb": 7.0, "cache_parts_gb": {"measurements": 7.0},
+                "chapters": [row("01_a"), row("02_b")], "offline": [row("01_a")], "gpu": {"01_a": "1 (H100)"},
+                "notes": ["kept"]}  # fmt: skip
+    monkeypatch.setattr(resources, "RESULTS", tmp_path / "resources.json")
+    monkeypatch.setattr(resources, "OUT", tmp_path / "out")
+    resources.RESULTS.write_text(resources.json.dumps(recorded))
+    later = {"date": "2026-11-27", "cache_added_gb": 2.0}
+    monkeypatch.setattr(resources, "run_chapter", lambda stem, *a, **k: row(stem, **later))
+    results = resources.measure("shapes", ["02_b", "11_c"], offline_pass=False)
+    assert [r["chapter"] for r in results["chapters"]] == ["01_a", "02_b", "11_c"]  # the others kept, in order
+    assert results["chapters"][1]["date"] == "2026-11-27" and results["gpu"] == {"01_a": "1 (H100)"}
+    assert results["cache_gb"] == 7.0 and results["notes"] == ["kept"]  # the whole run's cache, its notes
+    page = resources.page(results)
+    assert "Measured later, each alone on an empty cache of its own" in page and "11_c (2026-11-27)" in page
+    assert "The whole book's cache: 11.00 GB" in page and "4.00 GB the chapters measured later added" in page
+    assert "for chapter 11_scale only, profile field `budgets`" in page
+    fresh = resources.measure("paper", ["02_b"], offline_pass=False)  # another profile: a record of its own
+    assert [r["chapter"] for r in fresh["chapters"]] == ["02_b"] and "The whole book's cache" in resources.page(fresh)

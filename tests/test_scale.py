@@ -129,6 +129,10 @@ def test_the_paper_series_is_the_pythia_suite_and_the_shapes_profile_knows_their
     assert paper.series_profile().models == PYTHIA_SUITE
     assert paper.series_profile(gpu=True).models == PYTHIA_SUITE + PYTHIA_LARGE
     assert paper.series_profile().budget("EleutherAI/pythia-1.4b").rows_per_block == 64 * 2048
+    for model in PYTHIA_SUITE + PYTHIA_LARGE:  # no probes in the chapter: a sample of the first and last block only
+        budget = paper.series_profile(gpu=True).budget(model)
+        assert budget.sample_rows == 1024 and budget.sampled(24) == [0, 23]
+    assert paper.budget("EleutherAI/pythia-160m").sampled(12) == list(range(12))  # the paper's chapters: every block
     shapes = PROFILES["shapes"].series_profile(gpu=True)
     assert shapes.shaped and all(m in SHAPES for m in shapes.models)
 

@@ -248,13 +248,26 @@ class Profile:
     def series_profile(self, gpu: bool = False) -> Profile:
         """The profile the scale chapter measures its models under: this one, or, where :attr:`series` names other
         models, this one with them as its models (and :attr:`series_gpu` too when ``gpu``, spread over the devices
-        with ``device_map="auto"``)."""
+        with ``device_map="auto"``), each keeping a row sample of its first and last block only
+        (:data:`SERIES_SAMPLE`): the chapter trains no probe, and a sample of every block of Pythia-1.4b would
+        hold 6.4 GB of rows (measured: ``book/resources.md``)."""
         if not self.series:
             return self
+        models = self.series + (self.series_gpu if gpu else ())
+        own = dict(self.budgets)
+        light = tuple(
+            (
+                m,
+                dataclasses.replace(
+                    own.get(m, Budget()), sample_rows=SERIES_SAMPLE.sample_rows, every=SERIES_SAMPLE.every
+                ),
+            )
+            for m in models
+        )
         if gpu and self.series_gpu:  # the largest may not fit one device: accelerate spreads them
-            return dataclasses.replace(self, models=self.series + self.series_gpu, series=(), series_gpu=(),
-                                       device=None, device_map="auto").validate()  # fmt: skip
-        return dataclasses.replace(self, models=self.series, series=(), series_gpu=()).validate()
+            return dataclasses.replace(self, models=models, budgets=light, series=(), series_gpu=(), device=None,
+                                       device_map="auto").validate()  # fmt: skip
+        return dataclasses.replace(self, models=models, budgets=light, series=(), series_gpu=()).validate()
 
     @property
     def packaged(self) -> tuple[str, ...]:
@@ -400,6 +413,10 @@ PYTHIA_SUITE = tuple(PYTHIA_WIDTHS)[:5]
 PYTHIA_LARGE = tuple(PYTHIA_WIDTHS)[5:]
 """The sizes it adds where a GPU is present (2.8b, 6.9b, 12b; spread over devices with ``device_map``)."""
 
+SERIES_SAMPLE = Budget(sample_rows=1024, every=10**6)
+"""The row sample of a model measured only for the scale chapter (the scale profile's, a profile's series):
+1,024 rows of its first and last block (:meth:`Budget.sampled`), the chapter training no probe."""
+
 REAL_ROWS_PER_DIMENSION = 64
 """Rows per input dimension a real model is measured with: where held-out R²_lin has settled (issue 35's series on
 SmolLM2: nothing moves by more than 0.003 beyond about 90 per dimension, and by 0.004 in the median from 57 to 90)."""
@@ -418,7 +435,7 @@ def _scale_budget(model: str) -> Budget:
     """A real model's budget in the scale profile: 64 rows per input dimension, its row sample only of the first
     and last block (no chapter of the profile trains probes), 8,192 evaluation tokens."""
     rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
-    return Budget(rows_per_block=rows, eval_tokens=8192, sample_rows=1024, every=10**6)  # blocks 0 and last
+    return dataclasses.replace(SERIES_SAMPLE, rows_per_block=rows, eval_tokens=8192)
 
 
 PROFILES: dict[str, Profile] = {
