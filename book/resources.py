@@ -34,7 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-from linrec.experiment.profiles import PYTHIA_SUITE  # noqa: E402 (the repository's own linrec)
+from linrec.book.timing import this_machine  # noqa: E402 (the repository's own linrec)
+from linrec.experiment.profiles import PYTHIA_SUITE  # noqa: E402
 
 OUT = ROOT / "_build" / "resources"
 RESULTS = ROOT / "book" / "resources.json"
@@ -292,7 +293,7 @@ def build_record(log: Path, profile: str) -> dict[str, object]:
         raise SystemExit(f"{log}: no '[book] NN_topic: done in N s' line; is it the log of a book build?")
     return {
         "profile": profile,
-        "machine": f"{os.cpu_count()} CPU cores ({platform.machine()})",
+        "machine": this_machine(),
         "date": time.strftime("%Y-%m-%d", time.gmtime(log.stat().st_mtime)),
         "log": log.name,
         "zoo_s": zoo[0] if zoo and ZOO_TRAINING.search(text) else None,

@@ -17,7 +17,6 @@ from linrec.book import timing
 from linrec.book.figures import FIGURE_DATA, ILLEGIBLE
 from linrec.book.layout import Book
 from linrec.book.notebooks import RESOURCES, colab_link, sources, sync_problems
-from linrec.book.timing import stale_run_times
 
 
 class _Page(HTMLParser):
@@ -110,7 +109,7 @@ def check(book: Book) -> list[str]:
     """Everything wrong with the built book: stale notebooks, TOC gaps, chapters not fully executed, errors,
     missing figures, Colab links or footers, and figure-data links to no file."""
     problems = sync_problems(book) + toc_problems(book) + execution_problems(book)
-    problems += stale_run_times(book.chapters, timing.load(book.root / RESOURCES))
+    problems += timing.stale_run_times(book.chapters, timing.load(book.root / RESOURCES))
     stems = [s.stem for s in sources(book)]
     for stem in stems:
         executed, page = book.chapters / f"{stem}.ipynb", book.page(stem)

@@ -94,6 +94,11 @@ def run_time_note(resources: Mapping, stem: str) -> str:
     return f"**Run time.** {text}"
 
 
+def this_machine() -> str:
+    """This machine as the recorded builds name theirs: "2 CPU cores (x86_64)"."""
+    return f"{os.cpu_count()} CPU cores ({platform.machine()})"
+
+
 TIMINGS = "timings.json"
 """The file beside the executed chapters in which ``execute`` records each chapter's wall time in that build."""
 
@@ -107,7 +112,7 @@ def record_times(out_dir: Path, profile: str, seconds: Mapping[str, float]) -> N
     """Add this build's chapter times to ``out_dir``'s :data:`TIMINGS` (those of another profile or machine are
     dropped), with this machine's description in the form :func:`run_time_note` names machines by."""
     path = out_dir / TIMINGS
-    machine = f"{os.cpu_count()} CPU cores ({platform.machine()})"
+    machine = this_machine()
     known = load(path) or {}
     chapters = known.get("chapters", {}) if known.get("profile") == profile and known.get("machine") == machine else {}
     path.write_text(json.dumps({"profile": profile, "machine": machine, "chapters": {**chapters, **seconds}}, indent=1))
