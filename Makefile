@@ -29,8 +29,8 @@ $(SCALE): requirements-scale.txt $(STAMP)
 install-scale: $(SCALE)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests book/build.py book/resources.py book/_ext notebooks/*.py
-	$(VENV)/bin/ruff format --check src tests book/build.py book/resources.py book/_ext
+	$(VENV)/bin/ruff check src tests book/*.py book/bookbuild book/_ext notebooks/*.py
+	$(VENV)/bin/ruff format --check src tests book/*.py book/bookbuild book/_ext
 	$(VENV)/bin/mypy
 
 test: lint

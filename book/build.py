@@ -1,12 +1,12 @@
 """Build the book: notebooks/NN_topic.py -> notebooks/NN_topic.ipynb -> book/chapters/NN_topic.ipynb -> _build/html.
 
-The steps live in :mod:`linrec.book`; this script is their command line. ``sync`` regenerates the
-committed Colab notebooks (:mod:`linrec.book.notebooks`), ``execute`` runs the chapters with papermill for
-one profile (:mod:`linrec.book.execute`), ``html`` renders them with Jupyter Book, warnings as errors, with
-a footer naming the build and a cite page from CITATION.cff (:mod:`linrec.book.render`,
-:mod:`linrec.book.publish`), and ``check`` verifies the result (:mod:`linrec.book.check`), with ``--reader``
-every page read in headless Chromium as a reader meets it (:mod:`linrec.book.reader`), and a screenshot;
-``pdf`` prints the executed book as one PDF (:mod:`linrec.book.pdf`).
+The steps live in the build package beside this script (:mod:`bookbuild`, not installed with linrec); this is
+their command line. ``sync`` regenerates the committed Colab notebooks (:mod:`bookbuild.notebooks`), ``execute``
+runs the chapters with papermill for one profile (:mod:`bookbuild.execute`), ``html`` renders them with Jupyter
+Book, warnings as errors, with a footer naming the build and a cite page from CITATION.cff
+(:mod:`bookbuild.render`, :mod:`bookbuild.publish`), and ``check`` verifies the result (:mod:`bookbuild.check`),
+with ``--reader`` every page read in headless Chromium as a reader meets it (:mod:`bookbuild.reader`), and a
+screenshot; ``pdf`` prints the executed book as one PDF (:mod:`bookbuild.pdf`).
 
     python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)
     python book/build.py check --reader --screenshot _build/screenshots/01_method.png
@@ -19,13 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-from linrec.book.check import check, execution_problems, toc_problems
-from linrec.book.execute import assignments, execute
-from linrec.book.layout import Book, BookError
-from linrec.book.notebooks import sources, sync, sync_problems
-from linrec.book.pdf import pdf_pages, pdf_problems, print_book
-from linrec.book.reader import page_problems
-from linrec.book.render import html
+from bookbuild.check import check, execution_problems, toc_problems
+from bookbuild.execute import assignments, execute
+from bookbuild.layout import Book, BookError
+from bookbuild.notebooks import sources, sync, sync_problems
+from bookbuild.pdf import pdf_pages, pdf_problems, print_book
+from bookbuild.reader import page_problems
+from bookbuild.render import html
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import get_profile
 from linrec.files import sigterm_interrupts

@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-from linrec.book.timing import this_machine  # noqa: E402 (the repository's own linrec)
+from bookbuild.timing import this_machine  # noqa: E402 (the repository's own linrec)
 from linrec.experiment.profiles import PYTHIA_SUITE  # noqa: E402
 
 OUT = ROOT / "_build" / "resources"

@@ -1,4 +1,4 @@
-"""The book's runtime (linrec.book.chapter, linrec.book.provenance) and its build (linrec.book.notebooks, .execute,
+"""The book's runtime (linrec.book.chapter, linrec.book.provenance) and its build (bookbuild.notebooks, .execute,
 .check, driven by book/build.py)."""
 
 import dataclasses
@@ -19,11 +19,12 @@ import pytest
 import torch
 
 import linrec
+from bookbuild import check, notebooks
+from bookbuild import execute as ex
+from bookbuild.layout import Book, BookError
 from linrec import LinrecError
 from linrec.book import chapter as book
-from linrec.book import check, notebooks, provenance
-from linrec.book import execute as ex
-from linrec.book.layout import Book, BookError
+from linrec.book import provenance
 from linrec.errors import LinrecWarning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -332,7 +333,7 @@ def test_progress_bars_are_on_unless_the_build_turns_them_off(tmp_path, monkeypa
 
 
 def test_the_build_runs_chapters_without_progress_bars():
-    text = (ROOT / "src" / "linrec" / "book" / "execute.py").read_text()
+    text = (ROOT / "book" / "bookbuild" / "execute.py").read_text()
     assert 'os.environ["LINREC_PROGRESS"] = "0"' in text
     chapters = "".join(p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")))
     assert "progress=False" not in chapters and "progress=ch.progress" in chapters
@@ -464,7 +465,7 @@ def test_chapters_start_longest_first_by_the_last_build_and_unmeasured_ones_befo
 
 
 def test_the_planned_measurements_are_what_the_chapters_ask_for_real_models_first():
-    from linrec.book.prepare import planned
+    from bookbuild.prepare import planned
     from linrec.experiment.profiles import get_profile
 
     profile = get_profile("offline")
@@ -484,7 +485,7 @@ def test_the_planned_measurements_are_what_the_chapters_ask_for_real_models_firs
 
 
 def test_the_scale_chapter_plans_the_series_of_a_profile_that_has_one_not_its_models(monkeypatch):
-    from linrec.book import prepare
+    from bookbuild import prepare
     from linrec.experiment import measurement as measured
     from linrec.experiment.profiles import PYTHIA_SUITE, get_profile
 
@@ -497,7 +498,7 @@ def test_the_scale_chapter_plans_the_series_of_a_profile_that_has_one_not_its_mo
     # the worker measures a series plan under the series profile, whose models are the series
     seen = []
     monkeypatch.setattr(measured, "measurement", lambda profile, model, **k: seen.append((profile.models, model)))
-    prepare._measure(("shapes", {}, scale[0]))
+    prepare._measure((get_profile("shapes"), scale[0]))
     assert seen == [(PYTHIA_SUITE, "EleutherAI/pythia-1.4b")]
     # a profile without a series plans its own models for the scale chapter
     assert {p.model for p in prepare.planned(get_profile("smoke"), ()) if p.wanted_by(["11_scale"])} == set(
@@ -665,16 +666,17 @@ def test_provenance_names_the_linrec_that_runs_not_stale_install_metadata(monkey
 
 
 def test_a_measurement_made_up_front_says_it_is_running_while_it_runs(monkeypatch, capsys):
+    from bookbuild import prepare
     from linrec import progress
-    from linrec.book import prepare
     from linrec.experiment import measurement as measured
+    from linrec.experiment.profiles import get_profile
 
     monkeypatch.setattr(progress, "LOG_EVERY", 0.05)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the worker's setting, not this process's
     asked = []
     monkeypatch.setattr(measured, "measurement", lambda *a, **k: (asked.append((a[1], k)), time.sleep(0.3)))
     plan = prepare.Planned("zoo-gpt2", "permuted@1", "stdlib-prose", "table")
-    done, seconds = prepare._measure(("smoke", {}, plan))
+    done, seconds = prepare._measure((get_profile("smoke"), plan))
     assert done == plan and seconds >= 0.3
     assert asked == [
         ("zoo-gpt2", {"checkpoint": "permuted@1", "corpus": "stdlib-prose", "keep": "table", "progress": False})

@@ -11,11 +11,12 @@ import jupytext
 import nbformat
 import pytest
 
+from bookbuild import notebooks, timing
+from bookbuild.colab import bibliography, colab_cells, raw_myst
+from bookbuild.layout import Book, BookError
 from conftest import book_script
-from linrec.book import chapter, ledger, notebooks, timing
-from linrec.book.colab import bibliography, colab_cells, raw_myst
+from linrec.book import chapter, ledger
 from linrec.book.exercises import check
-from linrec.book.layout import Book, BookError
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import get_profile
 

@@ -1,4 +1,4 @@
-"""The whole book as one PDF (linrec.book.pdf): printed by headless Chromium, checked for pages and figures."""
+"""The whole book as one PDF (bookbuild.pdf): printed by headless Chromium, checked for pages and figures."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import nbformat
 import pytest
 
-from linrec.book import pdf
-from linrec.book.layout import Book, BookError
+from bookbuild import pdf
+from bookbuild.layout import Book, BookError
 from test_reader import needs_chromium
 
 

@@ -1,5 +1,5 @@
 """Publishing the book: the release version, the footer naming the build, the cite page from CITATION.cff, each
-figure's data as CSV, and the GitHub workflows (linrec.book.publish, linrec.book.figures, .github/workflows)."""
+figure's data as CSV, and the GitHub workflows (bookbuild.publish, linrec.book.figures, .github/workflows)."""
 
 import ast
 import datetime as dt
@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 import linrec
+from bookbuild import check, notebooks, publish
+from bookbuild.layout import Book, BookError
 from linrec import LinrecError
-from linrec.book import check, figures, notebooks, publish
+from linrec.book import figures
 from linrec.book.chapter import Chapter
-from linrec.book.layout import Book, BookError
 from linrec.experiment.profiles import get_profile
 from linrec.plots import method
 
@@ -178,7 +179,7 @@ def test_a_figure_is_shown_with_its_data_as_csv_beside_it(tmp_path, monkeypatch)
 def test_an_illegible_figure_is_shown_with_its_problems_which_the_book_check_reports(tmp_path, monkeypatch):
     import nbformat
 
-    from linrec.book import check
+    from bookbuild import check
 
     monkeypatch.setenv("LINREC_FIGURE_DATA", str(tmp_path))
     shown = []

@@ -1,4 +1,4 @@
-"""The reader's check of built pages (linrec.book.reader) in a real headless Chromium, on planted pages."""
+"""The reader's check of built pages (bookbuild.reader) in a real headless Chromium, on planted pages."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from linrec.book.browser import Browser
-from linrec.book.reader import maths_problems, page_problems, tab_problems
+from bookbuild.browser import Browser
+from bookbuild.reader import maths_problems, page_problems, tab_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome"))

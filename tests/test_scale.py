@@ -12,11 +12,11 @@ import pytest
 import torch
 import yaml
 
+from bookbuild import publish
+from bookbuild.layout import Book
 from conftest import tiny_model
 from linrec import LinrecError
 from linrec.analysis import scale
-from linrec.book import publish
-from linrec.book.layout import Book
 from linrec.experiment import sizes
 from linrec.experiment.profiles import PROFILES, PYTHIA_LARGE, PYTHIA_SUITE, SCALE_DEPTHS, depth_blocks, get_profile
 from linrec.models.shapes import SHAPES

@@ -1,12 +1,9 @@
-"""The book's runtime, above the analyses: what a chapter calls and how the book is built.
+"""What a chapter of the book calls at run time, above the analyses.
 
 A chapter calls :mod:`~linrec.book.chapter` (``start``: profile, seed, style; its ``Chapter`` records
-numbers in the :mod:`~linrec.book.ledger` and prints its :mod:`~linrec.book.provenance`) and checks its
-parameters with :mod:`~linrec.book.params`. ``book/build.py`` drives the build: :mod:`~linrec.book.notebooks`
-(percent-format sources to Colab notebooks whose install cell installs the release), :mod:`~linrec.book.execute`
-(papermill, chapters in parallel), :mod:`~linrec.book.render` (Jupyter Book, local MathJax),
-:mod:`~linrec.book.check` (what a built book must satisfy), :mod:`~linrec.book.reader` (every page read in
-headless Chromium, :mod:`~linrec.book.browser`, as a reader meets it) and :mod:`~linrec.book.pdf` (the book as
-one PDF). The build modules need the ``book`` extra
-(jupytext, nbformat, papermill, jupyter-book); a chapter needs only the runtime.
+numbers in the :mod:`~linrec.book.ledger`, shows figures with their data (:mod:`~linrec.book.figures`) and
+prints its :mod:`~linrec.book.provenance`), checks its parameters with :mod:`~linrec.book.params` and its
+readers' exercise answers with :mod:`~linrec.book.exercises`. The book's *build* (papermill scheduling, Colab
+notebooks, rendering, checks, the PDF) is not part of the library: it lives beside the chapters, in the
+repository's ``book/bookbuild``.
 """

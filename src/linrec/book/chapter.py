@@ -88,7 +88,7 @@ def warn_if_cpu(profile: Profile) -> bool:
 def warn_if_zoo_missing(profile: Profile) -> bool:
     """Warn (a printed banner) when ``profile``'s zoo is not all in the cache, so that the chapter's first use
     of it will train it; return whether it did. The run-time note at the chapter's top says how long that took
-    where it was measured (:mod:`linrec.book.timing`)."""
+    where it was measured (:mod:`bookbuild.timing`)."""
     from linrec.models.zoo import zoo_missing
 
     if profile.zoo is None or not (missing := zoo_missing(profile.zoo)):

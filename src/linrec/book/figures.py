@@ -3,7 +3,7 @@
 :func:`show_figure` saves each table a figure plots as ``figure-data/<chapter>/<name>.csv`` and displays the
 figure and a "Download the data (CSV)" link as one HTML output: one output, so the figure cell's caption and
 number (myst-nb wraps every output of a figure cell in the figure) stay single, and a relative link, which
-works in the built book (:func:`linrec.book.render.html` copies ``figure-data`` beside the pages) and is
+works in the built book (:func:`bookbuild.render.html` copies ``figure-data`` beside the pages) and is
 harmless on Colab, where the file lands in the runtime's working folder. The folder is under
 ``$LINREC_FIGURE_DATA`` (the book's build points it at the executed chapters), else the working directory.
 A figure whose text cannot be read at the book's column width (:func:`linrec.plots.legibility.problems`) is shown

@@ -6,7 +6,7 @@ executed notebooks' papermill parameters, :func:`built_profiles`), the commit (`
 :func:`cite_page` writes the "How to cite this book" page from ``CITATION.cff`` at build time, so the citation
 is never a hand copy: the book's own entry (title, authors, version, year of ``date-released``, url) and the
 paper's (``references``), each as plain text and as BibTeX. :func:`render_config` is ``_config.yml`` with the
-footer added, which :func:`linrec.book.render.html` hands to ``jupyter-book build --config``.
+footer added, which :func:`bookbuild.render.html` hands to ``jupyter-book build --config``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import nbformat
 import yaml
 
-from linrec.book.layout import Book, BookError
+from bookbuild.layout import Book, BookError
 
 CITE_PAGE = "book/cite.md"
 """The generated page (listed in _toc.yml, ignored by git): :func:`cite_page`."""

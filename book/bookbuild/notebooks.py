@@ -18,9 +18,9 @@ import jupytext
 import nbformat
 import yaml
 
-from linrec.book import timing
-from linrec.book.colab import bibliography, colab_cells, collapse_solutions
-from linrec.book.layout import Book, BookError
+from bookbuild import timing
+from bookbuild.colab import bibliography, colab_cells, collapse_solutions
+from bookbuild.layout import Book, BookError
 
 INSTALL_EXTRAS = "paper,notebook,gguf"
 COLAB = "https://colab.research.google.com"
@@ -94,10 +94,10 @@ def _install_cell(book: Book) -> nbformat.NotebookNode:
 
 def paired_notebook(book: Book, source: Path, colab: bool = False) -> nbformat.NotebookNode:
     """The unexecuted notebook for a chapter source: its cells, its run time under the title
-    (:func:`linrec.book.timing.run_time_note`, where ``book/resources.json`` exists), the install cell after it.
+    (:func:`bookbuild.timing.run_time_note`, where ``book/resources.json`` exists), the install cell after it.
 
     ``colab``: the notebook a student opens on Colab (what :func:`sync` writes), its Markdown plain and its
-    solutions collapsed cells that "Run all" does not execute (:mod:`linrec.book.colab`); otherwise the
+    solutions collapsed cells that "Run all" does not execute (:mod:`bookbuild.colab`); otherwise the
     book's, in MyST, which ``execute`` runs.
     """
     nb = jupytext.read(source, fmt="py:percent")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from linrec.book.layout import BookError
+from bookbuild.layout import BookError
 
 ROLE = re.compile(r"\{(cite(?::[tp])?|numref|ref|glue:text|glue)\}`([^`]*)`")
 FENCE = re.compile(r"^(:{3,})\{([\w-]+)\}[ \t]*(.*)$")

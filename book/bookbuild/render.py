@@ -2,7 +2,7 @@
 
 :func:`html` runs ``jupyter-book build`` with warnings as errors, after copying a local MathJax where
 ``_config.yml`` expects it (formulas render without a network), with a footer naming the build and the pages
-:mod:`linrec.book.publish` generates. The pages are then read as a reader would by :mod:`linrec.book.reader`.
+:mod:`bookbuild.publish` generates. The pages are then read as a reader would by :mod:`bookbuild.reader`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bookbuild.layout import Book, BookError
+from bookbuild.notebooks import release_version
+from bookbuild.publish import build_commit, built_profiles, cite_page, footer, partial_toc, render_config, today
 from linrec.book.figures import FIGURE_DATA
-from linrec.book.layout import Book, BookError
-from linrec.book.notebooks import release_version
-from linrec.book.publish import build_commit, built_profiles, cite_page, footer, partial_toc, render_config, today
 
 
 def vendor_mathjax(book: Book) -> None:
@@ -37,7 +37,7 @@ def html(book: Book, chapters: Sequence[str] = (), builder: str = "html") -> Non
     files are copied beside the pages that link them. Without a claims table (no chapter executed in this
     checkout) the intro says so instead of failing on a missing include. ``chapters``: render only these chapters
     (a profile that runs a few, e.g. ``scale``) with the front and back matter; links to the others are plain
-    text. ``builder``: Sphinx's, ``singlehtml`` for the whole book on one page (:mod:`linrec.book.pdf`)."""
+    text. ``builder``: Sphinx's, ``singlehtml`` for the whole book on one page (:mod:`bookbuild.pdf`)."""
     vendor_mathjax(book)
     cite_page(book)
     if not book.claims.exists():

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from linrec.book.layout import BookError
+from bookbuild.layout import BookError
 from linrec.progress import heartbeat, no_library_bars
 
 if TYPE_CHECKING:
@@ -78,17 +78,15 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
     return out
 
 
-def _measure(args: tuple[str, dict[str, object], Planned]) -> tuple[Planned, float]:
+def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     """Capture one planned measurement in a worker, on as many threads as a chapter of the profile computes on (one
     for a zoo's profile, :func:`linrec.book.chapter.setup`); its wall time. A capture takes minutes, so a line says
     it is running every 30 s; transformers' loading bars stay out of the log."""
     import torch
 
     from linrec.experiment.measurement import measurement
-    from linrec.experiment.profiles import get_profile
 
-    name, fields, plan = args
-    profile = get_profile(name, **fields)
+    profile, plan = args
     if plan.series:
         profile = profile.series_profile(gpu=torch.cuda.is_available())
     if profile.zoo is not None:
@@ -100,11 +98,11 @@ def _measure(args: tuple[str, dict[str, object], Planned]) -> tuple[Planned, flo
     return plan, time.perf_counter() - start
 
 
-def prepare_measurements(name: str, fields: dict[str, object], plans: Sequence[Planned], jobs: int) -> None:
-    """Capture ``plans`` (of profile ``name`` with ``fields`` changed), ``jobs`` at a time in worker processes,
-    printing a line per measurement with its own time; whatever is cached already takes a moment."""
+def prepare_measurements(profile: Profile, plans: Sequence[Planned], jobs: int) -> None:
+    """Capture ``plans`` of ``profile``, ``jobs`` at a time in worker processes, printing a line per measurement with
+    its own time; whatever is cached already takes a moment."""
     start = time.perf_counter()
-    work = [(name, fields, p) for p in plans]
+    work = [(profile, p) for p in plans]
     pool = mp.get_context("spawn").Pool(max(1, min(jobs, len(work))))
     try:
         for plan, seconds in pool.imap_unordered(_measure, work):

@@ -2,7 +2,7 @@
 
 Chromium is already what ``make book-check`` reads the pages with, so nothing more installs (Jupyter Book's LaTeX
 builder needs a TeX Live of several hundred MB, its ``pdfhtml`` builder downloads a Chromium of its own). The
-page is printed once settled (MathJax done, :mod:`linrec.book.browser`) and only with every figure loaded; the
+page is printed once settled (MathJax done, :mod:`bookbuild.browser`) and only with every figure loaded; the
 PDF goes beside the site (:data:`PDF`), where the intro links it, and :func:`pdf_problems` checks it: pages, and
 as many pictures as the chapters have figures.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from linrec.book.browser import Browser
-from linrec.book.layout import Book, BookError
-from linrec.book.notebooks import sources
+from bookbuild.browser import Browser
+from bookbuild.layout import Book, BookError
+from bookbuild.notebooks import sources
 
 PDF = "linrec-book.pdf"
 """The PDF's name in the rendered site (``_build/html``): the intro links it there."""

@@ -2,7 +2,7 @@
 
 :func:`execute` writes each chapter's notebook with an "Open in Colab" button and its parameters (the
 profile, or a dict changing its fields), trains the profile's zoo first, captures the measurements the chapters
-share (:mod:`linrec.book.prepare`), runs the chapters, the longest first, with
+share (:mod:`bookbuild.prepare`), runs the chapters, the longest first, with
 ``LINREC_PROGRESS=0`` (no progress bars in the built pages), and then writes the intro's claims table from what
 they recorded (:func:`write_claims`). :func:`run_chapters` is the scheduler: each
 chapter a papermill process in a session of its own, the appendix after the rest, and the first failure
@@ -23,14 +23,18 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 import yaml
 
-from linrec.book import timing
-from linrec.book.layout import Book, BookError
-from linrec.book.notebooks import RESOURCES, colab_link, paired_notebook, sources
-from linrec.book.prepare import planned, prepare_measurements
+from bookbuild import timing
+from bookbuild.layout import Book, BookError
+from bookbuild.notebooks import RESOURCES, colab_link, paired_notebook, sources
+from bookbuild.prepare import planned, prepare_measurements
+
+if TYPE_CHECKING:
+    from linrec.experiment.profiles import Profile
 
 KERNEL = "linrec-venv"
 
@@ -43,20 +47,18 @@ def kernel() -> str:
     return KERNEL
 
 
-def prepare_models(profile: str) -> None:
+def prepare_models(chosen: Profile) -> None:
     """Train the profile's zoo up front, all models in parallel workers, and dequantise its packaged pretrained
     models, whatever of it is not cached yet.
 
     Chapters would otherwise train each missing model on first use, one at a time, and the first chapters
     running side by side would wait for one another's dequantising.
     """
-    from linrec.experiment.profiles import get_profile
     from linrec.models.gguf import dequantised
     from linrec.models.packaged import packaged_file
     from linrec.models.zoo import build_zoo
     from linrec.progress import heartbeat, no_library_bars
 
-    chosen = get_profile(profile)
     files = {name: packaged_file(name) for name in chosen.packaged}  # a missing wheel is named before any work
     start = time.perf_counter()
     if chosen.zoo is not None:
@@ -84,13 +86,11 @@ AFTER_THE_REST = ("10_paper_vs_run",)
 """Chapters that read what the others recorded (the ledger): they start once every other chapter is done."""
 
 
-def default_jobs(profile: str) -> int:
+def default_jobs(profile: Profile) -> int:
     """Chapters executed at a time: for the profiles of the project's small zoo models one per core, at most two
     (each chapter computes on one thread, so two use two cores); one for hub-sized profiles, whose chapters each
     hold several GB and share one GPU."""
-    from linrec.experiment.profiles import get_profile
-
-    return max(1, min(2, os.cpu_count() or 1)) if get_profile(profile).zoo is not None else 1
+    return max(1, min(2, os.cpu_count() or 1)) if profile.zoo is not None else 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,10 +112,12 @@ class ChapterRun:
 def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | None) -> subprocess.Popen:
     run.out.unlink(missing_ok=True)  # a failed or stopped chapter leaves no older one that looks current
     run.partial.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
-    command = [sys.executable, "-m", "linrec.book.execute", str(run.notebook), str(run.partial), str(run.parameters),
+    command = [sys.executable, "-m", "bookbuild.execute", str(run.notebook), str(run.partial), str(run.parameters),
                kernel_name, "progress" if progress_bar else "quiet", str(cwd or "")]  # fmt: skip
+    # The build's package is not installed: the process finds it beside this one's (book/).
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
     # A session of its own: stopped as a group when the build stops, never by a Ctrl-C meant for the build.
-    return subprocess.Popen(command, start_new_session=True)
+    return subprocess.Popen(command, start_new_session=True, env={**os.environ, "PYTHONPATH": path})
 
 
 _SOCKET = re.compile(r"^linrec-kernel-(\d+)-")
@@ -258,12 +260,12 @@ def execute(
     out_dir = out_dir or book.chapters
     check_writable(out_dir, "the executed chapters' directory", "give another with --out")
     os.environ["LINREC_FIGURE_DATA"] = str(out_dir.resolve())  # the figures' CSV files go beside the chapters
-    prepare_models(profile)
-    jobs = jobs or default_jobs(profile)
+    prepare_models(resolved)
+    jobs = jobs or default_jobs(resolved)
     given = _parameter(declared.get("03_activation", {}), "CONTROL_SEEDS", params)
     seeds = [s for s in given if isinstance(s, int)] if isinstance(given, (list, tuple)) else []  # the chapter checks
     plans = [p for p in planned(resolved, seeds) if p.wanted_by(list(declared))]
-    prepare_measurements(profile, fields or {}, plans, jobs)
+    prepare_measurements(resolved, plans, jobs)
     print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)
     with tempfile.TemporaryDirectory(prefix="linrec-book-") as tmp:
         runs = []

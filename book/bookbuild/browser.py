@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from linrec.book.layout import BookError
+from bookbuild.layout import BookError
 
 WIDTH = 1280
 """The window width pages are read and photographed at (px): a laptop's."""

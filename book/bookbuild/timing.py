@@ -6,7 +6,7 @@ chapters share captured first, then the chapters two at a time, the longest firs
 and ``gpu``, the chapters' times on a GPU at the paper's model sizes (the ``shapes`` profile: the paper's
 models in their real shapes, no downloads). :func:`run_time_note` writes the sentence from them, with the
 machine and date that measured them; nothing in it is typed by hand, and a chapter without a measurement
-says so. The notebooks carry the sentence as written text (:func:`linrec.book.notebooks.paired_notebook`),
+says so. The notebooks carry the sentence as written text (:func:`bookbuild.notebooks.paired_notebook`),
 so it reaches Colab, where ``book/`` is not installed.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from linrec.book.layout import BookError
+from bookbuild.layout import BookError
 
 GPU_TIME = re.compile(r"^(\d+(?:\.\d+)?) \(([^()]+)\)$")
 """A measured GPU time in ``resources.json``'s ``gpu`` column: "147 (H100)" (seconds, the GPU)."""

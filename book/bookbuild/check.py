@@ -1,6 +1,6 @@
 """What a built book must satisfy: notebooks in sync, every chapter in the TOC, executed to the end without
 errors, its figures legible (:mod:`linrec.plots.legibility`, recorded as each was shown), its stated run time
-that of the measurements (:func:`linrec.book.timing.stale_run_times`), rendered with a figure, its Colab link, the
+that of the measurements (:func:`bookbuild.timing.stale_run_times`), rendered with a figure, its Colab link, the
 footer naming the build, and every figure-data link resolving."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from linrec.book import timing
+from bookbuild import timing
+from bookbuild.layout import Book
+from bookbuild.notebooks import RESOURCES, colab_link, sources, sync_problems
 from linrec.book.figures import FIGURE_DATA, ILLEGIBLE
-from linrec.book.layout import Book
-from linrec.book.notebooks import RESOURCES, colab_link, sources, sync_problems
 
 
 class _Page(HTMLParser):

@@ -1,6 +1,6 @@
 """What a reader trips over on the built pages, found in headless Chromium at 1280 px once MathJax is done.
 
-:data:`READER` runs in each page (:mod:`linrec.book.browser`) and lists
+:data:`READER` runs in each page (:mod:`bookbuild.browser`) and lists
 
 - **clipped content**: a table, code cell, output or formula wider than the box that shows it, unless that box
   scrolls sideways with a visible cue that there is more to the side (its right edge fading out, a ``mask-image``
@@ -13,7 +13,7 @@
 and :func:`page_problems` adds a page whose MathJax had not finished when it was read and formulas MathJax could
 not draw (:func:`maths_problems`). Figures are checked where
 they are made (:func:`linrec.plots.legibility.problems`); the run times a page states, against the build's own
-measurements (:func:`linrec.book.timing.stale_run_times`).
+measurements (:func:`bookbuild.timing.stale_run_times`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from linrec.book.browser import Browser, Tab
+from bookbuild.browser import Browser, Tab
 
 READER = """(() => {
   const article = document.querySelector("article") || document.body;
