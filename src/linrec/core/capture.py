@@ -25,14 +25,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from linrec.core.moments import (
-    BlockMoments,
-    MomentAccumulator,
-    Moments,
-    PositionMoments,
-    SpilledMoments,
-    all_reduce_moments,
-)
+from linrec.core.accumulator import MomentAccumulator
+from linrec.core.moment_files import SpilledMoments
+from linrec.core.moments import BlockMoments, Moments, PositionMoments, all_reduce_moments
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.tails import TailSink
 from linrec.data.tokens import TokenBatches
@@ -440,7 +435,7 @@ def capture_positions(
     captured position apart from the later ones (:class:`MomentSink`), with each block's largest rows
     (:class:`linrec.core.tails.TailSink`); ``positions``: only the rows at these window positions
     (:func:`run_capture`; the forward pass is unchanged). ``spill``: a directory where each fold's finished moments
-    wait on disk (:class:`linrec.core.moments.SpilledMoments`), so that memory holds only the live fold of every
+    wait on disk (:class:`linrec.core.moment_files.SpilledMoments`), so that memory holds only the live fold of every
     block: for models whose moments would not fit.
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
