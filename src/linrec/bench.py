@@ -32,7 +32,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.capture import MomentSink, StopForward, run_capture
+from linrec.core.capture import forward_until_stopped, run_capture, stop_after
+from linrec.core.moment_sink import MomentSink
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches
@@ -130,24 +131,16 @@ def seconds(fn: Callable[[], object], device: torch.device) -> float:
 def forward(model: nn.Module, batches: TokenBatches, truncated: bool = False) -> None:
     """The model over ``batches``, in full or stopped after its deepest FFN block (as the capture stops it)."""
     device = next(model.parameters()).device
-    handle = None
-    if truncated:
-
-        def stop(*_: Any) -> None:
-            raise StopForward
-
-        handle = dict(model.named_modules())[ffn_blocks(model)[-1].output].register_forward_hook(stop)
+    handle = stop_after(model, ffn_blocks(model)[-1]) if truncated else None
     try:
         with torch.no_grad():
             for b in batches:
-                try:
-                    model(
-                        input_ids=to_device(b.input_ids, device),
-                        attention_mask=to_device(b.attention_mask, device),
-                        use_cache=False,
-                    )
-                except StopForward:
-                    pass
+                forward_until_stopped(
+                    model,
+                    input_ids=to_device(b.input_ids, device),
+                    attention_mask=to_device(b.attention_mask, device),
+                    use_cache=False,
+                )
     finally:
         if handle is not None:
             handle.remove()
