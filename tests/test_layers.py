@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("linrec.analysis",)),
     ("plots", ("linrec.plots",)),
     ("book", ("linrec.book",)),
-    ("top", ("linrec.commands", "linrec.cli", "linrec.bench", "linrec.__main__", "linrec")),
+    ("top", ("linrec.commands", "linrec.cli", "linrec.__main__", "linrec")),
 ]
 
 

@@ -175,6 +175,42 @@ def get_shape(name: str) -> Shape:
     return SHAPES[name]
 
 
+BENCH_SHAPES: dict[str, dict] = {
+    "gpt2-small": SHAPES["openai-community/gpt2"].config,  # 12 blocks, width 768, FFN 3072, 50257 tokens
+    # SmolLM2-135M's published configuration (Hugging Face, 2024): narrow and deep.
+    "smollm2-135m": {
+        "model_type": "llama",
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "vocab_size": 49152,
+        "max_position_embeddings": 8192,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 100000.0},
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": True,
+    },
+}
+"""Model shapes ``linrec bench`` builds with random weights (nothing is downloaded), by name: ``config.json`` fields,
+as in :data:`SHAPES` (whose GPT-2 is the bench's GPT-2 small). They need no tokenizer: the bench times random ids."""
+
+
+def _config(fields: dict) -> PretrainedConfig:
+    """The transformers config of ``config.json`` fields, as ``from_pretrained`` would build it."""
+    from transformers import AutoConfig
+
+    fields = dict(fields)
+    return AutoConfig.for_model(fields.pop("model_type"), **fields)
+
+
+def bench_config(name: str) -> PretrainedConfig:
+    """The configuration of the bench shape ``name``; an unknown name lists the known ones."""
+    if name not in BENCH_SHAPES:
+        raise LinrecError(f"unknown shape '{name}'; choose one of {', '.join(BENCH_SHAPES)}")
+    return _config(BENCH_SHAPES[name])
+
+
 # ---------------------------------------------------------------------------------------------
 # Tokenizers.
 
@@ -331,10 +367,7 @@ def shaped_seed(name: str, revision: str | None = None) -> int:
 
 def shaped_config(name: str) -> PretrainedConfig:
     """The transformers config of ``name``, built from its ``config.json`` fields as ``from_pretrained`` would."""
-    from transformers import AutoConfig
-
-    fields = dict(get_shape(name).config)
-    return AutoConfig.for_model(fields.pop("model_type"), **fields)
+    return _config(get_shape(name).config)
 
 
 def load_shaped(
