@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linrec.stats",
             "linrec.hub",
             "linrec.cache",
+            "linrec.digests",
             "linrec.files",
             "linrec.progress",
             "linrec.distributions",

@@ -33,7 +33,7 @@ from typing import NoReturn, TypeVar
 import pandas as pd
 import torch
 
-from linrec.cache import build_entry, built_entry, cache_dir, cache_key, file_sha256, intact
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key, intact
 from linrec.core.fit import rcond_for
 from linrec.core.measure import FILES, Measurement, Provenance, read_provenance, versions, write_provenance
 from linrec.core.moment_files import load_moments, save_moments, saved_blocks
@@ -41,6 +41,7 @@ from linrec.core.moments import Moments, PositionMoments
 from linrec.core.sample import Rows, RowSample, load_rows, save_rows
 from linrec.data.corpus import Corpus
 from linrec.data.tokens import TokenBatches, bos_policy
+from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
