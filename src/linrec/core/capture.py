@@ -43,6 +43,7 @@ class StopForward(Exception):
 
 
 def _stop(*_: Any) -> None:
+    """The forward hook of :func:`stop_after`."""
     raise StopForward
 
 

@@ -190,7 +190,7 @@ def bench_config(name: str) -> PretrainedConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# Tokenizers.
+# Shaped tokenizers: trained in their layouts (linrec.models.tokenizers), cached.
 
 
 def _library_version(kind: str) -> str:
