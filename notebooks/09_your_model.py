@@ -40,10 +40,10 @@ from linrec.analysis.your_model import (
     replaced_summary,
     your_model_claims,
 )
-from linrec.bench import capture_overhead
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.cli import main as linrec_cli
+from linrec.commands.benchmark import capture_overhead
 from linrec.data.corpora import load_corpus
 from linrec.experiment.measurement import weights_id
 from linrec.experiment.replaced import cached_replace

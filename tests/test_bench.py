@@ -3,16 +3,15 @@
 import pytest
 import torch
 
-import linrec.bench as bench
+import linrec.commands.benchmark as bench
 from linrec.errors import LinrecError
+from linrec.models import shapes
 
 
 @pytest.fixture
 def tiny_shape(monkeypatch):
-    from transformers import GPT2Config
-
-    config = lambda: GPT2Config(n_layer=3, n_embd=32, n_head=4, vocab_size=200, n_positions=64)  # noqa: E731
-    monkeypatch.setitem(bench.SHAPES, "tiny", config)
+    config = {"model_type": "gpt2", "n_layer": 3, "n_embd": 32, "n_head": 4, "vocab_size": 200, "n_positions": 64}
+    monkeypatch.setitem(shapes.BENCH_SHAPES, "tiny", config)
     return "tiny"
 
 

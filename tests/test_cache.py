@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from linrec import cache
-from linrec.cache import MARKER, atomic_dir, build_entry, current_entry, entry_complete, file_sha256
+from linrec import cache, digests
+from linrec.cache import MARKER, atomic_dir, build_entry, current_entry, entry_complete
+from linrec.digests import file_sha256
 
 KEYS = 30
 
@@ -283,14 +284,14 @@ def test_a_file_digest_is_computed_once_and_again_when_the_file_is_replaced(tmp_
     import hashlib
 
     hashed = []
-    real = cache._hash_file
-    monkeypatch.setattr(cache, "_hash_file", lambda path: hashed.append(path) or real(path))
+    real = digests.hash_file
+    monkeypatch.setattr(digests, "hash_file", lambda path: hashed.append(path) or real(path))
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(cache, "_DIGESTS", {})
+    monkeypatch.setattr(digests, "_DIGESTS", {})
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"a" * 1000)
     assert file_sha256(weights) == hashlib.sha256(b"a" * 1000).hexdigest()
-    monkeypatch.setattr(cache, "_DIGESTS", {})  # a new process: the index in the cache remembers it
+    monkeypatch.setattr(digests, "_DIGESTS", {})  # a new process: the index in the cache remembers it
     assert file_sha256(weights) == hashlib.sha256(b"a" * 1000).hexdigest() and len(hashed) == 1
     replacement = tmp_path / "new.safetensors"
     replacement.write_bytes(b"b" * 1000)  # the same size, then renamed over it (a new inode)

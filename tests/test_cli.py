@@ -419,9 +419,11 @@ def test_version_and_plain_help(capsys):
 
 
 def test_bench_checks_its_arguments_before_timing(tmp_path, capsys, monkeypatch):
-    import linrec.bench
+    import linrec.commands.benchmark
 
-    monkeypatch.setattr(linrec.bench, "run_bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed")))
+    monkeypatch.setattr(
+        linrec.commands.benchmark, "run_bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed"))
+    )
     (tmp_path / "t.csv").mkdir()
     _fails(["bench", "--out", str(tmp_path / "t.csv")], capsys, "is a directory")
     with pytest.raises(SystemExit):
@@ -622,9 +624,11 @@ def test_out_of_range_numbers_are_refused_when_read(argv, message, capsys):
 
 
 def test_bench_sequence_longer_than_the_context_is_refused_before_timing(capsys, monkeypatch):
-    import linrec.bench
+    import linrec.commands.benchmark
 
-    monkeypatch.setattr(linrec.bench, "shaped_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
+    monkeypatch.setattr(
+        linrec.commands.benchmark, "shaped_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built"))
+    )
     _fails(["bench", "--seq-len", "5000"], capsys, "seq_len 5000 exceeds the context of 1024")
 
 
@@ -677,9 +681,9 @@ def test_an_interrupt_is_one_line_and_leaves_the_old_table(model_dirs, text_file
 
 INTERRUPTED = """
 import sys, time
-import linrec.bench
+import linrec.commands.benchmark
 from linrec.cli import main
-linrec.bench.run_bench = lambda *a, **k: (print("started", flush=True), time.sleep(60))
+linrec.commands.benchmark.run_bench = lambda *a, **k: (print("started", flush=True), time.sleep(60))
 sys.exit(main(["bench"]))
 """
 

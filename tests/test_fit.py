@@ -9,9 +9,10 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
 from conftest import tiny_model
-from linrec.core.capture import MomentSink, capture_moments, run_capture
+from linrec.core.capture import capture_moments, run_capture
 from linrec.core.fit import DEFAULT_RCOND, BlockReport, fit_affine, held_out, rcond_for, recoverability
 from linrec.core.measure import measure
+from linrec.core.moment_sink import MomentSink
 from linrec.core.moments import Moments, merge_folds
 from linrec.core.planted import recover_rows
 from linrec.core.sample import RowSample

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linrec.stats",
             "linrec.hub",
             "linrec.cache",
+            "linrec.digests",
             "linrec.files",
             "linrec.progress",
             "linrec.distributions",
@@ -40,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("linrec.analysis",)),
     ("plots", ("linrec.plots",)),
     ("book", ("linrec.book",)),
-    ("top", ("linrec.commands", "linrec.cli", "linrec.bench", "linrec.__main__", "linrec")),
+    ("top", ("linrec.commands", "linrec.cli", "linrec.__main__", "linrec")),
 ]
 
 

@@ -212,7 +212,7 @@ def test_spilled_folds_are_the_same_moments_and_table_and_leave_memory_for_disk(
 
 
 def test_a_released_fold_is_not_served_again_nor_given_rows():
-    from linrec.core.moments import MomentAccumulator
+    from linrec.core.accumulator import MomentAccumulator
 
     acc = MomentAccumulator(3, 2, folds=2)
     acc.add(torch.randn(5, 3), torch.randn(5, 2), fold=0)

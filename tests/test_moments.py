@@ -4,7 +4,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from linrec.core.moments import MomentAccumulator, Moments, load_moments, merge_folds, save_moments
+from linrec.core.accumulator import MomentAccumulator
+from linrec.core.moment_files import load_moments, save_moments
+from linrec.core.moments import Moments, merge_folds
 from linrec.errors import LinrecError
 
 

@@ -31,10 +31,8 @@ from linrec.models.shapes import (
     shaped_config,
     shaped_seed,
     shaped_tokenizer_dir,
-    train_gpt2_tokenizer,
-    train_llama_tokenizer,
-    train_neox_tokenizer,
 )
+from linrec.models.tokenizers import train_gpt2_tokenizer, train_llama_tokenizer, train_neox_tokenizer
 
 GPT2, PYTHIA, LLAMA = "openai-community/gpt2", "EleutherAI/pythia-160m", "JackFram/llama-160m"
 # (embedding rows, tokens in the tokenizer, BOS id put at the start of every window)

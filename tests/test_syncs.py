@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from conftest import VOCAB, tiny_model
-from linrec.core.capture import MomentSink, capture_moments, run_capture
+from linrec.core.capture import capture_moments, run_capture
+from linrec.core.moment_sink import MomentSink
 from linrec.core.moments import Moments
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.sample import Rows, RowSample, capture_with_sample, row_priority

@@ -240,8 +240,9 @@ def execute(
     """
     import papermill
 
+    from linrec.cache import check_cache
     from linrec.experiment.profiles import get_profile
-    from linrec.files import check_cache, check_writable
+    from linrec.files import check_writable
 
     resolved = get_profile(profile, **(fields or {}))  # a bad profile or field fails here, not in each chapter
     check_cache()

@@ -38,8 +38,8 @@ _HOMES = {
     "Measurement": "linrec.core.measure",
     "measure": "linrec.core.measure",
     "Moments": "linrec.core.moments",
-    "load_moments": "linrec.core.moments",
-    "save_moments": "linrec.core.moments",
+    "load_moments": "linrec.core.moment_files",
+    "save_moments": "linrec.core.moment_files",
     "RowSample": "linrec.core.sample",
     "SyncCounter": "linrec.core.syncs",
     "TokenBatches": "linrec.data.tokens",
@@ -61,7 +61,8 @@ if TYPE_CHECKING:
     from linrec.core.capture import capture_moments, run_capture
     from linrec.core.fit import AffineFit, fit_affine, recoverability, report_table
     from linrec.core.measure import Measurement, measure
-    from linrec.core.moments import Moments, load_moments, save_moments
+    from linrec.core.moment_files import load_moments, save_moments
+    from linrec.core.moments import Moments
     from linrec.core.replacements import fit_replacements
     from linrec.core.rows import BatchRows, RowSink
     from linrec.core.sample import RowSample

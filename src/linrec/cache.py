@@ -21,8 +21,8 @@ runs, for damaged files and for several processes at once:
 - temporaries and versions left by killed processes are removed when the next process writes beside
   them (:func:`remove_stale`).
 
-:func:`file_sha256` hashes files outside the cache (local model weights, text files) once and remembers
-the digest in a small index in the cache, by path, size, modification time and inode.
+Files outside the cache (local model weights, text files) are hashed once and their digests remembered
+in an index in the cache by :func:`linrec.digests.file_sha256`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from linrec.errors import LinrecError
+from linrec.files import check_writable, process_alive, write_atomically
 
 MARKER = ".complete.json"
 """The file, written last into every entry, that lists the size and sha256 of each of its files."""
@@ -71,11 +72,20 @@ def cache_key(content: object) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def check_cache() -> None:
+    """Fail before any work when the cache (:func:`cache_dir`) cannot hold an entry."""
+    check_writable(
+        cache_dir(),
+        "the cache",
+        "set LINREC_CACHE to a writable directory with free space (e.g. export LINREC_CACHE=/tmp/linrec-cache)",
+    )
+
+
 # ---------------------------------------------------------------------------------------------
-# Content hashes.
+# File hashes.
 
 
-def _hash_file(path: Path) -> str:
+def hash_file(path: Path) -> str:
     """The sha256 of a file's bytes, read in 1 MiB chunks (the one place the cache hashes a file)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -84,66 +94,9 @@ def _hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _signature(stat: os.stat_result) -> list[int]:
+def file_signature(stat: os.stat_result) -> list[int]:
     """What says a file is unchanged without reading it: size, modification time and inode."""
     return [stat.st_size, stat.st_mtime_ns, stat.st_ino]
-
-
-_DIGESTS: dict[str, tuple[list[int], str]] = {}
-"""This process's copy of the digest index (path -> (signature, sha256))."""
-
-
-def _index() -> Path:
-    return cache_dir() / "digests.json"
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of the file at ``path``, hashed once and remembered by path, size, modification time and inode.
-
-    The digest is kept in this process and in an index in the cache (``digests.json``), so a second run does
-    not read a large unchanged file again; a file replaced in place (another size, time or inode) is hashed again.
-    """
-    path = Path(path).expanduser().resolve()
-    signature = _signature(path.stat())
-    key = str(path)
-    known = _DIGESTS.get(key)
-    if known is None or known[0] != signature:
-        stored = _read_index().get(key)
-        if stored is not None:
-            _DIGESTS[key] = (stored[0], stored[1])
-            known = _DIGESTS[key]
-    if known is not None and known[0] == signature:
-        return known[1]
-    digest = _hash_file(path)
-    if _signature(path.stat()) == signature:  # not changed while it was read
-        _DIGESTS[key] = (signature, digest)
-        _remember(key, signature, digest)
-    return digest
-
-
-def _read_index() -> dict[str, list]:
-    try:
-        index = json.loads(_index().read_text())
-    except (OSError, ValueError):
-        return {}
-    return index if isinstance(index, dict) else {}
-
-
-def _remember(key: str, signature: list[int], digest: str) -> None:
-    """Add one digest to the index, dropping files that are gone (best effort: an index that cannot be written only
-    costs a hash next time)."""
-    index = _index()
-    try:
-        index.parent.mkdir(parents=True, exist_ok=True)
-        _sweep(index.parent)  # an index half written by a killed process
-        with FileLock(index.parent / ".digests.json.lock"):
-            known = {path: entry for path, entry in _read_index().items() if os.path.exists(path)}  # drop the gone
-            known[key] = [signature, digest]
-            tmp = index.with_name(f"{_TMP}{os.getpid()}-digests.json")
-            tmp.write_text(json.dumps(known))
-            os.replace(tmp, index)
-    except OSError:
-        pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,19 +104,18 @@ def _remember(key: str, signature: list[int], digest: str) -> None:
 
 
 def _files(root: Path) -> dict[str, os.stat_result]:
-    """Every file under ``root`` but the marker (and a marker being written), by relative path."""
+    """Every file under ``root`` but the marker (and a marker being written: its temporary is named after it,
+    ``.<MARKER>.<pid>...``, by :func:`linrec.files.write_atomically`), by relative path."""
     return {
         p.relative_to(root).as_posix(): p.stat()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.name.startswith(MARKER)
+        if p.is_file() and not p.name.startswith((MARKER, f".{MARKER}"))
     }
 
 
 def _write_marker(root: Path) -> None:
-    files = {name: [stat.st_size, _hash_file(root / name)] for name, stat in _files(root).items()}
-    tmp = root / f"{MARKER}.{os.getpid()}"
-    tmp.write_text(json.dumps({"files": files}, indent=1))
-    os.replace(tmp, root / MARKER)
+    files = {name: [stat.st_size, hash_file(root / name)] for name, stat in _files(root).items()}
+    write_atomically(root / MARKER, lambda f: f.write(json.dumps({"files": files}, indent=1)))
 
 
 _VERIFIED: dict[str, list[list[int]]] = {}
@@ -174,7 +126,7 @@ def _verify(version: Path) -> bool | None:
     """Whether the version directory ``version`` matches its marker: True, False (damaged) or None (absent)."""
     try:
         marker = version / MARKER
-        signatures = [_signature(marker.stat())]
+        signatures = [file_signature(marker.stat())]
         expected = json.loads(marker.read_text())["files"]
         found = _files(version)
     except FileNotFoundError:
@@ -187,7 +139,7 @@ def _verify(version: Path) -> bool | None:
         return False
     if not isinstance(expected, dict) or set(expected) != set(found):
         return False
-    signatures += [_signature(found[name]) for name in sorted(found)]
+    signatures += [file_signature(found[name]) for name in sorted(found)]
     if _VERIFIED.get(str(version)) == signatures:
         return True
     # a plain directory's marker of sizes only (from before checksums): checksums are added below
@@ -195,7 +147,7 @@ def _verify(version: Path) -> bool | None:
     try:
         for name, stat in found.items():
             size, digest = (expected[name], None) if legacy else expected[name]
-            if stat.st_size != size or (digest is not None and _hash_file(version / name) != digest):
+            if stat.st_size != size or (digest is not None and hash_file(version / name) != digest):
                 return False
     except (ValueError, TypeError):  # a marker entry that is no [size, sha256] pair
         return False
@@ -210,7 +162,7 @@ def _verify(version: Path) -> bool | None:
 def _adopt(version: Path) -> bool:
     """Give an entry from before checksums (no marker, or sizes only: complete, since it was renamed into place
     whole) its marker now, so that later damage is caught."""
-    with suppress(OSError):  # a read-only cache: still complete, unguarded
+    with suppress(OSError, LinrecError):  # a read-only cache: still complete, unguarded
         _write_marker(version)
     return True
 
@@ -271,17 +223,6 @@ def intact(version: Path) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # Writing.
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (signal 0 asks without sending anything)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _newest_change(path: Path) -> float:

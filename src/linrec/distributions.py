@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from linrec.cache import file_sha256
+from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 
 

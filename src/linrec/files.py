@@ -1,5 +1,6 @@
-"""Writing files safely: a place checked by trying to write there, a file written whole or not at all, the
-temporaries of killed runs removed at the next start, and SIGTERM stopping a run as Ctrl-C does.
+"""Writing files safely: a place checked by trying to write there, a file written whole or not at all (the one way
+linrec writes a file atomically: outputs, and the cache's markers and digest index), the temporaries of killed runs
+removed at the next start, and SIGTERM stopping a run as Ctrl-C does.
 
 Checks try rather than ask: ``os.access`` answers yes to root (as Colab runs) whatever the permissions, and
 nothing but a write finds a full disk. So a directory is created, and a file with an unpredictable name is
@@ -19,7 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from linrec.cache import cache_dir, process_alive
 from linrec.errors import LinrecError
 
 
@@ -47,15 +47,6 @@ def check_writable(directory: Path, what: str, fix: str) -> None:
         raise LinrecError(f"cannot write {what} {directory}: {_reason(err)}; {fix}") from err
 
 
-def check_cache() -> None:
-    """Fail before any work when the cache (:func:`linrec.cache.cache_dir`) cannot hold an entry."""
-    check_writable(
-        cache_dir(),
-        "the cache",
-        "set LINREC_CACHE to a writable directory with free space (e.g. export LINREC_CACHE=/tmp/linrec-cache)",
-    )
-
-
 def check_new_file(path: Path, option: str) -> None:
     """Fail before the work unless ``path`` (given as ``option``) could be written: its directory by
     :func:`check_writable`, its name by looking it up (a name too long for the file system fails there)."""
@@ -66,6 +57,17 @@ def check_new_file(path: Path, option: str) -> None:
         return
     except OSError as err:
         raise LinrecError(f"cannot write {option} {path}: {_reason(err)}; choose another name") from err
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0 asks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _temporary_prefix(path: Path) -> str:

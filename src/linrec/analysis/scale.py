@@ -203,7 +203,7 @@ LARGER: dict[str, tuple[int, int, float]] = {
 def capture_needs(models: Mapping[str, tuple[int, int, float]], folds: int = 5, rows_per_dim: int = 64) -> pd.DataFrame:
     """What measuring every block of each model at ``rows_per_dim`` rows per input dimension holds and costs: its
     float32 weights, its float64 moments with every fold in memory and with finished folds on disk (one live fold
-    per block; :class:`linrec.core.moments.SpilledMoments`), the moments on disk (upper triangles of Cxx and Cyy),
+    per block; :class:`linrec.core.moment_files.SpilledMoments`), the moments on disk (upper triangles of Cxx and Cyy),
     and the forward pass's arithmetic (2 × parameters per token), in GB and TFLOP."""
     rows = []
     for name, (width, blocks, parameters) in models.items():

@@ -49,7 +49,8 @@ def cost_table(models: dict[str, tuple[int, int]], folds: int = 5) -> pd.DataFra
 def your_model_claims(swaps: pd.DataFrame, timing: Mapping[str, float], name: str) -> list[Claim]:
     """Headline numbers for the measured model: ΔPPL of swapping its highest-R²_lin block of ``swaps`` (a
     :func:`linrec.interventions.perplexity.swap_deltas` table with ``r2_lin``) for its affine map, beside the
-    paper's GPT-2 figure, and the capture's time over a bare forward's (:func:`linrec.bench.capture_overhead`)."""
+    paper's GPT-2 figure, and the capture's time over a bare forward's
+    (:func:`linrec.commands.benchmark.capture_overhead`)."""
     best = swaps.sort_values("r2_lin", ascending=False).iloc[0]
     return [
         Claim.measure(

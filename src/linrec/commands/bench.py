@@ -1,4 +1,5 @@
-"""``linrec bench``: time capture + moments against the bare forward; the timing itself is :mod:`linrec.bench`."""
+"""``linrec bench``: time capture + moments against the bare forward; the timing itself is
+:mod:`linrec.commands.benchmark`."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ def _token_counts(value: str) -> tuple[int, ...]:
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec bench``; its handler is ``args.handler``."""
-    from linrec.bench import SHAPES
     from linrec.models.loading import DTYPES
+    from linrec.models.shapes import BENCH_SHAPES
 
     p = sub.add_parser(
         "bench",
@@ -30,9 +31,9 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--shape",
         default="gpt2-small",
-        choices=list(SHAPES),
+        choices=list(BENCH_SHAPES),
         metavar="SHAPE",
-        help=f"one of: {', '.join(SHAPES)} (random weights of that model's published configuration)",
+        help=f"one of: {', '.join(BENCH_SHAPES)} (random weights of that model's published configuration)",
     )
     p.add_argument(
         "--dtype",
@@ -53,7 +54,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from linrec.bench import run_bench
+    from linrec.commands.benchmark import run_bench
 
     if args.out is not None:
         check_output(args.out)

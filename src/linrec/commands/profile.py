@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
+from linrec.cache import check_cache
 from linrec.commands.args import (
     ROWS_PER_DIMENSION,
     HelpFormatter,
@@ -35,7 +36,6 @@ from linrec.commands.args import (
 )
 from linrec.data.textfile import TextFile
 from linrec.errors import LinrecError
-from linrec.files import check_cache
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase

@@ -181,8 +181,9 @@ def _texts(args: argparse.Namespace) -> tuple[tuple[str, TextPart], tuple[str, T
 
 def _replace(args: argparse.Namespace) -> int:
     """Check everything that can be checked, load the model, replace, write ``--out`` and print the steps."""
+    from linrec.cache import check_cache
     from linrec.core.replacements import Kind
-    from linrec.files import check_cache, check_new_directory
+    from linrec.files import check_new_directory
     from linrec.interventions.perplexity import parse_budget
     from linrec.interventions.replaced import is_replacement_dir
     from linrec.models.loading import check_device_map, load_model, pick_device

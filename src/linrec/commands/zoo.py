@@ -12,9 +12,8 @@ import sys
 
 import pandas as pd
 
-from linrec.cache import cache_dir
+from linrec.cache import cache_dir, check_cache
 from linrec.commands.args import positive_int
-from linrec.files import check_cache
 from linrec.models import zoo
 
 

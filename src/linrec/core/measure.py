@@ -32,7 +32,8 @@ from linrec.core.fit import (
     recoverability,
     report_table,
 )
-from linrec.core.moments import Moments, PositionMoments, load_moments, merge_folds, save_moments
+from linrec.core.moment_files import load_moments, save_moments
+from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.core.replacements import Kind, fit_replacements
 from linrec.core.rows import RowSink
 from linrec.core.tails import Tail, Tails

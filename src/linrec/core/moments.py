@@ -5,7 +5,8 @@ sums of products (Cxx = Σ (x-x̄)(x-x̄)ᵀ, and likewise Cxy, Cyy). Centring e
 own mean and merging chunks with Chan's pairwise update keeps cancellation from eating
 precision even when a few residual-stream dimensions are hundreds of times larger than the
 rest. Memory is O(d²) whatever the number of rows, and moments of disjoint streams add with
-``+``; they also save to safetensors and all-reduce across processes.
+``+``; they also all-reduce across processes. Streaming rows into them is
+:class:`linrec.core.accumulator.MomentAccumulator`; saving them is :mod:`linrec.core.moment_files`.
 
 All products run in float64, so TF32 (a float32-only mode) and bf16 never touch them.
 """
@@ -14,20 +15,19 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from linrec.core.tensorfile import write_tensors
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
     from linrec.core.tails import Tails
 
-_FIELDS = ("mean_x", "mean_y", "cxx", "cxy", "cyy")
+FIELDS = ("mean_x", "mean_y", "cxx", "cxy", "cyy")
+"""The tensor fields of :class:`Moments`, in the order they are packed and saved."""
 
 
 @dataclass
@@ -96,7 +96,7 @@ class Moments:
         )
 
     def to(self, device: torch.device | str) -> Moments:
-        return Moments(self.n, *(getattr(self, f).to(device) for f in _FIELDS))
+        return Moments(self.n, *(getattr(self, f).to(device) for f in FIELDS))
 
     def flat(self) -> torch.Tensor:
         """All fields in one float64 vector (count first), for collective communication."""
@@ -105,7 +105,7 @@ class Moments:
 
     def packed(self) -> torch.Tensor:
         """Every field but the count in one float64 vector (the count is a host integer)."""
-        return torch.cat([getattr(self, f).reshape(-1) for f in _FIELDS])
+        return torch.cat([getattr(self, f).reshape(-1) for f in FIELDS])
 
     @classmethod
     def from_flat(cls, v: torch.Tensor, d_in: int, d_out: int) -> Moments:
@@ -158,124 +158,6 @@ def _on_or_above_diagonal(d: int, device: torch.device) -> torch.Tensor:
 def symmetric(upper: torch.Tensor) -> torch.Tensor:
     """The symmetric matrix whose upper triangle (diagonal included) is that of ``upper`` (one pass over it)."""
     return torch.where(_on_or_above_diagonal(upper.shape[0], upper.device), upper, upper.T)
-
-
-class MomentAccumulator:
-    """Streams rows into float64 sums about one fixed shift, in place, for ``folds`` disjoint row sets.
-
-    The shifted-data algorithm: with K close to the mean, Σ(x-K)(x-K)ᵀ - n(x̄-K)(x̄-K)ᵀ loses
-    almost nothing to cancellation, and each chunk costs one in-place product per sum with no
-    per-chunk O(d²) merge. The shift is the mean of the first rows and is shared by every fold, so
-    a chunk holding several folds is cast and shifted once (one fused kernel per operand) and each
-    fold's rows are a slice of it. Nothing here reads a device value on the host: a chunk's row
-    count is the host's own integer, so a GPU never waits. :meth:`moments` converts to centred
-    :class:`Moments`.
-
-    A fold's sums are allocated when its first rows come and freed by :meth:`close`, which keeps its
-    finished moments (on a GPU, in pinned host memory): when folds come one after the other, as
-    :func:`linrec.core.capture.run_capture` hands them over, only the live fold's sums take device
-    memory, not all ``folds`` of them.
-    """
-
-    def __init__(self, d_in: int, d_out: int, device: torch.device | str = "cpu", folds: int = 1) -> None:
-        self.d_in, self.d_out, self.device = d_in, d_out, torch.device(device)
-        self.n = [0] * folds
-        self.shift_x: torch.Tensor | None = None
-        self.shift_y: torch.Tensor | None = None
-        self._sums: dict[int, tuple[torch.Tensor, ...]] = {}  # live folds: sx, sy, sxx, sxy, syy
-        self._closed: dict[int, Moments] = {}
-        self._released: set[int] = set()  # closed folds handed over by release()
-        self._closed_finite: list[torch.Tensor] = []  # one device flag per closed fold
-
-    @property
-    def live_folds(self) -> list[int]:
-        """The folds whose sums are held now (rows came, :meth:`close` not yet called)."""
-        return sorted(self._sums)
-
-    def _live(self, fold: int) -> tuple[torch.Tensor, ...]:
-        if fold in self._closed or fold in self._released:
-            raise LinrecError(f"rows for fold {fold} came after it was closed: add every row of a fold before close()")
-        if fold not in self._sums:
-            z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=self.device)  # noqa: E731
-            d_in, d_out = self.d_in, self.d_out
-            self._sums[fold] = (z(d_in), z(d_out), z(d_in, d_in), z(d_in, d_out), z(d_out, d_out))
-        return self._sums[fold]
-
-    def shifted(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x - Kx, y - Ky) in float64 as rows (n, d), each a cast to a new tensor and a subtraction in place (the
-        numbers of ``torch.sub(x, K)``, whose mixed-dtype path takes twice as long); the first call sets K to its rows'
-        mean. ``x`` and ``y`` may have more leading dimensions (a strided view of windows), which the cast's
-        contiguous result flattens for free."""
-        if self.shift_x is None or self.shift_y is None:  # the first rows: both are set together
-            self.shift_x = x.detach().reshape(-1, self.d_in).mean(0, dtype=torch.float64)
-            self.shift_y = y.detach().reshape(-1, self.d_out).mean(0, dtype=torch.float64)
-        xs = x.detach().to(torch.float64, copy=True).sub_(self.shift_x)
-        ys = y.detach().to(torch.float64, copy=True).sub_(self.shift_y)
-        return xs.reshape(-1, self.d_in), ys.reshape(-1, self.d_out)
-
-    def add_shifted(self, xs: torch.Tensor, ys: torch.Tensor, fold: int = 0) -> None:
-        """Merge rows already returned by :meth:`shifted` into ``fold``."""
-        sx, sy, sxx, sxy, syy = self._live(fold)
-        self.n[fold] += xs.shape[0]
-        sx += xs.sum(0)
-        sy += ys.sum(0)
-        add_gram(sxx, xs)
-        sxy.addmm_(xs.T, ys)
-        add_gram(syy, ys)
-
-    def add(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
-        """Merge the rows of ``x`` (n, d_in) and ``y`` (n, d_out), cast to float64, into ``fold``."""
-        if x.shape[0] == 0:
-            return
-        self.add_shifted(*self.shifted(x, y), fold)
-
-    def finite(self) -> torch.Tensor:
-        """A device bool scalar: whether every row so far was finite (a NaN or Inf makes its fold's sums so)."""
-        flags = [torch.isfinite(s[0]).all() & torch.isfinite(s[1]).all() for s in self._sums.values()]
-        flags += self._closed_finite
-        return torch.stack(flags).all() if flags else torch.ones((), dtype=torch.bool, device=self.device)
-
-    def moments(self, fold: int = 0) -> Moments:
-        """The centred moments of everything added to ``fold`` so far (once closed, where :meth:`close` put them)."""
-        if fold in self._closed:
-            return self._closed[fold]
-        if fold in self._released:
-            raise LinrecError(f"fold {fold}'s moments were released: read them where they were kept")
-        n = self.n[fold]
-        if n == 0:
-            return Moments.zeros(self.d_in, self.d_out, self.device)
-        assert self.shift_x is not None and self.shift_y is not None  # set by the first add of rows
-        sx, sy, sxx, sxy, syy = self._sums[fold]
-        mx, my = sx / n, sy / n
-        return Moments(
-            n,
-            self.shift_x + mx,
-            self.shift_y + my,
-            symmetric(torch.addr(sxx, mx, mx, alpha=-n)),
-            torch.addr(sxy, mx, my, alpha=-n),
-            symmetric(torch.addr(syy, my, my, alpha=-n)),
-        )
-
-    def release(self, fold: int) -> Moments:
-        """A closed fold's moments, handed over and no longer held here (:meth:`moments` of it then refuses): for a
-        caller that keeps them elsewhere, e.g. on disk."""
-        if fold not in self._closed:
-            raise LinrecError(f"fold {fold} is not closed (or was released already): close() it first")
-        m = self._closed.pop(fold)
-        self._released.add(fold)
-        return m
-
-    def close(self, fold: int) -> None:
-        """No more rows for ``fold``: keep its moments and free its sums. From a GPU the moments go to pinned host
-        memory without the host waiting (:meth:`Moments.to_pinned`): synchronise before reading them."""
-        if fold in self._closed or fold in self._released:
-            return
-        if fold in self._sums:
-            sx, sy = self._sums[fold][:2]
-            self._closed_finite.append(torch.isfinite(sx).all() & torch.isfinite(sy).all())
-        m = self.moments(fold)
-        self._closed[fold] = m.to_pinned() if self.device.type == "cuda" else m
-        self._sums.pop(fold, None)
 
 
 BlockMoments = dict[int, list[Moments]]
@@ -340,127 +222,12 @@ class _Merged(Mapping[int, list[Moments]]):
         return len(self._parts.later)
 
 
-class SpilledMoments(Mapping[int, list[Moments]]):
-    """Block -> per-fold moments kept on disk, one file per block and fold in a temporary directory made under
-    ``where`` (removed when this mapping is dropped or :meth:`remove` is called), read back when a block is asked
-    for and not kept: a capture whose finished folds would not fit in memory (a 1.5B model's moments of every block
-    are 8 GB) holds only its live folds. The file's float64 values are the moments' own, so reading one back changes
-    no bit."""
-
-    def __init__(self, where: str | Path, folds: int) -> None:
-        import tempfile
-
-        Path(where).mkdir(parents=True, exist_ok=True)
-        self._dir = tempfile.TemporaryDirectory(dir=where, prefix=".linrec-spill-")
-        self.folds = folds
-        self._kept: dict[int, set[int]] = {}
-
-    @property
-    def path(self) -> Path:
-        return Path(self._dir.name)
-
-    def put(self, block: int, fold: int, moments: Moments) -> None:
-        """Write ``fold``'s moments of ``block`` (on CPU) to disk."""
-        save_moments({block: [moments]}, self.path / f"{block}.{fold}.safetensors")
-        self._kept.setdefault(block, set()).add(fold)
-
-    def folds_of(self, block: int) -> set[int]:
-        """The folds of ``block`` on disk so far."""
-        return self._kept.get(block, set())
-
-    def __getitem__(self, block: int) -> list[Moments]:
-        if self._kept.get(block) != set(range(self.folds)):
-            raise KeyError(block)
-        return [load_moments(self.path / f"{block}.{f}.safetensors")[block][0] for f in range(self.folds)]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(sorted(b for b, folds in self._kept.items() if folds == set(range(self.folds))))
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    def remove(self) -> None:
-        """Delete the files now (reading a block afterwards fails)."""
-        self._dir.cleanup()
-        self._kept.clear()
-
-
 def merge_folds(folds: list[Moments]) -> Moments:
     """The moments of all folds together."""
     total = folds[0]
     for m in folds[1:]:
         total = total + m
     return total
-
-
-def save_moments(
-    moments: Mapping[int, list[Moments]], path: str | Path, metadata: dict[str, str] | None = None
-) -> None:
-    """Write per-block, per-fold moments to one safetensors file (metadata: free-form strings), one block at a time
-    (:func:`linrec.core.tensorfile.write_tensors`): a mapping that makes each block's moments when read is never
-    held whole."""
-
-    def tensors() -> Iterator[tuple[str, torch.Tensor]]:
-        for block in moments:
-            for f, m in enumerate(moments[block]):
-                yield f"{block}.{f}.n", torch.tensor([m.n], dtype=torch.int64)
-                for name in _FIELDS:
-                    value = getattr(m, name)
-                    if name in _SYMMETRIC:  # the upper triangle only: a third less to write and read
-                        yield f"{block}.{f}.{name}_upper", value[_upper(value.shape[0], value.device)]
-                    else:
-                        yield f"{block}.{f}.{name}", value
-
-    write_tensors(path, tensors, metadata)
-
-
-_SYMMETRIC = ("cxx", "cyy")
-"""The fields :func:`save_moments` writes as their upper triangle (row by row, diagonal included)."""
-
-
-@functools.cache
-def _upper(d: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    rows, cols = torch.triu_indices(d, d, device=device)
-    return rows, cols
-
-
-def _read_field(f: Any, key: str, name: str) -> torch.Tensor:
-    """One field of one fold as :func:`save_moments` wrote it (a whole matrix, from files written before
-    triangles were)."""
-    if name not in _SYMMETRIC or f"{key}.{name}" in f.keys():
-        return f.get_tensor(f"{key}.{name}")
-    packed = f.get_tensor(f"{key}.{name}_upper")
-    d = math.isqrt(8 * packed.numel() + 1) // 2  # packed holds d(d+1)/2 values
-    upper = torch.zeros(d, d, dtype=packed.dtype)
-    upper[_upper(d, upper.device)] = packed
-    return symmetric(upper)
-
-
-def load_moments(path: str | Path, blocks: Iterable[int] | None = None) -> BlockMoments:
-    """Read what :func:`save_moments` wrote: every block, or only ``blocks`` (the rest is never read)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), "pt") as f:
-        names = list(f.keys())
-        wanted = None if blocks is None else set(blocks)
-        keys = sorted({tuple(int(p) for p in k.split(".")[:2]) for k in names})
-        out: BlockMoments = {}
-        for block, fold in keys:
-            if wanted is not None and block not in wanted:
-                continue
-            key = f"{block}.{fold}"
-            n = int(f.get_tensor(f"{key}.n").item())
-            out.setdefault(block, []).append(Moments(n, *(_read_field(f, key, name) for name in _FIELDS)))
-    return out
-
-
-def saved_blocks(path: str | Path) -> list[int]:
-    """The blocks a file written by :func:`save_moments` or :func:`linrec.core.sample.save_rows` holds
-    (read from its header only)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), "pt") as f:
-        return sorted({int(k.split(".")[0]) for k in f.keys()})
 
 
 def all_reduce_moments(moments: BlockMoments) -> BlockMoments:

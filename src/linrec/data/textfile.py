@@ -9,7 +9,7 @@ sample a larger one: :func:`file_stretches` reads evenly spaced stretches of who
 the file's start and the last at its end, each a few windows long, so the cost is that of the windows
 asked for, whatever the file's size.
 A file's :attr:`TextFile.sha256` is the sha256 of all its bytes (what ``sha256sum`` prints), hashed in
-1 MiB reads once and remembered in the cache's digest index (:func:`linrec.cache.file_sha256`).
+1 MiB reads once and remembered in the cache's digest index (:func:`linrec.digests.file_sha256`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from linrec.cache import file_sha256
+from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 
 WHOLE_FILE_BYTES = 16 * 2**20

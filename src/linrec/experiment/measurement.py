@@ -33,13 +33,15 @@ from typing import NoReturn, TypeVar
 import pandas as pd
 import torch
 
-from linrec.cache import build_entry, built_entry, cache_dir, cache_key, file_sha256, intact
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key, intact
 from linrec.core.fit import rcond_for
 from linrec.core.measure import FILES, Measurement, Provenance, read_provenance, versions, write_provenance
-from linrec.core.moments import Moments, PositionMoments, load_moments, save_moments, saved_blocks
+from linrec.core.moment_files import load_moments, save_moments, saved_blocks
+from linrec.core.moments import Moments, PositionMoments
 from linrec.core.sample import Rows, RowSample, load_rows, save_rows
 from linrec.data.corpus import Corpus
 from linrec.data.tokens import TokenBatches, bos_policy
+from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
@@ -365,8 +367,8 @@ def _as_asked(result: ProfileMeasurement, checkpoint: str) -> ProfileMeasurement
 
 SPILL_ABOVE = 2 * 2**30
 """Bytes of float64 moments (every block and fold) above which a capture keeps its finished folds on disk, under the
-cache directory, rather than in memory (:class:`linrec.core.moments.SpilledMoments`; the same numbers): a 1.5B model
-of width 1,536 holds 7.9 GB of them, more than a Colab runtime has beside the model."""
+cache directory, rather than in memory (:class:`linrec.core.moment_files.SpilledMoments`; the same numbers): a 1.5B
+model of width 1,536 holds 7.9 GB of them, more than a Colab runtime has beside the model."""
 
 
 def moment_bytes(net: torch.nn.Module, folds: int) -> int:

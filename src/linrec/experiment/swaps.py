@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from torch import nn
 
-from linrec.core.capture import trim_heap
+from linrec.core.moment_sink import trim_heap
 from linrec.core.replacements import fit_replacements
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from linrec.cache import build_entry, cache_dir, current_entry, file_sha256
+from linrec.cache import build_entry, cache_dir, current_entry
+from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 from linrec.models.arch import SUPPORTED
 

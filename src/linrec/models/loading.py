@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, overload
 import torch
 from torch import nn
 
-from linrec.cache import file_sha256
+from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable, resolve_revision, use_hub_timeouts
 from linrec.models.arch import CAUSAL, check_supported
@@ -119,7 +119,7 @@ def local_weights_id(name_or_path: str) -> str | None:
     (a .gguf) or, for a model directory, of the sorted names and sha256s of all its files (config and tokenizer
     too: they decide the results as much as the weights; hidden files, such as a download's ``.cache``, are
     left out). None for a name that is no local path (a hub id). Each file is hashed once and remembered
-    (:func:`linrec.cache.file_sha256`), so a second run reads nothing again unless a file changed."""
+    (:func:`linrec.digests.file_sha256`), so a second run reads nothing again unless a file changed."""
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return f"local sha256:{file_sha256(path)}"

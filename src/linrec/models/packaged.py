@@ -57,7 +57,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from linrec.cache import build_entry, built_entry, cache_dir, file_sha256
+from linrec.cache import build_entry, built_entry, cache_dir
+from linrec.digests import file_sha256
 from linrec.distributions import installed_releases
 from linrec.errors import LinrecError
 

@@ -6,29 +6,11 @@ configuration (``config.json``, as ``from_pretrained`` would) with seeded random
 with a tokenizer of the same kind and vocabulary size trained here, keyed by the same hub ids.
 
 Tokenizers are trained on the fit texts of the offline corpora (about 13 MB: standard-library prose
-and code, and Unicode records), so they have the real vocabulary sizes but not the real merges:
-
-=========================  ==========================================================================
-model                      tokenizer
-=========================  ==========================================================================
-``openai-community/gpt2``  byte-level BPE: 50256 learned tokens, then ``<|endoftext|>`` (id 50256) as
-                           BOS, EOS and unknown token; 50257 in all, the embedding's size.
-``EleutherAI/pythia-160m`` byte-level BPE as the GPT-NeoX tokenizer: ``<|endoftext|>`` (id 0, BOS, EOS
-                           and unknown) and ``<|padding|>`` (id 1), then learned tokens, 50254 in all.
-                           The real one adds 23 whitespace-run tokens (50277 in all), left out here;
-                           the embedding has 50304 rows, the unused ones padding, as in Pythia.
-``JackFram/llama-160m``    sentencepiece BPE as Llama's (byte fallback, split digits, no normalisation):
-                           ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, the 256 byte pieces, then learned pieces,
-                           32000 in all; saved only as ``tokenizer.model``, so transformers converts it
-                           as it does the real checkpoint's (this needs ``sentencepiece`` and ``protobuf``).
-=========================  ==========================================================================
-
-When the texts cannot yield every merge (another Python's standard library might be smaller), the
-missing tokens are filled with placeholders (``<|reserved_N|>``, or unused ``<reserved_N>`` pieces)
-so the size is still exact; the tokenizer's ``shapes.json`` records how many. On this Python the
-texts yield all of them. Training is deterministic and takes about 15 s for the three on two cores;
-the result is cached under ``cache_dir()/"shapes"``, keyed by the texts' hashes and the library
-versions.
+and code, and Unicode records), so they have the real vocabulary sizes but not the real merges, each
+in its model's layout (:mod:`linrec.models.tokenizers`); the tokenizer's ``shapes.json`` records how
+many placeholders it needed (none on this Python). Training is deterministic and takes about 15 s
+for the three on two cores; the result is cached under ``cache_dir()/"shapes"``, keyed by the texts'
+hashes and the library versions.
 
 Weights are drawn by each architecture's own initialisation under a seed that is a hash of the model
 name and revision, so Pythia's ``step1000`` and ``step2000`` differ and each is reproducible; no
@@ -39,29 +21,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
 
 from linrec.cache import build_entry, cache_dir, cache_key
-from linrec.data.bpe import EOS, byte_level_bpe
 from linrec.data.corpora import load_corpus
 from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
 from linrec.models.loading import load_tokenizer, parse_dtype, pick_device
+from linrec.models.tokenizers import TRAINERS
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 SHAPES_FORMAT = 1
 """Bumped whenever the code changes what a shaped tokenizer contains (it keys the cache)."""
-
-PAD = "<|padding|>"
 
 
 @dataclass(frozen=True)
@@ -175,105 +153,44 @@ def get_shape(name: str) -> Shape:
     return SHAPES[name]
 
 
-# ---------------------------------------------------------------------------------------------
-# Tokenizers.
-
-
-def _reserved(count: int, start: int, fmt: str) -> list[str]:
-    return [fmt.format(i) for i in range(start, start + count)]
-
-
-def _save_byte_level(core: Tokenizer, out_dir: Path, specials: dict[str, str], max_length: int) -> None:
-    from transformers import PreTrainedTokenizerFast
-
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, model_max_length=max_length, clean_up_tokenization_spaces=False, **specials
-    )
-    tokenizer.save_pretrained(str(out_dir))
-
-
-def train_gpt2_tokenizer(texts: Sequence[str], size: int, out_dir: Path, max_length: int = 1024) -> int:
-    """GPT-2's layout: ``size - 1`` byte-level BPE tokens, then ``<|endoftext|>`` last; placeholders it needed."""
-    core = byte_level_bpe(texts, size - 1, special_tokens=())
-    missing = size - 1 - core.get_vocab_size()
-    core.add_special_tokens([*_reserved(missing, 0, "<|reserved_{}|>"), EOS])
-    _save_byte_level(core, out_dir, {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS}, max_length)
-    return missing
-
-
-def train_neox_tokenizer(texts: Sequence[str], size: int, out_dir: Path, max_length: int = 2048) -> int:
-    """GPT-NeoX's layout: ``<|endoftext|>`` 0 and ``<|padding|>`` 1, then byte-level BPE tokens.
-
-    Returns how many placeholders it needed."""
-    core = byte_level_bpe(texts, size, special_tokens=(EOS, PAD))
-    missing = size - core.get_vocab_size()
-    core.add_special_tokens(_reserved(missing, 0, "<|reserved_{}|>"))
-    _save_byte_level(core, out_dir, {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS}, max_length)
-    return missing
-
-
-LLAMA_TRAINER: dict[str, Any] = {  # SentencePieceTrainer.train's keyword options, of mixed types
-    # Llama's own trainer settings (as its tokenizer.model records them), but one thread for determinism.
-    "model_type": "bpe",
-    "byte_fallback": True,
-    "split_digits": True,
-    "character_coverage": 0.99995,
-    "normalization_rule_name": "identity",
-    "add_dummy_prefix": True,
-    "remove_extra_whitespaces": False,
-    "allow_whitespace_only_pieces": True,
-    "max_sentence_length": 4192,
-    "unk_id": 0,
-    "bos_id": 1,
-    "eos_id": 2,
-    "pad_id": -1,
-    "num_threads": 1,
+BENCH_SHAPES: dict[str, dict] = {
+    "gpt2-small": SHAPES["openai-community/gpt2"].config,  # 12 blocks, width 768, FFN 3072, 50257 tokens
+    # SmolLM2-135M's published configuration (Hugging Face, 2024): narrow and deep.
+    "smollm2-135m": {
+        "model_type": "llama",
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "vocab_size": 49152,
+        "max_position_embeddings": 8192,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 100000.0},
+        "rms_norm_eps": 1e-5,
+        "tie_word_embeddings": True,
+    },
 }
+"""Model shapes ``linrec bench`` builds with random weights (nothing is downloaded), by name: ``config.json`` fields,
+as in :data:`SHAPES` (whose GPT-2 is the bench's GPT-2 small). They need no tokenizer: the bench times random ids."""
 
 
-def train_llama_tokenizer(texts: Sequence[str], size: int, out_dir: Path, max_length: int = 2048) -> int:
-    """Llama's layout: a sentencepiece BPE ``tokenizer.model`` and a config naming LlamaTokenizer; placeholders it
-    needed (unused pieces appended to the model)."""
-    import io
+def _config(fields: dict) -> PretrainedConfig:
+    """The transformers config of ``config.json`` fields, as ``from_pretrained`` would build it."""
+    from transformers import AutoConfig
 
-    import sentencepiece as spm
-    from sentencepiece import sentencepiece_model_pb2
-
-    buffer = io.BytesIO()
-    lines = (line for text in texts for line in text.splitlines() if line.strip())
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=lines,
-        model_writer=buffer,
-        vocab_size=size,
-        hard_vocab_limit=False,
-        minloglevel=2,
-        **LLAMA_TRAINER,
-    )
-    # protobuf builds the message classes when the module is imported: the checker cannot see them.
-    model_proto = sentencepiece_model_pb2.ModelProto  # type: ignore[attr-defined]
-    proto = model_proto()
-    proto.ParseFromString(buffer.getvalue())
-    missing = size - len(proto.pieces)
-    floor = min(piece.score for piece in proto.pieces)
-    for i, name in enumerate(_reserved(missing, 0, "<reserved_{}>")):
-        proto.pieces.add(piece=name, score=floor - 1 - i, type=model_proto.SentencePiece.UNUSED)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "tokenizer.model").write_bytes(proto.SerializeToString())
-    config = {
-        "tokenizer_class": "LlamaTokenizer",
-        "unk_token": "<unk>",
-        "bos_token": "<s>",
-        "eos_token": "</s>",
-        "add_bos_token": True,
-        "add_eos_token": False,
-        "clean_up_tokenization_spaces": False,
-        "model_max_length": max_length,
-    }
-    (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
-    return missing
+    fields = dict(fields)
+    return AutoConfig.for_model(fields.pop("model_type"), **fields)
 
 
-TRAINERS = {"gpt2": train_gpt2_tokenizer, "neox": train_neox_tokenizer, "llama": train_llama_tokenizer}
+def bench_config(name: str) -> PretrainedConfig:
+    """The configuration of the bench shape ``name``; an unknown name lists the known ones."""
+    if name not in BENCH_SHAPES:
+        raise LinrecError(f"unknown shape '{name}'; choose one of {', '.join(BENCH_SHAPES)}")
+    return _config(BENCH_SHAPES[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# Shaped tokenizers: trained in their layouts (linrec.models.tokenizers), cached.
 
 
 def _library_version(kind: str) -> str:
@@ -331,10 +248,7 @@ def shaped_seed(name: str, revision: str | None = None) -> int:
 
 def shaped_config(name: str) -> PretrainedConfig:
     """The transformers config of ``name``, built from its ``config.json`` fields as ``from_pretrained`` would."""
-    from transformers import AutoConfig
-
-    fields = dict(get_shape(name).config)
-    return AutoConfig.for_model(fields.pop("model_type"), **fields)
+    return _config(get_shape(name).config)
 
 
 def load_shaped(

@@ -1,9 +1,11 @@
-"""What the measurement costs, split into its parts, on a real model shape with random weights; ``linrec bench``.
+"""What the measurement costs, split into its parts, on a real model shape with random weights: the machinery of
+``linrec bench`` (:mod:`linrec.commands.bench`). The shapes are :data:`linrec.models.shapes.BENCH_SHAPES`.
 
 Every path runs on the same batches after its own warm-up, timed with CUDA events on a GPU:
 
 * the **full forward** (LM head included) and the **truncated forward**, stopped after the deepest
-  FFN block as the capture stops it (so the capture never pays for later layers or the LM head);
+  FFN block as the capture stops it (:func:`linrec.core.capture.stop_after`: so the capture never pays for
+  later layers or the LM head);
 * the **capture with a null sink**: the forward with the hooks and the row planning, no arithmetic;
 * the **moments alone**: the float64 moment arithmetic on synthetic rows of the blocks' widths, with
   the same rows per batch and folds, and no forward;
@@ -32,56 +34,23 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.capture import MomentSink, StopForward, run_capture
+from linrec.core.capture import forward_until_stopped, run_capture, stop_after
+from linrec.core.moment_sink import MomentSink
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import ffn_blocks
 from linrec.models.loading import parse_dtype, pick_device
+from linrec.models.shapes import bench_config
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
 
-    from transformers import PretrainedConfig, PreTrainedModel
+    from transformers import PreTrainedModel
 
 FOLDS = 5
 WARMUP = 2  # batches each path runs before it is timed
-
-
-def _gpt2_small() -> PretrainedConfig:
-    from transformers import GPT2Config
-
-    return GPT2Config()  # its defaults are GPT-2 small: 12 blocks, width 768, FFN 3072, 50257 tokens
-
-
-def _smollm2_135m() -> PretrainedConfig:
-    from transformers import LlamaConfig
-
-    # SmolLM2-135M's published configuration (Hugging Face, 2024): narrow and deep.
-    return LlamaConfig(
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=30,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-        vocab_size=49152,
-        max_position_embeddings=8192,
-        rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-    )
-
-
-SHAPES: dict[str, Callable[[], PretrainedConfig]] = {"gpt2-small": _gpt2_small, "smollm2-135m": _smollm2_135m}
-"""Model shapes the bench builds with random weights (nothing is downloaded), by name."""
-
-
-def shape_config(shape: str) -> PretrainedConfig:
-    """The configuration of a bench shape; an unknown name lists the known ones."""
-    if shape not in SHAPES:
-        raise LinrecError(f"unknown shape '{shape}'; choose one of {', '.join(SHAPES)}")
-    return SHAPES[shape]()
 
 
 def shaped_model(
@@ -90,7 +59,7 @@ def shaped_model(
     """A causal LM of ``shape`` with seeded random weights, in eval mode, on ``device`` in ``dtype``."""
     from transformers import AutoModelForCausalLM
 
-    config = shape_config(shape)
+    config = bench_config(shape)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     # transformers wraps Module.to with functools.wraps, which the checker cannot bind to the model: call it as
@@ -130,24 +99,16 @@ def seconds(fn: Callable[[], object], device: torch.device) -> float:
 def forward(model: nn.Module, batches: TokenBatches, truncated: bool = False) -> None:
     """The model over ``batches``, in full or stopped after its deepest FFN block (as the capture stops it)."""
     device = next(model.parameters()).device
-    handle = None
-    if truncated:
-
-        def stop(*_: Any) -> None:
-            raise StopForward
-
-        handle = dict(model.named_modules())[ffn_blocks(model)[-1].output].register_forward_hook(stop)
+    handle = stop_after(model, ffn_blocks(model)[-1]) if truncated else None
     try:
         with torch.no_grad():
             for b in batches:
-                try:
-                    model(
-                        input_ids=to_device(b.input_ids, device),
-                        attention_mask=to_device(b.attention_mask, device),
-                        use_cache=False,
-                    )
-                except StopForward:
-                    pass
+                forward_until_stopped(
+                    model,
+                    input_ids=to_device(b.input_ids, device),
+                    attention_mask=to_device(b.attention_mask, device),
+                    use_cache=False,
+                )
     finally:
         if handle is not None:
             handle.remove()
@@ -322,7 +283,7 @@ def run_bench(
     """One row per measurement: what, its value and unit, and its time as a multiple of the truncated and of the
     full forward's; the settings in every row. ``seq_len`` beyond the shape's context is refused before anything
     is built."""
-    config = shape_config(shape)
+    config = bench_config(shape)
     torch_dtype = parse_dtype(dtype)
     context = getattr(config, "n_positions", None) or config.max_position_embeddings
     if seq_len > context:
