@@ -60,7 +60,7 @@ clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small rea
 ``first_position_share``, ``r2_lin_after_first`` (with its std over folds) and ``r2_lin_folds``.
 6: the stored table gains the inputs' statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``), the
 moments keep the upper triangles of Cxx and Cyy, and the row sample holds the blocks of the budget's
-:meth:`~linrec.experiment.profiles.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
+:meth:`~linrec.experiment.budgets.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
 ``top_rows_share_after_first`` and ``r2_lin_after_first_folds``. 8: the entry holds the core's provenance
 (:data:`PROVENANCE`) and is read as a :class:`linrec.core.measure.Measurement`."""
 
@@ -132,7 +132,7 @@ class ProfileMeasurement(Measurement):
 
     @property
     def sampled_blocks(self) -> list[int]:
-        """The blocks whose rows were sampled (the budget's :meth:`~linrec.experiment.profiles.Budget.sampled`)."""
+        """The blocks whose rows were sampled (the budget's :meth:`~linrec.experiment.budgets.Budget.sampled`)."""
         return sorted(self.samples)
 
     def table(self) -> pd.DataFrame:
