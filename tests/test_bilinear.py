@@ -26,8 +26,9 @@ from linrec.analysis.bilinear import (
 from linrec.core.rows import BatchRows
 from linrec.core.sample import Rows, RowSample
 from linrec.errors import LinrecError
+from linrec.experiment.budgets import ProbeSettings
 from linrec.experiment.measurement import ProfileMeasurement
-from linrec.experiment.profiles import ProbeSettings, get_profile
+from linrec.experiment.profiles import get_profile
 from linrec.experiment.resolve import probe_config
 from linrec.interventions.probes import ProbeConfig, bilinear_probe, bilinear_probes, probe_table, sample_rows
 from linrec.models.loading import pick_device

@@ -15,6 +15,7 @@ from linrec.data.corpus import Corpus
 from linrec.errors import LinrecError
 from linrec.experiment import measurement as m
 from linrec.experiment.profiles import get_profile
+from linrec.experiment.releases import library_versions
 
 SMOKE, SHAPES = get_profile("smoke"), get_profile("shapes")
 
@@ -273,7 +274,7 @@ def test_the_cache_key_holds_the_torch_and_transformers_releases(tmp_path, monke
     assert key("2.5.1+cu124", "4.57.0") == key("2.5.1+cpu", "4.57.0")
     assert len({key("2.5.1", "4.57.0"), key("2.5.2", "4.57.0"), key("2.5.1", "4.57.1")}) == 3
     key("2.5.1+cu124", "4.57.0.dev0")
-    assert m.library_versions() == {"torch": "2.5.1", "transformers": "4.57.0"}
+    assert library_versions() == {"torch": "2.5.1", "transformers": "4.57.0"}
 
 
 def test_a_profile_measurement_is_the_cores_measurement_of_the_same_rows(tmp_path, monkeypatch, tokenizer, text):

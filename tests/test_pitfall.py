@@ -21,8 +21,9 @@ from linrec.analysis.pitfall import (
 )
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError
+from linrec.experiment.budgets import ProbeSettings
 from linrec.experiment.measurement import ProfileMeasurement
-from linrec.experiment.profiles import ProbeSettings, get_profile
+from linrec.experiment.profiles import get_profile
 from linrec.experiment.resolve import baseline_config
 from linrec.interventions.baseline import BaselineConfig, baseline_runs, summary
 from linrec.models.loading import pick_device

@@ -12,6 +12,7 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 
 from linrec.errors import LinrecError  # noqa: E402
 from linrec.plots import depth  # noqa: E402
+from linrec.plots._curves import curve_axes  # noqa: E402
 
 MODELS = ["m-b", "m-a"]  # not alphabetical: the order given must be kept
 
@@ -53,7 +54,7 @@ def errorbars(ax) -> list[ErrorbarContainer]:
 def test_curve_axes_draws_each_curve_with_its_error_bars():
     table = table_of(checkpoints=("init", "final"))
     fig, ax = plt.subplots()
-    depth.curve_axes(ax, table, style="checkpoint", hue_order=MODELS, label="{hue}/{style}")
+    curve_axes(ax, table, style="checkpoint", hue_order=MODELS, label="{hue}/{style}")
     bars = errorbars(ax)
     assert [b.get_label() for b in bars] == ["m-b/init", "m-b/final", "m-a/init", "m-a/final"]
     first = table[(table.model == "m-b") & (table.checkpoint == "init")]
@@ -64,7 +65,7 @@ def test_curve_axes_draws_each_curve_with_its_error_bars():
     assert bars[0].lines[0].get_linestyle() != bars[1].lines[0].get_linestyle()
     assert ax.get_xlabel() and ax.get_ylabel()
     with pytest.raises(LinrecError, match="r2_lin_std"):
-        depth.curve_axes(ax, table.drop(columns="r2_lin_std"))
+        curve_axes(ax, table.drop(columns="r2_lin_std"))
 
 
 def test_heterogeneity_figure_has_profiles_over_swaps():

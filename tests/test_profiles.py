@@ -10,7 +10,9 @@ from transformers import GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForC
 import linrec
 from linrec import LinrecError
 from linrec.data.bpe import train_bpe
-from linrec.experiment.profiles import PROFILES, PYTHIA_DYNAMICS, PYTHIA_REVISIONS, Budget, ProbeSettings, get_profile
+from linrec.experiment.budgets import Budget, ProbeSettings
+from linrec.experiment.profiles import PROFILES, PYTHIA_DYNAMICS, get_profile
+from linrec.experiment.pythia import PYTHIA_REVISIONS
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.hub import OFFLINE_HINT
 from linrec.models.zoo import ZOOS

@@ -203,7 +203,7 @@ def test_a_partial_book_keeps_the_front_and_back_matter_and_only_the_chapters_as
 
 
 def test_the_spill_threshold_is_passed_by_the_largest_models_only():
-    from linrec.experiment.measurement import SPILL_ABOVE, moment_bytes
+    from linrec.experiment.spill import SPILL_ABOVE, moment_bytes
 
     small = tiny_model("llama")
     assert moment_bytes(small, 5) == len(small.model.layers) * 5 * 3 * small.config.hidden_size**2 * 8 < SPILL_ABOVE

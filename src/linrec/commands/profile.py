@@ -1,10 +1,7 @@
 """``linrec profile``: measure R²_lin of every FFN block of a model, or of a profile's models, on a text.
 
-Its windows are spread evenly over the whole text (``--layout spread``; ``--layout head`` takes the first
-ones), and the folds of a corpus with documents (the offline and packaged corpora: modules, books, blocks of
-records) are whole documents, so every held-out score is on documents the fit never saw; a ``--text-file``
-(and a hub corpus) says nothing of where its documents end, so each of its windows is a unit of its own
-(:mod:`linrec.data.tokens`).
+Its options and handler are here; what it measures on (the text, its windows and folds) is
+:mod:`linrec.commands.profile_inputs`, and what each column of its table means :mod:`linrec.commands.profile_columns`.
 
 ``linrec profile`` also runs under ``torchrun --nproc-per-node K -m linrec profile ...``: each
 process captures every K-th sequence and the moments are all-reduced, so the table is the same as
@@ -31,55 +28,17 @@ from linrec.commands.args import (
     positive_int,
     seed,
     short_name,
-    warn_if_short,
     write_table,
 )
-from linrec.data.textfile import TextFile
+from linrec.commands.profile_columns import columns_help, version_columns
+from linrec.commands.profile_inputs import check_before_loading, measured_text, seq_len, token_batches
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
-    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+    from transformers import PretrainedConfig
 
     from linrec.data.tokens import TokenBatches
     from linrec.experiment.profiles import Profile
-
-
-COLUMNS = {
-    "model": "the model as given: --model, or the profile's name for it",
-    "revision": "the hub revision asked for; for a GGUF file its sha256 and quantisation",
-    "dtype": "dtype of the weights in the forward pass (the statistics are float64 whatever it is)",
-    "device": "device of the forward pass",
-    "corpus": "the text measured on: a corpus name, or the --text-file path",
-    "corpus_sha256": "sha256 of that text",
-    "seq_len": "tokens per sequence",
-    "skip_first": "positions left out of the capture at the start of every window (--skip-first)",
-    "folds": "k of the k-fold split: by document where the text has documents (offline and packaged corpora), "
-    "else by sequence",
-    "layout": "where the sequences were taken from: spread evenly over the whole text, or its head",
-    "seed": "seed of the fold assignment",
-    "linrec_version": "linrec that measured",
-    "torch_version": "torch that ran the forward pass",
-    "transformers_version": "transformers that built the model",
-    "measured_at": "when the table was made (UTC, ISO 8601)",
-}
-"""The columns ``linrec profile`` adds to :data:`linrec.core.fit.COLUMNS`: where each number comes from."""
-
-
-def _columns_help() -> str:
-    """The epilog of ``linrec profile --help``: every output column, in the table's order, and what it means."""
-    import textwrap
-
-    from linrec.core.fit import COLUMNS as MEASURED
-
-    columns = {"model": COLUMNS["model"], **MEASURED, **COLUMNS}
-    width = max(map(len, columns))
-    lines = [
-        textwrap.fill(text, 100, initial_indent=f"  {name:<{width}}  ", subsequent_indent=" " * (width + 4))
-        for name, text in columns.items()
-    ]
-    return "output columns, one row per model and block (the printed table leaves out revision, corpus_sha256,\n" + (
-        "r2_lin_folds, r2_lin_after_first_folds and the versions; a path prints as its last part):\n" + "\n".join(lines)
-    )
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
@@ -93,7 +52,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "profile",
         formatter_class=HelpFormatter,
         description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.",
-        epilog=_columns_help(),
+        epilog=columns_help(),
     )
     p.add_argument(
         "--model",
@@ -173,32 +132,6 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_profile)
 
 
-def _text(
-    args: argparse.Namespace, profile: Profile | None, model: str | None = None
-) -> tuple[str | TextFile, str, str, tuple[int, ...] | None]:
-    """(text to measure on, its name, its sha256, where its documents start) from --text-file (streamed: read
-    only as far as the rows need, :mod:`linrec.data.textfile`; no documents), --corpus, or the main corpus of the
-    profile's ``model`` (its budget's; the profile's first without one) with its fit text's documents."""
-    if args.text_file is not None:
-        text = TextFile(args.text_file)
-        try:
-            digest = text.sha256
-        except LinrecError as err:
-            raise LinrecError(f"cannot read --text-file {args.text_file}: {err.__cause__}") from err
-        if text.blank():
-            raise LinrecError(f"the text {args.text_file} is empty; give a text to measure on")
-        return text, str(args.text_file), digest, None
-    from linrec.data.corpora import load_corpus
-
-    name = args.corpus or (None if profile is None else profile.budget(model).corpus if model else profile.corpora[0])
-    if name is None:
-        raise LinrecError("give a text to measure on: --text-file FILE, --corpus NAME or --profile NAME")
-    corpus = load_corpus(name)
-    if not corpus.fit_text.strip():
-        raise LinrecError(f"the text {corpus.name} is empty; give a text to measure on")
-    return corpus.fit_text, corpus.name, corpus.sha256, corpus.fit_documents or None
-
-
 def _profile(args: argparse.Namespace) -> int:
     """Measure each model named (``--model``, else the profile's), print the table and write ``--out``.
 
@@ -238,8 +171,8 @@ def _profile(args: argparse.Namespace) -> int:
     if args.device:
         pick_device(args.device)  # a device this machine lacks fails here, before any loading
 
-    check_skip_first(args.skip_first, _seq_len(args, profile))
-    _check_before_loading(args, profile)
+    check_skip_first(args.skip_first, seq_len(args, profile))
+    check_before_loading(args, profile)
     if args.model:
         names = [args.model]
     else:
@@ -247,7 +180,7 @@ def _profile(args: argparse.Namespace) -> int:
         names = list(profile.models)
     # A profile's models each read their own budget's text unless --text-file or --corpus names one for all.
     own_text = profile is not None and not (args.model or args.text_file or args.corpus)
-    text, corpus_name, corpus_hash, documents = _text(args, profile, names[0] if own_text else None)
+    text, corpus_name, corpus_hash, documents = measured_text(args, profile, names[0] if own_text else None)
     tables = []
     prepared: list[TokenBatches] = []  # each model's batches, made from its config and tokenizer
     for model_name in names:
@@ -256,10 +189,10 @@ def _profile(args: argparse.Namespace) -> int:
             from linrec.experiment.resolve import load_profile_model
 
             if own_text and profile.budget(model_name).corpus != corpus_name:
-                text, corpus_name, corpus_hash, documents = _text(args, profile, model_name)
+                text, corpus_name, corpus_hash, documents = measured_text(args, profile, model_name)
             model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
             config = cast("PretrainedConfig", model.config)
-            prepared.append(_batches(args, profile, (text, documents), folds, config, tokenizer, model_name))
+            prepared.append(token_batches(args, profile, (text, documents), folds, config, tokenizer, model_name))
         else:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
@@ -272,7 +205,7 @@ def _profile(args: argparse.Namespace) -> int:
                 trust_remote_code=args.trust_remote_code,
                 supported_only=True,
                 before_weights=lambda config, tok, source=(text, documents): prepared.append(
-                    _batches(args, profile, source, folds, config, tok)
+                    token_batches(args, profile, source, folds, config, tok)
                 ),
             )
         table = measure(
@@ -299,7 +232,7 @@ def _profile(args: argparse.Namespace) -> int:
         table["layout"] = args.layout
         table["seed"] = args.seed
         tables.append(table)
-    versions = _versions()
+    versions = version_columns()
     result = pd.concat(tables, ignore_index=True).assign(**versions)
     if rank == 0:
         printed = result.drop(
@@ -314,80 +247,6 @@ def _profile(args: argparse.Namespace) -> int:
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
-
-
-def _versions() -> dict[str, str]:
-    """The versions that made the table and when (its last columns; see :data:`COLUMNS`)."""
-    import datetime
-
-    from linrec.core.measure import versions
-
-    return {
-        **{f"{name}_version": version for name, version in versions().items()},
-        "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
-
-
-def _seq_len(args: argparse.Namespace, profile: Profile | None) -> int:
-    return args.seq_len or (profile.seq_len if profile else 128)
-
-
-def _check_before_loading(args: argparse.Namespace, profile: Profile | None) -> None:
-    """``--blocks`` and the sequence length against each zoo model's spec (its depth and context), before any of
-    them is trained or loaded; other models are checked from their config, before their weights load."""
-    from linrec.data.tokens import check_context
-    from linrec.models.arch import check_blocks
-
-    if args.model or profile is None or profile.zoo is None:
-        return
-    for name in profile.models:
-        if name in profile.packaged:
-            continue  # checked from its config, before its weights load
-        entry = profile.zoo.entry(name)
-        if args.blocks is not None:
-            check_blocks(args.blocks, entry.depth)
-        check_context(_seq_len(args, profile), entry.seq_len)
-
-
-def _batches(
-    args: argparse.Namespace,
-    profile: Profile | None,
-    text: tuple[str | TextFile, tuple[int, ...] | None],
-    folds: int,
-    config: PretrainedConfig,
-    tokenizer: PreTrainedTokenizerBase,
-    model: str | None = None,
-) -> TokenBatches:
-    """The batches to measure on, from the model's config and tokenizer alone (so before its weights load): the
-    blocks asked for exist, the sequence length fits the context, the tokenizer's ids the vocabulary, and the text
-    (with where its documents start, or None) fills every training split with more rows than the model is wide.
-    Rows: --max-rows, else those of the profile's ``model``'s budget (the profile's own without one), else 64 per
-    input dimension."""
-    from linrec.core.capture import check_training_rows
-    from linrec.data.tokens import make_batches
-    from linrec.models.arch import check_blocks
-    from linrec.models.loading import max_context
-
-    if args.blocks is not None:
-        check_blocks(args.blocks, config.num_hidden_layers)
-    rows = args.max_rows or (None if profile is None else profile.budget(model).rows_per_block if model else
-                             profile.rows_per_block)  # fmt: skip
-    wanted = rows or ROWS_PER_DIMENSION * config.hidden_size
-    batches = make_batches(
-        tokenizer,
-        text[0],
-        seq_len=_seq_len(args, profile),
-        max_rows=wanted,
-        batch_size=args.batch_size or (profile.batch_size if profile else 8),
-        max_context=max_context(config),
-        layout=args.layout,
-        documents=text[1],
-        at_most=rows is None,
-    )
-    warn_if_short(batches.n_rows, wanted, config.hidden_size)
-    batches.check_vocabulary(config.vocab_size)
-    check_training_rows(batches, config.hidden_size, folds, args.seed)
-    return batches
 
 
 def _cli_profile(args: argparse.Namespace) -> Profile:

@@ -16,8 +16,9 @@ paper's sizes the moments of one model are about 0.6 GB and its sample 1.2 GB, s
 tables keep only tables, and an entry asked for more than it holds is captured again with more. A returned
 :class:`ProfileMeasurement` is the core's :class:`linrec.core.measure.Measurement` (the same tables, fits,
 candidates and replacements, at the capture dtype's cutoff) with the profile's provenance and row sample, and a
-handle: its moments and samples are read from disk one block at a time when asked for and never held, so holding
-many measurements costs little more than their tables.
+handle: its moments and samples are read from disk one block at a time when asked for and never held
+(:mod:`linrec.experiment.stored`), so holding many measurements costs little more than their tables. A capture
+too large for memory keeps its finished folds on disk (:mod:`linrec.experiment.spill`).
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import NoReturn, TypeVar
 
 import pandas as pd
 import torch
 
-from linrec.cache import build_entry, built_entry, cache_dir, cache_key, intact
+from linrec.cache import build_entry, built_entry, cache_dir, cache_key
 from linrec.core.fit import rcond_for
 from linrec.core.measure import FILES, Measurement, Provenance, read_provenance, versions, write_provenance
-from linrec.core.moment_files import load_moments, save_moments, saved_blocks
+from linrec.core.moment_files import load_moments, save_moments
 from linrec.core.moments import Moments, PositionMoments
 from linrec.core.sample import Rows, RowSample, load_rows, save_rows
 from linrec.data.corpus import Corpus
@@ -44,7 +44,10 @@ from linrec.data.tokens import TokenBatches, bos_policy
 from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
+from linrec.experiment.releases import library_versions
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
+from linrec.experiment.spill import SPILL_ABOVE, moment_bytes
+from linrec.experiment.stored import NotKept, OnDisk, read_frame, write_frame
 from linrec.models.arch import ffn_blocks
 from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
@@ -59,7 +62,7 @@ clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small rea
 ``first_position_share``, ``r2_lin_after_first`` (with its std over folds) and ``r2_lin_folds``.
 6: the stored table gains the inputs' statistics (``input_rms``, ``effective_rank_in``, ``outlier_ratio``), the
 moments keep the upper triangles of Cxx and Cyy, and the row sample holds the blocks of the budget's
-:meth:`~linrec.experiment.profiles.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
+:meth:`~linrec.experiment.budgets.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
 ``top_rows_share_after_first`` and ``r2_lin_after_first_folds``. 8: the entry holds the core's provenance
 (:data:`PROVENANCE`) and is read as a :class:`linrec.core.measure.Measurement`."""
 
@@ -100,51 +103,6 @@ class MeasurementInfo:
         return self.rows // self.folds
 
 
-_V = TypeVar("_V")
-
-
-class _OnDisk(Mapping[int, _V]):
-    """Block -> value of one safetensors file, read from disk at each access and not kept."""
-
-    def __init__(self, path: Path, read: Callable[[Path, list[int]], dict[int, _V]]) -> None:
-        self._path, self._read, self._blocks = path, read, saved_blocks(path)
-
-    def __getitem__(self, block: int) -> _V:
-        if block not in self._blocks:
-            raise KeyError(f"block {block} is not in {self._path.name}, which holds blocks {self._blocks}")
-        if not intact(self._path.parent):  # a changed byte is never served (cheap while the files are unchanged)
-            raise LinrecError(
-                f"the cache entry {self._path.parent} changed on disk after it was opened; "
-                "ask for the measurement again to capture it afresh"
-            )
-        return self._read(self._path, [block])[block]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._blocks)
-
-    def __len__(self) -> int:
-        return len(self._blocks)
-
-
-class _NotKept(Mapping[int, NoReturn]):
-    """What a measurement did not keep: any use says how to ask for it."""
-
-    def __init__(self, info: MeasurementInfo, wanted: str) -> None:
-        self._message = (
-            f"the measurement of '{info.model}' ({info.checkpoint}) on '{info.corpus}' kept only its "
-            f"{info.keep}, not its {wanted}; ask for them with measurement(..., keep='{wanted}')"
-        )
-
-    def __getitem__(self, block: int) -> NoReturn:
-        raise LinrecError(self._message)
-
-    def __iter__(self) -> Iterator[int]:
-        raise LinrecError(self._message)
-
-    def __len__(self) -> int:
-        raise LinrecError(self._message)
-
-
 @dataclass
 class ProfileMeasurement(Measurement):
     """A :class:`linrec.core.measure.Measurement` of one profile model on one corpus: the core's tables, fits,
@@ -176,7 +134,7 @@ class ProfileMeasurement(Measurement):
 
     @property
     def sampled_blocks(self) -> list[int]:
-        """The blocks whose rows were sampled (the budget's :meth:`~linrec.experiment.profiles.Budget.sampled`)."""
+        """The blocks whose rows were sampled (the budget's :meth:`~linrec.experiment.budgets.Budget.sampled`)."""
         return sorted(self.samples)
 
     def table(self) -> pd.DataFrame:
@@ -204,17 +162,6 @@ def _provenance(info: MeasurementInfo) -> Provenance:
         text_sha256=info.corpus_sha256,
         versions=versions(),
     )
-
-
-def write_frame(table: pd.DataFrame, path: Path) -> None:
-    """Write a table as JSON, column by column: floats keep every bit (JSON writes their shortest exact repr), and a
-    missing value of a nullable column (pandas' NA) is written as null."""
-    path.write_text(json.dumps({c: [None if v is pd.NA else v for v in table[c].tolist()] for c in table.columns}))
-
-
-def read_frame(path: Path) -> pd.DataFrame:
-    """Read what :func:`write_frame` wrote."""
-    return pd.DataFrame(json.loads(path.read_text()))
 
 
 def _labelled(table: pd.DataFrame, info: MeasurementInfo) -> pd.DataFrame:
@@ -262,24 +209,13 @@ def weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
     return f"{path.parent.name}/{path.name}"
 
 
-def library_versions() -> dict[str, str]:
-    """The releases of torch and transformers, as major.minor.patch (a build tag such as ``+cu124`` dropped)."""
-    import transformers
-
-    return {"torch": _release(torch.__version__), "transformers": _release(transformers.__version__)}
-
-
-def _release(version: str) -> str:
-    found = re.match(r"\d+(\.\d+){0,2}", version)
-    return found.group() if found else version
-
-
 def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revision: str | None = None) -> Path:
     """Where the measurement of ``model`` at ``checkpoint`` on ``text`` lives in the cache, keyed by everything
     that determines it: the checkpoint by its canonical name (Pythia's ``step143000`` is ``final``), a hub
     model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo or
     packaged model's weights (:func:`weights_id`), the corpus's sha256 and the versions of torch and
-    transformers (:func:`library_versions`), whose kernels and model code compute the activations."""
+    transformers (:func:`~linrec.experiment.releases.library_versions`), whose kernels and model code compute the
+    activations."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
     weights = weights_id(profile, model, canonical)
     key = cache_key(
@@ -365,20 +301,6 @@ def _as_asked(result: ProfileMeasurement, checkpoint: str) -> ProfileMeasurement
     return replace(result, info=replace(result.info, checkpoint=checkpoint), stored_table=table)
 
 
-SPILL_ABOVE = 2 * 2**30
-"""Bytes of float64 moments (every block and fold) above which a capture keeps its finished folds on disk, under the
-cache directory, rather than in memory (:class:`linrec.core.moment_files.SpilledMoments`; the same numbers): a 1.5B
-model of width 1,536 holds 7.9 GB of them, more than a Colab runtime has beside the model."""
-
-
-def moment_bytes(net: torch.nn.Module, folds: int) -> int:
-    """The float64 moments of every FFN block of ``net`` for ``folds`` folds: 3 matrices of width² per block and
-    fold (Cxx, Cxy, Cyy, with a block's input and output widths alike, as every supported family has them)."""
-    config = getattr(net, "config", None)
-    width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0) or 0)
-    return len(ffn_blocks(net)) * folds * 3 * width**2 * 8
-
-
 def _capture(
     profile: Profile, model: str, checkpoint: str, text: Corpus, keep: str, revision: str | None, progress: bool
 ) -> ProfileMeasurement:
@@ -444,7 +366,10 @@ def _load(path: Path) -> ProfileMeasurement:
     info = MeasurementInfo(**json.loads((path / "info.json").read_text()))
     table = read_frame(path / "table.json")
     level = KEEPS.index(info.keep)
-    moments = _OnDisk(path / "moments.safetensors", load_moments) if level >= 1 else _NotKept(info, "moments")
-    samples = _OnDisk(path / "samples.safetensors", load_rows) if level >= 2 else _NotKept(info, "samples")
+    measured = f"'{info.model}' ({info.checkpoint}) on '{info.corpus}'"
+    moments = (
+        OnDisk(path / "moments.safetensors", load_moments) if level >= 1 else NotKept(measured, info.keep, "moments")
+    )
+    samples = OnDisk(path / "samples.safetensors", load_rows) if level >= 2 else NotKept(measured, info.keep, "samples")
     provenance = read_provenance(path / PROVENANCE)
     return ProfileMeasurement(PositionMoments.together(moments), provenance, info, samples, table)

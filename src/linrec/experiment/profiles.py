@@ -20,15 +20,14 @@ runs (``chapters``; ``scale`` runs the two about size), which blocks chapter 2 s
 models the scale chapter compares when not the profile's own (``series``: the Pythia suite for ``paper`` and, as
 random-weight shapes, for ``shapes``; :meth:`Profile.series_profile`).
 
-A profile is data: :mod:`linrec.experiment.resolve` turns it into models, corpora and token
-batches, so one notebook runs in every profile. Its ``models`` are one list, real and trained-here alike, and
-every chapter runs the same cells for each; a model whose sizes differ from the profile's has a
-:class:`Budget` (rows, main corpus, evaluation tokens, row sample, and which blocks the costly trained steps
-cover), fixed here before any result. Packaged pretrained models (:mod:`linrec.models.packaged`,
-:attr:`Profile.packaged`) have the checkpoints ``final`` and the controls of :mod:`linrec.models.controls`
-(``init``, ``permuted``, each optionally ``@<seed>``).
-``get_profile(name, **overrides)`` changes any field (a notebook's parameters), and every profile is
-validated; a bad name or value raises a :class:`~linrec.LinrecError` that lists what is valid.
+A profile is data: :mod:`linrec.experiment.resolve` turns it into models, corpora and token batches, so one
+notebook runs in every profile. Its ``models`` are one list, real and trained-here alike, and every chapter runs the
+same cells for each; a model whose sizes differ from the profile's has a budget (:mod:`linrec.experiment.budgets`),
+fixed here before any result. Packaged pretrained models (:mod:`linrec.models.packaged`, :attr:`Profile.packaged`)
+have the checkpoints ``final`` and the controls of :mod:`linrec.models.controls` (``init``, ``permuted``, each
+optionally ``@<seed>``). ``get_profile(name, **overrides)`` changes any field (a notebook's parameters,
+:mod:`linrec.experiment.overrides`), and every profile is validated; a bad name or value raises a
+:class:`~linrec.LinrecError` that lists what is valid.
 
 The paper profile captures 24,576 rows per block (the paper: about 15-30k) in sequences of 128
 tokens, and scores with 5 folds split by sequence, so each fit holds out 20% (NOTES.md). That is 32 rows
@@ -40,24 +39,23 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
-from linrec.core.capture import rows_needed
-from linrec.data.corpora import corpus_names
-from linrec.data.hub_corpora import PAPER_CORPORA
 from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
-from linrec.models.controls import parse_control
-from linrec.models.loading import DTYPES
-from linrec.models.packaged import PACKAGED
-from linrec.models.shapes import SHAPES
-from linrec.models.zoo import ZOOS, ZooSpec
-
-PYTHIA_REVISIONS: tuple[str, ...] = (
-    ("step0",) + tuple(f"step{2**i}" for i in range(10)) + tuple(f"step{1000 * k}" for k in range(1, 144))
+from linrec.experiment import validation
+from linrec.experiment.budgets import (
+    REAL_ROWS_PER_DIMENSION,
+    Budget,
+    ProbeSettings,
+    real_budget,
+    scale_budget,
+    series_sampled,
 )
-"""The 154 public checkpoints of every Pythia model: step0, step1, 2, 4, ..., 512, then every 1000 to step143000
-(= main)."""
+from linrec.experiment.overrides import changed_fields
+from linrec.experiment.pythia import PYTHIA_WIDTHS, SAME_AS_MAIN
+from linrec.models.controls import parse_control
+from linrec.models.packaged import PACKAGED
+from linrec.models.zoo import ZOOS, ZooSpec
 
 PYTHIA_DYNAMICS = (
     "step0",
@@ -74,47 +72,8 @@ PYTHIA_DYNAMICS = (
     "step64000",
     "step143000",
 )
-"""A roughly log-spaced subset of :data:`PYTHIA_REVISIONS` for the chapter on linearity over training."""
-
-SAME_AS_MAIN: dict[str, str] = {"EleutherAI/pythia-160m": "step143000"}
-"""Hub model -> the training-checkpoint revision whose weights are those of its main branch (Pythia's last step),
-so that :meth:`Profile.canonical_checkpoint` names the two alike."""
-
-
-@dataclass(frozen=True)
-class ProbeSettings:
-    """The trained probes (bilinear, seeded-poly, Adam/SGD linear baselines): rank of the bilinear term,
-    rows sampled per block to train on, optimiser steps and learning rate."""
-
-    rank: int = 16
-    sample_rows: int = 8192
-    steps: int = 500
-    lr: float = 1e-3
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one model of a profile is measured with, where it differs from the profile's own sizes.
-
-    A real model is wider than the zoo and reads another text, so it gets its own rows (64 per input dimension,
-    where held-out R²_lin has settled), main corpus (fit and evaluation text alike), evaluation tokens and row
-    sample; ``every`` fixes, before any result, which blocks are sampled for the costly steps that train on rows
-    (probes, trained baselines, normalised inputs): :meth:`sampled`. Swaps and closed-form fits cover every block.
-    None keeps the profile's value (:meth:`Profile.budget` fills them in).
-    """
-
-    rows_per_block: int | None = None
-    corpus: str | None = None
-    eval_tokens: int | None = None
-    sample_rows: int | None = None
-    every: int = 1
-
-    def sampled(self, n_blocks: int) -> list[int]:
-        """The blocks whose rows a measurement samples, of a model of ``n_blocks``: every ``every``-th from the
-        first, and the last, a rule fixed by depth alone so that no result can steer it."""
-        if self.every < 1 or n_blocks < 1:
-            raise LinrecError(f"every and n_blocks must be positive; got every={self.every}, n_blocks={n_blocks}")
-        return sorted({*range(0, n_blocks, self.every), n_blocks - 1})
+"""A roughly log-spaced subset of :data:`~linrec.experiment.pythia.PYTHIA_REVISIONS` for the chapter on linearity over
+training."""
 
 
 @dataclass(frozen=True)
@@ -150,94 +109,23 @@ class Profile:
     device_map: str | None = field(default=None, repr=False)
 
     def validate(self) -> Profile:
-        """This profile, or a LinrecError naming the first bad field and what is valid."""
+        """This profile, or a LinrecError naming the first bad field and what is valid (the rules:
+        :mod:`linrec.experiment.validation`)."""
         where = f"profile '{self.name}'"
-        if not self.models:
-            raise LinrecError(f"{where}: models is empty; name at least one model")
-        if self.shaped:
-            unknown = [m for m in self.models if m not in SHAPES]
-            if self.zoo is not None or unknown:
-                raise LinrecError(
-                    f"{where}: shaped models are hub ids with a known shape ({', '.join(SHAPES)}), not zoo models; "
-                    f"got {unknown or 'a zoo'}"
-                )
-        if self.zoo is not None:
-            unknown = [m for m in self.models if m not in self.zoo.names() and m not in PACKAGED]
-            if unknown:
-                raise LinrecError(
-                    f"{where}: no zoo or packaged model {unknown}; the '{self.zoo.name}' zoo has "
-                    f"{', '.join(self.zoo.names())}, and the packaged models are {', '.join(PACKAGED)}"
-                )
-        valid = corpus_names()
-        for c in [*self.corpora, self.eval_corpus]:
-            if c not in valid:
-                raise LinrecError(f"{where}: unknown corpus '{c}'; choose from {', '.join(valid)}")
-        if not self.corpora:
-            raise LinrecError(f"{where}: corpora is empty; choose from {', '.join(valid)}")
-        for attr in ("rows_per_block", "seq_len", "batch_size", "eval_tokens"):
-            if not isinstance(getattr(self, attr), int) or getattr(self, attr) < 1:
-                raise LinrecError(f"{where}: {attr} must be a positive integer; got {getattr(self, attr)!r}")
-        if not isinstance(self.folds, int) or self.folds < 2:
-            raise LinrecError(
-                f"{where}: folds must be an integer of at least 2 (each fold is held out once); got {self.folds!r}"
-            )
-        if not self.seeds or not all(isinstance(s, int) for s in self.seeds):
-            raise LinrecError(f"{where}: seeds must be a non-empty list of integers; got {self.seeds!r}")
-        for attr in ("rank", "sample_rows", "steps"):
-            if not isinstance(getattr(self.probe, attr), int) or getattr(self.probe, attr) < 1:
-                raise LinrecError(
-                    f"{where}: probe.{attr} must be a positive integer; got {getattr(self.probe, attr)!r}"
-                )
-        if not self.probe.lr > 0:
-            raise LinrecError(f"{where}: probe.lr must be positive; got {self.probe.lr!r}")
-        if self.device is not None and self.device.split(":")[0] not in ("cpu", "cuda", "mps"):
-            raise LinrecError(
-                f"{where}: unknown device '{self.device}'; choose cpu, cuda, cuda:N, mps or None (automatic)"
-            )
-        if self.device_map is not None and self.device is not None:
-            raise LinrecError(f"{where}: give device or device_map, not both (device_map places the model itself)")
-        if self.dtype not in DTYPES:
-            raise LinrecError(f"{where}: unknown dtype '{self.dtype}'; choose one of {', '.join(DTYPES)}")
-        pinnable = [*self.models, *(c for c in self.corpora if c in PAPER_CORPORA)]
-        for name, _ in self.revisions:  # (training_checkpoints is a catalogue: models left out are ignored)
-            if name not in pinnable:
-                raise LinrecError(
-                    f"{where}: a revision is given for '{name}', which is not one of its models or hub corpora "
-                    f"{pinnable}"
-                )
-        for model, budget in self.budgets:  # a catalogue, as training_checkpoints: models left out are ignored
-            for attr in ("rows_per_block", "eval_tokens", "sample_rows", "every"):
-                value = getattr(budget, attr)
-                if value is not None and (not isinstance(value, int) or value < 1):
-                    raise LinrecError(f"{where}: {model}'s budget {attr} must be a positive integer; got {value!r}")
-            if budget.corpus is not None and budget.corpus not in self.corpora:
-                raise LinrecError(
-                    f"{where}: {model}'s budget reads corpus '{budget.corpus}', which is not one of its corpora "
-                    f"{', '.join(self.corpora)}"
-                )
-        if self.swap_depths is not None and not (self.swap_depths and all(0 <= d <= 1 for d in self.swap_depths)):
-            raise LinrecError(f"{where}: swap_depths must be relative depths in [0, 1]; got {self.swap_depths!r}")
-        if self.shaped and (unknown := [m for m in (*self.series, *self.series_gpu) if m not in SHAPES]):
-            raise LinrecError(
-                f"{where}: the series models {unknown} have no known shape; choose from {', '.join(SHAPES)}"
-            )
-        if self.zoo is not None:
-            zoo_models = [m for m in self.models if m not in PACKAGED]
-            context = min((self.zoo.entry(m).seq_len for m in zoo_models), default=self.seq_len)
-            if self.seq_len > context:
-                raise LinrecError(
-                    f"{where}: seq_len {self.seq_len} exceeds the zoo models' context of {context}; "
-                    f"use {context} or less"
-                )
+        validation.check_models(where, self.models, self.shaped, self.zoo)
+        validation.check_corpora(where, self.corpora, self.eval_corpus)
+        sizes = {a: getattr(self, a) for a in ("rows_per_block", "seq_len", "batch_size", "eval_tokens")}
+        validation.check_sizes(where, sizes, self.folds, self.seeds)
+        validation.check_probe(where, self.probe)
+        validation.check_placement(where, self.device, self.device_map, self.dtype)
+        validation.check_revisions(where, self.revisions, self.models, self.corpora)
+        validation.check_budgets(where, self.budgets, self.corpora)
+        validation.check_chapters(where, self.swap_depths, (*self.series, *self.series_gpu) if self.shaped else ())
+        validation.check_context(where, self.zoo, self.models, self.seq_len)
         for model in self.models:
-            width = self.width(model)
-            rows = self.budget(model).rows_per_block
-            needed = None if width is None else rows_needed(width, self.folds, self.seq_len)
-            if needed is not None and rows is not None and rows < needed:
-                raise LinrecError(
-                    f"{where}: {rows} rows per block are too few for {model}'s width {width} with "
-                    f"{self.folds} folds of whole {self.seq_len}-token sequences; use at least {needed}"
-                )
+            validation.check_rows(
+                where, model, self.width(model), self.budget(model).rows_per_block, self.folds, self.seq_len
+            )
         return self
 
     def swap_blocks(self, n_blocks: int) -> list[int] | None:
@@ -249,21 +137,13 @@ class Profile:
         """The profile the scale chapter measures its models under: this one, or, where :attr:`series` names other
         models, this one with them as its models (and :attr:`series_gpu` too when ``gpu``, spread over the devices
         with ``device_map="auto"``), each keeping a row sample of its first and last block only
-        (:data:`SERIES_SAMPLE`): the chapter trains no probe, and a sample of every block of Pythia-1.4b would
-        hold 6.4 GB of rows (measured: ``book/resources.md``)."""
+        (:data:`~linrec.experiment.budgets.SERIES_SAMPLE`): the chapter trains no probe, and a sample of every block
+        of Pythia-1.4b would hold 6.4 GB of rows (measured: ``book/resources.md``)."""
         if not self.series:
             return self
         models = self.series + (self.series_gpu if gpu else ())
         own = dict(self.budgets)
-        light = tuple(
-            (
-                m,
-                dataclasses.replace(
-                    own.get(m, Budget()), sample_rows=SERIES_SAMPLE.sample_rows, every=SERIES_SAMPLE.every
-                ),
-            )
-            for m in models
-        )
+        light = tuple((m, series_sampled(own.get(m, Budget()))) for m in models)
         if gpu and self.series_gpu:  # the largest may not fit one device: accelerate spreads them
             return dataclasses.replace(self, models=models, budgets=light, series=(), series_gpu=(), device=None,
                                        device_map="auto").validate()  # fmt: skip
@@ -354,7 +234,7 @@ class Profile:
         """One name per distinct weights, to key measurements on: ``checkpoint`` of ``model`` as measured.
 
         Hub models: a checkpoint loading the same revision as ``"final"`` (Pythia's ``step143000`` is
-        its main branch, :data:`SAME_AS_MAIN`) is ``"final"``; ``"init"`` is the first listed
+        its main branch, :data:`~linrec.experiment.pythia.SAME_AS_MAIN`) is ``"final"``; ``"init"`` is the first listed
         checkpoint (``step0``). Zoo checkpoints keep their names, as their cached measurements do. A control
         (:meth:`control`) at the first of :attr:`seeds` drops its ``@<seed>``.
         """
@@ -395,48 +275,11 @@ def depth_blocks(n_blocks: int, depths: tuple[float, ...]) -> list[int]:
 SCALE_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 """The relative depths of the blocks the scale chapter swaps in every model (fixed before any result)."""
 
-PYTHIA_WIDTHS: dict[str, int] = {
-    "EleutherAI/pythia-70m": 512,
-    "EleutherAI/pythia-160m": 768,
-    "EleutherAI/pythia-410m": 1024,
-    "EleutherAI/pythia-1b": 2048,
-    "EleutherAI/pythia-1.4b": 2048,
-    "EleutherAI/pythia-2.8b": 2560,
-    "EleutherAI/pythia-6.9b": 4096,
-    "EleutherAI/pythia-12b": 5120,
-}
-"""The Pythia suite (one training recipe, one corpus, eight sizes) and each model's width (its config's hidden_size)."""
-
 PYTHIA_SUITE = tuple(PYTHIA_WIDTHS)[:5]
 """The sizes the paper profile's scale chapter measures anywhere (70m to 1.4b)."""
 
 PYTHIA_LARGE = tuple(PYTHIA_WIDTHS)[5:]
 """The sizes it adds where a GPU is present (2.8b, 6.9b, 12b; spread over devices with ``device_map``)."""
-
-SERIES_SAMPLE = Budget(sample_rows=1024, every=10**6)
-"""The row sample of a model measured only for the scale chapter (the scale profile's, a profile's series):
-1,024 rows of its first and last block (:meth:`Budget.sampled`), the chapter training no probe."""
-
-REAL_ROWS_PER_DIMENSION = 64
-"""Rows per input dimension a real model is measured with: where held-out R²_lin has settled (issue 35's series on
-SmolLM2: nothing moves by more than 0.003 beyond about 90 per dimension, and by 0.004 in the median from 57 to 90)."""
-
-
-def _real_budget(model: str, every: int) -> Budget:
-    """A packaged real model's budget in the offline profile: English prose (the King James Bible), 64 rows per
-    input dimension, 8,192 of them sampled for the probes, 8,192 evaluation tokens (a pass costs about as much
-    as the whole zoo's: the swaps of every block score a quarter of them each), and its costly trained steps on
-    every ``every``-th block."""
-    rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
-    return Budget(rows_per_block=rows, corpus="kjv-bible", eval_tokens=8192, sample_rows=8192, every=every)
-
-
-def _scale_budget(model: str) -> Budget:
-    """A real model's budget in the scale profile: 64 rows per input dimension, its row sample only of the first
-    and last block (no chapter of the profile trains probes), 8,192 evaluation tokens."""
-    rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
-    return dataclasses.replace(SERIES_SAMPLE, rows_per_block=rows, eval_tokens=8192)
-
 
 PROFILES: dict[str, Profile] = {
     "paper": Profile(
@@ -473,7 +316,7 @@ PROFILES: dict[str, Profile] = {
         probe=ProbeSettings(rank=16, sample_rows=8192, steps=300, lr=1e-3),
         device="cpu",
         zoo=ZOOS["offline"],
-        budgets=tuple((m, _real_budget(m, every)) for m, every in (("smollm2-135m", 10), ("gemma3-270m", 6))),
+        budgets=tuple((m, real_budget(m, every)) for m, every in (("smollm2-135m", 10), ("gemma3-270m", 6))),
     ),
     "smoke": Profile(
         name="smoke",
@@ -508,7 +351,7 @@ PROFILES["scale"] = Profile(
     batch_size=16,
     eval_tokens=8192,
     budgets=tuple(
-        (m, _scale_budget(m)) for m in ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+        (m, scale_budget(m)) for m in ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
     ),  # fmt: skip
     chapters=("02_heterogeneity", "11_scale"),
     swap_depths=SCALE_DEPTHS,
@@ -536,35 +379,6 @@ def profile_names() -> list[str]:
     return list(PROFILES)
 
 
-def _coerce(name: str, value: object) -> object:
-    """Notebook parameters arrive as lists and dicts: make them the field's tuple / ProbeSettings form."""
-    if name in ("models", "corpora", "seeds") and isinstance(value, list):
-        return tuple(value)
-    if name == "budgets" and isinstance(value, dict):
-        return value  # get_profile applies each model's fields to that model's budget
-    if name in ("revisions", "training_checkpoints") and isinstance(value, dict):
-        return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in value.items())
-    if name == "probe" and isinstance(value, dict):
-        fields = [f.name for f in dataclasses.fields(ProbeSettings)]
-        unknown = sorted(set(value) - set(fields))
-        if unknown:
-            raise LinrecError(f"unknown probe setting {unknown}; valid: {', '.join(fields)}")
-        return value  # get_profile applies it to the profile's own settings
-    return value
-
-
-def _changed_budgets(profile: Profile, changes: dict[str, Any]) -> tuple[tuple[str, Budget], ...]:
-    budgets = dict(profile.budgets)
-    fields = [f.name for f in dataclasses.fields(Budget)]
-    for model, change in changes.items():
-        if not isinstance(change, dict) or set(change) - set(fields):
-            raise LinrecError(
-                f"budgets: '{model}' needs a mapping of budget fields ({', '.join(fields)}); got {change!r}"
-            )
-        budgets[model] = dataclasses.replace(budgets.get(model, Budget()), **change)
-    return tuple(budgets.items())
-
-
 def get_profile(profile: str | Profile, **overrides: object) -> Profile:
     """The named profile (or ``profile`` itself) with ``overrides`` applied, validated."""
     if isinstance(profile, str):
@@ -576,11 +390,5 @@ def get_profile(profile: str | Profile, **overrides: object) -> Profile:
     if unknown:
         raise LinrecError(f"unknown profile field {unknown}; valid fields: {', '.join(fields)}")
     if overrides:
-        # Each value is of its field's type, or not: validate() below says which.
-        changed: dict[str, Any] = {k: _coerce(k, v) for k, v in overrides.items()}
-        if isinstance(changed.get("probe"), dict):  # a dict changes only the settings it names
-            changed["probe"] = dataclasses.replace(profile.probe, **changed["probe"])
-        if isinstance(changed.get("budgets"), dict):  # {model: {field: value}} changes only the fields it names
-            changed["budgets"] = _changed_budgets(profile, changed["budgets"])
-        profile = dataclasses.replace(profile, **changed)
+        profile = dataclasses.replace(profile, **changed_fields(profile.probe, profile.budgets, overrides))
     return profile.validate()

@@ -18,7 +18,7 @@ from torch import nn
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key
 from linrec.core.measure import Measurement, read_record
 from linrec.data.tokens import TokenBatches
-from linrec.experiment.measurement import library_versions
+from linrec.experiment.releases import library_versions
 from linrec.interventions.replace import Replacement, replace
 from linrec.interventions.replaced import read_replaced
 

@@ -19,7 +19,8 @@ from linrec.data.corpus import Corpus
 from linrec.data.hub_corpora import Loader
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.errors import LinrecError
-from linrec.experiment.profiles import ProbeSettings, Profile
+from linrec.experiment.budgets import ProbeSettings
+from linrec.experiment.profiles import Profile
 from linrec.hub import hub_offline, hub_reachable, resolve_revision
 from linrec.interventions.baseline import BaselineConfig
 from linrec.interventions.probes import ProbeConfig

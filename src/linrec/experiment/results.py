@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key
-from linrec.experiment.measurement import ProfileMeasurement, read_frame, write_frame
+from linrec.experiment.measurement import ProfileMeasurement
+from linrec.experiment.stored import read_frame, write_frame
 
 FORMAT = 4  # 2: probe tables carry the captured share and convergence columns; 3: true medians, rounding clause;
 # 4: swap tables carry the ΔPPL bootstrap interval (delta_ppl_low, delta_ppl_high)

@@ -2,7 +2,8 @@
 
 Every function takes the tidy tables of :mod:`linrec.analysis.identity`, :mod:`linrec.analysis.activation`
 or :func:`linrec.interventions.crossfeed.crossfeed_grid` (one row per block, pair or cell) and returns a
-matplotlib Figure with labelled axes, laid out and coloured as the depth figures of :mod:`linrec.plots.depth`.
+matplotlib Figure with labelled axes, laid out and coloured as the depth figures of :mod:`linrec.plots.depth`
+(:mod:`linrec.plots._curves`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from matplotlib.ticker import MaxNLocator
 from linrec.analysis.activation import NORMALISED
 from linrec.analysis.learned import MATCHED, WEIGHTS
 from linrec.plots._columns import require
+from linrec.plots._curves import BLOCK_LABEL, LINESTYLES, MARKERS, ordered, outer_ylabels, panel_grid
 from linrec.plots._layout import SMALL, WIDTH, block_ticks, figure_legend
-from linrec.plots.depth import BLOCK_LABEL, LINESTYLES, MARKERS, ordered, outer_ylabels, panel_grid
 
 
 def crossfeed_heatmap(grid: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:

@@ -17,8 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
+from linrec.plots._curves import LINESTYLES, MARKERS
 from linrec.plots._layout import SMALL, WIDTH, block_ticks, legend_below, symlog_axis
-from linrec.plots.depth import LINESTYLES, MARKERS
 from linrec.stats import Correlation
 
 DELTA_LABEL = "ΔPPL (swapped − original)"

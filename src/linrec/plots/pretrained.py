@@ -9,8 +9,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from linrec.plots._columns import require
+from linrec.plots._curves import BLOCK_LABEL
 from linrec.plots._layout import WIDTH, legend_below
-from linrec.plots.depth import BLOCK_LABEL
 
 
 def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
