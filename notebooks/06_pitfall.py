@@ -26,15 +26,9 @@ from dataclasses import replace
 
 import pandas as pd
 
-from linrec.analysis.pitfall import (
-    closed_form_time,
-    pitfall_claims,
-    pitfall_runs,
-    reach_table,
-    representative_blocks,
-    target_control,
-    tuning_table,
-)
+from linrec.analysis.pitfall import closed_form_time, pitfall_runs, reach_table, representative_blocks, tuning_table
+from linrec.analysis.pitfall_claims import pitfall_claims
+from linrec.analysis.pitfall_controls import target_control
 from linrec.book import chapter
 from linrec.book.params import check_params
 from linrec.experiment.measurement import measurement
@@ -324,7 +318,7 @@ print(f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {lon
 # code below sweeps $c$.
 
 # %% tags=["solution"]
-from linrec.analysis.pitfall import planted_rows
+from linrec.analysis.pitfall_controls import planted_rows
 
 toy = replace(config, steps=max(config.steps, 300))
 sweep = []

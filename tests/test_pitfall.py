@@ -12,13 +12,13 @@ from linrec.analysis.pitfall import (
     ARMS,
     centred_rows,
     closed_form_time,
-    pitfall_claims,
     pitfall_runs,
-    planted_rows,
     reach_table,
     representative_blocks,
     tuning_table,
 )
+from linrec.analysis.pitfall_claims import pitfall_claims
+from linrec.analysis.pitfall_controls import planted_rows
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import ProfileMeasurement

@@ -10,3 +10,7 @@ headless Chromium, :mod:`~linrec.book.browser`, as a reader meets it) and :mod:`
 one PDF). The build modules need the ``book`` extra
 (jupytext, nbformat, papermill, jupyter-book); a chapter needs only the runtime.
 """
+
+from linrec._lazy import lazy
+
+__getattr__, __dir__ = lazy(__name__, globals())

@@ -44,6 +44,20 @@ TRAINED_BASELINES = Reported(
 CORPUS_ROBUSTNESS = Reported("corpus robustness", "depth profiles overlay across three domains", "Fig. 5")
 ROWS_PER_BLOCK = Reported("rows per block", "about 15,000–30,000 token rows, sequence length 128", "setup")
 
+NOT_STATED = "not stated in the sources"
+"""What a table shows, in the paper's column, for a figure the paper's sources do not give."""
+
+EARLY_SWAP_SETUP = {
+    "model, text": "GPT-2 (124M), WikiText-2",
+    "FFN": "768 → 3072 → 768",
+    "block": "an early block",
+    "parameter ratio": "8× (7.996 numbers stored)",
+    "ΔPPL [95% interval]": "+0.77",
+    "perplexity before": NOT_STATED,
+    "relative ΔPPL": NOT_STATED,
+}
+"""The single-layer replacement of :data:`EARLY_SWAP` row by row, as chapter 5 sets it beside its own swap."""
+
 REPORTED: tuple[Reported, ...] = (
     R2_RANGE,
     PROFILE_SHAPE,
