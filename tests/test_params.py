@@ -2,11 +2,13 @@
 
 import ast
 import re
+import types
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from linrec.book import chapter as book_chapter
 from linrec.book.params import RULES, check_params, require
 from linrec.errors import LinrecError
 
@@ -62,20 +64,21 @@ def _cells(source: str) -> list[str]:
 
 
 def _parameter_check(chapter: Path) -> tuple[dict, Callable[[], None]]:
-    """A chapter's parameters (its parameters cell run) and its check (the check_params call of the next code
-    cell), to run on changed parameters."""
+    """A chapter's parameters (its parameters cell run) and its check (the check_params call, or the checking half
+    of the chapter.begin call, of the next code cell), to run on changed parameters."""
     cells = _cells(chapter.read_text(encoding="utf-8"))
     at = next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]'))
     following = next(c for c in cells[at + 1 :] if not c.startswith(" [markdown]"))
     calls = [
         node
         for node in ast.parse(following.split("\n", 1)[1]).body
-        if isinstance(node, ast.Expr)
+        if isinstance(node, (ast.Expr, ast.Assign))
         and isinstance(node.value, ast.Call)
-        and getattr(node.value.func, "id", "") == "check_params"
+        and ast.unparse(node.value.func) in {"check_params", "chapter.begin"}
     ]
-    assert len(calls) == 1, "the first code cell after the parameters cell calls check_params once"
-    namespace = {"check_params": check_params}
+    assert len(calls) == 1, "the first code cell after the parameters cell calls check_params or chapter.begin once"
+    checking = types.SimpleNamespace(begin=lambda name, params, **rules: book_chapter.check(params, **rules))
+    namespace = {"check_params": check_params, "chapter": checking}
     exec(cells[at].split("\n", 1)[1], namespace)
     return namespace, lambda: exec(compile(ast.Module(calls, []), chapter.name, "exec"), namespace)
 

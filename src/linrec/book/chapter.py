@@ -223,6 +223,21 @@ def start(
     return Chapter(name, get_profile(resolved, **overrides), seed, progress)
 
 
+def check(
+    params: Mapping[str, object],
+    *,
+    multiple_of: Iterable[tuple[str, str]] = (),
+    at_least: Iterable[tuple[str, str]] = (),
+    **rules: Iterable[str],
+) -> None:
+    """Check a chapter's parameters (``params``: its ``globals()``) as :func:`~linrec.book.params.check_params`
+    does, ``SEED`` (when the chapter has one) always as an integer: the checking half of :func:`begin`."""
+    rules = dict(rules)
+    if "SEED" in params and "SEED" not in {n for names in rules.values() for n in names}:
+        rules["integer"] = ["SEED", *rules.get("integer", ())]
+    check_params(params, multiple_of=multiple_of, at_least=at_least, **rules)
+
+
 def begin(
     name: str,
     params: MutableMapping[str, object],
@@ -235,17 +250,12 @@ def begin(
     """A chapter's set-up in one call: check its parameters, start it, and return its :class:`Chapter`.
 
     ``params`` is the chapter's ``globals()``; ``rules``, ``multiple_of`` and ``at_least`` are
-    :func:`~linrec.book.params.check_params`'s (``SEED``, when the chapter has one, is always checked as an
-    integer). Then :func:`start` with the chapter's ``PROFILE`` and ``SEED`` (0 without one), and ``PROFILE`` in
-    ``params`` becomes the resolved profile's name, so that the chapter reads which profile ran (also
-    ``ch.profile.name``) and never resolves it again.
+    :func:`~linrec.book.params.check_params`'s (:func:`check`: ``SEED``, when the chapter has one, is always
+    checked as an integer). Then :func:`start` with the chapter's ``PROFILE`` and ``SEED`` (0 without one), and
+    ``PROFILE`` in ``params`` becomes the resolved profile's name, so that the chapter reads which profile ran
+    (also ``ch.profile.name``) and never resolves it again.
     """
-    rules = dict(rules)
-    if "SEED" in params and "SEED" not in {n for names in rules.values() for n in names}:
-        rules["integer"] = ["SEED", *rules.get("integer", ())]
-    check_params(params, multiple_of=multiple_of, at_least=at_least, **rules)
-    seed = params.get("SEED", 0)
-    profile = params.get("PROFILE")
-    ch = start(name, profile, seed=seed, style=style)  # type: ignore[arg-type]
+    check(params, multiple_of=multiple_of, at_least=at_least, **rules)
+    ch = start(name, params.get("PROFILE"), seed=params.get("SEED", 0), style=style)  # type: ignore[arg-type]
     params["PROFILE"] = ch.profile.name
     return ch

@@ -58,6 +58,18 @@ EARLY_SWAP_SETUP = {
 }
 """The single-layer replacement of :data:`EARLY_SWAP` row by row, as chapter 5 sets it beside its own swap."""
 
+SETUP = {
+    "models": "GPT-2 124M, Pythia-160m, llama-160m",
+    "width d": "768",
+    "FFN blocks": "12 per model",
+    "rows per block": "about 15–30k",
+    "sequence length": "128",
+    "text": "WikiText-2-raw",
+    "held-out": "held-out split (fraction not stated)",
+}
+"""The paper's measurement setup row by row (:data:`ROWS_PER_BLOCK` among them), as chapter 1 sets it beside its
+own."""
+
 REPORTED: tuple[Reported, ...] = (
     R2_RANGE,
     PROFILE_SHAPE,
