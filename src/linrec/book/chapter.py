@@ -42,6 +42,7 @@ from linrec.report.claims import PLAIN, Claim, Verdicts, claims_table
 from linrec.report.tables import Table, show
 
 if TYPE_CHECKING:
+    from IPython.display import Markdown
     from matplotlib.figure import Figure
 
 _YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -158,6 +159,12 @@ class Chapter:
     def show(self, table: pd.DataFrame, formats: Mapping[str, str] | None = None, fold: str | None = None) -> Table:
         """``table`` formatted for reading (:func:`linrec.report.tables.show`), reached from the chapter."""
         return show(table, formats, fold)
+
+    def markdown(self, text: str) -> Markdown:
+        """``text`` as Markdown, for a cell to end with (so that it shows as the cell's result)."""
+        from IPython.display import Markdown
+
+        return Markdown(text)
 
     def caveat(self) -> None:
         """Show :data:`PROFILE_CAVEAT`, the note every chapter with verdicts shares, beside its own specifics."""
