@@ -35,6 +35,8 @@ from linrec.core.moments import Moments
 from linrec.core.sample import Rows, sample_rows
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import ProfileMeasurement
+from linrec.experiment.profiles import Profile
+from linrec.experiment.resolve import baseline_config
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.baseline import (
     OPTIMIZERS,
@@ -218,3 +220,22 @@ def closed_form_time(
         fit_affine(Moments.from_rows(fit.x, fit.y), rcond)
         rows.append({"model": r["model"], "block": r["block"], "closed_form_s": time.perf_counter() - start})
     return pd.DataFrame(rows)
+
+
+def chapter_config(profile: Profile, seed: int, steps: int | None, tolerance: float) -> BaselineConfig:
+    """Chapter 6's trained baselines: the profile's (:func:`linrec.experiment.resolve.baseline_config`, ``steps``
+    overriding its budget when given) with the chapter's ``tolerance``."""
+    return replace(baseline_config(profile.probe, seed=seed, steps=steps, device=profile.device), tolerance=tolerance)
+
+
+def run_settings(config: BaselineConfig, rows_per_block: int) -> pd.DataFrame:
+    """The settings every trained baseline of a run shares, one row each (``rows_per_block``: rows sampled per
+    block)."""
+    return pd.Series({
+        "steps per run": config.steps, "minibatch rows": config.batch_size, "Adam base learning rate": config.lr_adam,
+        "SGD momentum": config.momentum, "learning-rate grid (× base)": ", ".join(f"{f:g}" for f in config.lr_factors),
+        "validation share of training rows": VALIDATION,
+        "targets": "standardised" if config.standardise_targets else "raw", "schedule": config.schedule,
+        "held-out R² logged every": config.log_every, "tolerance (R²)": config.tolerance,
+        "sampled rows per block": rows_per_block,
+    }, name="setting").to_frame()  # fmt: skip
