@@ -92,7 +92,6 @@ NOT_YET = {
     "06_pitfall",
     "07_corpora",
     "08_training",
-    "09_your_model",
     "10_paper_vs_run",
     "11_scale",
 }
