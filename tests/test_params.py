@@ -142,20 +142,21 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
         pd.DataFrame({"block": [0, 1]}).to_csv(args[args.index("--out") + 1], index=False)
         return 0
 
-    cell = next(c for c in _cells(CHAPTER_9.read_text(encoding="utf-8")) if "linrec_cli(args)" in c)
+    import linrec.cli
+
+    monkeypatch.setattr(linrec.cli, "main", fake_cli)
+    cell = next(c for c in _cells(CHAPTER_9.read_text(encoding="utf-8")) if "linrec.cli.main(args)" in c)
     profile = SimpleNamespace(seq_len=16, folds=5, batch_size=8, device=None, shaped=False)
     namespace = {
         "tempfile": tempfile,
         "Path": Path,
         "pd": pd,
         "linrec": linrec,
-        "linrec_cli": fake_cli,
         "where": "m",
         "rows": 100,
         "SEED": 0,
-        "profile": profile,
         "corpus": SimpleNamespace(fit_text="some text"),
-        "ch": SimpleNamespace(progress=False),
+        "ch": SimpleNamespace(progress=False, profile=profile),
     }
     exec(cell.split("\n", 1)[1], namespace)
     assert seen["text"] == "some text" and list(namespace["table"].block) == [0, 1]
@@ -163,7 +164,7 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
     assert [p.name for p in tmp_path.iterdir()] == [namespace["workdir"].name]  # kept for the later cells ...
     namespace["scratch"].cleanup()  # ... until the chapter's last cell
     assert list(tmp_path.iterdir()) == []
-    namespace["linrec_cli"] = lambda args: 2
+    monkeypatch.setattr(linrec.cli, "main", lambda args: 2)
     with pytest.raises(LinrecError, match="linrec profile failed"):
         exec(cell.split("\n", 1)[1], namespace)
     namespace.pop("scratch")  # an error ends the kernel: the directory goes with the object that holds it
