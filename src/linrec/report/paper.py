@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 CITATION = (
     "Whipp, S. (2026). How Linear Is a Transformer Feed-Forward Block? Per-Block Linear Recoverability Is Learned, "
     "Not Architectural. arXiv:2606.19379."
@@ -83,3 +85,8 @@ REPORTED: tuple[Reported, ...] = (
     ROWS_PER_BLOCK,
 )
 """Every reported figure, in the order the appendix lists them."""
+
+
+def reported_table() -> pd.DataFrame:
+    """:data:`REPORTED` as a table, one row per figure: ``quantity``, ``paper (reported)``, ``where``."""
+    return pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED])
