@@ -23,7 +23,6 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 CONTROL_SEEDS = (0, 1, 2)  # seeds of the shuffled-weights control (the verdict needs at least 3)
 
 # %%
-import numpy as np
 import pandas as pd
 
 import linrec
@@ -240,7 +239,7 @@ ch.show(linrec.analysis.activation.normalisation_summary(normalised))
 # %% mystnb={"figure": {"caption": "Cross-feeding: held-out $R^2_\\text{lin}$ of the FFN of each column's block run on the inputs captured at each row's block; white lines separate models, the diagonal is each block on its own inputs.", "name": "fig-activation-crossfeed"}}
 nets = {m: linrec.experiment.resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0] for m in GRID_MODELS}
 depth_of = min(len(measured[(m, "final")].blocks) for m in GRID_MODELS)
-blocks = None if GRID_BLOCKS is None else sorted({round(x) for x in np.linspace(0, depth_of - 1, GRID_BLOCKS)})
+blocks = linrec.interventions.crossfeed.spread_blocks(depth_of, GRID_BLOCKS)
 print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}")
 grid = linrec.interventions.crossfeed.crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS}, {m: nets[m] for m in GRID_MODELS},
                       ch.profile.folds, blocks=blocks)
