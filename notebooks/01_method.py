@@ -28,21 +28,10 @@ from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
 
 import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.core.fit import held_out
-from linrec.core.moments import Moments
-from linrec.core.planted import gelu_r2, recover_rows
-from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import profile_corpus
-from linrec.plots import depth, method
-from linrec.report.tables import show
 
-check_params(globals(), integer=["SEED"],
-             positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_HEADS", "TINY_SEQUENCES", "SEQ_LEN"],
-             folds=["FOLDS"], multiple_of=[("TINY_WIDTH", "TINY_HEADS")], at_least=[("TINY_SEQUENCES", "FOLDS")])
-ch = chapter.start("01_method", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
+ch = chapter.begin("01_method", globals(),
+                   positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_HEADS", "TINY_SEQUENCES", "SEQ_LEN"],
+                   folds=["FOLDS"], multiple_of=[("TINY_WIDTH", "TINY_HEADS")], at_least=[("TINY_SEQUENCES", "FOLDS")])
 DEVICE = linrec.pick_device()
 
 # %% [markdown]
@@ -82,7 +71,7 @@ for model_type in linrec.SUPPORTED:
         "Y: output of": block.output,
         "hooked": type(ffn).__name__ if block.input == block.output else "first, last Linear",
     })
-show(pd.DataFrame(where))
+ch.show(pd.DataFrame(where))
 
 # %% [markdown]
 # Three differences matter later. In GPT-2 {cite}`radford2019language` the MLP reads the attention
@@ -112,7 +101,7 @@ show(pd.DataFrame(where))
 # trained or modified; {numref}`fig-method-pipeline` shows what flows where.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The data flow of one measurement. Rows $(x, y)$ exist only inside the forward pass; below the dashed line everything is computed from float64 moments, whose size does not depend on the number of tokens.", "name": "fig-method-pipeline"}}
-fig = method.draw_pipeline()
+fig = linrec.plots.method.draw_pipeline()
 ch.figure(fig, None, "fig-method-pipeline")
 
 # %% [markdown]
@@ -175,12 +164,12 @@ def randn(*shape: int) -> torch.Tensor:
 x = randn(ROWS, WIDTH) * torch.logspace(0, 3, WIDTH, dtype=torch.float64)  # scales 1 ... 1000
 y = torch.tanh(x / 100) + 0.1 * randn(ROWS, WIDTH)
 
-whole = Moments.from_rows(x, y)
+whole = linrec.Moments.from_rows(x, y)
 cut = ROWS // 3
-halves = Moments.from_rows(x[:cut], y[:cut]) + Moments.from_rows(x[cut:], y[cut:])
+halves = linrec.Moments.from_rows(x[:cut], y[:cut]) + linrec.Moments.from_rows(x[cut:], y[cut:])
 train, test = slice(0, 4 * ROWS // 5), slice(4 * ROWS // 5, None)
-fit = linrec.fit_affine(Moments.from_rows(x[train], y[train]))
-from_moments = held_out(fit, Moments.from_rows(x[test], y[test]))
+fit = linrec.fit_affine(linrec.Moments.from_rows(x[train], y[train]))
+from_moments = linrec.core.fit.held_out(fit, linrec.Moments.from_rows(x[test], y[test]))
 residual = y[test] - fit(x[test])
 sse_rows = (residual**2).sum(0)
 sst_rows = ((y[test] - y[test].mean(0)) ** 2).sum(0)
@@ -227,8 +216,8 @@ planted = {
     "affine + noise": (linear_part + sigma * randn(ROWS, WIDTH), v_lin / (v_lin + WIDTH * sigma**2)),
     "even (quadratic)": (even_part, 0.0),
 }
-reports = {name: recover_rows(x, y, FOLDS) for name, (y, _) in planted.items()}
-show(pd.DataFrame({
+reports = {name: linrec.core.planted.recover_rows(x, y, FOLDS) for name, (y, _) in planted.items()}
+ch.show(pd.DataFrame({
     "expected R²_lin": {name: expected for name, (_, expected) in planted.items()},
     "R²_lin (measured)": {name: r.r2_lin for name, r in reports.items()},
     "R²_lin std over folds": {name: r.r2_lin_std for name, r in reports.items()},
@@ -245,14 +234,14 @@ show(pd.DataFrame({
 
 # %%
 alphas = np.linspace(0, 1, 11)
-mixed = [recover_rows(x, (1 - a) * linear_part + a * even_part, FOLDS) for a in alphas]
+mixed = [linrec.core.planted.recover_rows(x, (1 - a) * linear_part + a * even_part, FOLDS) for a in alphas]
 sweep = pd.DataFrame({"alpha": alphas, "r2_lin": [r.r2_lin for r in mixed],
                       "r2_lin_std": [r.r2_lin_std for r in mixed]})
 fine = np.linspace(0, 1, 201)
 theory = pd.DataFrame({"alpha": fine, "r2_lin": (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even)})
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Planted blocks mixing an affine and an even part: held-out $R^2_\\text{lin}$ measured by `linrec` (points, $k$-fold mean ± std) against the exact population value (line).", "name": "fig-method-mixture"}}
-fig = method.mixture_figure(sweep, theory, FOLDS, ROWS)
+fig = linrec.plots.method.mixture_figure(sweep, theory, FOLDS, ROWS)
 ch.figure(fig, {"measured": sweep, "exact": theory}, "fig-method-mixture")
 
 # %% [markdown]
@@ -271,25 +260,25 @@ ch.figure(fig, {"measured": sweep, "exact": theory}, "fig-method-mixture")
 # %%
 scales = torch.logspace(-1, 1, 41, dtype=torch.float64)
 offsets = torch.linspace(-4, 2, 41, dtype=torch.float64)
-grid = gelu_r2(scales[None, :], offsets[:, None])
+grid = linrec.core.planted.gelu_r2(scales[None, :], offsets[:, None])
 
 Q, _ = torch.linalg.qr(randn(WIDTH, WIDTH))
 C = randn(WIDTH, WIDTH)
 gelu_table = pd.DataFrame(
     [(s, b) for s in (0.2, 0.6, 1.5, 4.0) for b in (-3.0, -1.0, 0.0, 1.5)], columns=["scale", "offset"]
 )
-gelu_table["exact"] = gelu_r2(torch.tensor(gelu_table["scale"].to_numpy()),
+gelu_table["exact"] = linrec.core.planted.gelu_r2(torch.tensor(gelu_table["scale"].to_numpy()),
                               torch.tensor(gelu_table["offset"].to_numpy()))
-gelu_table["measured"] = [recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
+gelu_table["measured"] = [linrec.core.planted.recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
                           for s, b in zip(gelu_table["scale"], gelu_table["offset"])]
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Exact $R^2_\\text{lin}$ of a GELU block $y = \\mathrm{GELU}(s\\,xQ + \\beta)\\,C$ with Gaussian inputs, over the scale $s$ and offset $\\beta$ of its pre-activations (Gauss–Hermite quadrature). White dots: the blocks measured on rows in {numref}`fig-method-gelu-check`.", "name": "fig-method-gelu-map"}}
-fig = method.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
-ch.figure(fig, {"map": method.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()), "blocks": gelu_table},
+fig = linrec.plots.method.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
+ch.figure(fig, {"map": linrec.plots.method.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()), "blocks": gelu_table},
           "fig-method-gelu-map")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ that `linrec` measures on rows of the GELU blocks marked in {numref}`fig-method-gelu-map` against the exact value; the dashed diagonal is perfect agreement.", "name": "fig-method-gelu-check"}}
-fig = method.gelu_check_figure(gelu_table, ROWS)
+fig = linrec.plots.method.gelu_check_figure(gelu_table, ROWS)
 ch.figure(fig, gelu_table, "fig-method-gelu-check")
 
 # %% [markdown]
@@ -325,11 +314,11 @@ print(f"block 0: X {tuple(X0.shape)}, Y {tuple(Y0.shape)}; max |MLP(X) - Y| = {g
 
 # %%
 table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=ch.progress)
-show(table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
+ch.show(table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
             "null_dims", "n_train", "n_test"]])
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
-fig = method.untrained_figure(table, f"random-init GPT-2, {TINY_WIDTH} wide",
+fig = linrec.plots.method.untrained_figure(table, f"random-init GPT-2, {TINY_WIDTH} wide",
                               title="Every block of an untrained GPT-2 is close to linear")
 ch.figure(fig, table, "fig-method-random-init")
 
@@ -350,16 +339,14 @@ ch.figure(fig, table, "fig-method-random-init")
 # here the point is only to see the instrument on weights that training has shaped.
 
 # %%
-profile = ch.profile
-trained_name = profile.models[0]
-corpus = profile_corpus(profile)
-trained_run = measurement(profile, trained_name, progress=ch.progress)  # cached: later chapters reuse this capture
+trained_name = ch.profile.models[0]
+trained_run = linrec.experiment.measurement.measurement(ch.profile, trained_name, progress=ch.progress)  # cached: later chapters reuse this capture
 trained_table = trained_run.table()
-show(trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
+ch.show(trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
                     "input_condition", "null_dims", "n_train", "n_test"]], fold="every block of the trained model")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's first trained model on the profile's main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-method-trained"}}
-fig = depth.heterogeneity_reference_figure(trained_table)
+fig = linrec.plots.depth.heterogeneity_reference_figure(trained_table)
 ch.figure(fig, trained_table, "fig-method-trained")
 
 # %% [markdown]
@@ -383,15 +370,15 @@ ch.figure(fig, trained_table, "fig-method-trained")
 
 # %%
 runs = {}
-for m in profile.models:  # the trained capture is the one chapters 2 to 7 share (with its row sample)
-    runs[m, "init"] = measurement(profile, m, checkpoint="init", keep="table", progress=ch.progress).table()
-    runs[m, "final"] = measurement(profile, m, progress=ch.progress).table()
+for m in ch.profile.models:  # the trained capture is the one chapters 2 to 7 share (with its row sample)
+    runs[m, "init"] = linrec.experiment.measurement.measurement(ch.profile, m, checkpoint="init", keep="table", progress=ch.progress).table()
+    runs[m, "final"] = linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress).table()
 init_profiles = pd.concat(runs.values(), ignore_index=True)
-show(init_profiles.groupby(["model", "checkpoint"], sort=False)["r2_lin"].describe()[["min", "50%", "max"]]
+ch.show(init_profiles.groupby(["model", "checkpoint"], sort=False)["r2_lin"].describe()[["min", "50%", "max"]]
      .rename(columns=lambda c: f"R²_lin {'median' if c == '50%' else c}"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile, trained (solid) and at initialisation (dashed: a zoo model's first checkpoint, a real model's seeded random initialisation of its architecture), each on its own main corpus ($k$-fold mean ± std).", "name": "fig-method-real"}}
-fig = depth.curves_figure(init_profiles, style="checkpoint", title="Every model against its own initialisation")
+fig = linrec.plots.depth.curves_figure(init_profiles, style="checkpoint", title="Every model against its own initialisation")
 ch.figure(fig, init_profiles, "fig-method-real")
 
 # %% [markdown]
@@ -402,20 +389,8 @@ ch.figure(fig, init_profiles, "fig-method-real")
 # scale is explicit.
 
 # %% tags=["hide-input"]
-show(pd.DataFrame({
-    "paper (reported)": ["GPT-2 124M, Pythia-160m, llama-160m", "768", "12 per model",
-                         "about 15–30k", "128", "WikiText-2-raw",
-                         "held-out split (fraction not stated)"],
-    "random-init GPT-2 (above)": [f"GPT-2 architecture, {TINY_LAYERS} layers", str(TINY_WIDTH),
-                                  str(TINY_LAYERS), f"{batches.n_rows:,}", str(SEQ_LEN),
-                                  "uniform random token ids", f"{FOLDS}-fold by sequence"],
-    f"trained ({PROFILE} profile)": [trained_name, str(trained_table["d_in"].iloc[0]),
-                                     str(len(trained_table)), f"{trained_run.info.rows:,}",
-                                     str(trained_run.info.seq_len), corpus.name, f"{profile.folds}-fold by document"],
-    **{f"{m} ({PROFILE} profile)": [m, str(t["d_in"].iloc[0]), str(len(t)), f"{round(t.n_train.iloc[0] + t.n_test.iloc[0]):,}", str(profile.seq_len), profile.budget(m).corpus,
-                                    f"{profile.folds}-fold by document"]
-       for (m, c), t in runs.items() if c == "final" and m in profile.packaged},
-}, index=["models", "width d", "FFN blocks", "rows per block", "sequence length", "text", "held-out"]))
+ch.show(linrec.analysis.method.setup_table(ch.profile, trained_run, runs, layers=TINY_LAYERS, width=TINY_WIDTH,
+                                           rows=batches.n_rows, seq_len=SEQ_LEN, folds=FOLDS))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
@@ -453,7 +428,7 @@ show(pd.DataFrame({
 M = randn(WIDTH, WIDTH) + 3 * torch.eye(WIDTH, dtype=torch.float64)  # invertible in practice
 t = 10 * randn(WIDTH)
 noisy = planted["affine + noise"][0]
-before, after = recover_rows(x, noisy, FOLDS).r2_lin, recover_rows(x @ M + t, noisy, FOLDS).r2_lin
+before, after = linrec.core.planted.recover_rows(x, noisy, FOLDS).r2_lin, linrec.core.planted.recover_rows(x @ M + t, noisy, FOLDS).r2_lin
 print(f"R²_lin before {before:.6f}, after x -> xM + t {after:.6f}")
 assert abs(before - after) < 1e-8
 
@@ -469,12 +444,10 @@ assert abs(before - after) < 1e-8
 
 # %% tags=["remove-cell"]
 # Exercise "Shifted squares": put your R²_lin of y = (x + 1)² in `answer` and run this cell.
-from linrec.book import exercises
-
 answer = None
-shifted = recover_rows(x, (x + 1) ** 2, FOLDS)  # this run's measurement: what the answer is checked against
+shifted = linrec.core.planted.recover_rows(x, (x + 1) ** 2, FOLDS)  # this run's measurement: what the answer is checked against
 # tol 0.03: the exact value, 2/3, passes at this run's row count (the solution asserts the same bound)
-exercises.check(answer, shifted.r2_lin, tol=0.03,
+linrec.book.exercises.check(answer, shifted.r2_lin, tol=0.03,
                 hint="split (x + 1)² into its linear and its even part; compare their variances")
 
 # %% [markdown]
@@ -503,10 +476,10 @@ assert abs(shifted.r2_lin - 2 / 3) < 0.03
 # %% tags=["remove-cell"]
 # Exercise "What it costs": put your answer for 20 million rows, in MB (10⁶ bytes), in `answer` and run this cell.
 answer = None
-empty = Moments.zeros(768, 768)  # the moments this block would hold: what the answer is checked against
+empty = linrec.Moments.zeros(768, 768)  # the moments this block would hold: what the answer is checked against
 per_fold = sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
 # tol 4 MB: an answer in MiB (2^20 bytes, 5 % less, about 3.4 MB here) passes too
-exercises.check(answer, 5 * per_fold / 1e6, tol=4,
+linrec.book.exercises.check(answer, 5 * per_fold / 1e6, tol=4,
                 hint="count the float64 numbers one fold keeps; do they grow with the rows?")
 
 # %% [markdown]
@@ -541,7 +514,7 @@ print(f"{per_fold / 1e6:.1f} MB per fold, {5 * per_fold / 1e6:.1f} MB for 5 fold
 torch.manual_seed(SEED)
 wide = GPT2LMHeadModel(GPT2Config(**{**config.to_dict(), "initializer_range": 0.2}))
 wide = wide.to(DEVICE).eval().requires_grad_(False)
-show(pd.DataFrame({
+ch.show(pd.DataFrame({
     "block": table["block"],
     "R²_lin, init std 0.02": table["r2_lin"],
     "R²_lin, init std 0.2": linrec.measure(wide, batches, folds=FOLDS, seed=SEED,

@@ -10,7 +10,7 @@
 # %% tags=["parameters"]
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 SEED = 0
-MODELS = None  # None: every model of the profile, real and trained here alike
+MODELS = None  # None: every model of the ch.profile, real and trained here alike
 SWAP = True  # the zero-shot swap ΔPPL beneath the profiles (one perplexity pass per block and model)
 SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of each model's evaluation tokens
 HIGH, LOW = 0.99, 0.3  # the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
@@ -19,24 +19,13 @@ DEPENDS = 0.05  # a block's headline depends on the first position when leaving 
 
 # %%
 import pandas as pd
-from IPython.display import display
 
-from linrec.analysis.depth import depth_summary, depth_table, heterogeneity_claims, swap_range
-from linrec.analysis.positions import FEW, position_claims, position_extremes, sink_blocks, sink_table
-from linrec.analysis.pretrained import convergence_claim, measured_convergence
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.experiment.swaps import affine_swaps
-from linrec.plots import depth
-from linrec.report.tables import show, with_interval
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], flag=["SWAP"], positive_int_or_none=["SWAP_TOKENS"],
-             fraction=["HIGH", "LOW", "DEPENDS"], positive_number=["SIGMAS"])
-ch = chapter.start("02_heterogeneity", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-MODELS = list(MODELS or profile.models)
+ch = chapter.begin("02_heterogeneity", globals(), names_or_none=["MODELS"], flag=["SWAP"], positive_int_or_none=["SWAP_TOKENS"],
+                   fraction=["HIGH", "LOW", "DEPENDS"], positive_number=["SIGMAS"])
+MODELS = list(MODELS or ch.profile.models)
 
 # %% [markdown]
 # ## Measuring every block of every model
@@ -53,17 +42,17 @@ MODELS = list(MODELS or profile.models)
 # The measurements are cached, so later chapters reuse them rather than running the models again.
 
 # %%
-measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
-table = depth_table(measured.values(), profile)
+measured = {m: linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+table = linrec.analysis.depth.depth_table(measured.values(), ch.profile)
 budgets = pd.DataFrame([{"model": m, "text": r.info.corpus, "rows per block": r.info.rows,
                          "input width": int(table[table.model == m].d_in.iloc[0]),
                          "rows per input dimension": r.info.rows / table[table.model == m].d_in.iloc[0],
                          "folds (by document)": r.info.folds, "blocks": len(r.blocks)}
                         for m, r in measured.items()])  # fmt: skip
-show(budgets, {"rows per input dimension": ".0f"})
+ch.show(budgets, {"rows per input dimension": ".0f"})
 
 # %%
-show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first_position_share", "r2_lin_after_first",
+ch.show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first_position_share", "r2_lin_after_first",
             "r2_feature_median", "input_condition", "null_dims"]],
      fold="R²_lin with its k-fold std, at half the training rows, the first position's share and R²_lin without it, "
           "the median per-feature R², the input condition number and null dims of every block")  # fmt: skip
@@ -79,12 +68,12 @@ show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first
 # `r2_lin_half_rows` column is the same check on every block at half the training rows.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ against the training rows each fit is given, per input dimension (log scale), for every model of the profile: the median over its blocks (solid) and its lowest block (dashed). A curve that has flattened at its right end is measured to convergence.", "name": "fig-heterogeneity-rows"}}
-convergence = pd.concat([measured_convergence(r) for r in measured.values()], ignore_index=True)
-fig = depth.convergence_figure(convergence, order=MODELS)
+convergence = pd.concat([linrec.analysis.pretrained.measured_convergence(r) for r in measured.values()], ignore_index=True)
+fig = linrec.plots.depth.convergence_figure(convergence, order=MODELS)
 ch.figure(fig, convergence, "fig-heterogeneity-rows")
 
 # %%
-ch.report([convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
+ch.report([linrec.analysis.pretrained.convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
           figure="fig-heterogeneity-rows")
 
 # %% [markdown]
@@ -102,21 +91,21 @@ ch.report([convergence_claim(convergence[convergence.model == m]).of(m) for m in
 
 # %%
 if SWAP:
-    swaps = pd.concat([affine_swaps(profile, [r], max_tokens=SWAP_TOKENS or profile.budget(m).eval_tokens // 4,
-                                    progress=ch.progress, cache=True, blocks=profile.swap_blocks(len(r.blocks)))
+    swaps = pd.concat([linrec.experiment.swaps.affine_swaps(ch.profile, [r], max_tokens=SWAP_TOKENS or ch.profile.budget(m).eval_tokens // 4,
+                                    progress=ch.progress, cache=True, blocks=ch.profile.swap_blocks(len(r.blocks)))
                        for m, r in measured.items()], ignore_index=True)  # fmt: skip
-    display(show(swaps.groupby("model", sort=False).agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"),
+    display(ch.show(swaps.groupby("model", sort=False).agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"),
                                                         ppl=("base_ppl", "first"))
                  .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})))  # fmt: skip
-    wide = swaps.assign(cell=with_interval(swaps, "delta_ppl")).pivot(index="block", columns="model", values="cell")
-    display(show(wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]"),
+    wide = swaps.assign(cell=linrec.report.tables.with_interval(swaps, "delta_ppl")).pivot(index="block", columns="model", values="cell")
+    display(ch.show(wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]"),
                  fold="ΔPPL of every block swapped alone, per model"))
 else:
     swaps = pd.DataFrame(columns=["model", "block", "delta_ppl"])
     print("SWAP = False: the swap panel is left empty")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile ($k$-fold mean ± std), with the paper's reported bounds (0.99 and 0.3) dashed. Bottom: the change in perplexity when that block alone is swapped for its closed-form affine map (zero-shot, symmetric-log axis, with its 95% bootstrap interval over evaluation windows; empty when `SWAP` is off).", "name": "fig-heterogeneity"}}
-fig = depth.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
+fig = linrec.plots.depth.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
 ch.figure(fig, {"r2_lin": table, "swaps": swaps}, "fig-heterogeneity")
 
 # %% [markdown]
@@ -128,8 +117,8 @@ ch.figure(fig, {"r2_lin": table, "swaps": swaps}, "fig-heterogeneity")
 # units. A profile with at least one such rise and one such fall is called non-monotone.
 
 # %%
-summary = depth_summary(table, sigmas=SIGMAS)
-show(summary)
+summary = linrec.analysis.depth.depth_summary(table, sigmas=SIGMAS)
+ch.show(summary)
 
 # %% [markdown]
 # The paper's claim has four parts, and each is checked separately below: the column "this run
@@ -137,9 +126,9 @@ show(summary)
 # first rows pool every model of the profile; the rows after a model's name judge that model alone.
 
 # %%
-claims = heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + ([swap_range(swaps)] if SWAP else [])
+claims = linrec.analysis.depth.heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + ([linrec.analysis.depth.swap_range(swaps)] if SWAP else [])
 for m in MODELS:
-    claims += [c.of(m) for c in heterogeneity_claims(table[table.model == m], high=HIGH, low=LOW, sigmas=SIGMAS)]
+    claims += [c.of(m) for c in linrec.analysis.depth.heterogeneity_claims(table[table.model == m], high=HIGH, low=LOW, sigmas=SIGMAS)]
 ch.report(claims, figure="fig-heterogeneity")
 
 # %% tags=["remove-input"]
@@ -163,26 +152,23 @@ ch.caveat()
 # the first position out moves its R²_lin by `DEPENDS` or more: its headline is about the sink.
 
 # %% mystnb={"figure": {"caption": "Left: held-out $R^2_\\text{lin}$ of every block on all rows and with the first position of every window left out of fit and evaluation (values below −1 are drawn at −1 and labelled). Right: the share of each block's output sum of squares carried by the first position; dashed: its share of the rows.", "name": "fig-heterogeneity-positions"}}
-sinks = sink_table(table, profile.seq_len)
-fig = depth.position_figure(sinks, order=MODELS)
+sinks = linrec.analysis.positions.sink_table(table, ch.profile.seq_len)
+fig = linrec.plots.depth.position_figure(sinks, order=MODELS)
 ch.figure(fig, sinks, "fig-heterogeneity-positions")
 
 # %%
-pooled = position_claims(sinks, DEPENDS)
-ch.report(pooled + [c.of(m) for m in MODELS for c in position_claims(sinks[sinks.model == m], DEPENDS)],
+pooled = linrec.analysis.positions.position_claims(sinks, DEPENDS)
+ch.report(pooled + [c.of(m) for m in MODELS for c in linrec.analysis.positions.position_claims(sinks[sinks.model == m], DEPENDS)],
           figure="fig-heterogeneity-positions")  # fmt: skip
-heavy, moved = position_extremes(sinks)
-depending = sink_blocks(sinks, DEPENDS)
+heavy, moved = linrec.analysis.positions.position_extremes(sinks)
 ch.glue(rows_first=heavy.rows_first, variance_first=heavy.first_position_share,
         heavy_block=f"{heavy.model} block {int(heavy.block)}", change=moved.change,
         moved_block=f"{moved.model} block {int(moved.block)}, {moved.r2_lin:.3f} → {moved.r2_lin_after_first:.3f}",
         median_change=sinks.change.median(),
-        reading=f"no block's R²_lin moves by {DEPENDS} or more without the first position" if depending.empty else
-        f"{len(depending)} of {len(sinks)} blocks ({', '.join(f'{m} {int(b)}' for m, b in zip(depending.model, depending.block))}) "
-        "have a headline R²_lin that rests on the first position: read their numbers with the column beside them")  # fmt: skip
+        reading=linrec.analysis.positions.dependence_reading(sinks, DEPENDS))
 few = pooled[-1]  # the blocks whose R²_lin without the first position rests on a few rows
-ch.glue(few_share=FEW, few=f"{few.measured} blocks ({few.note})")
-show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share",
+ch.glue(few_share=linrec.analysis.positions.FEW, few=f"{few.measured} blocks ({few.note})")
+ch.show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share",
             "top_rows_share_after_first"]],
      fold="R²_lin of every block with and without the first position, and what its largest rows carry")  # fmt: skip
 

@@ -23,38 +23,15 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 CONTROL_SEEDS = (0, 1, 2)  # seeds of the shuffled-weights control (the verdict needs at least 3)
 
 # %%
-import numpy as np
 import pandas as pd
-from IPython.display import display
 
-from linrec.analysis.activation import (
-    activation_claims,
-    conditioning_table,
-    grid_shares,
-    measured_normalisation,
-    normalisation_summary,
-    predictor_table,
-)
-from linrec.analysis.depth import depth_summary, training_checkpoints
-from linrec.analysis.identity import ACTIVATIONS, distance_table, model_identity
-from linrec.analysis.learned import control_bands, control_profiles, learned_claims
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import load_profile_model
-from linrec.interventions.crossfeed import crossfeed_grid
-from linrec.plots import activation as figures
-from linrec.plots import depth
-from linrec.report.tables import show
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
-             seeds=["CONTROL_SEEDS"],
-             positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])
-ch = chapter.start("03_activation", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-MODELS = list(MODELS or profile.models)
-GRID_MODELS = list(GRID_MODELS or [m for m in MODELS if profile.width(m) == profile.width(MODELS[0])])
+ch = chapter.begin("03_activation", globals(), names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
+                   seeds=["CONTROL_SEEDS"], positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])
+MODELS = list(MODELS or ch.profile.models)
+GRID_MODELS = list(GRID_MODELS or [m for m in MODELS if ch.profile.width(m) == ch.profile.width(MODELS[0])])
 
 # %% [markdown]
 # ## What "learned, not architectural" predicts, and how to test it
@@ -95,15 +72,15 @@ GRID_MODELS = list(GRID_MODELS or [m for m in MODELS if profile.width(m) == prof
 # publishes its initial checkpoint.
 
 # %%
-identities = {m: model_identity(profile, m, None if profile.zoo is not None or profile.width(m)
-                                else load_profile_model(profile, m, progress=ch.progress)[0]) for m in MODELS}
-untrained = [m for m in MODELS if len(training_checkpoints(profile, m)) > 1]
-measured = {(m, "final"): measurement(profile, m, progress=ch.progress) for m in MODELS}
-measured |= {(m, "init"): measurement(profile, m, checkpoint="init", keep="table", progress=ch.progress)
+identities = {m: linrec.analysis.identity.model_identity(ch.profile, m, None if ch.profile.zoo is not None or ch.profile.width(m)
+                                else linrec.experiment.resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0]) for m in MODELS}
+untrained = [m for m in MODELS if len(linrec.analysis.depth.training_checkpoints(ch.profile, m)) > 1]
+measured = {(m, "final"): linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+measured |= {(m, "init"): linrec.experiment.measurement.measurement(ch.profile, m, checkpoint="init", keep="table", progress=ch.progress)
              for m in untrained}
-profiles = pd.concat([conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
-show(pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
-                   "activation": {m: ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
+profiles = pd.concat([linrec.analysis.activation.conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
+ch.show(pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
+                   "activation": {m: linrec.analysis.identity.ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
                    "seed": {m: i.seed for m, i in identities.items()},
                    "measured at init": {m: m in untrained for m in MODELS}}).rename_axis("model"))
 
@@ -116,17 +93,17 @@ show(pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
 # to all the profile's models together.
 
 # %% mystnb={"figure": {"caption": "Each model's held-out $R^2_\\text{lin}$ per block with its trained weights (thick) and with the entries of every weight matrix shuffled, one thin line per seed ($k$-fold mean ± std); shaded: the 95 % prediction band for one more shuffle; ringed: blocks whose trained value lies outside it.", "name": "fig-activation-learned"}}
-shuffled = pd.concat([control_profiles(profile, m, CONTROL_SEEDS, progress=ch.progress) for m in MODELS],
+shuffled = pd.concat([linrec.analysis.learned.control_profiles(ch.profile, m, CONTROL_SEEDS, progress=ch.progress) for m in MODELS],
                      ignore_index=True)
-bands = control_bands(shuffled)
-fig = figures.controls_figure(shuffled, bands, order=MODELS)
+bands = linrec.analysis.learned.control_bands(shuffled)
+fig = linrec.plots.activation.controls_figure(shuffled, bands, order=MODELS)
 ch.figure(fig, {"profiles": shuffled, "bands": bands}, "fig-activation-learned")
 
 # %%
-ch.report(learned_claims(shuffled), figure="fig-activation-learned")
+ch.report(linrec.analysis.learned.learned_claims(shuffled), figure="fig-activation-learned")
 
 # %% tags=["hide-input"]
-show(bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]],
+ch.show(bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]],
      {"trained": ".3f", "control_mean": ".3f", "low": ".3f", "high": ".3f"},
      fold="every block's trained R²_lin against its shuffled controls' band")
 
@@ -150,13 +127,13 @@ show(bands[["model", "block", "trained", "control_mean", "low", "high", "departs
 # of each profile.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
-fig = depth.curves_figure(profiles, style="checkpoint", order=MODELS,
+fig = linrec.plots.depth.curves_figure(profiles, style="checkpoint", order=MODELS,
                             title="R²_lin per block, trained (solid) and at random initialisation (dashed)")
 ch.figure(fig, profiles, "fig-activation-profiles")
 
 # %%
-shape = depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
-show(shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]],
+shape = linrec.analysis.depth.depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
+ch.show(shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]],
      {"jump": ".3f", "jump_sigma": ".2f"})
 
 # %% [markdown]
@@ -169,12 +146,12 @@ show(shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "
 # distance, the table below it their summary by kind.
 
 # %% mystnb={"figure": {"caption": "Root-mean-square difference of $R^2_\\text{lin}$ over blocks between two depth profiles that differ in one respect only (seed, family or training); one dot per pair, the bar is the mean of its kind.", "name": "fig-activation-distances"}}
-distances = distance_table(profiles, identities)
-fig = figures.distance_figure(distances)
+distances = linrec.analysis.identity.distance_table(profiles, identities)
+fig = linrec.plots.activation.distance_figure(distances)
 ch.figure(fig, distances, "fig-activation-distances")
 
 # %% tags=["hide-input"]
-show(distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"]),
+ch.show(distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"]),
      {"mean": ".3f", "min": ".3f", "max": ".3f"})
 
 # %% [markdown]
@@ -192,13 +169,13 @@ show(distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "mi
 # third; the table gives the rank correlation of R²_lin with each statistic, with its interval.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
-fig = figures.conditioning_figure(profiles, order=MODELS)
+fig = linrec.plots.activation.conditioning_figure(profiles, order=MODELS)
 ch.figure(fig, profiles, "fig-activation-conditioning")
 
 # %%
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
 if trained_blocks.groupby("model").size().max() >= 4:
-    display(show(predictor_table(trained_blocks)))
+    display(ch.show(linrec.analysis.activation.predictor_table(trained_blocks)))
 else:
     print(f"Profile '{PROFILE}': no model has the 4 blocks a correlation within it needs.")
 
@@ -232,13 +209,13 @@ else:
 # within 10⁻⁴ of the captured rows'.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
-normalised = pd.concat([measured_normalisation(profile, measured[(m, "final")], NORMALISATIONS, progress=ch.progress)
+normalised = pd.concat([linrec.analysis.activation.measured_normalisation(ch.profile, measured[(m, "final")], NORMALISATIONS, progress=ch.progress)
                         for m in MODELS], ignore_index=True)  # fmt: skip
-fig = figures.normalisation_figure(normalised, order=MODELS)
+fig = linrec.plots.activation.normalisation_figure(normalised, order=MODELS)
 ch.figure(fig, normalised, "fig-activation-normalised")
 
 # %% tags=["hide-input"]
-show(normalisation_summary(normalised))
+ch.show(linrec.analysis.activation.normalisation_summary(normalised))
 
 # %% [markdown]
 # Whitening is the stronger intervention: it inflates the directions the block almost never saw
@@ -260,13 +237,13 @@ show(normalisation_summary(normalised))
 # uniform; if it is a property of the weights, each column would.
 
 # %% mystnb={"figure": {"caption": "Cross-feeding: held-out $R^2_\\text{lin}$ of the FFN of each column's block run on the inputs captured at each row's block; white lines separate models, the diagonal is each block on its own inputs.", "name": "fig-activation-crossfeed"}}
-nets = {m: load_profile_model(profile, m, progress=ch.progress)[0] for m in GRID_MODELS}
+nets = {m: linrec.experiment.resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0] for m in GRID_MODELS}
 depth_of = min(len(measured[(m, "final")].blocks) for m in GRID_MODELS)
-blocks = None if GRID_BLOCKS is None else sorted({round(x) for x in np.linspace(0, depth_of - 1, GRID_BLOCKS)})
+blocks = linrec.interventions.crossfeed.spread_blocks(depth_of, GRID_BLOCKS)
 print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}")
-grid = crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS}, {m: nets[m] for m in GRID_MODELS},
-                      profile.folds, blocks=blocks)
-fig = figures.crossfeed_heatmap(grid, order=GRID_MODELS)
+grid = linrec.interventions.crossfeed.crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS}, {m: nets[m] for m in GRID_MODELS},
+                      ch.profile.folds, blocks=blocks)
+fig = linrec.plots.activation.crossfeed_heatmap(grid, order=GRID_MODELS)
 ch.figure(fig, grid, "fig-activation-crossfeed")
 
 # %% [markdown]
@@ -278,10 +255,10 @@ ch.figure(fig, grid, "fig-activation-crossfeed")
 # the paper's own comparison.
 
 # %%
-gelu = [m for m in GRID_MODELS if ACTIVATIONS.get(identities[m].family) == "GELU"]
-shares = {"all models": grid_shares(grid)}
+gelu = [m for m in GRID_MODELS if linrec.analysis.identity.ACTIVATIONS.get(identities[m].family) == "GELU"]
+shares = {"all models": linrec.analysis.activation.grid_shares(grid)}
 if len(gelu) >= 2 and len(gelu) < len(GRID_MODELS):
-    shares["GELU models"] = grid_shares(grid, models=gelu)
+    shares["GELU models"] = linrec.analysis.activation.grid_shares(grid, models=gelu)
 pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 
 # %% [markdown]
@@ -293,11 +270,11 @@ pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 # use.
 
 # %%
-unaligned = crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS},
-                           {m: nets[m] for m in GRID_MODELS}, profile.folds, blocks=blocks, align=False)
-unaligned_shares = {"all models": grid_shares(unaligned)}
+unaligned = linrec.interventions.crossfeed.crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS},
+                           {m: nets[m] for m in GRID_MODELS}, ch.profile.folds, blocks=blocks, align=False)
+unaligned_shares = {"all models": linrec.analysis.activation.grid_shares(unaligned)}
 if "GELU models" in shares:
-    unaligned_shares["GELU models"] = grid_shares(unaligned, models=gelu)
+    unaligned_shares["GELU models"] = linrec.analysis.activation.grid_shares(unaligned, models=gelu)
 pd.concat({(label, version): s[label].frame()["value"] for label in shares
            for version, s in (("aligned", shares), ("as captured", unaligned_shares))}, axis=1)
 
@@ -320,7 +297,7 @@ pd.concat({(label, version): s[label].frame()["value"] for label in shares
 # learned.
 
 # %%
-ch.report(activation_claims(distances, shares))
+ch.report(linrec.analysis.activation.activation_claims(distances, shares))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
@@ -392,7 +369,7 @@ print(f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paire
 # for comparison. The code below prints the input RMS per model and block.
 
 # %% tags=["solution"]
-display(show(trained_blocks.pivot(index="block", columns="model", values="input_rms")[MODELS]))
+display(ch.show(trained_blocks.pivot(index="block", columns="model", values="input_rms")[MODELS]))
 
 # %% [markdown]
 # :::{solution-end}

@@ -15,7 +15,7 @@
 # residuals at the chapter's width and budget that bracket the real blocks: a low-rank quadratic the
 # probe must capture, the residuals of random (untrained) GELU and SwiGLU FFNs, and an odd residual
 # with no quadratic part, which it must not. Every verdict follows a rule fixed in
-# `linrec.analysis.bilinear.bilinear_claims`, and the tests run each rule on a planted case where the
+# `linrec.analysis.bilinear_claims.bilinear_claims`, and the tests run each rule on a planted case where the
 # claim is true and one where it is false.
 
 # %% tags=["parameters"]
@@ -34,38 +34,17 @@ GAP = 0.05  # global R²_lin above the median per-feature R² by more than this 
 
 # %%
 import pandas as pd
-import torch
 
-from linrec.analysis.bilinear import (
-    bilinear_claims,
-    block_width,
-    ffn_reference,
-    gate_reference,
-    gate_summary,
-    output_concentration,
-    output_dims,
-    probe_controls,
-    probe_sweep,
-    residual_correlations,
-    widest_gap,
-)
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import probe_config
-from linrec.interventions.probes import gain_correlation
-from linrec.plots import bilinear as figures
-from linrec.report.tables import show
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
-             positive_int=["TOP_DIMS", "PROBE_SEEDS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
-             positive_number=["LOW_RANK"])
-ch = chapter.start("04_bilinear", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-MODELS = list(MODELS or profile.models)
-config = probe_config(profile.probe, seed=SEED, rank=RANK, steps=STEPS or 10 * profile.probe.steps, device=profile.device)
-seeded_config = probe_config(profile.probe, seed=SEED, rank=RANK, device=profile.device)
+ch = chapter.begin("04_bilinear", globals(), names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
+                   positive_int=["TOP_DIMS", "PROBE_SEEDS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
+                   positive_number=["LOW_RANK"])  # fmt: skip
+MODELS = list(MODELS or ch.profile.models)
+probe = ch.profile.probe
+config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device)
+seeded_config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, device=ch.profile.device)
 
 # %% [markdown]
 # ## The probe, exactly
@@ -91,7 +70,7 @@ seeded_config = probe_config(profile.probe, seed=SEED, rank=RANK, device=profile
 # - $\hat U, \hat V$ are $r \times d_\text{in}$ matrices whose rows are rescaled to unit length
 #   (they carry directions only), and $\hat P$ is a $d_\text{out} \times r$ matrix rescaled to
 #   Frobenius norm $\sqrt{d_\text{out}}$: the products $(\hat U\tilde x)_k(\hat V\tilde x)_k$ are
-#   $r$ quadratic features and $\hat P$ mixes them into the outputs. Up to the standardisation,
+#   $r$ quadratic features and $\hat P$ mixes them into the linrec.analysis.bilinear_outputs. Up to the standardisation,
 #   this spans every rank-$r$ map $P((Ux)\odot(Vx))$;
 # - $g$, the **gate**, is a single learned scalar. Since none of $\hat U, \hat V, \hat P$ has a free
 #   scale, $g$ alone sets how large the quadratic term is; its sign can be absorbed into $\hat P$,
@@ -111,23 +90,11 @@ seeded_config = probe_config(profile.probe, seed=SEED, rank=RANK, device=profile
 # block). The settings of this run:
 
 # %%
-measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
-widths = {m: block_width({m: r}) for m, r in measured.items()}
+measured = {m: linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+widths = {m: linrec.analysis.bilinear.block_width({m: r}) for m, r in measured.items()}
 probed = {m: r.sampled_blocks for m, r in measured.items()}  # the blocks whose rows the budget samples
-info = next(iter(measured.values())).info
-show(pd.DataFrame({"text": {m: r.info.corpus for m, r in measured.items()}, "input width": widths,
-                   "probed blocks": {m: ", ".join(map(str, probed[m])) for m in MODELS},
-                   "sampled rows per block": {m: r.info.sample_rows for m, r in measured.items()}}).rename_axis("model"))  # fmt: skip
-show(pd.Series({
-    "rank r of the bilinear term": config.rank,
-    "bilinear probe: Adam steps (a cap; early stopping may end it sooner)": config.steps,
-    "seeded-poly: Adam steps (at most)": seeded_config.steps,
-    "learning rate: quadratic part, gate, offset": config.lr,
-    "learning rate: seeded-poly's linear part": config.lr_linear,
-    "initial gate |g|": config.gate_init,
-    "validation every / patience": f"{config.eval_every} steps / {config.patience} checks",
-    "bilinear probe seeds per block": PROBE_SEEDS,
-}, name="setting").to_frame())
+ch.show(linrec.analysis.bilinear.measured_table(measured))
+ch.show(linrec.analysis.bilinear.probe_settings(config, seeded_config, PROBE_SEEDS))
 
 # %% [markdown]
 # ## Gain against nonlinearity
@@ -140,14 +107,14 @@ show(pd.Series({
 # this run finds.
 
 # %%
-sweep = pd.concat([probe_sweep({m: r}, config, blocks=probed[m], progress=ch.progress, cache=True, seeded=seeded_config,
+sweep = pd.concat([linrec.analysis.bilinear.probe_sweep({m: r}, config, blocks=probed[m], progress=ch.progress, cache=True, seeded=seeded_config,
                                seeds=PROBE_SEEDS) for m, r in measured.items()], ignore_index=True)  # fmt: skip
-correlations = {column: gain_correlation(sweep, column) for column in ("gain", "gain_seeded")} if len(sweep) >= 4 else {}
-show(sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]],
+correlations = linrec.analysis.bilinear.gain_correlations(sweep)
+ch.show(sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]],
      fold="both probes' R² and gain over the closed form, block by block")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out R² gain of the bilinear probe and of seeded-poly over the closed-form affine map (same test rows) against the block's residual nonlinearity $1 - R^2_\\text{lin}$; one point per block and probe, Pearson $r$ with its 95% interval in the legend.", "name": "fig-bilinear-gain"}}
-fig = figures.gain_figure(sweep, correlations)
+fig = linrec.plots.bilinear.gain_figure(sweep, correlations)
 ch.figure(fig, sweep, "fig-bilinear-gain")
 
 # %% [markdown]
@@ -181,26 +148,25 @@ ch.figure(fig, sweep, "fig-bilinear-gain")
 # controls as reference lines and the random FFNs' interval shaded.
 
 # %%
-controls_at = {w: probe_controls(config, d=w, seed=SEED, seeds=PROBE_SEEDS, cache=True) for w in dict.fromkeys(widths.values())}
+controls_at = {w: linrec.analysis.bilinear_controls.probe_controls(config, d=w, seed=SEED, seeds=PROBE_SEEDS, cache=True) for w in dict.fromkeys(widths.values())}
 width = widths[MODELS[0]]
 controls = controls_at[width]
 same = [m for m in MODELS if widths[m] == width]  # the models the controls of this width apply to
-show(pd.concat([c.assign(width=w) for w, c in controls_at.items()], ignore_index=True).drop(columns="kind"),
+ch.show(pd.concat([c.assign(width=w) for w, c in controls_at.items()], ignore_index=True).drop(columns="kind"),
      fold="the planted controls at every width of the profile's models")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of what the closed form leaves over that the bilinear probe captures, gain / (1 − $R^2_\\text{lin}$), with 95% intervals (held-out sequences resampled, spanning the probe seeds), against the block's residual nonlinearity; dotted lines: the shares of the planted controls; shaded: the interval of the random-FFN controls at this width.", "name": "fig-bilinear-captured"}}
-fig = figures.captured_figure(sweep[sweep.model.isin(same)], controls)
+fig = linrec.plots.bilinear.captured_figure(sweep[sweep.model.isin(same)], controls)
 ch.figure(fig, {"probes": sweep[sweep.model.isin(same)], "controls": controls}, "fig-bilinear-captured")
 
 # %% tags=["remove-cell"]
 at_budget = int(sweep.at_budget.sum())
-ffn_low, ffn_high = ffn_reference(controls)
+ffn_low, ffn_high = linrec.analysis.bilinear_controls.ffn_reference(controls)
 ch.glue(share_median=sweep.captured.median(), blocks=len(sweep), share_min=sweep.captured.min(),
         share_max=sweep.captured.max(), at_budget=at_budget, steps=config.steps, probe_seeds=PROBE_SEEDS,
         width=width, ffn_low=ffn_low, ffn_high=ffn_high, below=int((sweep.captured_high < ffn_low).sum()),
         above=int((sweep.captured_low > ffn_high).sum()),
-        at_budget_reading="their shares are lower bounds" if at_budget else
-        "every other probe stopped on its validation loss")
+        at_budget_reading=linrec.analysis.bilinear_claims.budget_reading(at_budget))
 
 # %% [markdown]
 # Median share captured: **{glue:text}`share_median:.3f`** over {glue:text}`blocks` blocks (range
@@ -240,20 +206,13 @@ ch.glue(share_median=sweep.captured.median(), blocks=len(sweep), share_min=sweep
 # blocks the interval is about ±0.4 wide, so only a clear correlation can decide it.
 
 # %%
-correlation_table = residual_correlations(sweep)
-show(correlation_table)
+ch.show(linrec.analysis.bilinear.residual_correlations(sweep))
 
 # %% [markdown]
 # And the gains themselves, for both probes:
 
 # %% tags=["hide-input"]
-show(pd.DataFrame({
-    "probe": ["bilinear probe", "seeded-poly"],
-    "median gain (R²)": [sweep.gain.median(), sweep.gain_seeded.median()],
-    "max gain (R²)": [sweep.gain.max(), sweep.gain_seeded.max()],
-    "Pearson r with 1 − R²_lin (95% CI)": [str(correlations[c]) if c in correlations else "needs 4 blocks"
-                                           for c in ("gain", "gain_seeded")],
-}))
+ch.show(linrec.analysis.bilinear.gain_table(sweep, correlations))
 
 # %% [markdown]
 # ## Does the gate de-recruit?
@@ -273,24 +232,19 @@ show(pd.DataFrame({
 # is "yes" when most near-linear real blocks' gates end below the initial value, and "no" otherwise.
 
 # %%
-references = {w: gate_reference(config, seeded_config, d=w, seed=SEED) for w in controls_at}
+references = {w: linrec.analysis.bilinear_controls.gate_reference(config, seeded_config, d=w, seed=SEED) for w in controls_at}
 reference = references[width]
-show(pd.Series(reference, name="planted block, captured quadratic residual").to_frame())
+ch.show(pd.Series(reference, name="planted block, captured quadratic residual").to_frame())
 
 # %% mystnb={"figure": {"caption": "Seeded-poly's gate $|g|$ after fitting (log scale) against the block's $R^2_\\text{lin}$, one point per block; the dashed line is the value every gate started from.", "name": "fig-bilinear-gate"}}
-gates = gate_summary(sweep, config.gate_init)
-fig = figures.gate_figure(sweep, config.gate_init)
+gates = linrec.analysis.bilinear.gate_summary(sweep, config.gate_init)
+fig = linrec.plots.bilinear.gate_figure(sweep, config.gate_init)
 ch.figure(fig, sweep, "fig-bilinear-gate")
 
 # %% tags=["remove-cell"]
-rho = gates["rho"]
 ch.glue(shrunk=gates["shrunk"], gate_blocks=gates["blocks"], median_ratio=gates["median_ratio"],
         reference_gate=reference["gate"], reference_captured=reference["captured"],
-        gate_link=(f"Across blocks, |g| and 1 − R²_lin have Spearman ρ = {rho.r:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]: "
-                   + ("the term is recruited more where the affine map leaves more over." if rho.low > 0 else
-                      "the term is recruited less where the affine map leaves more over." if rho.high < 0 else
-                      "the interval includes 0, so this run shows no clear link between the two.")
-                   if rho is not None else "Too few blocks for a rank correlation."))
+        gate_link=linrec.analysis.bilinear_claims.gate_link(gates["rho"]))
 
 # %% [markdown]
 # After fitting, the gate ended below its initial value on **{glue:text}`shrunk:.0%`** of
@@ -312,8 +266,8 @@ ch.glue(shrunk=gates["shrunk"], gate_blocks=gates["blocks"], median_ratio=gates[
 # {numref}`fig-bilinear-features`.
 
 # %% mystnb={"figure": {"caption": "Median per-feature R² (every output dim counts once) against global $R^2_\\text{lin}$ (dims weighted by their variance), one point per block; point area is proportional to the effective rank of the block's outputs, the dashed diagonal is where the two agree.", "name": "fig-bilinear-features"}}
-concentration = output_concentration(measured, top=TOP_DIMS)
-fig = figures.feature_figure(concentration)
+concentration = linrec.analysis.bilinear_outputs.output_concentration(measured, top=TOP_DIMS)
+fig = linrec.plots.bilinear.feature_figure(concentration)
 ch.figure(fig, concentration, "fig-bilinear-features")
 
 # %% [markdown]
@@ -322,7 +276,7 @@ ch.figure(fig, concentration, "fig-bilinear-features")
 # the R² of those dims against the rest (variance-weighted means of their per-feature R²).
 
 # %%
-show(concentration[["model", "block", "r2_lin", "r2_feature_median", "gap", "effective_rank_out", "top_share",
+ch.show(concentration[["model", "block", "r2_lin", "r2_feature_median", "gap", "effective_rank_out", "top_share",
                     "uniform_share", "r2_top", "r2_rest"]], fold="global and per-feature R² of every block")
 
 # %% [markdown]
@@ -330,14 +284,14 @@ show(concentration[["model", "block", "r2_lin", "r2_feature_median", "gap", "eff
 # ({numref}`fig-bilinear-dims`, then its highest-variance dims):
 
 # %% mystnb={"figure": {"caption": "Every output dim of the block with the widest gap between global and median per-feature R²: its held-out per-feature R² against its share of the block's output variance (log), the highest-variance dims marked.", "name": "fig-bilinear-dims"}}
-widest = widest_gap(concentration)
-dims = output_dims(measured[widest.model], int(widest.block))
-fig = figures.dims_figure(dims, TOP_DIMS, title=f"{widest.model}, block {int(widest.block)}: global R²_lin "
+widest = linrec.analysis.bilinear_outputs.widest_gap(concentration)
+dims = linrec.analysis.bilinear_outputs.output_dims(measured[widest.model], int(widest.block))
+fig = linrec.plots.bilinear.dims_figure(dims, TOP_DIMS, title=f"{widest.model}, block {int(widest.block)}: global R²_lin "
                           f"{widest.r2_lin:.3f}, median per-feature {widest.r2_feature_median:.3f}")
 ch.figure(fig, dims, "fig-bilinear-dims")
 
 # %% tags=["hide-input"]
-show(dims.head(TOP_DIMS + 2))
+ch.show(dims.head(TOP_DIMS + 2))
 
 # %% tags=["remove-cell"]
 ch.glue(widest_block=f"{widest.model} block {int(widest.block)}", top_dims=TOP_DIMS, d_out=int(widest.d_out),
@@ -359,11 +313,11 @@ ch.glue(widest_block=f"{widest.model} block {int(widest.block)}", top_dims=TOP_D
 # %%
 probed_concentration = pd.concat([concentration[(concentration.model == m) & concentration.block.isin(probed[m])]
                                   for m in MODELS], ignore_index=True)  # fmt: skip
-claims = bilinear_claims(sweep[sweep.model.isin(same)], probed_concentration[probed_concentration.model.isin(same)],
+claims = linrec.analysis.bilinear_claims.bilinear_claims(sweep[sweep.model.isin(same)], probed_concentration[probed_concentration.model.isin(same)],
                          config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR, low_rank=LOW_RANK, gap=GAP,
                          controls=controls, reference=reference)  # fmt: skip
 for m in MODELS:
-    claims += [c.of(m) for c in bilinear_claims(sweep[sweep.model == m], probed_concentration[probed_concentration.model == m],
+    claims += [c.of(m) for c in linrec.analysis.bilinear_claims.bilinear_claims(sweep[sweep.model == m], probed_concentration[probed_concentration.model == m],
                                                 config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR, low_rank=LOW_RANK,
                                                 gap=GAP, controls=controls_at[widths[m]], reference=references[widths[m]])]  # fmt: skip
 ch.report(claims, figure="fig-bilinear-gain")
@@ -443,14 +397,12 @@ ch.caveat()
 # %% tags=["solution"]
 from dataclasses import replace
 
-from linrec.interventions.probes import bilinear_probe
-
 worst = sweep.loc[sweep.r2_lin.idxmin()]
 m = measured[worst.model]
 rows, folds = m.samples[int(worst.block)], m.moments[int(worst.block)]
-slow = bilinear_probe(rows, folds, 0, replace(config, lr=profile.probe.lr), int(worst.block))
+slow = linrec.interventions.probes.bilinear_probe(rows, folds, 0, replace(config, lr=probe.lr), int(worst.block))
 print(f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {config.lr:g}, "
-      f"{slow.gain:+.4f} at lr {profile.probe.lr:g} ({slow.steps} steps)")
+      f"{slow.gain:+.4f} at lr {probe.lr:g} ({slow.steps} steps)")
 
 # %% [markdown]
 # :::{solution-end}
@@ -473,17 +425,17 @@ print(f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {co
 # property of the blocks, not an inability of the probe. The code below checks it.
 
 # %% tags=["solution"]
-from linrec.core.sample import Rows
-from linrec.interventions.probes import seeded_poly
+import torch
 
 g = torch.Generator().manual_seed(SEED)
 n, d = 4000, 16
 x = torch.randn(n, d, generator=g)
 u, v, p = torch.randn(4, d, generator=g), torch.randn(4, d, generator=g), torch.randn(d, 4, generator=g) / 2
 y = x @ torch.randn(d, d, generator=g) / d**0.5 + ((x @ u.T) * (x @ v.T)) @ p.T / d  # parts of similar size
-planted = Rows(x, y, torch.arange(n) // 50 % 5)
+planted = linrec.core.sample.Rows(x, y, torch.arange(n) // 50 % 5)
 toy = replace(config, rank=4, steps=max(config.steps, 600), eval_every=25)
-plain, seeded = bilinear_probe(planted, config=toy), seeded_poly(planted, config=toy)
+plain = linrec.interventions.probes.bilinear_probe(planted, config=toy)
+seeded = linrec.interventions.probes.seeded_poly(planted, config=toy)
 print(f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (gain {plain.gain:+.3f}); "
       f"seeded-poly {seeded.r2_poly:.3f}, gate {config.gate_init:g} -> {seeded.gate:.3f}")
 
@@ -510,13 +462,10 @@ print(f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (
 # widest-gap block (no rows needed).
 
 # %% tags=["solution"]
-from linrec.core.fit import kfold
-from linrec.core.moments import Moments
-
 q, _ = torch.linalg.qr(torch.randn(int(widest.d_out), int(widest.d_out), generator=g, dtype=torch.float64))
 folds = measured[widest.model].moments[int(widest.block)]
-rotated = [Moments(f.n, f.mean_x, f.mean_y @ q, f.cxx, f.cxy @ q, q.T @ f.cyy @ q) for f in folds]
-before, after = kfold(0, folds), kfold(0, rotated)
+rotated = [linrec.core.moments.Moments(f.n, f.mean_x, f.mean_y @ q, f.cxx, f.cxy @ q, q.T @ f.cyy @ q) for f in folds]
+before, after = linrec.core.fit.kfold(0, folds), linrec.core.fit.kfold(0, rotated)
 pd.DataFrame({"original outputs": [before.r2_lin, before.r2_feature_median, before.effective_rank_out],
               "rotated outputs": [after.r2_lin, after.r2_feature_median, after.effective_rank_out]},
              index=["global R²_lin", "median per-feature R²", "output effective rank"])

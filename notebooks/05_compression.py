@@ -21,36 +21,13 @@ MAX_RELATIVE = 0.05  # ... for at most this relative rise in perplexity
 # %%
 import pandas as pd
 
-from linrec.analysis.compression import (
-    affine_signal,
-    best_block,
-    budget_summary,
-    compression_claims,
-    early_blocks,
-    flags,
-    replacement_sets,
-    signal_correlation,
-    signal_table,
-    swap_kinds,
-)
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import load_profile_model, probe_config
-from linrec.experiment.swaps import eval_batches, greedy_frontiers
-from linrec.interventions.perplexity import compression_frontier
-from linrec.plots import compression as figures
-from linrec.report.tables import show, with_interval
 
-check_params(globals(), integer=["SEED"], name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
-             positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
-             positive_number=["MIN_RATIO"])
-ch = chapter.start("05_compression", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-MODEL = MODEL or profile.models[0]
-SIGNAL_MODELS = list(SIGNAL_MODELS or profile.models)
-EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, (profile.budget(MODEL).eval_tokens or 0) // 8)
+ch = chapter.begin("05_compression", globals(), name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
+                   positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
+                   positive_number=["MIN_RATIO"])  # fmt: skip
+MODEL, SIGNAL_MODELS, EVAL_TOKENS = linrec.analysis.compression.defaults(ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS)
 
 # %% [markdown]
 # ## Five replacements
@@ -78,20 +55,20 @@ EVAL_TOKENS = EVAL_TOKENS or max(profile.seq_len, (profile.budget(MODEL).eval_to
 # eighth of the profile's `eval_tokens`; set `EVAL_TOKENS` to the full number for tighter values.
 
 # %%
-m = measurement(profile, MODEL, progress=ch.progress)
+m = linrec.experiment.measurement.measurement(ch.profile, MODEL, progress=ch.progress)
 table = m.table()
 r2_lin = dict(zip(table.block, table.r2_lin))
-net, tokenizer = load_profile_model(profile, MODEL, progress=ch.progress)
-evals = eval_batches(profile, tokenizer, net, EVAL_TOKENS, name=MODEL)
-config = probe_config(profile.probe, seed=SEED, device=profile.device)
-sets = replacement_sets(m, KINDS, LOW_RANK, config)
-swaps = swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
+net, tokenizer = linrec.experiment.resolve.load_profile_model(ch.profile, MODEL, progress=ch.progress)
+evals = linrec.experiment.swaps.eval_batches(ch.profile, tokenizer, net, EVAL_TOKENS, name=MODEL)
+config = linrec.experiment.resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device)
+sets = linrec.analysis.compression.replacement_sets(m, KINDS, LOW_RANK, config)
+swaps = linrec.analysis.compression.swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
 print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "
-      f"perplexity on {evals.n_rows:,} held-out tokens of {profile.eval_corpus_of(MODEL)}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
-show(swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first())
+      f"perplexity on {evals.n_rows:,} held-out tokens of {ch.profile.eval_corpus_of(MODEL)}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
+ch.show(swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first())
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Change in perplexity (symmetric-log axis) when one block at a time is replaced by each kind of module, with its 95% bootstrap interval over evaluation windows; the legend gives each kind's parameter ratio to the original FFN.", "name": "fig-compression-swaps"}}
-fig = figures.swap_figure(swaps)
+fig = linrec.plots.compression.swap_figure(swaps)
 ch.figure(fig, swaps, "fig-compression-swaps")
 
 # %% [markdown]
@@ -100,8 +77,8 @@ ch.figure(fig, swaps, "fig-compression-swaps")
 
 # %% tags=["hide-input"]
 grid = swaps.pivot(index="block", columns="kind", values="delta_ppl")[list(sets)]
-cells = swaps.assign(cell=with_interval(swaps, "delta_ppl")).pivot(index="block", columns="kind", values="cell")
-show(cells[list(sets)].rename(columns=lambda kind: f"{kind}: ΔPPL [95% interval]")
+cells = swaps.assign(cell=linrec.report.tables.with_interval(swaps, "delta_ppl")).pivot(index="block", columns="kind", values="cell")
+ch.show(cells[list(sets)].rename(columns=lambda kind: f"{kind}: ΔPPL [95% interval]")
      .assign(**{"R²_lin": grid.index.map(r2_lin)})[["R²_lin", *[f"{kind}: ΔPPL [95% interval]" for kind in sets]]],
      fold="ΔPPL of every block and kind")
 
@@ -118,25 +95,10 @@ show(cells[list(sets)].rename(columns=lambda kind: f"{kind}: ΔPPL [95% interval
 # columns.
 
 # %%
-best = best_block(swaps, "affine", EARLY)
-cheapest = best_block(swaps, "affine", EARLY, by="delta_ppl")
-early = early_blocks(m.blocks, EARLY)
-show(pd.DataFrame({
-    "paper (reported)": ["GPT-2 (124M), WikiText-2", "768 → 3072 → 768", "an early block", "8× (7.996 numbers stored)",
-                         "+0.77", "not stated in the sources", "not stated in the sources"],
-    "this run (measured)": [f"{MODEL}, {profile.eval_corpus_of(MODEL)}", f"{best.original_params:,} numbers stored",
-                            f"block {int(best.block)} (highest R²_lin, {best.r2_lin:.3f}, of early blocks {early})",
-                            f"{best.ratio:.3f}×", with_interval(best.to_frame().T, "delta_ppl").iloc[0],
-                            f"{best.base_ppl:.3f}",
-                            f"{best.relative:+.2%}"],
-    "cheapest on this text (optimistic)": [f"{MODEL}, {profile.eval_corpus_of(MODEL)}",
-                                           f"{cheapest.original_params:,} numbers stored",
-                                           f"block {int(cheapest.block)} (lowest ΔPPL of early blocks)",
-                                           f"{cheapest.ratio:.3f}×",
-                                           with_interval(cheapest.to_frame().T, "delta_ppl").iloc[0],
-                                           f"{cheapest.base_ppl:.3f}", f"{cheapest.relative:+.2%}"],
-}, index=["model, text", "FFN", "block", "parameter ratio", "ΔPPL [95% interval]", "perplexity before",
-          "relative ΔPPL"]))
+best = linrec.analysis.compression.best_block(swaps, "affine", EARLY)
+cheapest = linrec.analysis.compression.best_block(swaps, "affine", EARLY, by="delta_ppl")
+early = linrec.analysis.compression.early_blocks(m.blocks, EARLY)
+ch.show(linrec.analysis.compression.early_swap_table(best, cheapest, MODEL, ch.profile.eval_corpus_of(MODEL), early))
 
 # %% [markdown]
 # ## The frontier: swapping several blocks
@@ -147,13 +109,13 @@ show(pd.DataFrame({
 # {numref}`fig-compression-frontier` counts the numbers saved across all FFN blocks.
 
 # %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
-frontier = compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress)
-fig = figures.frontier_figure(frontier)
+frontier = linrec.interventions.perplexity.compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress)
+fig = linrec.plots.compression.frontier_figure(frontier)
 ch.figure(fig, frontier, "fig-compression-frontier")
 
 # %% tags=["hide-input"]
-show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl"]]
-     .assign(**{"ΔPPL [95% interval]": with_interval(frontier, "delta_ppl")}), fold="every step of the frontier")
+ch.show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl"]]
+     .assign(**{"ΔPPL [95% interval]": linrec.report.tables.with_interval(frontier, "delta_ppl")}), fold="every step of the frontier")
 
 # %% [markdown]
 # ## Does R²_lin flag the unsafe blocks?
@@ -173,31 +135,25 @@ show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", 
 # `MODEL` is scored on a quarter of its evaluation tokens per pass, as in chapter 2, whose swaps these are.
 
 # %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
-others = {name: measurement(profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
-signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL, eval_corpus=profile.eval_corpus_of(MODEL),
+others = {name: linrec.experiment.measurement.measurement(ch.profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
+signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL, eval_corpus=ch.profile.eval_corpus_of(MODEL),
                                                           eval_tokens=evals.n_rows),
-                    *[affine_signal(profile, [r], (profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True)
+                    *[linrec.analysis.compression.affine_signal(ch.profile, [r], (ch.profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True)
                       for name, r in others.items()]], ignore_index=True)  # fmt: skip
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
-rho = signal_correlation(signal)
-fig = figures.signal_figure(signal, rho.combined if rho else None)
+rho = linrec.analysis.compression.signal_correlation(signal)
+fig = linrec.plots.compression.signal_figure(signal, rho.combined if rho else None)
 ch.figure(fig, signal, "fig-compression-signal")
 
 # %% tags=["hide-input"]
-show(signal_table(signal, rho)) if rho else None
+ch.show(linrec.analysis.compression.signal_table(signal, rho)) if rho else None
 
 # %% tags=["hide-input"]
-show(flags(signal))
+ch.show(linrec.analysis.compression.flags(signal))
 
 # %% tags=["remove-cell"]
-agree = flags(signal).agree
-ch.glue(signal_reading=(f"Within each of {len(rho.groups)} models and combined over them ({rho.combined.n} blocks), "
-                        f"Spearman ρ(R²_lin, ΔPPL) = {rho.combined.r:+.2f} with 95% CI [{rho.combined.low:+.2f}, "
-                        f"{rho.combined.high:+.2f}]"
-                        + (": within a model, lower R²_lin goes with costlier swaps." if rho.combined.high < 0 else
-                           ": the interval does not exclude 0 or a positive value, so this run does not establish "
-                           "the signal.")
-                        if rho is not None else "No model has four or more blocks, too few for a rank correlation."),
+agree = linrec.analysis.compression.flags(signal).agree
+ch.glue(signal_reading=linrec.analysis.compression.signal_reading(rho),
         agree=int(agree.sum()), agree_models=len(agree))
 
 # %% [markdown]
@@ -217,13 +173,13 @@ ch.glue(signal_reading=(f"Within each of {len(rho.groups)} models and combined o
 # tokens as its single swaps. {numref}`fig-compression-budget` draws every step.
 
 # %% mystnb={"figure": {"caption": "Greedy choice under the budget: joint change in perplexity as a share of each model's own perplexity (with its 95% bootstrap interval over evaluation windows) against the share of the model's numbers saved, blocks added in order of their own measured swap cost; a hollow marker is the step that broke the budget (dashed) and was left out.", "name": "fig-compression-budget"}}
-budget = greedy_frontiers(profile, [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS], signal,
+budget = linrec.experiment.swaps.greedy_frontiers(ch.profile, [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS], signal,
                           f"{100 * MAX_RELATIVE:g}%", progress=ch.progress, cache=True)  # fmt: skip
-fig = figures.budget_figure(budget, MAX_RELATIVE)
+fig = linrec.plots.compression.budget_figure(budget, MAX_RELATIVE)
 ch.figure(fig, budget, "fig-compression-budget")
 
 # %% tags=["hide-input"]
-show(budget_summary(budget, frontier, MODEL), fold="what each model gives up to the budget")
+ch.show(linrec.analysis.compression.budget_summary(budget, frontier, MODEL), fold="what each model gives up to the budget")
 
 # %% [markdown]
 # The last column compares the two orders on `MODEL` at equal size: the R²_lin order of
@@ -237,7 +193,7 @@ show(budget_summary(budget, frontier, MODEL), fold="what each model gives up to 
 # ## Paper against this run
 
 # %%
-ch.report(compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier), figure="fig-compression-signal",
+ch.report(linrec.analysis.compression.compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier), figure="fig-compression-signal",
           plain=MODEL)
 
 # %% tags=["remove-input"]
@@ -272,13 +228,13 @@ claims = []
 for name in SIGNAL_MODELS:
     rows = signal[signal.model == name]
     if name != MODEL and len(rows):
-        claims += [c.of(name) for c in compression_claims(best_block(rows, early=EARLY), signal_correlation(rows),
+        claims += [c.of(name) for c in linrec.analysis.compression.compression_claims(linrec.analysis.compression.best_block(rows, early=EARLY), linrec.analysis.compression.signal_correlation(rows),
                                                           MIN_RATIO, MAX_RELATIVE)]  # fmt: skip
 ch.report(claims, figure="fig-compression-signal")
 sink = pd.concat([r.table()[["model", "block", "r2_lin_after_first", "first_position_share"]]
                   for r in (m, *others.values())])
-show(signal.merge(sink, on=["model", "block"])
-     .assign(**{"ΔPPL [95% interval]": lambda t: with_interval(t, "delta_ppl")})
+ch.show(signal.merge(sink, on=["model", "block"])
+     .assign(**{"ΔPPL [95% interval]": lambda t: linrec.report.tables.with_interval(t, "delta_ppl")})
      [["model", "block", "r2_lin", "r2_lin_after_first", "first_position_share", "ΔPPL [95% interval]", "relative"]],
      fold="every block's affine swap beside its R²_lin with and without the first position")
 
@@ -323,7 +279,7 @@ show(signal.merge(sink, on=["model", "block"])
 # keeps most of it. The code below lists the ΔPPL difference per block.
 
 # %% tags=["solution"]
-show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]})) if {"mean", "zero"} <= set(grid) else None
+ch.show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]})) if {"mean", "zero"} <= set(grid) else None
 
 # %% [markdown]
 # :::{solution-end}
@@ -344,18 +300,15 @@ show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean
 # numbers. The code below runs the sweep.
 
 # %% tags=["solution"]
-from linrec.interventions.perplexity import swap_deltas, window_nll
-from linrec.interventions.surgery import fit_replacements
-
 width = int(table.d_in.iloc[0])
 ranks = sorted({min(width, 2**i) for i in range(width.bit_length() + 1)})
 block = int(best.block)
-base = window_nll(net, evals)
-sweep = pd.concat([swap_deltas(net, evals, fit_replacements(m.moments, "lowrank", k, [block]), progress=ch.progress,
+base = linrec.interventions.perplexity.window_nll(net, evals)
+sweep = pd.concat([linrec.interventions.perplexity.swap_deltas(net, evals, linrec.interventions.surgery.fit_replacements(m.moments, "lowrank", k, [block]), progress=ch.progress,
                                base=base).assign(rank=k) for k in ranks], ignore_index=True)
 print(f"block {block}: effective rank of the map's predictions {float(table.effective_rank_map[table.block == block].iloc[0]):.2f}; "
       f"full affine ΔPPL {best.delta_ppl:+.3f}")
-show(sweep[["rank", "params", "ratio", "delta_ppl"]])
+ch.show(sweep[["rank", "params", "ratio", "delta_ppl"]])
 
 # %% [markdown]
 # :::{solution-end}
@@ -377,17 +330,13 @@ show(sweep[["rank", "params", "ratio", "delta_ppl"]])
 # (llama-160m itself uses a narrower hidden layer, so check its config before quoting a ratio.)
 
 # %% tags=["solution"]
-from transformers import GPT2Config, LlamaConfig
-from transformers.models.gpt2.modeling_gpt2 import GPT2MLP
-from transformers.models.llama.modeling_llama import LlamaMLP
-
-from linrec.interventions.surgery import n_stored
+import transformers
 
 affine_numbers = 768 * 768 + 768
-gpt2_mlp = GPT2MLP(3072, GPT2Config(n_embd=768))
-llama_mlp = LlamaMLP(LlamaConfig(hidden_size=768, intermediate_size=3072))
-pd.DataFrame({"FFN numbers": [n_stored(gpt2_mlp), n_stored(llama_mlp)],
-              "ratio to the affine map": [n_stored(gpt2_mlp) / affine_numbers, n_stored(llama_mlp) / affine_numbers]},
+gpt2_mlp = transformers.models.gpt2.modeling_gpt2.GPT2MLP(3072, transformers.GPT2Config(n_embd=768))
+llama_mlp = transformers.models.llama.modeling_llama.LlamaMLP(transformers.LlamaConfig(hidden_size=768, intermediate_size=3072))
+pd.DataFrame({"FFN numbers": [linrec.interventions.surgery.n_stored(gpt2_mlp), linrec.interventions.surgery.n_stored(llama_mlp)],
+              "ratio to the affine map": [linrec.interventions.surgery.n_stored(gpt2_mlp) / affine_numbers, linrec.interventions.surgery.n_stored(llama_mlp) / affine_numbers]},
              index=["GPT-2 (GELU)", "Llama (SwiGLU)"])
 
 # %% [markdown]

@@ -22,35 +22,16 @@ INPUTS = ["raw", "centred", "standardised", "whitened"]  # the input arms each o
 TOLERANCE = 0.01  # a run reaches the ceiling at the first logged step within this of it (in R²)
 
 # %%
-from dataclasses import replace
-
 import pandas as pd
 
-from linrec.analysis.pitfall import (
-    closed_form_time,
-    pitfall_claims,
-    pitfall_runs,
-    reach_table,
-    representative_blocks,
-    target_control,
-    tuning_table,
-)
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import baseline_config
-from linrec.interventions.baseline import VALIDATION
-from linrec.plots import pitfall as figures
-from linrec.report.tables import show
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "OPTIMIZERS", "INPUTS"],
-             name_or_none=["CURVE_MODEL"], positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])
-ch = chapter.start("06_pitfall", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-MODELS = list(MODELS or profile.models)
+ch = chapter.begin("06_pitfall", globals(), names_or_none=["MODELS", "OPTIMIZERS", "INPUTS"],
+                   name_or_none=["CURVE_MODEL"], positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])
+MODELS = list(MODELS or ch.profile.models)
 CURVE_MODEL = CURVE_MODEL or MODELS[0]
-config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS, device=profile.device), tolerance=TOLERANCE)
+config = linrec.analysis.pitfall.chapter_config(ch.profile, SEED, STEPS, TOLERANCE)
 
 # %% [markdown]
 # ## Why a trained map can fall short
@@ -105,16 +86,10 @@ config = replace(baseline_config(profile.probe, seed=SEED, steps=STEPS, device=p
 # block of a model trained here; every `every`-th and the last of a real one). The budget of this run:
 
 # %%
-measured = {m: measurement(profile, m, progress=ch.progress) for m in MODELS}
+measured = {m: linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
 table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
-chosen = representative_blocks(table[[b in measured[m].sampled_blocks for m, b in zip(table.model, table.block)]])
-show(pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_size,
-           "Adam base learning rate": config.lr_adam, "SGD momentum": config.momentum,
-           "learning-rate grid (× base)": ", ".join(f"{f:g}" for f in config.lr_factors),
-           "validation share of training rows": VALIDATION, "targets": "standardised" if config.standardise_targets
-           else "raw", "schedule": config.schedule, "held-out R² logged every": config.log_every,
-           "tolerance (R²)": config.tolerance, "sampled rows per block": next(iter(measured.values())).info.sample_rows},
-          name="setting").to_frame())
+chosen = linrec.analysis.pitfall.representative_blocks(table[[b in measured[m].sampled_blocks for m, b in zip(table.model, table.block)]])
+ch.show(linrec.analysis.pitfall.run_settings(config, next(iter(measured.values())).info.sample_rows))
 
 # %% [markdown]
 # The condition numbers of every block's input covariance (over its non-null directions; a
@@ -123,7 +98,7 @@ show(pd.Series({"steps per run": config.steps, "minibatch rows": config.batch_si
 # %%
 conditioning = table[["model", "block", "r2_lin", "input_condition", "null_dims"]].merge(
     chosen[["model", "block", "role"]], on=["model", "block"], how="left").fillna({"role": ""})
-show(conditioning, fold="every block's R²_lin and input condition number")
+ch.show(conditioning, fold="every block's R²_lin and input condition number")
 
 # %% [markdown]
 # ## Learning curves
@@ -143,8 +118,8 @@ show(conditioning, fold="every block's R²_lin and input condition number")
 # `r2_lin_std`, in chapter 2's table).
 
 # %% mystnb={"figure": {"caption": "Learning curves of linear maps trained by SGD and Adam (each at its tuned learning rate) on raw, centred, standardised and whitened inputs: the gap between the closed-form ceiling and the held-out R² (symmetric log scale: below zero the trained map scores above the closed form on held-out rows) against optimiser steps (top) and training wall time (bottom), for the best- and worst-conditioned block of one model; line style: input arm (raw, centred, standardised, whitened); dashed grey: the tolerance.", "name": "fig-pitfall-curves"}}
-runs, curves = pitfall_runs(measured, chosen, config, OPTIMIZERS, INPUTS, progress=ch.progress, cache=True)
-fig = figures.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
+runs, curves = linrec.analysis.pitfall.pitfall_runs(measured, chosen, config, OPTIMIZERS, INPUTS, progress=ch.progress, cache=True)
+fig = linrec.plots.pitfall.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
 ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 
 # %% [markdown]
@@ -156,7 +131,7 @@ ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 # runs are cached once computed, so their seconds are those of the build that first trained them.)
 
 # %%
-show(reach_table(runs).merge(closed_form_time(measured, chosen, seed=SEED), on=["model", "block"]))
+ch.show(linrec.analysis.pitfall.reach_table(runs).merge(linrec.analysis.pitfall.closed_form_time(measured, chosen, seed=SEED), on=["model", "block"]))
 
 # %% [markdown]
 # The learning rates the validation rows chose, and how many of them sit at an end of the grid (where
@@ -164,7 +139,7 @@ show(reach_table(runs).merge(closed_form_time(measured, chosen, seed=SEED), on=[
 # limited by its budget rather than its rate):
 
 # %% tags=["hide-input"]
-show(tuning_table(runs), fold="every learning rate tried, per block, optimiser and inputs")
+ch.show(linrec.analysis.pitfall.tuning_table(runs), fold="every learning rate tried, per block, optimiser and inputs")
 
 # %% [markdown]
 # ## Against the condition number
@@ -174,7 +149,7 @@ show(tuning_table(runs), fold="every learning rate tried, per block, optimiser a
 # ceiling).
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Final gap between the closed-form fit and the tuned trained map's held-out R² (symmetric log scale; negative: the trained map scores higher on held-out rows) against the condition number of the block's input covariance (log scale), per optimiser (colour), on raw, centred, standardised and whitened inputs (marker); dashed: the tolerance.", "name": "fig-pitfall-condition"}}
-fig = figures.condition_figure(runs, TOLERANCE)
+fig = linrec.plots.pitfall.condition_figure(runs, TOLERANCE)
 ch.figure(fig, runs, "fig-pitfall-condition")
 
 # %% [markdown]
@@ -210,9 +185,9 @@ ch.figure(fig, runs, "fig-pitfall-condition")
 # $\kappa = 10^4$ along the coordinate axes gives "no" for "standardising does not close it".
 
 # %%
-claims = pitfall_claims(runs, TOLERANCE, condition=table.input_condition)
+claims = linrec.analysis.pitfall_claims.pitfall_claims(runs, TOLERANCE, condition=table.input_condition)
 for m in MODELS:
-    claims += [c.of(m) for c in pitfall_claims(runs[runs.model == m], TOLERANCE,
+    claims += [c.of(m) for c in linrec.analysis.pitfall_claims.pitfall_claims(runs[runs.model == m], TOLERANCE,
                                                condition=table[table.model == m].input_condition)]  # fmt: skip
 ch.report(claims, figure="fig-pitfall-condition")
 
@@ -228,8 +203,8 @@ ch.report(claims, figure="fig-pitfall-condition")
 # perfect.
 
 # %%
-control = target_control(config, seed=SEED)
-show(control)
+control = linrec.analysis.pitfall_controls.target_control(config, seed=SEED)
+ch.show(control)
 
 # %% [markdown]
 # A shifted target starts every prediction about 30 units away, and Adam closes that distance at
@@ -294,12 +269,12 @@ ch.caveat()
 # schedule. The code below runs it.
 
 # %% tags=["solution"]
-from linrec.interventions.baseline import train_linear
+from dataclasses import replace
 
 tuned = runs[runs.tuned]
 pick = tuned[(tuned.model == CURVE_MODEL) & (tuned.role == "worst-conditioned") & (tuned.optimizer == "adam")
              & (tuned.inputs == "raw")].iloc[0]
-longer = train_linear(measured[CURVE_MODEL].samples[pick.block], 0, "adam", "raw",
+longer = linrec.interventions.baseline.train_linear(measured[CURVE_MODEL].samples[pick.block], 0, "adam", "raw",
                       replace(config, steps=10 * config.steps, log_every=10 * config.log_every), int(pick.block),
                       lr=pick.lr)
 print(f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {longer.status}, final gap "
@@ -324,15 +299,13 @@ print(f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {lon
 # code below sweeps $c$.
 
 # %% tags=["solution"]
-from linrec.analysis.pitfall import planted_rows
-
 toy = replace(config, steps=max(config.steps, 300))
 sweep = []
 for c in (0.0, 0.5, 1.0, 1.5, 2.0):
-    run = train_linear(planted_rows(c, seed=SEED), optimizer="sgd", config=toy)
+    run = linrec.interventions.baseline.train_linear(linrec.analysis.pitfall_controls.planted_rows(c, seed=SEED), optimizer="sgd", config=toy)
     sweep.append({"decades c": c, "condition number κ": 10 ** (2 * c), "ceiling": run.ceiling,
                   "final gap": run.ceiling - run.log.r2.iloc[-1], "status": run.status})
-show(pd.DataFrame(sweep))
+ch.show(pd.DataFrame(sweep))
 
 # %% [markdown]
 # :::{solution-end}

@@ -17,27 +17,16 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 
 # %%
 import pandas as pd
-from IPython.display import display
 
-from linrec.analysis.corpora import corpus_claims, corpus_summary
-from linrec.analysis.depth import depth_table
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.experiment.resolve import probe_config, profile_corpus
-from linrec.experiment.sweeps import corpus_sweep
-from linrec.plots import depth
-from linrec.report.tables import show
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CORPORA"], flag_or_none=["SWAP", "SEEDED_POLY"],
-             positive_int_or_none=["SWAP_TOKENS"])
-ch = chapter.start("07_corpora", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-MODELS = list(MODELS or profile.models)
-CORPORA = list(CORPORA or profile.corpora)
+ch = chapter.begin("07_corpora", globals(), names_or_none=["MODELS", "CORPORA"],
+                   flag_or_none=["SWAP", "SEEDED_POLY"], positive_int_or_none=["SWAP_TOKENS"])
+MODELS = list(MODELS or ch.profile.models)
+CORPORA = list(CORPORA or ch.profile.corpora)
 SWAP = PROFILE != "offline" if SWAP is None else SWAP
-SWAP_TOKENS = SWAP_TOKENS or profile.eval_tokens // 4
+SWAP_TOKENS = SWAP_TOKENS or ch.profile.eval_tokens // 4
 SEEDED_POLY = PROFILE != "offline" if SEEDED_POLY is None else SEEDED_POLY
 
 # %% [markdown]
@@ -54,22 +43,22 @@ SEEDED_POLY = PROFILE != "offline" if SEEDED_POLY is None else SEEDED_POLY
 # {numref}`fig-corpora-profiles` overlays each model's profiles on the corpora.
 
 # %%
-corpora = {c: profile_corpus(profile, c) for c in CORPORA}
-show(pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit_text),
+corpora = {c: linrec.experiment.resolve.profile_corpus(ch.profile, c) for c in CORPORA}
+ch.show(pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit_text),
                     "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()]))
 
 # %%
 # The sweeps below (when on) run first: the one capture each needs also stores its table, so the
 # profiles next are read from the cache and no (model, corpus) is captured twice.
-config = probe_config(profile.probe, seed=SEED, device=profile.device) if SEEDED_POLY else None
-sweeps = [corpus_sweep(profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None,
+config = linrec.experiment.resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device) if SEEDED_POLY else None
+sweeps = [linrec.experiment.sweeps.corpus_sweep(ch.profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None,
                       progress=ch.progress) for m in MODELS for c in CORPORA]
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model (one panel per model) on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std, each corpus with its own folds).", "name": "fig-corpora-profiles"}}
-measured = {(m, c): measurement(profile, m, corpus=c, keep="table", progress=ch.progress)
+measured = {(m, c): linrec.experiment.measurement.measurement(ch.profile, m, corpus=c, keep="table", progress=ch.progress)
             for m in MODELS for c in CORPORA}
-table = depth_table(measured.values())
-fig = depth.corpus_figure(table, order=MODELS)
+table = linrec.analysis.depth.depth_table(measured.values())
+fig = linrec.plots.depth.corpus_figure(table, order=MODELS)
 ch.figure(fig, table, "fig-corpora-profiles")
 
 # %% [markdown]
@@ -82,12 +71,12 @@ ch.figure(fig, table, "fig-corpora-profiles")
 # order; the lowest over pairs of corpora is shown.
 
 # %%
-summary = corpus_summary(table)
-show(summary)
+summary = linrec.analysis.corpora.corpus_summary(table)
+ch.show(summary)
 
 # %%
-ch.report(corpus_claims(summary, overlay=0.5) + [c.of(m) for m in MODELS
-                                                 for c in corpus_claims(summary[summary.model == m], overlay=0.5)],
+ch.report(linrec.analysis.corpora.corpus_claims(summary, overlay=0.5) + [c.of(m) for m in MODELS
+                                                 for c in linrec.analysis.corpora.corpus_claims(summary[summary.model == m], overlay=0.5)],
           figure="fig-corpora-profiles")  # fmt: skip
 
 # %% tags=["remove-input"]
@@ -114,14 +103,14 @@ ch.caveat()
 # %%
 if SEEDED_POLY:
     probes = pd.concat([s["probes"] for s in sweeps], ignore_index=True)
-    display(show(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"),
+    display(ch.show(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"),
                  fold="seeded-poly's R² gain per block and corpus"))
 else:
     print("SEEDED_POLY is off on this profile: the seeded-poly sweep is omitted (see the text above)")
 
 # %% mystnb={"figure": {"caption": "Held-out R² of seeded-poly (the closed form plus a gated rank-$r$ bilinear term) per block of each model on each corpus domain (drawn only when `SEEDED_POLY` is on).", "name": "fig-corpora-seeded-poly"}}
 if SEEDED_POLY:
-    fig = depth.corpus_figure(probes, order=MODELS, value="r2_seeded", error=None,
+    fig = linrec.plots.depth.corpus_figure(probes, order=MODELS, value="r2_seeded", error=None,
                               ylabel="held-out R² of seeded-poly (test fold)",
                               title="Seeded-poly (closed form + gated rank-r bilinear term) per block and corpus")
     ch.figure(fig, probes, "fig-corpora-seeded-poly")
@@ -129,14 +118,14 @@ if SEEDED_POLY:
 # %%
 if SWAP:
     swaps = pd.concat([s["swaps"] for s in sweeps], ignore_index=True)
-    display(show(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative")
+    display(ch.show(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative")
                  .rename(columns=lambda c: f"{c}: ΔPPL / PPL"), fold="relative ΔPPL per block and corpus"))
 else:
     print("SWAP is off on this profile: the per-corpus swap is omitted (see the text above)")
 
 # %% mystnb={"figure": {"caption": "Relative change in perplexity (ΔPPL / PPL) when each block alone is swapped for its closed-form affine map, per model and corpus domain, each corpus scored on its own eval split (drawn only when `SWAP` is on).", "name": "fig-corpora-swaps"}}
 if SWAP:
-    fig = depth.corpus_figure(swaps, order=MODELS, value="relative", error=None,
+    fig = linrec.plots.depth.corpus_figure(swaps, order=MODELS, value="relative", error=None,
                               ylabel="ΔPPL / PPL, block → its affine map",
                               title="Zero-shot swap per block, each corpus scored on its own eval split")
     ch.figure(fig, swaps, "fig-corpora-swaps")

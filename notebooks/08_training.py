@@ -17,33 +17,17 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 
 # %%
 import pandas as pd
-from IPython.display import Markdown
 
-from linrec.analysis.depth import (
-    depth_table,
-    drift_table,
-    training_checkpoints,
-    training_claims,
-    training_losses,
-    training_summary,
-)
-from linrec.analysis.identity import ACTIVATIONS, model_identity
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.plots import depth
-from linrec.report.tables import show
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
-             positive_number=["SIGMAS"])
-ch = chapter.start("08_training", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-MODELS = list(MODELS or [m for m in profile.models if m not in profile.packaged and len(training_checkpoints(profile, m)) > 1])
-LOSS_CORPUS = LOSS_CORPUS or profile.eval_corpus
-schedule = {m: [(name, step) for name, step in training_checkpoints(profile, m)
+ch = chapter.begin("08_training", globals(), names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
+                   positive_number=["SIGMAS"])
+MODELS = list(MODELS or [m for m in ch.profile.models if m not in ch.profile.packaged and len(linrec.analysis.depth.training_checkpoints(ch.profile, m)) > 1])
+LOSS_CORPUS = LOSS_CORPUS or ch.profile.eval_corpus
+schedule = {m: [(name, step) for name, step in linrec.analysis.depth.training_checkpoints(ch.profile, m)
                 if CHECKPOINTS is None or name in CHECKPOINTS] for m in MODELS}
-show(pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()})
+ch.show(pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()})
      .rename_axis("checkpoint (optimiser step)"))
 
 # %% [markdown]
@@ -59,15 +43,15 @@ show(pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in sc
 # the same numbers against the optimiser step.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block (rows) at every checkpoint (columns, in training order), one heatmap per model.", "name": "fig-training-heatmaps"}}
-measured = [measurement(profile, m, checkpoint=name, keep="table", progress=ch.progress)
+measured = [linrec.experiment.measurement.measurement(ch.profile, m, checkpoint=name, keep="table", progress=ch.progress)
             for m in MODELS for name, _ in schedule[m]]
-table = depth_table(measured, profile)
-fig = depth.training_heatmaps(table, order=MODELS)
+table = linrec.analysis.depth.depth_table(measured, ch.profile)
+fig = linrec.plots.depth.training_heatmaps(table, order=MODELS)
 ch.figure(fig, table, "fig-training-heatmaps")
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the optimiser step (symmetric-log axis, $k$-fold mean ± std), one panel per model; the dashed grey curve is the model's held-out loss while it trained (zoo models).", "name": "fig-training-lines"}}
-losses = pd.concat([training_losses(profile, m) for m in MODELS], ignore_index=True)
-fig = depth.training_lines(table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS)
+losses = pd.concat([linrec.analysis.depth.training_losses(ch.profile, m) for m in MODELS], ignore_index=True)
+fig = linrec.plots.depth.training_lines(table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS)
 ch.figure(fig, {"r2_lin": table, "losses": losses}, "fig-training-lines")
 
 # %% [markdown]
@@ -83,12 +67,12 @@ ch.figure(fig, {"r2_lin": table, "losses": losses}, "fig-training-lines")
 # the distance to the final profile for every checkpoint.
 
 # %%
-summary = training_summary(table, sigmas=SIGMAS)
-show(summary)
+summary = linrec.analysis.depth.training_summary(table, sigmas=SIGMAS)
+ch.show(summary)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Root-mean-square distance of each checkpoint's $R^2_\\text{lin}$ profile to the final one, against the optimiser step (symmetric-log axis), one line per model.", "name": "fig-training-drift"}}
-drift = drift_table(table)
-fig = depth.drift_figure(drift, order=MODELS)
+drift = linrec.analysis.depth.drift_table(table)
+fig = linrec.plots.depth.drift_figure(drift, order=MODELS)
 ch.figure(fig, drift, "fig-training-drift")
 
 # %% [markdown]
@@ -101,25 +85,11 @@ ch.figure(fig, drift, "fig-training-drift")
 # expected digit for digit).
 
 # %%
-reference = {"gpt2": "≈ 0.955, flat across blocks, at init; non-monotone at the end",
-             "llama": "≈ 0 at init"}
-rows = []
-for r in summary.itertuples():
-    family = model_identity(profile, r.model).family if profile.zoo is not None else None  # hub: not needed here
-    rows.append({"model": r.model, "family": family, "activation": ACTIVATIONS.get(family, "?"),
-                 "reference (issue, not the paper)": reference.get(family, "—"),
-                 "this run (measured)": f"{r.mean_first:.3f} ± range {r.range_first:.3f} at {r.first}; "
-                                        f"{'non-monotone' if r.non_monotone_last else 'monotone'} at {r.last} "
-                                        f"(range {r.range_last:.3f})"})
-display(show(pd.DataFrame(rows)))
+ch.show(linrec.analysis.training.reference_table(summary, ch.profile))
 
 # %%
-ch.report(training_claims(summary))
-formed = summary.dropna(subset=["halfway_step"])
-Markdown(f"**When the profile forms** (profile `{PROFILE}`; a description, not a verdict: the paper measures final "
-         "models only). " + "; ".join(
-    f"{r.model}'s profile lies {r.distance_first:.3f} (RMS) from its {r.last} one at {r.first} and first comes within "
-    f"half that distance at step {r.halfway_step}" for r in formed.itertuples()) + ".")
+ch.report(linrec.analysis.depth.training_claims(summary))
+ch.markdown(linrec.analysis.training.formation_note(summary, PROFILE))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

@@ -33,40 +33,16 @@ import pandas as pd
 import torch
 
 import linrec
-from linrec.analysis.your_model import (
-    cost_table,
-    own_loss_perplexity,
-    replaced_claims,
-    replaced_summary,
-    your_model_claims,
-)
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.cli import main as linrec_cli
-from linrec.commands.benchmark import capture_overhead
-from linrec.data.corpora import load_corpus
-from linrec.experiment.measurement import weights_id
-from linrec.experiment.replaced import cached_replace
-from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
-from linrec.interventions.ablations import ablations
-from linrec.interventions.replacement_report import report_figure
-from linrec.models.loading import max_context
-from linrec.models.packaged import PACKAGED, packaged_file
-from linrec.models.shapes import save_shaped
-from linrec.models.zoo import ensure_zoo_model
-from linrec.plots.your_model import candidates_figure
-from linrec.report.tables import show, with_interval
 
-check_params(globals(), integer=["SEED"], name_or_none=["MODEL", "GGUF_BLOCKS"], positive_int_or_none=["MAX_ROWS", "LOW_RANK"],
-             fraction=["MIN_R2", "MAX_STD"], positive_int=["TRY_BLOCKS", "REAL_EVAL_ROWS"], ppl_budget=["MAX_PPL_INCREASE"])
-ch = chapter.start("09_your_model", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-name = MODEL or profile.models[0]
+ch = chapter.begin("09_your_model", globals(), name_or_none=["MODEL", "GGUF_BLOCKS"],
+                   positive_int_or_none=["MAX_ROWS", "LOW_RANK"], fraction=["MIN_R2", "MAX_STD"],
+                   positive_int=["TRY_BLOCKS", "REAL_EVAL_ROWS"], ppl_budget=["MAX_PPL_INCREASE"])
+name = MODEL or ch.profile.models[0]
 # a zoo model is a local directory like any model you trained yourself; a hub id stays an id
-where = str(ensure_zoo_model(profile.zoo, name, progress=ch.progress)) if profile.zoo is not None and MODEL is None else name
-rows = MAX_ROWS or profile.rows_per_block
-corpus = profile_corpus(profile)
+where = str(linrec.models.zoo.ensure_zoo_model(ch.profile.zoo, name, progress=ch.progress)) if ch.profile.zoo is not None and MODEL is None else name
+rows = MAX_ROWS or ch.profile.rows_per_block
+corpus = linrec.experiment.resolve.profile_corpus(ch.profile)
 print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file below")
 
 # %% [markdown]
@@ -81,19 +57,19 @@ print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.na
 # %%
 scratch = tempfile.TemporaryDirectory(prefix="linrec-ch9-")  # this chapter's files: removed at its end, or when
 workdir = Path(scratch.name)  # the kernel exits after an error
-if profile.shaped and MODEL is None:  # a shaped model has no hub copy: saved here, it is a local model too
-    where = str(save_shaped(name, workdir / "model", revision=profile.revision(name)))
+if ch.profile.shaped and MODEL is None:  # a shaped model has no hub copy: saved here, it is a local model too
+    where = str(linrec.models.shapes.save_shaped(name, workdir / "model", revision=ch.profile.revision(name)))
 text_file = workdir / "my_text.txt"
 text_file.write_text(corpus.fit_text, encoding="utf-8")
-common = ["--seq-len", str(profile.seq_len), "--folds", str(profile.folds), "--seed", str(SEED),
-          "--batch-size", str(profile.batch_size), *(["--device", profile.device] if profile.device else []),
+common = ["--seq-len", str(ch.profile.seq_len), "--folds", str(ch.profile.folds), "--seed", str(SEED),
+          "--batch-size", str(ch.profile.batch_size), *(["--device", ch.profile.device] if ch.profile.device else []),
           *([] if ch.progress else ["--no-progress"])]
 
 
 def run(args: list[str]) -> None:
     """Run a linrec command as a terminal would, printed first (paths by their last part)."""
     print("$ linrec " + " ".join(Path(a).name if Path(a).is_absolute() else a for a in args))
-    if linrec_cli(args) != 0:
+    if linrec.cli.main(args) != 0:
         raise linrec.LinrecError(f"linrec {args[0]} failed; its message is printed above")
 
 
@@ -139,19 +115,19 @@ table = pd.read_csv(workdir / "table.csv")
 # {numref}`fig-your-model-candidates` shows which blocks pass them.
 
 # %%
-model, tokenizer = load_profile_model(profile, name, progress=ch.progress) if MODEL is None else \
-    linrec.load_model(MODEL, dtype=profile.dtype, device=profile.device)
-batches = linrec.make_batches(tokenizer, corpus.fit_text, seq_len=profile.seq_len, max_rows=rows,
-                              batch_size=profile.batch_size, max_context=max_context(model))
-m = linrec.Measurement.capture(model, batches, folds=profile.folds, seed=SEED, progress=ch.progress, name=name)
+model, tokenizer = linrec.experiment.resolve.load_profile_model(ch.profile, name, progress=ch.progress) if MODEL is None else \
+    linrec.load_model(MODEL, dtype=ch.profile.dtype, device=ch.profile.device)
+batches = linrec.make_batches(tokenizer, corpus.fit_text, seq_len=ch.profile.seq_len, max_rows=rows,
+                              batch_size=ch.profile.batch_size, max_context=linrec.models.loading.max_context(model))
+m = linrec.Measurement.capture(model, batches, folds=ch.profile.folds, seed=SEED, progress=ch.progress, name=name)
 print(f"largest |R²_lin (Python) - R²_lin (command)| over {len(table)} blocks: "
       f"{(m.table().r2_lin - table.r2_lin).abs().max():.2g}")
 candidates = m.candidates(MIN_R2, MAX_STD)
-show(candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]],
+ch.show(candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]],
      fold="every block: candidate or not, and why")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the model, green where the block is a replacement candidate ($R^2_\\text{lin}$ at least `MIN_R2`, dashed, and fold spread at most `MAX_STD`), red where it is not.", "name": "fig-your-model-candidates"}}
-fig = candidates_figure(candidates, MIN_R2, MAX_STD, name)
+fig = linrec.plots.your_model.candidates_figure(candidates, MIN_R2, MAX_STD, name)
 ch.figure(fig, candidates, "fig-your-model-candidates")
 
 # %% [markdown]
@@ -166,18 +142,18 @@ ch.figure(fig, candidates, "fig-your-model-candidates")
 # worst block for contrast, read by the third of the model's depth they sit in.
 
 # %%
-eval_batches = profile_batches(profile, tokenizer, corpus, split="eval", model=model)
+eval_batches = linrec.experiment.resolve.profile_batches(ch.profile, tokenizer, corpus, split="eval", model=model)
 ranked = candidates.block.tolist()
 chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 width = int(table.d_in.iloc[0])
 kinds = ["zero", "mean", "affine", f"lowrank:{LOW_RANK or max(1, width // 8)}"]
-ablated = ablations(model, eval_batches, m, kinds, chosen, progress=ch.progress).merge(table[["block", "r2_lin"]])
-show(ablated.groupby("ablation", sort=False)[["params", "original_params", "ratio"]].first()
+ablated = linrec.interventions.ablations.ablations(model, eval_batches, m, kinds, chosen, progress=ch.progress).merge(table[["block", "r2_lin"]])
+ch.show(ablated.groupby("ablation", sort=False)[["params", "original_params", "ratio"]].first()
      .rename_axis("kind").reset_index())
 
 # %% tags=["hide-input"]
-cells = ablated.assign(cell=with_interval(ablated, "delta_ppl"))
-show(cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", values="cell")[kinds]
+cells = ablated.assign(cell=linrec.report.tables.with_interval(ablated, "delta_ppl"))
+ch.show(cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", values="cell")[kinds]
      .rename(columns=lambda k: f"{k}: ΔPPL [95% interval]").reset_index()
      .sort_values("block"), fold="ΔPPL of each candidate and kind")
 
@@ -205,7 +181,7 @@ record = json.loads((out / "linrec-replacement.json").read_text())
 steps = pd.DataFrame(record["steps"]).astype({"block": "Int64"})
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The greedy choice of `linrec replace` on this chapter's model: joint change in perplexity after each step with its 95% bootstrap interval over evaluation windows (circles: the re-fitted maps that were kept, grey: the step that broke the budget and was left out; squares: the same step with maps fitted on the unmodified model), and the numbers saved.", "name": "fig-your-model-replace"}}
-ch.figure(report_figure(record), steps, "fig-your-model-replace")
+ch.figure(linrec.interventions.replacement_report.report_figure(record), steps, "fig-your-model-replace")
 
 # %% [markdown]
 # ## Loading it back
@@ -220,11 +196,11 @@ ch.figure(report_figure(record), steps, "fig-your-model-replace")
 loaded, loaded_tokenizer = linrec.load_model(str(out))
 held_out = text_file.read_text(encoding="utf-8")
 held_out = held_out[held_out.index("\n", round(0.8 * len(held_out))) + 1:]  # the command's rule: from the first line break after 80 %
-held = linrec.make_batches(loaded_tokenizer, held_out, seq_len=profile.seq_len, batch_size=profile.batch_size,
-                           max_context=max_context(loaded)).first(record["eval_text"]["rows"])
+held = linrec.make_batches(loaded_tokenizer, held_out, seq_len=ch.profile.seq_len, batch_size=ch.profile.batch_size,
+                           max_context=linrec.models.loading.max_context(loaded)).first(record["eval_text"]["rows"])
 assert held.sha256 == record["eval_text"]["tokens_sha256"], "not the tokens the report scored"
-ppl = own_loss_perplexity(loaded, held)
-ch.report(replaced_claims(record, ppl, name), plain=name)
+ppl = linrec.analysis.your_model.own_loss_perplexity(loaded, held)
+ch.report(linrec.analysis.your_model.replaced_claims(record, ppl, name), plain=name)
 prompt = held.input_ids[:1, :16].to(next(loaded.parameters()).device)  # the start of the held-out text
 continued = loaded.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False)
 print(f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_tokenizer.decode(continued[0, 16:])!r}")
@@ -242,7 +218,7 @@ print(f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_to
 # measure a few blocks per pass (`--blocks`) or use fewer folds.
 
 # %%
-timing = capture_overhead(model, batches)
+timing = linrec.commands.benchmark.capture_overhead(model, batches)
 cost = pd.DataFrame({
     "tokens": [timing["tokens"]],
     "bare forward (tokens/s)": [timing["tokens"] / timing["bare_s"]],
@@ -250,13 +226,13 @@ cost = pd.DataFrame({
     "time ratio": [timing["capture_s"] / timing["bare_s"]],
     "device": [str(next(model.parameters()).device)],
 })
-ch.report(your_model_claims(ablated[ablated.ablation == "affine"], timing, name), plain=name)
-show(cost, {"bare forward (tokens/s)": ",.0f", "forward + capture + moments (tokens/s)": ",.0f"})
+ch.report(linrec.analysis.your_model.your_model_claims(ablated[ablated.ablation == "affine"], timing, name), plain=name)
+ch.show(cost, {"bare forward (tokens/s)": ",.0f", "forward + capture + moments (tokens/s)": ",.0f"})
 
 # %%
-show(cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / llama-160m": (768, 12),
+ch.show(linrec.analysis.your_model.cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / llama-160m": (768, 12),
             "a 1B model (width 2048, 24 blocks)": (2048, 24), "a 7B model (width 4096, 32 blocks)": (4096, 32)},
-           folds=profile.folds))
+           folds=ch.profile.folds))
 
 # %% [markdown]
 # ## A GGUF file, and the real models made smaller
@@ -284,38 +260,38 @@ show(cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-16
 # that message).
 
 # %%
-code = load_corpus("stdlib-code")  # the second text: another domain
+code = linrec.data.corpora.load_corpus("stdlib-code")  # the second text: another domain
 replaced_rows = []
 
 
 def windows(tokenizer, model, text: str, n: int) -> linrec.TokenBatches:
     """``n`` token rows of ``text`` in the profile's windows."""
-    return linrec.make_batches(tokenizer, text, seq_len=profile.seq_len, max_rows=n, batch_size=profile.batch_size,
-                               max_context=max_context(model))
+    return linrec.make_batches(tokenizer, text, seq_len=ch.profile.seq_len, max_rows=n, batch_size=ch.profile.batch_size,
+                               max_context=linrec.models.loading.max_context(model))
 
 
-for real in profile.packaged:
-    budget = profile.budget(real)
-    run(["profile", "--model", str(packaged_file(real)), "--text-file", str(text_file), "--max-rows", str(rows),
+for real in ch.profile.packaged:
+    budget = ch.profile.budget(real)
+    run(["profile", "--model", str(linrec.models.packaged.packaged_file(real)), "--text-file", str(text_file), "--max-rows", str(rows),
          *(["--blocks", GGUF_BLOCKS] if GGUF_BLOCKS else []), *common, "--out", str(workdir / "gguf.csv")])
-    print(f"weights ({PACKAGED[real].description}):", pd.read_csv(workdir / "gguf.csv")["revision"].iloc[0])
-    net, real_tokenizer = load_profile_model(profile, real, progress=ch.progress)
-    real_text = profile_corpus(profile, budget.corpus)
+    print(f"weights ({linrec.models.packaged.PACKAGED[real].description}):", pd.read_csv(workdir / "gguf.csv")["revision"].iloc[0])
+    net, real_tokenizer = linrec.experiment.resolve.load_profile_model(ch.profile, real, progress=ch.progress)
+    real_text = linrec.experiment.resolve.profile_corpus(ch.profile, budget.corpus)
     held_out = windows(real_tokenizer, net, real_text.eval_text, REAL_EVAL_ROWS)
-    result = cached_replace(net, windows(real_tokenizer, net, real_text.fit_text, budget.rows_per_block), held_out,
+    result = linrec.experiment.replaced.cached_replace(net, windows(real_tokenizer, net, real_text.fit_text, budget.rows_per_block), held_out,
                             blocks=[int(b) for b in GGUF_BLOCKS.split(",")] if GGUF_BLOCKS else None,
-                            max_ppl_increase=MAX_PPL_INCREASE, folds=profile.folds, seed=SEED, progress=ch.progress,
+                            max_ppl_increase=MAX_PPL_INCREASE, folds=ch.profile.folds, seed=SEED, progress=ch.progress,
                             name=real, second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS),
-                            weights=weights_id(profile, real, "final"))  # fmt: skip
+                            weights=linrec.experiment.measurement.weights_id(ch.profile, real, "final"))  # fmt: skip
     loaded_ppl = None
     if result.none_fits is None:
         real_model, _ = linrec.load_model(str(result.save(workdir / f"replaced-{real}")))
-        loaded_ppl = own_loss_perplexity(real_model, held_out)
-        ch.report(replaced_claims(result.record, loaded_ppl, real), plain=real)
+        loaded_ppl = linrec.analysis.your_model.own_loss_perplexity(real_model, held_out)
+        ch.report(linrec.analysis.your_model.replaced_claims(result.record, loaded_ppl, real), plain=real)
         del real_model
-    replaced_rows.append(replaced_summary(result.record, loaded_ppl, real))
+    replaced_rows.append(linrec.analysis.your_model.replaced_summary(result.record, loaded_ppl, real))
     del net
-show(pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace did to each real model") \
+ch.show(pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace did to each real model") \
     if replaced_rows else None
 
 # %% [markdown]
@@ -380,7 +356,7 @@ show(pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace
 # for the error of earlier maps; the code below lists the steps side by side.
 
 # %% tags=["solution"]
-show(steps[["step", "block", "delta_ppl", "one_shot_delta_ppl", "kept"]])
+ch.show(steps[["step", "block", "delta_ppl", "one_shot_delta_ppl", "kept"]])
 
 # %% [markdown]
 # :::{solution-end}

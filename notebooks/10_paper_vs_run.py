@@ -12,27 +12,17 @@
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 
 # %%
-import pandas as pd
-from IPython.display import Markdown, display
+import linrec
+from linrec.book import chapter
 
-from linrec.analysis.depth import depth_table
-from linrec.book import chapter, ledger
-from linrec.book.provenance import on_colab
-from linrec.experiment.measurement import measurement
-from linrec.plots.depth import heterogeneity_reference_figure
-from linrec.report.paper import CITATION, REPORTED
-from linrec.report.tables import show
-
-ch = chapter.start("10_paper_vs_run", PROFILE)
-profile = ch.profile
-PROFILE = profile.name
-print(f"profile {PROFILE}: {profile.description}")
+ch = chapter.begin("10_paper_vs_run", globals())
+print(f"profile {PROFILE}: {ch.profile.description}")
 
 # %% [markdown]
 # ## What the paper reports
 
 # %%
-show(pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED]))
+ch.show(linrec.report.paper.reported_table())
 
 # %% [markdown]
 # ## What this run measured
@@ -43,12 +33,12 @@ show(pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where"
 # One table per chapter, numbers to three significant digits.
 
 # %% tags=["hide-input"]
-recorded = ledger.ledger(PROFILE)
+recorded = linrec.book.ledger.ledger(PROFILE)
 if recorded.empty:
-    display(Markdown(ledger.empty_note(PROFILE, on_colab())))
-for name, entries in ledger.by_chapter(recorded).items():
-    display(Markdown(f"**Chapter {name[:2].lstrip('0')}** (`{name}`)"))
-    display(show(entries, fold=f"{len(entries)} entries of {name}: click to show"))
+    display(ch.markdown(linrec.book.ledger.empty_note(PROFILE, linrec.book.provenance.on_colab())))
+for name, entries in linrec.book.ledger.by_chapter(recorded).items():
+    display(ch.markdown(f"**Chapter {name[:2].lstrip('0')}** (`{name}`)"))
+    display(ch.show(entries, fold=f"{len(entries)} entries of {name}: click to show"))
 
 # %% [markdown]
 # ## Each model beside the others
@@ -57,10 +47,10 @@ for name, entries in ledger.by_chapter(recorded).items():
 # "measured" and "reproduced" columns are the pooled claim's, the last two the named model's.
 
 # %% tags=["hide-input"]
-for m in profile.models if not recorded.empty else []:
-    paired = ledger.side_by_side(recorded, m)
+for m in ch.profile.models if not recorded.empty else []:
+    paired = linrec.book.ledger.side_by_side(recorded, m)
     if len(paired):
-        display(show(paired.assign(chapter=paired.chapter.str[:2]), fold=f"{m}: {len(paired)} claims beside the pooled ones"))
+        display(ch.show(paired.assign(chapter=paired.chapter.str[:2]), fold=f"{m}: {len(paired)} claims beside the pooled ones"))
 
 # %% [markdown]
 # ## The headline figure side by side
@@ -70,9 +60,10 @@ for m in profile.models if not recorded.empty else []:
 # paper's reported range drawn as dashed lines: its trained blocks span from above 0.99 to below 0.3.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of this run's profile, real and trained here, each on its own main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-appendix-profiles"}}
-runs = [measurement(profile, model, keep="table", progress=ch.progress) for model in profile.models]
-fig = heterogeneity_reference_figure(depth_table(runs))
-ch.figure(fig, depth_table(runs), "fig-appendix-profiles")
+runs = [linrec.experiment.measurement.measurement(ch.profile, model, keep="table", progress=ch.progress)
+        for model in ch.profile.models]
+fig = linrec.plots.depth.heterogeneity_reference_figure(linrec.analysis.depth.depth_table(runs))
+ch.figure(fig, linrec.analysis.depth.depth_table(runs), "fig-appendix-profiles")
 
 # %% [markdown]
 # ## Why the numbers differ
@@ -97,7 +88,7 @@ ch.figure(fig, depth_table(runs), "fig-appendix-profiles")
 # ## Citation
 
 # %% tags=["remove-input"]
-Markdown(f"Cite the paper as: {CITATION}")
+ch.markdown(f"Cite the paper as: {linrec.report.paper.CITATION}")
 
 # %%
 ch.provenance()

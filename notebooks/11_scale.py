@@ -22,25 +22,13 @@ KEEPS = 0.5  # heterogeneity persists when the largest model keeps this share of
 # %%
 import pandas as pd
 import torch
-from IPython.display import display
 
-from linrec.analysis.depth import depth_table
-from linrec.analysis.scale import LARGER, at_fixed_depths, capture_needs, scale_claims, scale_summary, with_depth
+import linrec
 from linrec.book import chapter
-from linrec.book.params import check_params
-from linrec.experiment.measurement import measurement
-from linrec.experiment.profiles import SCALE_DEPTHS
-from linrec.experiment.sizes import parameter_count
-from linrec.experiment.swaps import affine_swaps
-from linrec.plots import scale
-from linrec.report.tables import show
 
-check_params(globals(), integer=["SEED"], names_or_none=["MODELS"], flag=["SWAP"], positive_int_or_none=["SWAP_TOKENS"],
-             fraction=["KEEPS"])  # fmt: skip
-ch = chapter.start("11_scale", PROFILE, seed=SEED)
-profile = ch.profile
-PROFILE = profile.name
-series = profile.series_profile(gpu=torch.cuda.is_available())
+ch = chapter.begin("11_scale", globals(), names_or_none=["MODELS"], flag=["SWAP"],
+                   positive_int_or_none=["SWAP_TOKENS"], fraction=["KEEPS"])
+series = ch.profile.series_profile(gpu=torch.cuda.is_available())
 MODELS = list(MODELS or series.models)
 
 # %% [markdown]
@@ -58,11 +46,11 @@ MODELS = list(MODELS or series.models)
 # input embedding, 151,936 × width numbers more than their published counts, where the two are one.
 
 # %%
-measured = {m: measurement(series, m, progress=ch.progress) for m in MODELS}
-parameters = {m: parameter_count(series, m, progress=ch.progress) for m in MODELS}
-table = with_depth(depth_table(measured.values(), series))
-summary = scale_summary(table, parameters)
-show(summary, {"parameters": ",d", "rows_per_dim": ".0f"},
+measured = {m: linrec.experiment.measurement.measurement(series, m, progress=ch.progress) for m in MODELS}
+parameters = {m: linrec.experiment.sizes.parameter_count(series, m, progress=ch.progress) for m in MODELS}
+table = linrec.analysis.scale.with_depth(linrec.analysis.depth.depth_table(measured.values(), series))
+summary = linrec.analysis.scale.scale_summary(table, parameters)
+ch.show(summary, {"parameters": ",d", "rows_per_dim": ".0f"},
      fold="Each model's size and the statistics of its R²_lin profile, smallest first")  # fmt: skip
 
 # %% [markdown]
@@ -73,7 +61,7 @@ show(summary, {"parameters": ",d", "rows_per_dim": ".0f"},
 # hides another.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block against its relative depth, one panel per model, smallest first ($k$-fold mean ± std); dashed: with the first position of every window left out of fit and evaluation (values below the axis are drawn at its floor).", "name": "fig-scale-profiles"}}
-fig = scale.profiles_figure(table, summary)
+fig = linrec.plots.scale.profiles_figure(table, summary)
 ch.figure(fig, table, "fig-scale-profiles")
 
 # %% [markdown]
@@ -88,12 +76,12 @@ ch.figure(fig, table, "fig-scale-profiles")
 
 # %%
 if SWAP:
-    swaps = pd.concat([affine_swaps(series, [r], max_tokens=SWAP_TOKENS or series.budget(m).eval_tokens // 4,
+    swaps = pd.concat([linrec.experiment.swaps.affine_swaps(series, [r], max_tokens=SWAP_TOKENS or series.budget(m).eval_tokens // 4,
                                     progress=ch.progress, cache=True, blocks=series.swap_blocks(len(r.blocks)))
                        for m, r in measured.items()], ignore_index=True)  # fmt: skip
-    swaps = at_fixed_depths(swaps, {m: len(r.blocks) for m, r in measured.items()}, SCALE_DEPTHS)
+    swaps = linrec.analysis.scale.at_fixed_depths(swaps, {m: len(r.blocks) for m, r in measured.items()}, linrec.experiment.profiles.SCALE_DEPTHS)
     swaps = swaps.merge(table[["model", "block", "r2_lin"]], on=["model", "block"])
-    display(show(swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]], {"relative": ".2%"},
+    display(ch.show(swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]], {"relative": ".2%"},
                  fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share"))  # fmt: skip
 else:
     swaps = pd.DataFrame(columns=["model", "block", "depth", "relative"])
@@ -105,7 +93,7 @@ else:
 # {numref}`fig-scale-trends` sets each model's statistics against its parameters.
 
 # %% mystnb={"figure": {"caption": "Against parameters (log scale), one point per model. Left: the spread of held-out $R^2_\\text{lin}$ over a model's blocks (range, interquartile range, standard deviation, largest step between adjacent blocks). Middle: the share of a block's output variance carried by the first position of each window (mean over blocks and largest block), and the median $R^2_\\text{lin}$ without it. Right: ΔPPL of swapping the block at each fixed relative depth, as a share of the model's perplexity (symmetric-log axis).", "name": "fig-scale-trends"}}
-fig = scale.trends_figure(summary, swaps)
+fig = linrec.plots.scale.trends_figure(summary, swaps)
 ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 
 # %% [markdown]
@@ -120,7 +108,7 @@ ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 # another set of models would behave.
 
 # %%
-ch.report(scale_claims(table, parameters, keeps=KEEPS, seed=SEED), figure="fig-scale-trends")
+ch.report(linrec.analysis.scale.scale_claims(table, parameters, keeps=KEEPS, seed=SEED), figure="fig-scale-trends")
 
 # %% [markdown]
 # ## What a few models can and cannot show
@@ -144,7 +132,7 @@ ch.report(scale_claims(table, parameters, keeps=KEEPS, seed=SEED), figure="fig-s
 # 64 rows per input dimension is the time. The table gives these for a few larger open models.
 
 # %%
-show(capture_needs(LARGER, folds=profile.folds), {"rows": ",d"},
+ch.show(linrec.analysis.scale.capture_needs(linrec.analysis.scale.LARGER, folds=ch.profile.folds), {"rows": ",d"},
      fold="Measuring every block of a larger model at 64 rows per input dimension: memory, disk and arithmetic")  # fmt: skip
 
 # %% [markdown]

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from linrec.analysis.pitfall import planted_rows, target_control
+from linrec.analysis.pitfall_controls import planted_rows, target_control
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import get_profile

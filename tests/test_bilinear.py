@@ -7,22 +7,17 @@ import pytest
 import torch
 
 from conftest import measurement_info
-from linrec.analysis import bilinear
-from linrec.analysis.bilinear import (
-    bilinear_claims,
+from linrec.analysis import bilinear, bilinear_controls
+from linrec.analysis.bilinear import gate_summary, kept_sequence_rows, probe_sweep, residual_correlations
+from linrec.analysis.bilinear_claims import bilinear_claims
+from linrec.analysis.bilinear_controls import (
     controls_pass,
     ffn_reference,
     gate_reference,
-    gate_summary,
-    kept_sequence_rows,
-    output_concentration,
-    output_dims,
     planted_residual,
     probe_controls,
-    probe_sweep,
-    residual_correlations,
-    widest_gap,
 )
+from linrec.analysis.bilinear_outputs import output_concentration, output_dims, widest_gap
 from linrec.core.rows import BatchRows
 from linrec.core.sample import Rows, RowSample
 from linrec.errors import LinrecError
@@ -295,12 +290,11 @@ def test_planted_controls_at_the_chapter_budget(controls):
 
 
 def test_cached_controls_are_the_computed_ones_and_computed_once(controls, tmp_path, monkeypatch):
-    import linrec.analysis.bilinear as bilinear
-
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     first = probe_controls(CHAPTER, d=WIDTH, cache=True)
     pd.testing.assert_frame_equal(first, controls)  # through the cache's JSON, every value as computed
-    monkeypatch.setattr(bilinear, "bilinear_probes", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    fail = lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran"))  # noqa: E731
+    monkeypatch.setattr(bilinear_controls, "bilinear_probes", fail)
     pd.testing.assert_frame_equal(probe_controls(CHAPTER, d=WIDTH, cache=True), controls)  # read, not trained
     with pytest.raises(AssertionError, match="ran"):
         probe_controls(CHAPTER, d=WIDTH, seed=1, cache=True)  # another setting is another entry
@@ -386,3 +380,30 @@ def test_pearson_of_gain_says_yes_to_any_residual_and_the_share_does_not():
     assert list(spearman.index) == ["a", "b", "all blocks"] and (spearman.low < 0).all() and (spearman.high > 0).all()
     tiny = residual_correlations(sweep.iloc[:3])
     assert tiny.r.isna().all() and (tiny.n == 3).all()  # fewer than 4 blocks: no correlation claimed
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "reading"),
+    [
+        (0.01, 0.6, "recruited more where the affine map leaves more over"),
+        (-0.6, -0.01, "recruited less where the affine map leaves more over"),
+        (-0.01, 0.6, "the interval includes 0"),
+        (-0.6, 0.01, "the interval includes 0"),
+        (0.0, 0.6, "the interval includes 0"),  # an end at 0 is not above it
+    ],
+)
+def test_the_gate_link_is_read_by_where_the_interval_of_rho_lies(low, high, reading):
+    from linrec.analysis.bilinear_claims import gate_link
+    from linrec.stats import Correlation
+
+    text = gate_link(Correlation((low + high) / 2, low, high, 12, "spearman", 0.95))
+    assert text.startswith("Across blocks, |g| and 1 − R²_lin have Spearman ρ = ") and reading in text
+    assert f"[{low:+.2f}, {high:+.2f}]" in text
+    assert gate_link(None) == "Too few blocks for a rank correlation."
+
+
+def test_the_step_cap_reading_depends_on_whether_any_probe_reached_it():
+    from linrec.analysis.bilinear_claims import budget_reading
+
+    assert budget_reading(0) == "every other probe stopped on its validation loss"
+    assert budget_reading(1) == budget_reading(3) == "their shares are lower bounds"

@@ -685,3 +685,41 @@ def test_a_measurement_made_up_front_says_it_is_running_while_it_runs(monkeypatc
     assert len(lines) >= 3 and all(
         line.startswith("[book] measuring zoo-gpt2 (permuted@1) on stdlib-prose: ") for line in lines
     )
+
+
+def test_begin_checks_the_parameters_then_starts_with_the_chapters_profile_and_seed(monkeypatch):
+    """One set-up call: a bad parameter fails before anything runs; then start(PROFILE, SEED), and PROFILE becomes
+    the resolved profile's name."""
+    started = []
+    monkeypatch.setattr(book, "start", lambda name, profile, seed, style: started.append((name, profile, seed)) or
+                        types.SimpleNamespace(profile=types.SimpleNamespace(name=profile or "offline")))  # fmt: skip
+    params = {"PROFILE": None, "SEED": 3, "ROWS": -1}
+    with pytest.raises(LinrecError, match="^parameter ROWS must be a positive integer; got -1$"):
+        book.begin("00_test", params, positive_int=["ROWS"])
+    params["SEED"] = 1.5
+    with pytest.raises(LinrecError, match="^parameter SEED must be an integer; got 1.5$"):  # SEED is always checked
+        book.begin("00_test", params)
+    assert not started
+    params.update(SEED=3, ROWS=8)
+    book.begin("00_test", params, positive_int=["ROWS"])
+    assert started == [("00_test", None, 3)] and params["PROFILE"] == "offline"
+
+
+def test_linrec_reaches_submodules_lazily_and_stays_cheap_to_import():
+    code = (
+        "import sys, linrec\n"
+        "assert 'torch' not in sys.modules and 'linrec.analysis' not in sys.modules\n"
+        "assert {'analysis', 'book', 'plots', 'measure'} <= set(dir(linrec))\n"
+        "assert callable(linrec.analysis.bilinear.probe_sweep) and 'linrec.analysis.bilinear' in sys.modules\n"
+        "assert linrec.analysis.bilinear is sys.modules['linrec.analysis.bilinear']\n"
+        "assert callable(linrec.plots.use_book_style) and linrec.measure is linrec.core.measure.measure\n"
+        "for missing in ('linrec.nothing', 'linrec.analysis.nothing', 'linrec.analysis._private'):\n"
+        "    owner, name = missing.rsplit('.', 1)\n"
+        "    try:\n"
+        "        getattr(eval(owner), name)\n"
+        "    except AttributeError as err:\n"
+        "        assert repr(name) in str(err), err\n"
+        "    else:\n"
+        "        raise AssertionError(missing)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -216,3 +216,44 @@ def test_budget_summary_reads_each_models_last_kept_step():
     assert table.loc["b", "left out (over the budget)"] == "none: every block fits"
     assert table.loc["a", "R²_lin order, as many blocks: ΔPPL (%)"] == pytest.approx(10.0)  # 2 blocks: +1.0 of 10
     assert pd.isna(table.loc["b", "R²_lin order, as many blocks: ΔPPL (%)"])
+
+
+@pytest.mark.parametrize(
+    ("high", "reading"),
+    [
+        (-0.01, ": within a model, lower R²_lin goes with costlier swaps."),
+        (0.0, ": the interval does not exclude 0 or a positive value"),
+        (0.3, ": the interval does not exclude 0 or a positive value"),
+    ],
+)
+def test_the_signal_is_read_as_established_only_when_the_interval_lies_below_zero(high, reading):
+    from linrec.stats import Correlation, Stratified
+
+    combined = Correlation(high - 0.4, high - 0.8, high, 9, "spearman", 0.95)
+    rho = Stratified(combined, {"a": combined, "b": combined}, {})
+    text = compression.signal_reading(rho)
+    assert text.startswith("Within each of 2 models and combined over them (9 blocks), Spearman ρ(R²_lin, ΔPPL) = ")
+    assert reading in text and f"[{high - 0.8:+.2f}, {high:+.2f}]" in text
+    assert compression.signal_reading(None).startswith("No model has four or more blocks")
+
+
+def test_chapter_5_defaults_come_from_the_profile_and_given_values_win():
+    smoke = get_profile("smoke")
+    model, signal, tokens = compression.defaults(smoke, None, None, None)
+    assert model == smoke.models[0] and signal == list(smoke.models)
+    assert tokens == max(smoke.seq_len, (smoke.budget(model).eval_tokens or 0) // 8)
+    assert compression.defaults(smoke, "x", ["x"], 7) == ("x", ["x"], 7)
+
+
+def test_the_early_swap_table_sets_the_papers_figures_beside_this_runs():
+    from linrec.report import paper
+
+    row = pd.Series({"block": 1, "original_params": 12_345, "ratio": 7.5, "delta_ppl": 0.5, "delta_ppl_low": 0.25,
+                     "delta_ppl_high": 0.75, "base_ppl": 20.0, "relative": 0.025, "r2_lin": 0.9})  # fmt: skip
+    table = compression.early_swap_table(row, row, "m", "text", [0, 1])
+    assert list(table.columns) == ["paper (reported)", "this run (measured)", "cheapest on this text (optimistic)"]
+    assert table["paper (reported)"].to_dict() == paper.EARLY_SWAP_SETUP
+    measured = table["this run (measured)"]
+    assert measured["block"] == "block 1 (highest R²_lin, 0.900, of early blocks [0, 1])"
+    assert (measured["parameter ratio"], measured["relative ΔPPL"]) == ("7.500×", "+2.50%")
+    assert table.loc["block", "cheapest on this text (optimistic)"] == "block 1 (lowest ΔPPL of early blocks)"

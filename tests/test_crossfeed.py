@@ -271,3 +271,10 @@ def test_normalised_and_cross_fed_rows_lie_on_the_receiving_norm_surface(norm_fa
     assert off_surface(affine, surfaces["gpt2"])[0] > 1e-3
     with pytest.raises(LinrecError, match="project=False"):
         normalised_table(norm_families["gpt2"][0], {1: norm_families["gpt2"][1]}, "whiten", FOLDS, spec=[("a", "b")])
+
+
+def test_spread_blocks_takes_the_first_and_the_last_and_none_means_every_block():
+    from linrec.interventions.crossfeed import spread_blocks
+
+    assert spread_blocks(12, 3) == [0, 6, 11] and spread_blocks(4, 1) == [0] and spread_blocks(2, 5) == [0, 1]
+    assert spread_blocks(12, None) is None

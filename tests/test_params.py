@@ -2,11 +2,13 @@
 
 import ast
 import re
+import types
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from linrec.book import chapter as book_chapter
 from linrec.book.params import RULES, check_params, require
 from linrec.errors import LinrecError
 
@@ -62,20 +64,21 @@ def _cells(source: str) -> list[str]:
 
 
 def _parameter_check(chapter: Path) -> tuple[dict, Callable[[], None]]:
-    """A chapter's parameters (its parameters cell run) and its check (the check_params call of the next code
-    cell), to run on changed parameters."""
+    """A chapter's parameters (its parameters cell run) and its check (the check_params call, or the checking half
+    of the chapter.begin call, of the next code cell), to run on changed parameters."""
     cells = _cells(chapter.read_text(encoding="utf-8"))
     at = next(i for i, c in enumerate(cells) if c.startswith(' tags=["parameters"]'))
     following = next(c for c in cells[at + 1 :] if not c.startswith(" [markdown]"))
     calls = [
         node
         for node in ast.parse(following.split("\n", 1)[1]).body
-        if isinstance(node, ast.Expr)
+        if isinstance(node, (ast.Expr, ast.Assign))
         and isinstance(node.value, ast.Call)
-        and getattr(node.value.func, "id", "") == "check_params"
+        and ast.unparse(node.value.func) in {"check_params", "chapter.begin"}
     ]
-    assert len(calls) == 1, "the first code cell after the parameters cell calls check_params once"
-    namespace = {"check_params": check_params}
+    assert len(calls) == 1, "the first code cell after the parameters cell calls check_params or chapter.begin once"
+    checking = types.SimpleNamespace(begin=lambda name, params, **rules: book_chapter.check(params, **rules))
+    namespace = {"check_params": check_params, "chapter": checking}
     exec(cells[at].split("\n", 1)[1], namespace)
     return namespace, lambda: exec(compile(ast.Module(calls, []), chapter.name, "exec"), namespace)
 
@@ -139,20 +142,21 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
         pd.DataFrame({"block": [0, 1]}).to_csv(args[args.index("--out") + 1], index=False)
         return 0
 
-    cell = next(c for c in _cells(CHAPTER_9.read_text(encoding="utf-8")) if "linrec_cli(args)" in c)
+    import linrec.cli
+
+    monkeypatch.setattr(linrec.cli, "main", fake_cli)
+    cell = next(c for c in _cells(CHAPTER_9.read_text(encoding="utf-8")) if "linrec.cli.main(args)" in c)
     profile = SimpleNamespace(seq_len=16, folds=5, batch_size=8, device=None, shaped=False)
     namespace = {
         "tempfile": tempfile,
         "Path": Path,
         "pd": pd,
         "linrec": linrec,
-        "linrec_cli": fake_cli,
         "where": "m",
         "rows": 100,
         "SEED": 0,
-        "profile": profile,
         "corpus": SimpleNamespace(fit_text="some text"),
-        "ch": SimpleNamespace(progress=False),
+        "ch": SimpleNamespace(progress=False, profile=profile),
     }
     exec(cell.split("\n", 1)[1], namespace)
     assert seen["text"] == "some text" and list(namespace["table"].block) == [0, 1]
@@ -160,7 +164,7 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
     assert [p.name for p in tmp_path.iterdir()] == [namespace["workdir"].name]  # kept for the later cells ...
     namespace["scratch"].cleanup()  # ... until the chapter's last cell
     assert list(tmp_path.iterdir()) == []
-    namespace["linrec_cli"] = lambda args: 2
+    monkeypatch.setattr(linrec.cli, "main", lambda args: 2)
     with pytest.raises(LinrecError, match="linrec profile failed"):
         exec(cell.split("\n", 1)[1], namespace)
     namespace.pop("scratch")  # an error ends the kernel: the directory goes with the object that holds it

@@ -12,13 +12,13 @@ from linrec.analysis.pitfall import (
     ARMS,
     centred_rows,
     closed_form_time,
-    pitfall_claims,
     pitfall_runs,
-    planted_rows,
     reach_table,
     representative_blocks,
     tuning_table,
 )
+from linrec.analysis.pitfall_claims import pitfall_claims
+from linrec.analysis.pitfall_controls import planted_rows
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError
 from linrec.experiment.budgets import ProbeSettings
@@ -237,3 +237,16 @@ def test_cached_runs_are_computed_once(measured, monkeypatch, tmp_path):
     pd.testing.assert_frame_equal(again[1], first[1])
     with pytest.raises(AssertionError, match="trained again"):  # another setting is another entry
         pitfall_runs(measured, chosen, replace(config, steps=60), optimizers=("adam",), progress=False, cache=True)
+
+
+def test_the_chapters_configuration_and_settings_table():
+    from linrec.analysis.pitfall import chapter_config, run_settings
+
+    smoke = get_profile("smoke")
+    config = chapter_config(smoke, seed=1, steps=7, tolerance=0.02)
+    assert (config.steps, config.tolerance) == (7, 0.02)
+    table = run_settings(config, 123)
+    assert table.loc["steps per run", "setting"] == 7 and table.loc["sampled rows per block", "setting"] == 123
+    assert table.loc["targets", "setting"] == ("standardised" if config.standardise_targets else "raw")
+    flipped = run_settings(replace(config, standardise_targets=not config.standardise_targets), 1)
+    assert {table.loc["targets", "setting"], flipped.loc["targets", "setting"]} == {"standardised", "raw"}

@@ -1,5 +1,6 @@
 """Where the rows come from: a capture-only position mask, and R²_lin with and without the first positions."""
 
+import pandas as pd
 import pytest
 import torch
 
@@ -94,3 +95,15 @@ def test_position_claims_name_the_heaviest_the_most_moved_and_the_blocks_that_de
     assert position_claims(sinks, depends=0.001)[2].measured == "3 of 3"
     assert few.measured == "2 of 3" and few.note == "a 1 (90%), b 0 (50%)"  # 0.5 is "or more"
     assert position_claims(sinks, few=0.95)[3].note == "none"
+
+
+def test_the_dependence_reading_names_the_blocks_that_move_by_the_threshold_or_more():
+    from linrec.analysis.positions import dependence_reading
+
+    sinks = pd.DataFrame({"model": ["a", "a", "b"], "block": [0, 1, 2], "change": [0.01, -0.05, 0.049]})
+    assert dependence_reading(sinks, 0.06) == "no block's R²_lin moves by 0.06 or more without the first position"
+    assert dependence_reading(sinks, 0.05) == (
+        "1 of 3 blocks (a 1) have a headline R²_lin that rests on the first position: "
+        "read their numbers with the column beside them"
+    )
+    assert dependence_reading(sinks, 0.049).startswith("2 of 3 blocks (a 1, b 2) have")

@@ -164,3 +164,12 @@ def test_chapter_start_clears_its_ledger_and_records_under_its_name(tmp_path, mo
     assert ch.report([Claim.measure("a number", 2.0)]) is None
     assert "a number" in list(ledger.ledger("smoke").quantity)
     assert "profile smoke" in str(ch.provenance())
+
+
+def test_the_papers_reported_figures_come_from_one_place():
+    from linrec.report import paper
+
+    table = paper.reported_table()
+    assert list(table.columns) == ["quantity", "paper (reported)", "where"] and len(table) == len(paper.REPORTED)
+    assert paper.EARLY_SWAP_SETUP["ΔPPL [95% interval]"] == "+0.77" and "+0.77" in paper.EARLY_SWAP.value
+    assert paper.SETUP["rows per block"] == "about 15–30k" and paper.SETUP["sequence length"] == "128"

@@ -21,11 +21,13 @@ Everything else lives in the layers beneath: :mod:`linrec.core`, :mod:`linrec.in
 
 from typing import TYPE_CHECKING
 
+from linrec._lazy import lazy
 from linrec._version import __version__ as __version__  # re-exported: linrec.__version__
 from linrec.errors import LinrecError
 
-# Where each public name lives. They are imported on first use (PEP 562), so ``import linrec`` and
-# ``linrec --help`` do not pay for torch and transformers until something needs them.
+# Where each public name lives. They are imported on first use (PEP 562, :mod:`linrec._lazy`), so ``import linrec``
+# and ``linrec --help`` do not pay for torch and transformers until something needs them; so are the subpackages
+# (``linrec.analysis.bilinear``, ``linrec.plots.bilinear``, ...), which is how a chapter reaches them.
 _HOMES = {
     "BatchRows": "linrec.core.rows",
     "RowSink": "linrec.core.rows",
@@ -76,19 +78,7 @@ if TYPE_CHECKING:
     from linrec.models.loading import pick_device
 
 
-def __getattr__(name: str) -> object:
-    """Import a public name from its home module on first use (and keep it here for the next)."""
-    if name not in _HOMES:
-        raise AttributeError(f"module 'linrec' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = lazy(__name__, globals(), _HOMES)
 
 
 __all__ = [

@@ -107,6 +107,16 @@ def swap_kinds(
     return out[["kind", *[c for c in out.columns if c != "kind"]]]
 
 
+def defaults(
+    profile: Profile, model: str | None, signal_models: Sequence[str] | None, eval_tokens: int | None
+) -> tuple[str, list[str], int]:
+    """Chapter 5's parameters with None resolved by ``profile``: the model (its first), the models of the signal
+    (all of its models) and the evaluation tokens (an eighth of the model's budget, at least one sequence)."""
+    model = model or profile.models[0]
+    tokens = eval_tokens or max(profile.seq_len, (profile.budget(model).eval_tokens or 0) // 8)
+    return model, list(signal_models or profile.models), tokens
+
+
 def early_blocks(blocks: Sequence[int], early: float = 0.5) -> list[int]:
     """The first ``early`` fraction of ``blocks`` (in depth order, at least one)."""
     if not 0 < early <= 1:
@@ -148,6 +158,26 @@ def affine_signal(
     chosen = [sorted(set(blocks)) if blocks is not None else m.blocks for m in measurements]
     r2_lin = [r for m, bs in zip(measurements, chosen) for r in m.table().set_index("block").loc[bs, "r2_lin"]]
     return swaps.assign(kind="affine", r2_lin=r2_lin)
+
+
+def early_swap_table(
+    best: pd.Series, cheapest: pd.Series, model: str, corpus: str, early: Sequence[int]
+) -> pd.DataFrame:
+    """The paper's single-layer replacement (:data:`linrec.report.paper.EARLY_SWAP_SETUP`, "paper (reported)")
+    beside this run's: ``best``, the early block with the highest R²_lin ("this run (measured)"), and ``cheapest``,
+    the one with the lowest ΔPPL on this text (rows of :func:`best_block`); ``early``: the early blocks."""
+
+    def measured(row: pd.Series, chosen: str) -> list[str]:
+        return [f"{model}, {corpus}", f"{row.original_params:,} numbers stored", f"block {int(row.block)} ({chosen})",
+                f"{row.ratio:.3f}×", with_interval(row.to_frame().T, "delta_ppl").iloc[0], f"{row.base_ppl:.3f}",
+                f"{row.relative:+.2%}"]  # fmt: skip
+
+    reported = paper.EARLY_SWAP_SETUP
+    return pd.DataFrame({
+        "paper (reported)": list(reported.values()),
+        "this run (measured)": measured(best, f"highest R²_lin, {best.r2_lin:.3f}, of early blocks {list(early)}"),
+        "cheapest on this text (optimistic)": measured(cheapest, "lowest ΔPPL of early blocks"),
+    }, index=list(reported))  # fmt: skip
 
 
 MIN_BLOCKS = 4
@@ -196,6 +226,23 @@ def signal_table(swaps: pd.DataFrame, rho: Stratified) -> pd.DataFrame:
         )
     out = pd.concat(rows, ignore_index=True)
     return out.rename(columns={"group": "ρ over", "n": "blocks", "r": "ρ"})
+
+
+def signal_reading(rho: Stratified | None) -> str:
+    """The sentence that reads the combined within-model ρ(R²_lin, ΔPPL) of :func:`signal_correlation`: the signal
+    holds (lower R²_lin, costlier swaps) only when the whole interval lies below 0; None says too few blocks."""
+    if rho is None:
+        return "No model has four or more blocks, too few for a rank correlation."
+    c = rho.combined
+    reading = (
+        ": within a model, lower R²_lin goes with costlier swaps."
+        if c.high < 0
+        else ": the interval does not exclude 0 or a positive value, so this run does not establish the signal."
+    )
+    return (
+        f"Within each of {len(rho.groups)} models and combined over them ({c.n} blocks), "
+        f"Spearman ρ(R²_lin, ΔPPL) = {c.r:+.2f} with 95% CI [{c.low:+.2f}, {c.high:+.2f}]" + reading
+    )
 
 
 def _check_signal(swaps: pd.DataFrame) -> None:

@@ -12,7 +12,9 @@ turns the tuned runs into the per-block answer to "how long until within the tol
 per optimiser: the attribution to conditioning is read on centred inputs, where an input offset or scale cannot
 make a run fall short.
 
-:func:`planted_rows` and :func:`target_control` are the other ways to fall short: at condition number about 1,
+The planted controls are in :mod:`linrec.analysis.pitfall_controls`, the claims in
+:mod:`linrec.analysis.pitfall_claims`. :func:`~linrec.analysis.pitfall_controls.planted_rows` and
+:func:`~linrec.analysis.pitfall_controls.target_control` are the other ways to fall short: at condition number about 1,
 inputs far from zero or at a small scale defeat raw runs, and a target far from zero or at a large scale defeats
 Adam at its usual rate; centring the inputs, standardising the targets and tuning the rate remove them, which is
 why the verdicts do not depend on them.
@@ -33,6 +35,8 @@ from linrec.core.moments import Moments
 from linrec.core.sample import Rows, sample_rows
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import ProfileMeasurement
+from linrec.experiment.profiles import Profile
+from linrec.experiment.resolve import baseline_config
 from linrec.experiment.results import cached_frames, measurement_identity
 from linrec.interventions.baseline import (
     OPTIMIZERS,
@@ -41,11 +45,7 @@ from linrec.interventions.baseline import (
     baseline_runs,
     curves,
     summary,
-    train_linear,
-    tuned_runs,
 )
-from linrec.report import paper
-from linrec.report.claims import Claim
 
 ROLES = ("best-conditioned", "worst-conditioned")
 CENTRED = "centred"
@@ -222,214 +222,20 @@ def closed_form_time(
     return pd.DataFrame(rows)
 
 
-def planted_rows(
-    decades: float = 0.0,
-    offset: float = 0.0,
-    scale: float = 1.0,
-    n: int = 4000,
-    d: int = 16,
-    seed: int = 0,
-    input_offset: float = 0.0,
-    input_scale: float = 1.0,
-    rotated: bool = True,
-) -> Rows:
-    """Rows with a known answer: x with condition number 10^(2·decades) along rotated directions (``rotated=False``:
-    along the coordinate axes), times ``input_scale`` plus ``input_offset`` (neither changes the condition number of
-    the covariance); y an exact linear map of the latent z (unit output variance per dimension, before ``scale``)
-    plus 3 % noise, times ``scale`` plus ``offset``; five folds of 40-row "sequences"."""
-    g = torch.Generator().manual_seed(seed)
-    z = torch.randn(n, d, generator=g)
-    rotation, _ = torch.linalg.qr(torch.randn(d, d, generator=g))
-    x = z * torch.logspace(0, -decades, d)
-    x = (x @ rotation.T if rotated else x) * input_scale + input_offset
-    y = z @ torch.randn(d, d, generator=g) / d**0.5 + 0.03 * torch.randn(n, d, generator=g)
-    return Rows(x, y * scale + offset, torch.arange(n) // 40 % 5)
+def chapter_config(profile: Profile, seed: int, steps: int | None, tolerance: float) -> BaselineConfig:
+    """Chapter 6's trained baselines: the profile's (:func:`linrec.experiment.resolve.baseline_config`, ``steps``
+    overriding its budget when given) with the chapter's ``tolerance``."""
+    return replace(baseline_config(profile.probe, seed=seed, steps=steps, device=profile.device), tolerance=tolerance)
 
 
-def target_control(
-    config: BaselineConfig, offset: float = 30.0, scale: float = 30.0, seed: int = 0, optimizer: str = "adam"
-) -> pd.DataFrame:
-    """``optimizer`` at condition number 1 on a centred target, one shifted by ``offset`` and one multiplied by
-    ``scale``: at the base rate on raw targets (the usual practice), and standardised and tuned (as the chapter's
-    runs are). Columns: ``target, training, lr, ceiling, r2_final, gap_final, status``."""
-    rows = []
-    for target, planted in (
-        ("centred", planted_rows(seed=seed)),
-        (f"shifted by {offset:g}", planted_rows(offset=offset, seed=seed)),
-        (f"scaled by {scale:g}", planted_rows(scale=scale, seed=seed)),
-    ):
-        usual = train_linear(planted, 0, optimizer, "raw", replace(config, standardise_targets=False))
-        tuned = next(r for r in tuned_runs(planted, 0, optimizer, "raw", config) if r.tuned)
-        for training, run in (("base rate, raw target", usual), ("tuned, standardised target", tuned)):
-            final = float(run.log.r2.iloc[-1])
-            rows.append(
-                {
-                    "target": target,
-                    "training": training,
-                    "lr": run.lr,
-                    "ceiling": run.ceiling,
-                    "r2_final": final,
-                    "gap_final": run.ceiling - final,
-                    "status": run.status,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def block_gaps(runs: pd.DataFrame, optimizer: str, inputs: str, role: str) -> pd.Series:
-    """The tuned runs' final gaps of one optimiser and input arm on one role's blocks, indexed by (model, block)."""
-    tuned = tuned_only(runs)
-    pick = tuned[(tuned.optimizer == optimizer) & (tuned.inputs == inputs) & (tuned.role == role)]
-    return pick.set_index(["model", "block"]).gap_final.astype(float)
-
-
-def _spread(gaps: pd.Series, over: str = "block") -> str:
-    """Median and range of per-block (or per-model) gaps, as the claims print them."""
-    n = len(gaps)
-    return f"median {gaps.median():.3g}, range [{gaps.min():.3g}, {gaps.max():.3g}] over {n} {over}{'s' * (n != 1)}"
-
-
-def _interval_note(n: int, over: str) -> str:
-    return (
-        f"interval: the range over {n} {over}s, a distribution-free interval for their median "
-        f"(coverage 1 - 2^(1-n) = {1 - 2.0 ** (1 - n):.0%})"
-    )
-
-
-def pitfall_claims(runs: pd.DataFrame, tolerance: float = 0.01, condition: pd.Series | None = None) -> list[Claim]:
-    """The pitfall against this run, per optimiser, on the tuned runs (:func:`pitfall_runs`).
-
-    Every rule reads per-block final gaps (ceiling - final held-out R²) against ``tolerance``, the chapter's own
-    definition of reaching the ceiling, so no threshold is chosen for the verdicts; a "gap" is a final gap above it.
-    Each set of gaps is reported as its median with its range over blocks, which is a distribution-free interval
-    for the median (coverage 1 - 2^(1-n) for n blocks), and a rule that needs "every block" is the rule that this
-    interval lies beyond the tolerance. "Worst" and "best" are the roles of :func:`representative_blocks`.
-
-    * **raw baselines fall short** (the paper's claim as observed): every worst-conditioned block's raw run has a
-      gap. This says nothing about the cause: an input offset or scale makes raw runs fall short at any
-      conditioning.
-    * **the conditioning causes the gap**: on centred inputs (:func:`centred_rows`: no input offset, one overall
-      scale, the condition number unchanged), in every model with both blocks the worst-conditioned block's gap
-      exceeds the best-conditioned one's by more than ``tolerance`` (value: the median of these differences,
-      interval: their range); untestable when no model has both blocks. An offset or a scale of the inputs
-      cannot pass this test, since centring removes both.
-    * **whitening closes the gap**: on the worst-conditioned blocks with a gap on centred inputs, every whitened
-      run is within ``tolerance``; untestable where no such block exists (there is no gap to close).
-    * **standardising does not close it** (the conditioning lies along rotated directions, not the axes): on the
-      blocks whose centred gap whitening closes (so the gap is the conditioning's), every standardised run still
-      has a gap; "no" means a per-dimension rescaling (a diagonal preconditioner) is enough; untestable where no
-      such block exists.
-
-    A missing arm or role makes a claim untestable, with the reason; nothing is compared against a missing
-    value. With ``condition`` (the blocks' input condition numbers) their range is reported too.
-    """
-    claims = []
-    for optimizer in dict.fromkeys(tuned_only(runs).optimizer):
-        claims += _optimizer_claims(runs, str(optimizer), tolerance)
-    if condition is not None:
-        claims.append(
-            Claim.measure(
-                "input condition number, range over blocks",
-                f"{condition.min():.3g} to {condition.max():.3g}",
-                note="λ_max / λ_min of the input covariance over its non-null directions",
-            )
-        )
-    return claims
-
-
-def _optimizer_claims(runs: pd.DataFrame, optimizer: str, tolerance: float) -> list[Claim]:
-    worst, best = ROLES[1], ROLES[0]
-
-    def check(
-        name: str,
-        paper_side: str | paper.Reported,
-        rule: str,
-        gaps: pd.Series,
-        measured: str,
-        holds: bool,
-        over: str = "block",
-    ) -> Claim:
-        return Claim.check(
-            f"{name} ({optimizer})",
-            paper_side,
-            measured,
-            holds,
-            value=float(gaps.median()),
-            interval=(float(gaps.min()), float(gaps.max())),
-            unit="R²",
-            note=_interval_note(len(gaps), over),
-            rule=rule,
-        )
-
-    def untestable(name: str, paper_side: str | paper.Reported, rule: str, reason: str) -> Claim:
-        return Claim.check(f"{name} ({optimizer})", paper_side, reason, None, rule=rule)
-
-    gap = f"a final gap (closed-form ceiling minus the trained map's held-out R²) above {tolerance:g}"
-    claims = []
-    fall_short = (
-        "raw baselines fall short",
-        paper.TRAINED_BASELINES,
-        f"reproduced when every worst-conditioned block's run on raw inputs ends with {gap}",
-    )
-    raw = block_gaps(runs, optimizer, "raw", worst)
-    if raw.empty:
-        claims.append(untestable(*fall_short, "no raw-input runs on worst-conditioned blocks"))
-    else:
-        measured = f"raw inputs, worst-conditioned blocks: final gap {_spread(raw)}; tolerance {tolerance:g}"
-        claims.append(check(*fall_short, raw, measured, bool(raw.min() > tolerance)))
-
-    cause = (
-        "the conditioning causes the gap",
-        paper.Reported(
-            "the conditioning causes the gap",
-            "the paper attributes the gap to input conditioning",
-            paper.TRAINED_BASELINES.source,
-        ),
-        "reproduced when, on centred inputs, the worst-conditioned block's final gap exceeds the best-conditioned "
-        f"one's by more than {tolerance:g} in every model that has both; untestable when no model has both",
-    )
-    centred, centred_best = block_gaps(runs, optimizer, CENTRED, worst), block_gaps(runs, optimizer, CENTRED, best)
-    gapped = centred[centred > tolerance]
-    excess = (centred.droplevel("block") - centred_best.droplevel("block")).dropna()
-    if centred.empty:
-        claims.append(untestable(*cause, "no centred-input runs on worst-conditioned blocks"))
-    elif excess.empty:
-        claims.append(untestable(*cause, "no model has a best-conditioned block with centred-input runs to compare"))
-    else:
-        measured = (
-            f"centred inputs, final gap on worst-conditioned blocks {_spread(centred)}, on best-conditioned "
-            f"{_spread(centred_best)}; worst minus best per model: {_spread(excess, 'model')}"
-        )
-        claims.append(check(*cause, excess, measured, bool(excess.min() > tolerance), "model"))
-
-    whiten = (
-        "whitening closes the gap",
-        "not reported (the paper recommends the closed form)",
-        f"holds when every whitened run on the worst-conditioned blocks with {gap} on centred inputs ends "
-        f"within {tolerance:g}; untestable where no block has such a gap",
-    )
-    whitened = block_gaps(runs, optimizer, "whitened", worst).reindex(gapped.index)
-    if gapped.empty:
-        claims.append(untestable(*whiten, "no worst-conditioned block has a gap on centred inputs"))
-    elif whitened.isna().any():
-        claims.append(untestable(*whiten, "no whitened-input runs on every block with a gap on centred inputs"))
-    else:
-        measured = f"blocks with a gap on centred inputs ({_spread(gapped)}): whitened final gap {_spread(whitened)}"
-        claims.append(check(*whiten, whitened, measured, bool(whitened.max() <= tolerance)))
-
-    rotated = (
-        "standardising does not close it",
-        "not reported (rotated, not axis-aligned, conditioning)",
-        f"holds when every standardised run on the blocks whose centred gap whitening closes still ends with "
-        f"{gap}; untestable where whitening closes no gap",
-    )
-    closed = whitened[whitened <= tolerance].index
-    standardised = block_gaps(runs, optimizer, "standardised", worst).reindex(closed)
-    if closed.empty:
-        claims.append(untestable(*rotated, "no block has a gap on centred inputs that whitening closes"))
-    elif standardised.isna().any():
-        claims.append(untestable(*rotated, "no standardised-input runs on every block whose gap whitening closes"))
-    else:
-        measured = f"blocks whose centred gap whitening closes: standardised final gap {_spread(standardised)}"
-        claims.append(check(*rotated, standardised, measured, bool(standardised.min() > tolerance)))
-    return claims
+def run_settings(config: BaselineConfig, rows_per_block: int) -> pd.DataFrame:
+    """The settings every trained baseline of a run shares, one row each (``rows_per_block``: rows sampled per
+    block)."""
+    return pd.Series({
+        "steps per run": config.steps, "minibatch rows": config.batch_size, "Adam base learning rate": config.lr_adam,
+        "SGD momentum": config.momentum, "learning-rate grid (× base)": ", ".join(f"{f:g}" for f in config.lr_factors),
+        "validation share of training rows": VALIDATION,
+        "targets": "standardised" if config.standardise_targets else "raw", "schedule": config.schedule,
+        "held-out R² logged every": config.log_every, "tolerance (R²)": config.tolerance,
+        "sampled rows per block": rows_per_block,
+    }, name="setting").to_frame()  # fmt: skip

@@ -97,3 +97,16 @@ def position_claims(sinks: pd.DataFrame, depends: float = DEPENDS, few: float = 
             or "none",
         ),
     ]
+
+
+def dependence_reading(sinks: pd.DataFrame, depends: float = DEPENDS) -> str:
+    """How to read the blocks' headline R²_lin against the first position: that none moves by ``depends`` or more
+    without it, or which blocks do (:func:`sink_blocks`) and that their numbers are read with the column beside."""
+    depending = sink_blocks(sinks, depends)
+    if depending.empty:
+        return f"no block's R²_lin moves by {depends} or more without the first position"
+    blocks = ", ".join(f"{m} {int(b)}" for m, b in zip(depending.model, depending.block))
+    return (
+        f"{len(depending)} of {len(sinks)} blocks ({blocks}) have a headline R²_lin that rests on the first position: "
+        "read their numbers with the column beside them"
+    )

@@ -7,3 +7,7 @@ readers' exercise answers with :mod:`~linrec.book.exercises`. The book's *build*
 notebooks, rendering, checks, the PDF) is not part of the library: it lives beside the chapters, in the
 repository's ``book/bookbuild``.
 """
+
+from linrec._lazy import lazy
+
+__getattr__, __dir__ = lazy(__name__, globals())

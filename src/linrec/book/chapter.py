@@ -1,9 +1,10 @@
 """What every chapter of the book calls first and last: which profile runs, and what ran where.
 
-``start`` is a chapter's first call: it runs :func:`setup`, clears the chapter's ledger and returns
-a :class:`Chapter`, through which the chapter reports its claims (recorded in the ledger, the verdict
-stated the same way in every chapter) and prints its provenance, without repeating its name and profile
-at every call.
+``begin`` is a chapter's one set-up call: it checks the chapter's parameters
+(:func:`linrec.book.params.check_params`) and calls ``start`` with its ``PROFILE`` and ``SEED``. ``start`` runs
+:func:`setup`, clears the chapter's ledger and returns a :class:`Chapter`, through which the chapter reports its
+claims (recorded in the ledger, the verdict stated the same way in every chapter) and prints its provenance,
+without repeating its name and profile at every call.
 
 ``setup`` resolves the profile (an explicit name wins, e.g. the ``PROFILE`` papermill injects;
 otherwise ``paper`` on Google Colab, where a GPU and the model hubs are at hand, and ``offline``
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ import torch
 
 from linrec.book import ledger
 from linrec.book.figures import show_figure
+from linrec.book.params import check_params
 from linrec.book.provenance import Provenance, on_colab, provenance, restart_clock
 from linrec.cache import cache_dir
 from linrec.errors import LinrecError, LinrecWarning
@@ -40,6 +42,7 @@ from linrec.report.claims import PLAIN, Claim, Verdicts, claims_table
 from linrec.report.tables import Table, show
 
 if TYPE_CHECKING:
+    from IPython.display import Markdown
     from matplotlib.figure import Figure
 
 _YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -153,6 +156,16 @@ class Chapter:
         display(Verdicts(self.profile.name, tuple(claims), plain, self.name))
         return show(claims_table(claims))
 
+    def show(self, table: pd.DataFrame, formats: Mapping[str, str] | None = None, fold: str | None = None) -> Table:
+        """``table`` formatted for reading (:func:`linrec.report.tables.show`), reached from the chapter."""
+        return show(table, formats, fold)
+
+    def markdown(self, text: str) -> Markdown:
+        """``text`` as Markdown, for a cell to end with (so that it shows as the cell's result)."""
+        from IPython.display import Markdown
+
+        return Markdown(text)
+
     def caveat(self) -> None:
         """Show :data:`PROFILE_CAVEAT`, the note every chapter with verdicts shares, beside its own specifics."""
         from IPython.display import Markdown, display
@@ -215,3 +228,41 @@ def start(
 
         transformers_logging.disable_progress_bar()
     return Chapter(name, get_profile(resolved, **overrides), seed, progress)
+
+
+def check(
+    params: Mapping[str, object],
+    *,
+    multiple_of: Iterable[tuple[str, str]] = (),
+    at_least: Iterable[tuple[str, str]] = (),
+    **rules: Iterable[str],
+) -> None:
+    """Check a chapter's parameters (``params``: its ``globals()``) as :func:`~linrec.book.params.check_params`
+    does, ``SEED`` (when the chapter has one) always as an integer: the checking half of :func:`begin`."""
+    rules = dict(rules)
+    if "SEED" in params and "SEED" not in {n for names in rules.values() for n in names}:
+        rules["integer"] = ["SEED", *rules.get("integer", ())]
+    check_params(params, multiple_of=multiple_of, at_least=at_least, **rules)
+
+
+def begin(
+    name: str,
+    params: MutableMapping[str, object],
+    *,
+    multiple_of: Iterable[tuple[str, str]] = (),
+    at_least: Iterable[tuple[str, str]] = (),
+    style: bool = True,
+    **rules: Iterable[str],
+) -> Chapter:
+    """A chapter's set-up in one call: check its parameters, start it, and return its :class:`Chapter`.
+
+    ``params`` is the chapter's ``globals()``; ``rules``, ``multiple_of`` and ``at_least`` are
+    :func:`~linrec.book.params.check_params`'s (:func:`check`: ``SEED``, when the chapter has one, is always
+    checked as an integer). Then :func:`start` with the chapter's ``PROFILE`` and ``SEED`` (0 without one), and
+    ``PROFILE`` in ``params`` becomes the resolved profile's name, so that the chapter reads which profile ran
+    (also ``ch.profile.name``) and never resolves it again.
+    """
+    check(params, multiple_of=multiple_of, at_least=at_least, **rules)
+    ch = start(name, params.get("PROFILE"), seed=params.get("SEED", 0), style=style)  # type: ignore[arg-type]
+    params["PROFILE"] = ch.profile.name
+    return ch

@@ -1,13 +1,15 @@
 """Chapter parameters checked where they are set, so a bad value fails in one line, not cells later.
 
-A chapter's first code cell after its ``parameters`` cell calls, for example::
+A chapter's first code cell after its ``parameters`` cell checks them through
+:func:`linrec.book.chapter.begin` (which also starts the chapter), for example::
 
-    check_params(globals(), integer=["SEED"], positive_int=["ROWS", "WIDTH"], folds=["FOLDS"],
-                 positive_int_or_none=["MAX_ROWS"], fraction=["MIN_R2"])
+    ch = chapter.begin("01_method", globals(), positive_int=["ROWS", "WIDTH"], folds=["FOLDS"],
+                       positive_int_or_none=["MAX_ROWS"], fraction=["MIN_R2"])
 
-and ``ROWS = -5`` stops there with ``parameter ROWS must be a positive integer; got -5`` instead of
-a tensor-shape error later (or argparse's usage text, when the value is handed to the CLI). Relations between
-parameters are checked there too: ``multiple_of=[("WIDTH", "HEADS")]`` refuses a width its heads cannot divide.
+with the rules of :func:`check_params` (``SEED`` is always checked as an integer), and ``ROWS = -5`` stops
+there with ``parameter ROWS must be a positive integer; got -5`` instead of a tensor-shape error later (or
+argparse's usage text, when the value is handed to the CLI). Relations between parameters are checked there
+too: ``multiple_of=[("WIDTH", "HEADS")]`` refuses a width its heads cannot divide.
 """
 
 from __future__ import annotations

@@ -215,3 +215,13 @@ def normalised_table(
             }
         )
     return pd.DataFrame(out)
+
+
+def spread_blocks(depth: int, count: int | None) -> list[int] | None:
+    """``count`` block indices spread evenly over ``depth`` blocks, first and last included (fewer where rounding
+    merges two); None (every block, as :func:`crossfeed_grid` reads it) when ``count`` is None."""
+    if count is None:
+        return None
+    import numpy as np
+
+    return sorted({round(x) for x in np.linspace(0, depth - 1, count)})

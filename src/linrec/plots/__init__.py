@@ -1,6 +1,9 @@
 """Figures of the linrec book: one module per kind of figure, each returning a matplotlib Figure."""
 
+from linrec._lazy import lazy
 from linrec.errors import LinrecError
+
+__getattr__, __dir__ = lazy(__name__, globals())
 
 
 def use_book_style() -> None:

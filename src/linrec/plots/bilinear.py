@@ -14,7 +14,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from linrec.analysis.bilinear import FFN_CONTROLS
+from linrec.analysis.bilinear_controls import FFN_CONTROLS
 from linrec.plots._columns import R2_GLOBAL_LABEL, require
 from linrec.plots._layout import SMALL, WIDTH, legend_below, line_labels, log_ticks
 from linrec.stats import Correlation

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 CITATION = (
     "Whipp, S. (2026). How Linear Is a Transformer Feed-Forward Block? Per-Block Linear Recoverability Is Learned, "
     "Not Architectural. arXiv:2606.19379."
@@ -44,6 +46,32 @@ TRAINED_BASELINES = Reported(
 CORPUS_ROBUSTNESS = Reported("corpus robustness", "depth profiles overlay across three domains", "Fig. 5")
 ROWS_PER_BLOCK = Reported("rows per block", "about 15,000–30,000 token rows, sequence length 128", "setup")
 
+NOT_STATED = "not stated in the sources"
+"""What a table shows, in the paper's column, for a figure the paper's sources do not give."""
+
+EARLY_SWAP_SETUP = {
+    "model, text": "GPT-2 (124M), WikiText-2",
+    "FFN": "768 → 3072 → 768",
+    "block": "an early block",
+    "parameter ratio": "8× (7.996 numbers stored)",
+    "ΔPPL [95% interval]": "+0.77",
+    "perplexity before": NOT_STATED,
+    "relative ΔPPL": NOT_STATED,
+}
+"""The single-layer replacement of :data:`EARLY_SWAP` row by row, as chapter 5 sets it beside its own swap."""
+
+SETUP = {
+    "models": "GPT-2 124M, Pythia-160m, llama-160m",
+    "width d": "768",
+    "FFN blocks": "12 per model",
+    "rows per block": "about 15–30k",
+    "sequence length": "128",
+    "text": "WikiText-2-raw",
+    "held-out": "held-out split (fraction not stated)",
+}
+"""The paper's measurement setup row by row (:data:`ROWS_PER_BLOCK` among them), as chapter 1 sets it beside its
+own."""
+
 REPORTED: tuple[Reported, ...] = (
     R2_RANGE,
     PROFILE_SHAPE,
@@ -57,3 +85,8 @@ REPORTED: tuple[Reported, ...] = (
     ROWS_PER_BLOCK,
 )
 """Every reported figure, in the order the appendix lists them."""
+
+
+def reported_table() -> pd.DataFrame:
+    """:data:`REPORTED` as a table, one row per figure: ``quantity``, ``paper (reported)``, ``where``."""
+    return pd.DataFrame([{"quantity": r.quantity, "paper (reported)": r.value, "where": r.source} for r in REPORTED])
