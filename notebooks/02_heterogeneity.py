@@ -25,7 +25,6 @@ from linrec.book import chapter
 
 ch = chapter.begin("02_heterogeneity", globals(), names_or_none=["MODELS"], flag=["SWAP"], positive_int_or_none=["SWAP_TOKENS"],
                    fraction=["HIGH", "LOW", "DEPENDS"], positive_number=["SIGMAS"])
-MODELS = list(MODELS or ch.profile.models)
 
 # %% [markdown]
 # ## Measuring every block of every model

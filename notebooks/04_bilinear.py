@@ -41,7 +41,6 @@ from linrec.book import chapter
 ch = chapter.begin("04_bilinear", globals(), names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
                    positive_int=["TOP_DIMS", "PROBE_SEEDS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
                    positive_number=["LOW_RANK"])  # fmt: skip
-MODELS = list(MODELS or ch.profile.models)
 probe = ch.profile.probe
 config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device)
 seeded_config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, device=ch.profile.device)

@@ -20,15 +20,12 @@ SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of each m
 KEEPS = 0.5  # heterogeneity persists when the largest model keeps this share of the smallest's spread (sd)
 
 # %%
-import pandas as pd
-import torch
-
 import linrec
 from linrec.book import chapter
 
 ch = chapter.begin("11_scale", globals(), names_or_none=["MODELS"], flag=["SWAP"],
                    positive_int_or_none=["SWAP_TOKENS"], fraction=["KEEPS"])
-series = ch.profile.series_profile(gpu=torch.cuda.is_available())
+series = ch.profile.series_profile()
 MODELS = list(MODELS or series.models)
 
 # %% [markdown]
@@ -76,15 +73,11 @@ ch.figure(fig, table, "fig-scale-profiles")
 
 # %%
 if SWAP:
-    swaps = pd.concat([linrec.experiment.swaps.affine_swaps(series, [r], max_tokens=SWAP_TOKENS or series.budget(m).eval_tokens // 4,
-                                    progress=ch.progress, cache=True, blocks=series.swap_blocks(len(r.blocks)))
-                       for m, r in measured.items()], ignore_index=True)  # fmt: skip
-    swaps = linrec.analysis.scale.at_fixed_depths(swaps, {m: len(r.blocks) for m, r in measured.items()}, linrec.experiment.profiles.SCALE_DEPTHS)
-    swaps = swaps.merge(table[["model", "block", "r2_lin"]], on=["model", "block"])
+    swaps = linrec.analysis.scale.fixed_depth_swaps(series, measured, table, SWAP_TOKENS, progress=ch.progress)
     display(ch.show(swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]], {"relative": ".2%"},
                  fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share"))  # fmt: skip
 else:
-    swaps = pd.DataFrame(columns=["model", "block", "depth", "relative"])
+    swaps = linrec.analysis.scale.NO_SWAPS
     print("SWAP = False: the swap panel is left empty")
 
 # %% [markdown]

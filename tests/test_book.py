@@ -705,6 +705,18 @@ def test_begin_checks_the_parameters_then_starts_with_the_chapters_profile_and_s
     assert started == [("00_test", None, 3)] and params["PROFILE"] == "offline"
 
 
+def test_begin_gives_models_and_corpora_left_none_the_profiles_and_keeps_those_named(monkeypatch):
+    profile = types.SimpleNamespace(name="offline", models=("a", "b"), corpora=("x",))
+    monkeypatch.setattr(book, "start", lambda *a, **k: types.SimpleNamespace(profile=profile))
+    for given, models in ((None, ["a", "b"]), (["b"], ["b"]), (("b", "a"), ["b", "a"])):
+        params = {"PROFILE": None, "MODELS": given, "CORPORA": None}
+        book.begin("00_test", params, names_or_none=["MODELS", "CORPORA"])
+        assert params["MODELS"] == models and params["CORPORA"] == ["x"]
+    params = {"PROFILE": None}
+    book.begin("00_test", params)
+    assert "MODELS" not in params and "CORPORA" not in params  # only a chapter that has them gets them
+
+
 def test_linrec_reaches_submodules_lazily_and_stays_cheap_to_import():
     code = (
         "import sys, linrec\n"

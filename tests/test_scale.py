@@ -126,9 +126,9 @@ def test_chapter_fields_stay_out_of_the_cache_key():
 
 def test_the_paper_series_is_the_pythia_suite_and_the_shapes_profile_knows_their_shapes():
     paper = PROFILES["paper"]
-    assert paper.series_profile().models == PYTHIA_SUITE
+    assert paper.series_profile(gpu=False).models == PYTHIA_SUITE
     assert paper.series_profile(gpu=True).models == PYTHIA_SUITE + PYTHIA_LARGE
-    assert paper.series_profile().budget("EleutherAI/pythia-1.4b").rows_per_block == 64 * 2048
+    assert paper.series_profile(gpu=False).budget("EleutherAI/pythia-1.4b").rows_per_block == 64 * 2048
     for model in PYTHIA_SUITE + PYTHIA_LARGE:  # no probes in the chapter: a sample of the first and last block only
         budget = paper.series_profile(gpu=True).budget(model)
         assert budget.sample_rows == 1024 and budget.sampled(24) == [0, 23]
@@ -216,11 +216,21 @@ def test_on_a_gpu_the_paper_series_spreads_its_largest_models_and_keys_them_apar
     from linrec.experiment.measurement import entry_path
 
     big = PROFILES["paper"].series_profile(gpu=True)
-    assert (big.device_map, big.device) == ("auto", None) and PROFILES["paper"].series_profile().device_map is None
+    assert (big.device_map, big.device) == ("auto", None) and PROFILES["paper"].series_profile(
+        gpu=False
+    ).device_map is None
     text = load_corpus("stdlib-prose")
-    small = PROFILES["paper"].series_profile()
+    small = PROFILES["paper"].series_profile(gpu=False)
     assert entry_path(big, "EleutherAI/pythia-70m", "final", text) != entry_path(
         small, "EleutherAI/pythia-70m", "final", text
     )
     with pytest.raises(LinrecError, match="device or device_map"):
         get_profile("paper", device="cpu", device_map="auto")
+
+
+def test_the_series_takes_the_larger_models_by_default_only_where_cuda_is_present(monkeypatch):
+    import torch
+
+    for cuda, models in ((False, PYTHIA_SUITE), (True, PYTHIA_SUITE + PYTHIA_LARGE)):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        assert PROFILES["paper"].series_profile().models == models

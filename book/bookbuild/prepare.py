@@ -54,13 +54,11 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
     3), its final weights on every other corpus (chapter 7) and its other training checkpoints (chapter 8). Where
     the profile has a scale series, the scale chapter asks for the series' models instead of the profile's (the
     larger ones too where CUDA is present, as the chapter does)."""
-    import torch
-
     from linrec.analysis.depth import training_checkpoints
 
     out: list[Planned] = []
     if profile.series:
-        series = profile.series_profile(gpu=torch.cuda.is_available())
+        series = profile.series_profile()
         texts = {m: series.budget(m).corpus or series.corpora[0] for m in series.models}
         out += [Planned(m, "final", texts[m], "samples", (SERIES_CHAPTER,), series=True) for m in reversed(texts)]
     not_by = (SERIES_CHAPTER,) if profile.series else ()
@@ -88,7 +86,7 @@ def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
 
     profile, plan = args
     if plan.series:
-        profile = profile.series_profile(gpu=torch.cuda.is_available())
+        profile = profile.series_profile()
     if profile.zoo is not None:
         torch.set_num_threads(1)
     start = time.perf_counter()

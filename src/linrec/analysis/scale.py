@@ -12,6 +12,7 @@ of the statistic on log10(parameters), with a percentile bootstrap interval that
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,10 @@ import torch
 from linrec.errors import LinrecError
 from linrec.report.claims import Claim
 from linrec.stats import percentile_interval
+
+if TYPE_CHECKING:
+    from linrec.experiment.measurement import ProfileMeasurement
+    from linrec.experiment.profiles import Profile
 
 KEEPS = 0.5
 """The largest model keeps its profile's spread when its standard deviation of R²_lin over blocks is at least this
@@ -232,3 +237,30 @@ def at_fixed_depths(swaps: pd.DataFrame, blocks: Mapping[str, int], depths: tupl
     nominal = {(m, round(d * (n - 1))): d for m, n in blocks.items() for d in reversed(depths)}
     kept = swaps[[(m, b) in nominal for m, b in zip(swaps["model"], swaps["block"], strict=True)]]
     return kept.assign(depth=[nominal[(m, b)] for m, b in zip(kept["model"], kept["block"], strict=True)])
+
+
+NO_SWAPS = pd.DataFrame(columns=["model", "block", "depth", "relative"])
+"""The swap table of a run that swapped nothing (``SWAP = False``): the trends figure leaves its panel empty."""
+
+
+def fixed_depth_swaps(
+    series: Profile,
+    measured: Mapping[str, ProfileMeasurement],
+    table: pd.DataFrame,
+    swap_tokens: int | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Each model's blocks nearest the fixed relative depths (:data:`~linrec.experiment.profiles.SCALE_DEPTHS`)
+    swapped alone for their affine maps (cached), scored on ``swap_tokens`` tokens (default: a quarter of the model's
+    evaluation tokens), with each block's R²_lin from ``table``."""
+    from linrec.experiment.profiles import SCALE_DEPTHS
+    from linrec.experiment.swaps import affine_swaps
+
+    def tokens(model: str) -> int:
+        return swap_tokens or int(series.budget(model).eval_tokens or 0) // 4  # budget() fills eval_tokens in
+
+    swaps = pd.concat([affine_swaps(series, [r], max_tokens=tokens(m), progress=progress, cache=True,
+                                    blocks=series.swap_blocks(len(r.blocks)))
+                       for m, r in measured.items()], ignore_index=True)  # fmt: skip
+    swaps = at_fixed_depths(swaps, {m: len(r.blocks) for m, r in measured.items()}, SCALE_DEPTHS)
+    return swaps.merge(table[["model", "block", "r2_lin"]], on=["model", "block"])

@@ -133,14 +133,19 @@ class Profile:
         :attr:`swap_depths` (:func:`depth_blocks`), or None for every block."""
         return None if self.swap_depths is None else depth_blocks(n_blocks, self.swap_depths)
 
-    def series_profile(self, gpu: bool = False) -> Profile:
+    def series_profile(self, gpu: bool | None = None) -> Profile:
         """The profile the scale chapter measures its models under: this one, or, where :attr:`series` names other
-        models, this one with them as its models (and :attr:`series_gpu` too when ``gpu``, spread over the devices
+        models, this one with them as its models (and :attr:`series_gpu` too when ``gpu``, by default where CUDA is
+        present, spread over the devices
         with ``device_map="auto"``), each keeping a row sample of its first and last block only
         (:data:`~linrec.experiment.budgets.SERIES_SAMPLE`): the chapter trains no probe, and a sample of every block
         of Pythia-1.4b would hold 6.4 GB of rows (measured: ``book/resources.md``)."""
         if not self.series:
             return self
+        if gpu is None:
+            import torch
+
+            gpu = torch.cuda.is_available()
         models = self.series + (self.series_gpu if gpu else ())
         own = dict(self.budgets)
         light = tuple((m, series_sampled(own.get(m, Budget()))) for m in models)
