@@ -52,6 +52,7 @@ def test_tuned_runs_reach_the_ceiling_on_a_well_conditioned_toy():
         assert 0 < best.steps_to_ceiling <= CONFIG.steps and best.seconds_to_ceiling > 0
 
 
+@pytest.mark.slow
 def test_at_the_paper_settings_an_offset_or_scaled_target_defeats_usual_adam_not_the_tuned_standardised_one():
     """Condition number 1: whatever stops Adam at lr 1e-3 on a raw target is the target, not the inputs."""
     config = baseline_config(get_profile("paper").probe)
@@ -71,6 +72,7 @@ def test_standardised_training_does_not_see_a_target_s_offset_or_scale():
     assert moved.ceiling == pytest.approx(plain.ceiling, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_tuned_runs_lag_on_an_ill_conditioned_toy_and_whitening_closes_the_gap():
     rows = planted_rows(3)
     table = summary(

@@ -114,6 +114,7 @@ def test_probe_config_takes_the_profile_budget():
         probe_config(ProbeSettings(), steps=0)
 
 
+@pytest.mark.slow
 def test_probe_sweep_labels_models_and_gate_summary():
     measured = {
         "a": fake_measurement({0: linear(0), 1: linear(1)}),
@@ -273,6 +274,7 @@ def planted_sweep() -> pd.DataFrame:
     return probe_sweep(measured, CHAPTER, progress=False, seeded=SEEDED).assign(kind=kinds)
 
 
+@pytest.mark.slow
 def test_planted_controls_at_the_chapter_budget(controls):
     """A quadratic residual is captured, an odd one with no quadratic part is not, and the random FFNs land between
     them: at the chapter's budget (ten times the offline profile's steps as a cap, early stopping on validation)."""
@@ -289,6 +291,7 @@ def test_planted_controls_at_the_chapter_budget(controls):
         planted_residual("even")
 
 
+@pytest.mark.slow
 def test_cached_controls_are_the_computed_ones_and_computed_once(controls, tmp_path, monkeypatch):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     first = probe_controls(CHAPTER, d=WIDTH, cache=True)
@@ -300,6 +303,7 @@ def test_cached_controls_are_the_computed_ones_and_computed_once(controls, tmp_p
         probe_controls(CHAPTER, d=WIDTH, seed=1, cache=True)  # another setting is another entry
 
 
+@pytest.mark.slow
 def test_share_and_gain_verdicts_on_planted_blocks_at_the_chapter_budget(controls, planted_sweep):
     """Each planted block as a one-block run: the share claim says yes on the odd residual only; a random FFN's
     residual (no different from the controls') and a low-rank quadratic's must not pass; the gain claim says yes
@@ -314,6 +318,7 @@ def test_share_and_gain_verdicts_on_planted_blocks_at_the_chapter_budget(control
     assert verdicts(by_kind["odd"], controls=failing)["bilinear probe gain"] == "untestable"  # small gain, blind probe
 
 
+@pytest.mark.slow
 def test_gate_verdict_at_the_chapter_budget():
     """At the chapter's budget: the reference block (a quadratic residual the probe captures) keeps its gate at this
     width, so the rule can decide. Two near-linear planted blocks as one-block runs: one whose residual is odd

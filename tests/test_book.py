@@ -52,6 +52,7 @@ def test_unknown_profile_lists_the_valid_ones():
     assert all(name in str(err.value) for name in ("paper", "offline", "smoke"))
 
 
+@pytest.mark.slow
 def test_setup_seeds_torch_and_returns_the_profile(capsys):
     assert book.setup("smoke", seed=3, style=False) == "smoke"
     first = torch.rand(3)
@@ -437,6 +438,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(tmp_path, capfd):
     runs = [
         _chapter(tmp_path, "98_last", AFTER_BOTH),
@@ -456,6 +458,7 @@ with open(pathlib.Path(DIR) / "order.txt", "a") as f:
 """
 
 
+@pytest.mark.slow
 def test_chapters_start_longest_first_by_the_last_build_and_unmeasured_ones_before_them(tmp_path):
     runs = [_chapter(tmp_path, stem, RECORD_START.format(me=stem)) for stem in ("01_a", "02_b", "03_c", "98_last")]
     ex.run_chapters(
@@ -596,6 +599,7 @@ def test_a_cache_that_cannot_hold_entries_fails_the_build_first(tmp_path, monkey
     assert f"linrec: error: cannot write the cache {tmp_path / 'plain'}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(tmp_path):
     slow = _chapter(tmp_path, "01_slow", SLOW)
     bad = _chapter(tmp_path, "02_bad", FAILS_BESIDE_SLOW)

@@ -85,6 +85,7 @@ def _reader(root: str, start_at: float) -> int:
     raise AssertionError("the writers never finished")
 
 
+@pytest.mark.slow
 def test_concurrent_writers_and_readers_of_the_same_keys(tmp_path):
     start_at = time.time() + 5  # past the start-up of every process, so that they collide
     with ProcessPoolExecutor(6, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -152,6 +153,7 @@ def _build(root: str, start_at: float) -> bool:
     return build_entry(Path(root) / "entry", functools.partial(_slow_build, Path(root) / "builds.log"))
 
 
+@pytest.mark.slow
 def test_one_process_builds_a_key_while_the_other_waits(tmp_path):
     start_at = time.time() + 5
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:

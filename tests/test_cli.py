@@ -181,6 +181,7 @@ def test_unreachable_hub_fails_in_seconds(offline, text_file, monkeypatch, capsy
     assert time.perf_counter() - start < 15
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_give_the_single_process_table(model_dirs, text_file, tmp_path):
     args = [
         "profile",
@@ -503,6 +504,7 @@ def test_profile_table_names_its_versions_prints_short_names_and_help_explains_e
     assert set(table.columns) <= described, set(table.columns) - described
 
 
+@pytest.mark.slow
 def test_profile_spreads_windows_over_a_named_corpus_and_folds_it_by_document(
     model_dirs, text_file, tmp_path, monkeypatch
 ):
@@ -688,6 +690,7 @@ sys.exit(main(["bench"]))
 """
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_command_with_130_and_no_traceback():
     """SIGTERM as a scheduler or `kill` sends it, to a real process (Ctrl-C's KeyboardInterrupt is tested above)."""
     import signal

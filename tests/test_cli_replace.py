@@ -63,6 +63,7 @@ def test_profile_measures_the_replaced_model(replaced_dir, text_file, tmp_path, 
     assert table.r2_lin.tolist() == pytest.approx([1.0, 1.0], abs=1e-6)  # an affine map is exactly linear
 
 
+@pytest.mark.slow
 def test_greedy_replace_prints_and_records_each_step(model_dirs, text_file, tmp_path, capsys):
     out = tmp_path / "greedy"
     argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--kind", "lowrank:4"]
@@ -95,6 +96,7 @@ def test_device_map_auto_replaces_as_a_single_device_does(replaced_dir, model_di
     assert [type(model.model.layers[b].mlp).__name__ for b in (0, 1)] == ["AffineFFN"] * 2
 
 
+@pytest.mark.slow
 def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, text_file, tmp_path, tokenizer):
     """The second text's perplexities equal the model's own loss over its windows, before and after (the base model
     loaded by transformers alone, the replaced one from the directory); decoding is timed before and after."""

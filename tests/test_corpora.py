@@ -29,6 +29,7 @@ def _forget_built_corpora():
         cache.cache_clear()
 
 
+@pytest.mark.slow
 def test_offline_corpora_rebuild_to_the_same_hash(tmp_path, monkeypatch):
     built = []
     for where in ("first", "second", "first"):  # build, build again from scratch, then read back from disk
@@ -71,6 +72,7 @@ def test_joined_is_one_join_of_every_piece_and_starts_each_unit_with_words():
     assert joined([["  "], ["x"]], "\n") == ("  \nx", (0,))
 
 
+@pytest.mark.slow
 def test_offline_documents_are_modules_and_blocks():
     for name, domain in (("stdlib-prose", "prose"), ("stdlib-code", "code")):
         corpus = load_corpus(name)

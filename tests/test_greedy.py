@@ -70,6 +70,7 @@ def hand_rolled_greedy(model, evals, maps, budget):
     return single, steps, kept, cost
 
 
+@pytest.mark.slow
 def test_greedy_selection_agrees_with_the_rule_written_out_on_a_planted_model(setup):
     model, evals, maps = setup
     single, steps, kept, cost = hand_rolled_greedy(model, evals, maps, math.inf)

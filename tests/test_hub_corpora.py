@@ -223,6 +223,7 @@ def test_a_failing_hub_falls_back_on_the_recorded_commit_else_names_the_offline_
     assert resolve_revision("org/model", "step1", cache_dir=tmp_path, local_files_only=True) is None
 
 
+@pytest.mark.slow
 def test_a_silent_endpoint_fails_within_seconds(monkeypatch, tmp_path):
     port, requests = serve(None)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
@@ -360,6 +361,7 @@ def shaped_cache(tmp_path_factory):
         yield Path(os.environ["LINREC_CACHE"])
 
 
+@pytest.mark.slow
 def test_shaped_corpora_have_the_paper_layouts_and_come_through_datasets(shaped_cache, monkeypatch):
     read = []
     real = shaped_corpora._local_rows

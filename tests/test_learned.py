@@ -106,6 +106,7 @@ def first_matrix(mlp: torch.nn.Module) -> torch.Tensor:
     raise AssertionError(type(mlp))
 
 
+@pytest.mark.slow
 def test_a_profile_set_by_design_is_not_read_as_learned(batches):
     """The issue's false case: untrained models of several families whose FFN input matrices are scaled by one
     per-block schedule shared by all (a profile set by design, with no learning). Shuffling keeps every matrix's

@@ -131,6 +131,7 @@ def _rss() -> int:
         return int(f.read().split()[1]) * 4096
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not __import__("pathlib").Path("/proc/self/statm").exists(), reason="needs /proc (Linux)")
 def test_holding_many_measurements_costs_no_more_memory_than_one(tmp_path, monkeypatch):
     """Four 80 MB entries held at once, each read block by block: resident memory grows by less than one entry."""

@@ -104,6 +104,7 @@ def _record(distribution: metadata.Distribution, file: str) -> tuple[int, str]:
     return entry.size, base64.urlsafe_b64decode(entry.hash.value + "=" * (-len(entry.hash.value) % 4)).hex()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PACKAGED))
 def test_pins_agree_with_what_the_packages_record(name):
     """The pinned size and sha256 are the ones the packages themselves record: SmolLM2's wheel RECORD for its file;
@@ -139,6 +140,7 @@ def test_the_stated_licence_is_the_one_installed(name, file, says):
         assert "Last modified: March 24, 2025" in text and "found at ai.google.dev/gemma/terms" in text
 
 
+@pytest.mark.slow
 def test_gemma_is_joined_from_its_parts_into_the_cache(real):
     """The four parts joined in order are the pinned file (size and sha256), in the cache, not beside the parts."""
     real(GEMMA)
@@ -148,6 +150,7 @@ def test_gemma_is_joined_from_its_parts_into_the_cache(real):
     assert path.stat().st_size == 253_113_024 and file_sha256(path) == PACKAGED[GEMMA].sha256
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PACKAGED))
 def test_real_model_knows_the_capital_of_france(name, real):
     model, tokenizer, _ = real(name)
@@ -157,6 +160,7 @@ def test_real_model_knows_the_capital_of_france(name, real):
     assert " Paris" in [tokenizer.decode([int(i)]) for i in top]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "architecture", "quantisation", "ffn_up"),
     [
@@ -186,6 +190,7 @@ def test_dequantised_weights_match_gguf_own_dequantisation(name, architecture, q
     assert quantisation.removeprefix("MOSTLY_") in origin.weights and origin.sha256 in origin.weights
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PACKAGED))
 def test_real_model_measures_two_blocks(name, real):
     """Blocks 0 and 1 on at least 3,072 rows and three training rows per input dimension (2,304 training rows per
@@ -200,6 +205,7 @@ def test_real_model_measures_two_blocks(name, real):
     assert np.isfinite(table["r2_lin"]).all() and table["r2_lin"].between(0, 1).all(), table
 
 
+@pytest.mark.slow
 def test_smollm2_blocks_differ_in_linearity(real):
     """About a thousand rows of text through SmolLM2: block 11, whose output is dominated by one massive channel at
     the window's first position, is far more linear than block 0, which at about one training row per input
@@ -220,6 +226,7 @@ def test_gguf_dequantised_once_then_read_from_the_cache(real, monkeypatch):
     assert again == directory and info.sha256 == PACKAGED[SMOL].sha256
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "block", "rows"), [(SMOL, "11", "1024"), (GEMMA, "1", "1152")])
 def test_cli_measures_a_packaged_model_by_name_and_records_its_file(name, block, rows, real, tmp_path):
     from linrec.cli import main

@@ -110,6 +110,7 @@ def test_python_floor_is_the_oldest_the_pinned_packages_support():
     assert [n for n, spec in floors.items() if "3.10" not in spec], "nothing pinned needs 3.11: lower the floor"
 
 
+@pytest.mark.slow
 def test_import_linrec_needs_no_plotting_library():
     """Everything but linrec.plots imports without matplotlib or seaborn (they are in the notebook/book extras)."""
     code = (
@@ -154,6 +155,7 @@ def test_wheel_ships_the_library_typed_and_licensed_and_not_the_books_build(tmp_
     }
 
 
+@pytest.mark.slow
 def test_import_linrec_defers_torch_until_a_public_name_is_used():
     probe = (
         "import sys, linrec; heavy = {'torch', 'transformers', 'pandas'} & set(sys.modules); "

@@ -41,6 +41,7 @@ def figure_png() -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_book_is_printed_with_its_figures_and_checked_for_pages_and_figures(tmp_path):
     image = f'<img src="data:image/png;base64,{figure_png()}"/>'

@@ -62,6 +62,7 @@ def test_representative_blocks_are_the_extremes(measured):
         representative_blocks(table.drop(columns="input_condition"))
 
 
+@pytest.mark.slow
 def test_pitfall_runs_join_the_conditioning_and_whitening_helps(measured):
     table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
     chosen = representative_blocks(table)
@@ -167,6 +168,7 @@ def verdicts(measured: dict[str, ProfileMeasurement], config: BaselineConfig, op
     return claims_table(pitfall_claims(runs, config.tolerance)).set_index("claim").reproduced.to_dict()
 
 
+@pytest.mark.slow
 def test_an_input_offset_is_not_read_as_conditioning():
     """The issue's false case: κ 1.2 with inputs offset by 30 (against κ 1) defeats raw runs, and centring shows that
     the conditioning has no part in it; κ 1.2 alone leaves no shortfall to explain."""
@@ -183,6 +185,7 @@ def test_an_input_offset_is_not_read_as_conditioning():
     assert found["raw baselines fall short (sgd)"] == "no"
 
 
+@pytest.mark.slow
 def test_axis_aligned_conditioning_is_closed_by_standardising():
     """κ 10⁴ along the coordinate axes holds SGD back on centred inputs, and standardising removes it: the
     conditioning is there, but it is not rotated."""

@@ -188,6 +188,7 @@ def test_position_figure_sets_all_rows_against_later_ones():
         depth.position_figure(table.drop(columns="first_position_share"))
 
 
+@pytest.mark.slow
 def test_convergence_figure_draws_the_median_and_the_lowest_block_per_model_against_rows_per_dimension():
     rows = [{"model": m, "block": b, "folds": f, "train_rows": 1000 * (f - 1), "r2_lin": r - 0.1 / f, "d_in": d}
             for m, d in (("a", 100), ("b", 250))

@@ -45,6 +45,7 @@ def baseline_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return curves, runs
 
 
+@pytest.mark.slow
 def test_curve_figure_has_steps_and_seconds_for_each_block_and_shows_negative_gaps():
     curves, _ = baseline_tables()
     fig = figures.curve_figure(curves, tolerance=0.01, floor=1e-4)

@@ -76,6 +76,7 @@ def test_probe_starts_at_the_closed_form():
         PolyProbe(fit, train, rank=4, gate="vector", gate_init=0.0, seed=0)
 
 
+@pytest.mark.slow
 def test_probe_table_over_blocks():
     sample = {block: planted(kind, seed=block) for block, kind in enumerate(("affine", "bilinear"))}
     table = probe_table(sample, config=ProbeConfig(rank=8, steps=300), progress=False)

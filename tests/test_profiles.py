@@ -179,6 +179,7 @@ def test_paper_model_fails_fast_without_the_hub(monkeypatch, tmp_path):
     assert OFFLINE_HINT in str(err.value) and time.monotonic() - start < 10
 
 
+@pytest.mark.slow
 def test_zoo_profile_trains_a_missing_model_on_first_use(tmp_path, monkeypatch):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     smoke = ZOOS["smoke"]
@@ -203,6 +204,7 @@ def test_sampled_blocks_are_fixed_by_depth():
         Budget(every=0).sampled(30)
 
 
+@pytest.mark.slow
 def test_a_text_too_short_for_the_rows_fails_before_any_weights_load(tmp_path, monkeypatch, no_weights):
     from linrec.experiment.measurement import measurement
 

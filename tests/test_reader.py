@@ -54,6 +54,7 @@ def test_clipped_content_and_row_numbers_are_found_and_scrolling_with_a_cue_or_w
     assert "pandas' row numbers" in found[2] and "linrec.report.show" in found[2]
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_book_stylesheet_scrolls_wide_outputs_with_a_cue_and_wraps_code(tmp_path):
     outputs = (
@@ -65,6 +66,7 @@ def test_the_book_stylesheet_scrolls_wide_outputs_with_a_cue_and_wraps_code(tmp_
     assert len(page_problems([page(tmp_path, outputs, css=False)], tmp_path)) == 3  # the same page unstyled
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_page_read_before_mathjax_is_done_is_a_problem(tmp_path):
     stuck = page(
@@ -80,6 +82,7 @@ def test_a_page_read_before_mathjax_is_done_is_a_problem(tmp_path):
         assert browser.open(page(tmp_path, "<p>no maths</p>", "plain.html")).settled == "no mathjax"
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_screenshot_is_taken_once_the_page_is_settled(tmp_path):
     shot = tmp_path / "shot.png"

@@ -57,6 +57,7 @@ def independent_ppl(model, batches) -> float:
     return math.exp(total / tokens)
 
 
+@pytest.mark.slow
 def test_the_directory_records_what_was_done(replaced, base_dir, texts):
     result, out = replaced
     assert sorted(p.name for p in out.iterdir()) == sorted([FIGURE, MAPS, RECORD, REPORT])
@@ -127,6 +128,7 @@ def test_the_round_trip_is_exact(replaced, texts):
             model.save_pretrained(out / "nope")
 
 
+@pytest.mark.slow
 def test_greedy_replace_records_every_candidate_and_step(base_dir, texts, tmp_path):
     model, _ = load_model(str(base_dir))
     result = replace(model, *texts, kind="affine", max_ppl_increase="1000%", folds=4, progress=False)
@@ -152,6 +154,7 @@ def _equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+@pytest.mark.slow
 def test_refit_fits_later_blocks_on_what_the_modified_model_feeds_them(base_dir, texts):
     model, _ = load_model(str(base_dir))
     fit, evals = texts

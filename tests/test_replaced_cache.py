@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import pandas as pd
 import torch
 
@@ -15,6 +17,7 @@ def _batches(tokenizer, text: str, rows: int, offset: int = 0):
     return make_batches(tokenizer, text[offset:], seq_len=32, max_rows=rows, batch_size=16)
 
 
+@pytest.mark.slow
 def test_a_replacement_is_chosen_once_then_read_back_equal(tmp_path, monkeypatch, tokenizer, text):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     calls = []

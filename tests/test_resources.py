@@ -14,6 +14,7 @@ def resources():
     return book_script("resources")
 
 
+@pytest.mark.slow
 def test_the_peak_of_a_grandchild_is_counted(resources, tmp_path):
     """Papermill runs a chapter in a kernel, a grandchild of the process started: its memory must count."""
     grandchild = (  # touches every page of 400 MB, so that it is resident

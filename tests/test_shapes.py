@@ -50,6 +50,7 @@ def corpus():
     return load_corpus("stdlib-prose")
 
 
+@pytest.mark.slow
 def test_the_paper_models_have_their_real_shapes(loaded):
     for name, (model, tokenizer) in loaded.items():
         rows, size, _ = EXPECTED[name]
@@ -84,6 +85,7 @@ def test_the_llama_tokenizer_is_converted_from_tokenizer_model_alone():
     assert tokenizer.convert_ids_to_tokens(tokenizer("é€")["input_ids"])[0] == "<s>"
 
 
+@pytest.mark.slow
 def test_measure_and_a_swap_at_full_size(loaded, corpus):
     rows = rows_needed(768, FOLDS, SEQ_LEN)  # the fewest rows that leave every training split width + 1 rows
     for name, (model, tokenizer) in loaded.items():
@@ -98,6 +100,7 @@ def test_measure_and_a_swap_at_full_size(loaded, corpus):
         assert swap.params[0] == 768 * 768 + 768  # the closed-form affine map that replaced block 5
 
 
+@pytest.mark.slow
 def test_weights_are_seeded_by_name_and_revision(loaded):
     final = load_shaped(PYTHIA, revision="step143000", device="cpu")[0]
     for a, b in zip(final.state_dict().values(), loaded[PYTHIA][0].state_dict().values()):
@@ -185,6 +188,7 @@ def test_a_missing_sentencepiece_is_named(monkeypatch, tmp_path):
             check.cache_clear()
 
 
+@pytest.mark.slow
 def test_a_saved_shaped_model_loads_as_a_local_checkpoint(loaded, tmp_path):
     """Chapter 9 hands the CLI a shaped model as a directory: it must load with the same weights and tokenizer."""
     path = save_shaped(GPT2, tmp_path / "gpt2")

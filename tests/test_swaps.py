@@ -59,6 +59,7 @@ def test_swap_of_an_affine_block_costs_nothing(two_models, loaded):
     np.testing.assert_allclose(table["relative"], table["delta_ppl"] / table["base_ppl"])
 
 
+@pytest.mark.slow
 def test_affine_swaps_keep_order_labels_and_token_budget(two_models, loaded, tokenizer):
     _, captured = two_models
     table = affine_swaps(PROFILE, [captured["gelu"], captured["affine"]], max_tokens=512, progress=False)
@@ -74,6 +75,7 @@ def test_affine_swaps_keep_order_labels_and_token_budget(two_models, loaded, tok
         affine_swaps(PROFILE, [captured["gelu"]], corpus="wikitext-2", progress=False)
 
 
+@pytest.mark.slow
 def test_cached_swaps_are_scored_once(two_models, loaded, monkeypatch, tmp_path):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     _, captured = two_models
@@ -87,6 +89,7 @@ def test_cached_swaps_are_scored_once(two_models, loaded, monkeypatch, tmp_path)
     assert len(loaded) == 3  # another budget is another entry
 
 
+@pytest.mark.slow
 def test_a_block_subset_is_swapped_alone_and_keyed_apart(two_models, loaded, monkeypatch, tmp_path):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     _, captured = two_models
@@ -98,6 +101,7 @@ def test_a_block_subset_is_swapped_alone_and_keyed_apart(two_models, loaded, mon
     assert list(both["block"]) == [0, 1]  # a second subset is scored, not read from the first's cache
 
 
+@pytest.mark.slow
 def test_greedy_frontiers_are_greedy_selection_on_the_single_swaps_tokens(two_models, loaded, tokenizer):
     from linrec.core.replacements import fit_replacements
     from linrec.experiment.swaps import greedy_frontiers

@@ -92,6 +92,7 @@ def test_zoo_configurations_meet_the_brief():
         dataclasses.replace(offline.entries[0], checkpoints=(0, 10))
 
 
+@pytest.mark.slow
 def test_smoke_model_trained_twice_gives_the_same_loss(built, tmp_path):
     spec = ZOOS["smoke"]
     layout = prepare_zoo(spec, progress=False)  # the tiny zoo's tokenizer and data, reused from the cache
@@ -112,6 +113,7 @@ def test_smoke_model_trained_twice_gives_the_same_loss(built, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_subprocess_workers_train_the_same_models(built):
     spec, table = built
     names = ["zoo-gpt2", "zoo-llama"]
@@ -185,6 +187,7 @@ def test_cache_is_reused_and_an_interrupted_build_leaves_nothing(built, monkeypa
     assert not list((cache_dir() / "zoo").glob(".tmp-*"))
 
 
+@pytest.mark.slow
 def test_a_truncated_zoo_data_file_is_named_and_rebuilt(built):
     """The tokenised texts are a cache entry too: a damaged file is reported with its entry's path and rebuilt."""
     spec, table = built
@@ -330,6 +333,7 @@ sys.exit(main(["zoo", "--profile", "interrupt", "--workers", "2"]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads worker processes from /proc")
 def test_an_interrupt_stops_all_zoo_work_and_a_rerun_resumes(built, tmp_path):
     """`linrec zoo` on a smoke-sized zoo (a short model A, long B and C, short D; two workers), in a subprocess:
