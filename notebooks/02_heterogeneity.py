@@ -10,7 +10,7 @@
 # %% tags=["parameters"]
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 SEED = 0
-MODELS = None  # None: every model of the ch.profile, real and trained here alike
+MODELS = None  # None: every model of the profile, real and trained here alike
 SWAP = True  # the zero-shot swap ΔPPL beneath the profiles (one perplexity pass per block and model)
 SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of each model's evaluation tokens
 HIGH, LOW = 0.99, 0.3  # the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
@@ -25,6 +25,7 @@ from linrec.book import chapter
 
 ch = chapter.begin("02_heterogeneity", globals(), names_or_none=["MODELS"], flag=["SWAP"], positive_int_or_none=["SWAP_TOKENS"],
                    fraction=["HIGH", "LOW", "DEPENDS"], positive_number=["SIGMAS"])
+MODELS = list(MODELS or ch.profile.models)
 
 # %% [markdown]
 # ## Measuring every block of every model

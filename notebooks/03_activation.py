@@ -30,6 +30,7 @@ from linrec.book import chapter
 
 ch = chapter.begin("03_activation", globals(), names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
                    seeds=["CONTROL_SEEDS"], positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])
+MODELS = list(MODELS or ch.profile.models)
 GRID_MODELS = list(GRID_MODELS or [m for m in MODELS if ch.profile.width(m) == ch.profile.width(MODELS[0])])
 
 # %% [markdown]

@@ -41,6 +41,7 @@ from linrec.book import chapter
 ch = chapter.begin("04_bilinear", globals(), names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
                    positive_int=["TOP_DIMS", "PROBE_SEEDS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
                    positive_number=["LOW_RANK"])  # fmt: skip
+MODELS = list(MODELS or ch.profile.models)
 probe = ch.profile.probe
 config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device)
 seeded_config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, device=ch.profile.device)
@@ -69,7 +70,7 @@ seeded_config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RA
 # - $\hat U, \hat V$ are $r \times d_\text{in}$ matrices whose rows are rescaled to unit length
 #   (they carry directions only), and $\hat P$ is a $d_\text{out} \times r$ matrix rescaled to
 #   Frobenius norm $\sqrt{d_\text{out}}$: the products $(\hat U\tilde x)_k(\hat V\tilde x)_k$ are
-#   $r$ quadratic features and $\hat P$ mixes them into the linrec.analysis.bilinear_outputs. Up to the standardisation,
+#   $r$ quadratic features and $\hat P$ mixes them into the outputs. Up to the standardisation,
 #   this spans every rank-$r$ map $P((Ux)\odot(Vx))$;
 # - $g$, the **gate**, is a single learned scalar. Since none of $\hat U, \hat V, \hat P$ has a free
 #   scale, $g$ alone sets how large the quadratic term is; its sign can be absorbed into $\hat P$,

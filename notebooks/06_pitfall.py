@@ -29,6 +29,7 @@ from linrec.book import chapter
 
 ch = chapter.begin("06_pitfall", globals(), names_or_none=["MODELS", "OPTIMIZERS", "INPUTS"],
                    name_or_none=["CURVE_MODEL"], positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])
+MODELS = list(MODELS or ch.profile.models)
 CURVE_MODEL = CURVE_MODEL or MODELS[0]
 config = linrec.analysis.pitfall.chapter_config(ch.profile, SEED, STEPS, TOLERANCE)
 

@@ -23,6 +23,8 @@ from linrec.book import chapter
 
 ch = chapter.begin("07_corpora", globals(), names_or_none=["MODELS", "CORPORA"],
                    flag_or_none=["SWAP", "SEEDED_POLY"], positive_int_or_none=["SWAP_TOKENS"])
+MODELS = list(MODELS or ch.profile.models)
+CORPORA = list(CORPORA or ch.profile.corpora)
 SWAP = PROFILE != "offline" if SWAP is None else SWAP
 SWAP_TOKENS = SWAP_TOKENS or ch.profile.eval_tokens // 4
 SEEDED_POLY = PROFILE != "offline" if SEEDED_POLY is None else SEEDED_POLY

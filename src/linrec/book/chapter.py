@@ -23,7 +23,7 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -245,11 +245,6 @@ def check(
     check_params(params, multiple_of=multiple_of, at_least=at_least, **rules)
 
 
-PROFILE_DEFAULTS = {"MODELS": "models", "CORPORA": "corpora"}
-"""Chapter parameters that name some of the profile's models (corpora), None meaning every one: :func:`begin` sets
-each to the list the chapter runs on, in the order given (else the profile's)."""
-
-
 def begin(
     name: str,
     params: MutableMapping[str, object],
@@ -265,14 +260,9 @@ def begin(
     :func:`~linrec.book.params.check_params`'s (:func:`check`: ``SEED``, when the chapter has one, is always
     checked as an integer). Then :func:`start` with the chapter's ``PROFILE`` and ``SEED`` (0 without one), and
     ``PROFILE`` in ``params`` becomes the resolved profile's name, so that the chapter reads which profile ran
-    (also ``ch.profile.name``) and never resolves it again. A ``MODELS`` or ``CORPORA`` parameter (a list of
-    names, or None for all of them: :data:`PROFILE_DEFAULTS`) becomes the list the chapter runs on.
+    (also ``ch.profile.name``) and never resolves it again.
     """
     check(params, multiple_of=multiple_of, at_least=at_least, **rules)
     ch = start(name, params.get("PROFILE"), seed=params.get("SEED", 0), style=style)  # type: ignore[arg-type]
     params["PROFILE"] = ch.profile.name
-    for parameter, field in PROFILE_DEFAULTS.items():
-        if parameter in params:
-            given = cast("Iterable[str] | None", params[parameter])  # checked by its rule above
-            params[parameter] = list(given or getattr(ch.profile, field))
     return ch

@@ -42,4 +42,4 @@ def cached_frames(
             write_frame(frame, tmp / f"{name}.json")
 
     build_entry(path, build)
-    return {p.stem: read_frame(p) for p in sorted(built_entry(path).glob("*.json"))}
+    return {p.stem: read_frame(p) for p in sorted(built_entry(path).glob("[!.]*.json"))}  # not the cache's marker
