@@ -9,8 +9,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import matplotlib
 import pytest
 import torch
+
+matplotlib.use("Agg")  # every figure the tests draw, off screen
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository's root."""
+
+pytest_plugins = [
+    "support.cli",
+    "support.crossfeed",
+    "support.hub_corpora",
+    "support.measurement_store",
+    "support.pitfall",
+    "support.replace",
+    "support.surgery",
+    "support.zoo",
+]
+"""The shared fixtures of tests in several folders (tests/support)."""
 
 VOCAB = 320
 

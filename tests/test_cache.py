@@ -1,7 +1,6 @@
-"""The cache under concurrency: entries are absent or complete for every reader, the first writer wins,
-a forced refresh replaces without a torn read, one process builds a key while the others wait, damage of any
-kind (same-size changes too) is found and repaired, killed writers' temporaries are cleaned up, and file
-digests are remembered by path, size, modification time and inode."""
+"""linrec.cache: The on-disk cache: where it lives, how entries are keyed, and how they are written and read safely."""
+
+from __future__ import annotations
 
 import functools
 import json
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from linrec import cache, digests
+from linrec import cache
 from linrec.cache import MARKER, atomic_dir, build_entry, current_entry, entry_complete
-from linrec.digests import file_sha256
 
 KEYS = 30
 
@@ -85,6 +83,34 @@ def _reader(root: str, start_at: float) -> int:
     raise AssertionError("the writers never finished")
 
 
+def _slow_build(log: Path, tmp: Path) -> None:
+    with log.open("a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(1.0)
+    write(tmp, content(3))
+
+
+def _build(root: str, start_at: float) -> bool:
+    _wait(start_at)
+    return build_entry(Path(root) / "entry", functools.partial(_slow_build, Path(root) / "builds.log"))
+
+
+REFRESHER = """
+import importlib.util, json, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("cache", sys.argv[1])  # linrec.cache alone: no torch to import
+cache = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cache)
+final = Path(sys.argv[2])
+def write(r, tmp):
+    (tmp / "step0").mkdir()
+    (tmp / "weights.bin").write_bytes(bytes([7]) * 50_007)
+    (tmp / "step0" / "config.json").write_bytes(json.dumps([7, f"v{r}"]).encode())
+for r in range(int(sys.argv[3])):
+    cache.build_entry(final, lambda tmp, r=r: write(r, tmp), refresh=True)
+"""
+
+
 @pytest.mark.slow
 def test_concurrent_writers_and_readers_of_the_same_keys(tmp_path):
     start_at = time.time() + 5  # past the start-up of every process, so that they collide
@@ -139,18 +165,6 @@ def test_an_interrupted_write_leaves_nothing(tmp_path):
             write(tmp, content(2))
             raise KeyboardInterrupt
     assert list(tmp_path.iterdir()) == []
-
-
-def _slow_build(log: Path, tmp: Path) -> None:
-    with log.open("a") as f:
-        f.write(f"{os.getpid()}\n")
-    time.sleep(1.0)
-    write(tmp, content(3))
-
-
-def _build(root: str, start_at: float) -> bool:
-    _wait(start_at)
-    return build_entry(Path(root) / "entry", functools.partial(_slow_build, Path(root) / "builds.log"))
 
 
 @pytest.mark.slow
@@ -224,22 +238,6 @@ def test_a_byte_changed_after_a_read_is_found_in_the_same_process(tmp_path):
     assert not cache.intact(version)
 
 
-REFRESHER = """
-import importlib.util, json, sys
-from pathlib import Path
-spec = importlib.util.spec_from_file_location("cache", sys.argv[1])  # linrec.cache alone: no torch to import
-cache = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(cache)
-final = Path(sys.argv[2])
-def write(r, tmp):
-    (tmp / "step0").mkdir()
-    (tmp / "weights.bin").write_bytes(bytes([7]) * 50_007)
-    (tmp / "step0" / "config.json").write_bytes(json.dumps([7, f"v{r}"]).encode())
-for r in range(int(sys.argv[3])):
-    cache.build_entry(final, lambda tmp, r=r: write(r, tmp), refresh=True)
-"""
-
-
 def test_a_forced_refresh_never_shows_a_reader_a_torn_entry(tmp_path):
     """A reader loop beside a process that replaces the entry again and again: every read is one whole version."""
     final = tmp_path / "entry"
@@ -280,92 +278,3 @@ def test_temporaries_of_killed_writers_and_replaced_versions_are_removed_later(t
     monkeypatch.setattr(cache, "SUPERSEDED_S", 0.0)
     cache.remove_stale(tmp_path)
     assert not old.exists() and read(final) == content(8, "b")
-
-
-def test_a_file_digest_is_computed_once_and_again_when_the_file_is_replaced(tmp_path, monkeypatch):
-    import hashlib
-
-    hashed = []
-    real = digests.hash_file
-    monkeypatch.setattr(digests, "hash_file", lambda path: hashed.append(path) or real(path))
-    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(digests, "_DIGESTS", {})
-    weights = tmp_path / "model.safetensors"
-    weights.write_bytes(b"a" * 1000)
-    assert file_sha256(weights) == hashlib.sha256(b"a" * 1000).hexdigest()
-    monkeypatch.setattr(digests, "_DIGESTS", {})  # a new process: the index in the cache remembers it
-    assert file_sha256(weights) == hashlib.sha256(b"a" * 1000).hexdigest() and len(hashed) == 1
-    replacement = tmp_path / "new.safetensors"
-    replacement.write_bytes(b"b" * 1000)  # the same size, then renamed over it (a new inode)
-    os.replace(replacement, weights)
-    assert file_sha256(weights) == hashlib.sha256(b"b" * 1000).hexdigest() and len(hashed) == 2
-
-
-def test_a_damaged_measurement_is_captured_again(tmp_path, monkeypatch):
-    """measurement() with the capture replaced by a known result: it is stored, loaded, and recaptured when damaged."""
-    import torch
-
-    from conftest import measurement_info
-    from linrec.core.sample import Rows
-    from linrec.data.corpus import Corpus
-    from linrec.errors import LinrecError
-    from linrec.experiment import measurement as m
-    from linrec.experiment.profiles import get_profile
-
-    g = torch.Generator().manual_seed(0)
-    rows = Rows(torch.randn(200, 4, generator=g), torch.randn(200, 4, generator=g), torch.arange(200) % 5)
-    known = m.ProfileMeasurement.assembled(
-        measurement_info("zoo-gpt2", corpus="toy"), {0: rows.fold_moments(5)}, {0: rows}
-    )
-    captures = []
-    smoke = get_profile("smoke")
-
-    def capture(*args) -> m.ProfileMeasurement:
-        captures.append(1)
-        return known
-
-    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
-    monkeypatch.setattr(m, "_capture", capture)
-    monkeypatch.setattr(
-        m, "profile_corpus", lambda profile, name: Corpus("toy", "prose", "fit text", "eval text", "test")
-    )
-    monkeypatch.setattr(m, "zoo_model_path", lambda zoo, model, checkpoint: tmp_path / "weights")
-
-    def same(result: m.ProfileMeasurement) -> bool:
-        return (
-            result.info == known.info
-            and torch.equal(result.samples[0].x, rows.x)
-            and result.table().equals(known.table())
-        )
-
-    assert same(m.measurement(smoke, "zoo-gpt2")) and same(m.measurement(smoke, "zoo-gpt2")) and len(captures) == 1
-    (entry,) = (tmp_path / "measurements").glob("smoke-zoo-gpt2-*")
-    with (entry / "moments.safetensors").open("r+b") as f:
-        f.truncate(64)
-    with pytest.warns(UserWarning, match=str(entry)):
-        assert same(m.measurement(smoke, "zoo-gpt2"))
-    (entry / "info.json").unlink()
-    with pytest.warns(UserWarning, match=str(entry)):
-        assert same(m.measurement(smoke, "zoo-gpt2"))
-    assert same(m.measurement(smoke, "zoo-gpt2", refresh=True))
-    assert len(captures) == 4 and same(m.measurement(smoke, "zoo-gpt2")) and len(captures) == 4
-
-    def flip(name: str, at: int) -> None:  # one byte changed, the size kept
-        data = bytearray((entry / name).read_bytes())
-        data[at] ^= 0x01
-        (entry / name).write_bytes(bytes(data))
-
-    held = m.measurement(smoke, "zoo-gpt2")
-    for damage in (
-        lambda: flip("moments.safetensors", -5),  # tensor data
-        lambda: flip("samples.safetensors", 12),  # the header
-        lambda: (entry / "table.json").write_text("[not json"),
-    ):
-        damage()
-        with pytest.raises(LinrecError, match="changed on disk after it was opened"):
-            held.moments[0]  # a handle opened before the damage serves no changed byte
-        with pytest.warns(UserWarning, match=str(entry)) as warned:
-            held = m.measurement(smoke, "zoo-gpt2")
-            assert same(held)
-        assert len(warned) == 1
-    assert len(captures) == 7

@@ -1,5 +1,7 @@
 """A directory written whole or not at all (linrec replace --out, Measurement.save)."""
 
+from __future__ import annotations
+
 import os
 import stat
 import subprocess

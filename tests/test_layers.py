@@ -3,8 +3,7 @@ and no modules import each other, directly or through a chain, inside one layer 
 
 Every `import` counts, wherever it sits (module level, inside a function, under `if TYPE_CHECKING:`), because
 each one is a dependency the lower layer would then have on a higher one, or one module on another that
-depends on it.
-"""
+depends on it."""
 
 from __future__ import annotations
 
@@ -14,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from conftest import ROOT
+
+SRC = ROOT / "src"
+
 
 # Bottom to top; the modules (and sub-packages) of one entry form one layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
@@ -30,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linrec.progress",
             "linrec.distributions",
             "linrec._version",
+            "linrec._lazy",
         ),
     ),
     ("data", ("linrec.data",)),
@@ -151,6 +154,14 @@ def cycles(graph: dict[str, list[str]]) -> list[str]:
     return sorted(found)
 
 
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "linrec" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
 def test_every_module_has_a_layer():
     unlisted = [m for m in module_names(SRC) if layer_of(m) is None]
     assert not unlisted, f"add these modules to a layer in tests/test_layers.py: {unlisted}"
@@ -164,14 +175,6 @@ def test_no_import_points_up_the_layers():
 def test_no_modules_import_each_other():
     found = cycles(import_graph(SRC))
     assert not found, "modules that import each other (break each cycle at one of its imports):\n" + "\n".join(found)
-
-
-def _plant(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / "linrec" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
 
 
 def test_checker_catches_a_planted_upward_import(tmp_path):

@@ -9,7 +9,6 @@ import sys
 import tomllib
 import zipfile
 from email.parser import Parser
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,8 +16,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 PROJECT = PYPROJECT["project"]
 
 

@@ -1,5 +1,7 @@
 """Progress in a log: lines, not redraws; no estimate; a bar where one is drawn in place."""
 
+from __future__ import annotations
+
 import io
 import itertools
 import sys
@@ -24,7 +26,7 @@ def test_in_a_log_a_stage_is_a_few_plain_lines_with_elapsed_time_and_no_estimate
     monkeypatch.setattr(sys, "stderr", log)
     clock = itertools.count(0, 7)  # each reading of tqdm's clock 7 s later: 3,000 updates over hours
     bar = progress.progress_bar(total=3000, desc="capture", unit="tok")
-    bar._time = lambda: float(next(clock))  # noqa: SLF001 (tqdm reads its clock through this attribute)
+    bar._time = lambda: float(next(clock))
     for _ in range(3000):
         bar.update(1)
     bar.close()
@@ -37,7 +39,7 @@ def test_in_a_log_a_stage_is_a_few_plain_lines_with_elapsed_time_and_no_estimate
 
 def test_a_repeated_line_is_written_once():
     out = _Log()
-    lines = progress._Lines(out)  # noqa: SLF001
+    lines = progress._Lines(out)
     for text in ("\rstage: 1/2", "\rstage: 1/2", "\n", "\rstage: 2/2"):
         lines.write(text)
     assert out.getvalue() == "stage: 1/2\nstage: 2/2\n"

@@ -1,5 +1,7 @@
 """Correlations within groups: one group is scipy's correlation; Simpson's paradox; groups too small to use."""
 
+from __future__ import annotations
+
 import math
 
 import numpy as np

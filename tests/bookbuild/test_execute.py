@@ -1,0 +1,194 @@
+"""bookbuild.execute: Execute chapters with papermill for one profile, two at a time where the profile allows."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from bookbuild import check
+from bookbuild import execute as ex
+from bookbuild.layout import Book, BookError
+from conftest import ROOT
+from support.book import REPO, _build_script
+
+
+def _chapter(tmp_path: Path, stem: str, body: str):
+    """A one-cell chapter for ``run_chapters`` whose parameter DIR is ``tmp_path``."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("DIR = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(body),
+    ]
+    run = ex.ChapterRun(stem, tmp_path / f"{stem}.in.ipynb", tmp_path / f"{stem}.yml", tmp_path / f"{stem}.ipynb")
+    nbformat.write(nb, run.notebook)
+    run.parameters.write_text(f"DIR: {tmp_path}\n")
+    return run
+
+
+WAIT_FOR = """
+import pathlib, time
+d = pathlib.Path(DIR)
+(d / "{me}.started").touch()
+for _ in range(600):  # each waits for the other: only chapters running at the same time both finish
+    if (d / "{other}.started").exists():
+        break
+    time.sleep(0.1)
+else:
+    raise RuntimeError("{other} never ran beside {me}")
+(d / "{me}.done").touch()
+"""
+
+
+AFTER_BOTH = """
+import pathlib
+assert all((pathlib.Path(DIR) / f).exists() for f in ("01_a.done", "02_b.done")), "started before the rest ended"
+"""
+
+
+SLOW = """
+import os, pathlib, time
+(pathlib.Path(DIR) / "kernel.pid").write_text(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+FAILS_BESIDE_SLOW = """
+import pathlib, time
+while not (pathlib.Path(DIR) / "kernel.pid").exists():
+    time.sleep(0.1)
+raise ValueError("planted")
+"""
+
+
+def _running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+RECORD_START = """
+import pathlib
+with open(pathlib.Path(DIR) / "order.txt", "a") as f:
+    f.write("{me}\\n")
+"""
+
+
+def test_the_build_runs_chapters_without_progress_bars():
+    text = (ROOT / "book" / "bookbuild" / "execute.py").read_text()
+    assert 'os.environ["LINREC_PROGRESS"] = "0"' in text
+    chapters = "".join(p.read_text() for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")))
+    assert "progress=False" not in chapters and "progress=ch.progress" in chapters
+
+
+def test_execute_reads_assignments_as_yaml_and_refuses_undeclared_parameters():
+    assert ex.assignments(["eval_tokens=4096", "probe={steps: 20}", "CHECKPOINTS=[step0, step1000]"], "--set") == {
+        "eval_tokens": 4096,
+        "probe": {"steps": 20},
+        "CHECKPOINTS": ["step0", "step1000"],
+    }
+    with pytest.raises(BookError, match="'eval_tokens' is not NAME=VALUE"):
+        ex.assignments(["eval_tokens"], "--set")
+    with pytest.raises(BookError, match=r"no chapter of \['02_heterogeneity'\] has the parameters \['GRID'\]"):
+        ex.execute(REPO, "smoke", ["02_heterogeneity"], params={"GRID": 1})
+
+
+@pytest.mark.slow
+def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(tmp_path, capfd):
+    runs = [
+        _chapter(tmp_path, "98_last", AFTER_BOTH),
+        _chapter(tmp_path, "01_a", WAIT_FOR.format(me="01_a", other="02_b")),
+        _chapter(tmp_path, "02_b", WAIT_FOR.format(me="02_b", other="01_a")),
+    ]
+    ex.run_chapters(runs, ex.kernel(), jobs=2, last=("98_last",))
+    assert all(r.out.exists() and not r.partial.exists() for r in runs)
+    assert "without encryption" not in capfd.readouterr().err  # kernels on IPC sockets: no TCP warning
+    assert check._execution_problems(runs[0].out) == []  # what papermill completed passes the check
+
+
+@pytest.mark.slow
+def test_chapters_start_longest_first_by_the_last_build_and_unmeasured_ones_before_them(tmp_path):
+    runs = [_chapter(tmp_path, stem, RECORD_START.format(me=stem)) for stem in ("01_a", "02_b", "03_c", "98_last")]
+    ex.run_chapters(
+        runs, ex.kernel(), jobs=1, last=("98_last",), expected={"01_a": 10.0, "02_b": 50.0, "98_last": 99.0}
+    )
+    assert (tmp_path / "order.txt").read_text().split() == ["03_c", "02_b", "01_a", "98_last"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--profile", "nosuch"], "linrec: error: unknown profile 'nosuch'; choose one of paper, offline, smoke"),
+        (["--set", "tokens=1"], "linrec: error: unknown profile field ['tokens']"),
+        (["--set", "eval_tokens=-4"], "linrec: error: "),
+    ],
+)
+def test_a_bad_profile_or_field_fails_the_build_before_any_chapter(argv, message, monkeypatch, capsys):
+    build = _build_script()
+    monkeypatch.setattr(ex, "run_chapters", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    monkeypatch.setattr(ex, "prepare_models", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    assert build.main(["execute", "--only", "01_method", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_cache_that_cannot_hold_entries_fails_the_build_first(tmp_path, monkeypatch, capsys):
+    build = _build_script()
+    monkeypatch.setattr(ex, "prepare_models", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
+    (tmp_path / "plain").write_text("a file")
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "plain"))
+    assert build.main(["execute", "--profile", "smoke", "--only", "01_method"]) == 2
+    assert f"linrec: error: cannot write the cache {tmp_path / 'plain'}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(tmp_path):
+    slow = _chapter(tmp_path, "01_slow", SLOW)
+    bad = _chapter(tmp_path, "02_bad", FAILS_BESIDE_SLOW)
+    queued = _chapter(tmp_path, "03_queued", "open(DIR + '/ran', 'w')")
+    start = time.monotonic()
+    with pytest.raises(BookError, match=r"02_bad: cell In \[\d+\] raised ValueError: planted"):
+        ex.run_chapters([slow, bad, queued], ex.kernel(), jobs=2)
+    assert not slow.out.exists() and not slow.partial.exists()  # stopped half way: no notebook left at all
+    assert not bad.out.exists() and bad.partial.exists()  # failed: kept aside for its traceback
+    assert time.monotonic() - start < 120  # not the 600 s the slow chapter would take
+    pid = int((tmp_path / "kernel.pid").read_text())
+    deadline = time.monotonic() + 20
+    while _running(pid) and time.monotonic() < deadline:  # its kernel exits with its papermill process
+        time.sleep(0.2)
+    assert not _running(pid), f"the stopped chapter's kernel (pid {pid}) is still running"
+    assert not (tmp_path / "ran").exists()
+
+
+def test_an_interrupted_build_is_one_line_and_status_130(monkeypatch, capsys):
+    build = _build_script()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "execute", interrupted)
+    assert build.main(["execute", "--profile", "smoke"]) == 130
+    assert capsys.readouterr().err == "[book] interrupted\n"
+
+
+def test_the_intro_claims_table_is_written_from_the_ledger(tmp_path, monkeypatch):
+    from linrec.book import ledger
+    from linrec.experiment.profiles import get_profile
+    from linrec.report import paper
+    from linrec.report.claims import Claim
+
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
+    book = Book(tmp_path)
+    model = get_profile("smoke").models[0]
+    near = Claim.check("near-linear blocks", paper.R2_RANGE, "0.999", True, rule="r")
+    ledger.record("smoke", "02_x", [near, near.of(model)], "fig-x")
+    path = ex.write_claims(book, "smoke")
+    assert path == book.claims and path.parent.name == "_generated"
+    row = "| near-linear blocks | {doc}`2 </book/chapters/02_x>` | abstract; Fig. 2 | {numref}`fig-x` "
+    assert row + f"| all models: reproduced; {model}: reproduced |" in path.read_text()

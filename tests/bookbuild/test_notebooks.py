@@ -1,0 +1,264 @@
+"""bookbuild.notebooks: Chapter sources to Colab notebooks: ``notebooks/NN_topic.py`` ->
+``notebooks/NN_topic.ipynb``."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import importlib.machinery
+import importlib.util
+import re
+import subprocess
+import sys
+import types
+
+import jupytext
+import nbformat
+import pytest
+
+import linrec
+from bookbuild import notebooks, publish
+from bookbuild.colab import raw_myst
+from bookbuild.layout import Book, BookError
+from conftest import ROOT
+from support.book import SOURCE
+
+FIGURE_CALL = re.compile(r"^\s*fig = ", re.MULTILINE)
+
+
+NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?([^`>]+)>?`")
+
+
+OPTIONAL_FIGURES = {"fig-corpora-seeded-poly", "fig-corpora-swaps"}  # drawn only when their sweep is on
+
+
+@pytest.fixture
+def install_cell(monkeypatch):
+    """Run the install cell as Colab would, pip replaced by a recorder (set ``pip.fail`` to make it fail)."""
+    calls = []
+
+    def pip(cmd, **kwargs):
+        calls.append((cmd, kwargs))
+        return subprocess.CompletedProcess(cmd, 1 if pip.fail else 0, "", "ERROR: Could not find a tag v0.1.0")
+
+    pip.fail, pip.calls = False, calls
+    source = notebooks.install_cell_source("o/n", linrec.__version__)
+    monkeypatch.setattr(subprocess, "run", pip)
+
+    def run():
+        exec(compile(source, "install-cell", "exec"), {})
+
+    run.pip = pip
+    return run
+
+
+def without_linrec(monkeypatch):
+    """Make linrec look not installed to the install cell (it still imports this one afterwards)."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "linrec" else find_spec(name, *a))
+
+
+REPO = Book(ROOT)
+
+
+REPO = Book(ROOT)
+
+
+def figure_names(code: str) -> list[str]:
+    """The name argument of each ``ch.figure(fig, data, name)`` call in ``code`` (an f-string's leading text)."""
+    names = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "ch.figure":
+            last = node.args[-1]
+            part = last.values[0] if isinstance(last, ast.JoinedStr) else last
+            names.append(part.value if isinstance(part, ast.Constant) else "")
+    return names
+
+
+def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(tmp_path):
+    source = tmp_path / "07_demo.py"
+    source.write_text(SOURCE)
+    nb = notebooks.paired_notebook(REPO, source)
+    slug, branch = notebooks.repository(REPO)
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]
+    assert f"git+https://github.com/{slug}@v{notebooks.release_version(REPO)}" in nb.cells[1].source
+    assert nb.cells[1].metadata["tags"] == ["hide-input"]
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert nbformat.writes(nb) == nbformat.writes(notebooks.paired_notebook(REPO, source))  # stable ids, no random ones
+    nbformat.validate(nb)
+    assert (
+        notebooks.colab_link(REPO, "07_demo")
+        == f"https://colab.research.google.com/github/{slug}/blob/{branch}/notebooks/07_demo.ipynb"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (SOURCE.replace("# # A chapter", "# A chapter"), "first cell must be a markdown cell"),
+        (SOURCE.replace(' tags=["parameters"]', ""), "tagged 'parameters'"),
+    ],
+)
+def test_malformed_chapters_are_rejected_by_name(tmp_path, text, message):
+    source = tmp_path / "08_bad.py"
+    source.write_text(text)
+    with pytest.raises(BookError, match=f"08_bad.py.*{message}"):
+        notebooks.paired_notebook(REPO, source)
+
+
+def test_only_github_repositories_can_be_opened_in_colab(tmp_path, monkeypatch):
+    (tmp_path / "_config.yml").write_text("repository:\n  url: https://gitlab.com/a/b\n")
+    with pytest.raises(BookError, match="github.com/OWNER/NAME"):
+        notebooks.repository(Book(tmp_path))
+
+
+def test_sync_writes_stale_notebooks_and_then_reports_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
+    monkeypatch.setattr(notebooks, "release_version", lambda book: "1.2.3")
+    demo = Book(tmp_path)
+    demo.notebooks.mkdir()
+    (demo.notebooks / "01_demo.py").write_text(SOURCE)
+    target = demo.notebooks / "01_demo.ipynb"
+    assert notebooks.sync(demo, write=False) == [target]
+    assert not target.exists()
+    assert notebooks.sync(demo) == [target]
+    assert notebooks.sync(demo, write=False) == []
+    (demo.notebooks / "01_demo.py").write_text(SOURCE.replace("print(PROFILE)", "print(1)"))
+    assert notebooks.sync(demo, write=False) == [target]
+
+
+def test_every_figure_is_captioned_named_and_referenced():
+    names, referenced = [], set()
+    for source in notebooks.sources(REPO):
+        for cell in notebooks.paired_notebook(REPO, source).cells:
+            figure = cell.metadata.get("mystnb", {}).get("figure")
+            if cell.cell_type == "code" and FIGURE_CALL.search(cell.source):
+                assert figure and figure.get("caption") and figure.get("name", "").startswith("fig-"), (
+                    f"{source.name}: a figure cell needs mystnb figure metadata with a caption and a fig- name"
+                    f":\n{cell.source}"
+                )
+                assert len(FIGURE_CALL.findall(cell.source)) == 1, f"{source.name}: one figure per cell:\n{cell.source}"
+                names.append(figure["name"])
+                referenced |= set(NUMREF.findall(figure["caption"]))
+            elif cell.cell_type == "markdown":
+                referenced |= set(NUMREF.findall(cell.source))
+    assert len(names) == len(set(names)), "figure names must be unique across the book"
+    assert referenced <= set(names), f"references to no figure: {referenced - set(names)}"
+    assert set(names) - referenced <= OPTIONAL_FIGURES, f"figures the text never refers to: {set(names) - referenced}"
+    assert not referenced & OPTIONAL_FIGURES, "a figure that may be absent cannot be referenced (the build would fail)"
+
+
+def test_the_install_cell_installs_the_release_tag_of_the_project_version():
+    version = notebooks.release_version(REPO)
+    assert version == linrec.__version__ and re.fullmatch(r"\d+\.\d+\.\d+", version)
+    slug, _ = notebooks.repository(REPO)
+    cell = notebooks._install_cell(REPO).source
+    assert f'"linrec[{notebooks.INSTALL_EXTRAS}] @ git+https://github.com/{slug}@v{version}"' in cell
+    assert len(cell.splitlines()) <= 16  # one short hidden cell
+
+
+def test_a_version_bump_makes_the_notebooks_stale_and_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
+    demo = Book(tmp_path)
+    demo.notebooks.mkdir()
+    (demo.notebooks / "01_demo.py").write_text(SOURCE)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\nversion = "1.0.0"\n')
+    notebooks.sync(demo)
+    assert notebooks.sync_problems(demo) == []
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\nversion = "1.0.1"\n')
+    (problem,) = notebooks.sync_problems(demo)
+    assert "notebooks/01_demo.ipynb is out of date" in problem and "make notebooks" in problem
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\n')
+    with pytest.raises(BookError, match="version"):
+        notebooks.release_version(demo)
+
+
+def test_install_cell_keeps_a_local_checkout(install_cell):
+    install_cell()  # linrec is this source tree, at the book's version: nothing is installed
+    assert install_cell.pip.calls == []
+
+
+def test_install_cell_installs_the_release_tag_when_linrec_is_missing(install_cell, monkeypatch):
+    without_linrec(monkeypatch)
+    install_cell()
+    ((cmd, _),) = install_cell.pip.calls
+    assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
+    assert cmd[-1] == f"linrec[{notebooks.INSTALL_EXTRAS}] @ git+https://github.com/o/n@v{linrec.__version__}"
+
+
+def test_install_cell_names_the_likely_causes_when_pip_fails(install_cell, monkeypatch):
+    without_linrec(monkeypatch)
+    install_cell.pip.fail = True
+    with pytest.raises(RuntimeError) as err:
+        install_cell()
+    message = str(err.value)
+    assert f"github.com/o/n or its tag v{linrec.__version__} is not published" in message
+    assert "no network" in message and "ERROR: Could not find a tag v0.1.0" in message  # pip's own words
+
+
+def test_install_cell_rejects_a_linrec_of_another_version(monkeypatch):
+    other = types.ModuleType("linrec")
+    other.__spec__, other.__file__, other.__version__ = importlib.machinery.ModuleSpec("linrec", None), "/x.py", "9.9"
+    monkeypatch.setitem(sys.modules, "linrec", other)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip must not run for an importable linrec"))
+    with pytest.raises(RuntimeError, match=r"needs linrec 0\.1\.0, not 9\.9 \(/x\.py\).*force-reinstall"):
+        exec(notebooks.install_cell_source("o/n", "0.1.0"), {})
+
+
+def test_every_colab_notebook_is_plain_and_runs_no_solution():
+    """What sync writes for each chapter: no raw MyST in Markdown, no solution code in a code cell, each exercise
+    followed by its collapsed solution, and the solutions listed in Colab's collapsed sections."""
+    for source in notebooks.sources(REPO):
+        nb = notebooks.paired_notebook(REPO, source, colab=True)
+        solution_code = [
+            c.source
+            for c in jupytext.read(source).cells
+            if c.cell_type == "code" and "solution" in c.metadata.get("tags", [])
+        ]
+        markdown = [c for c in nb.cells if c.cell_type == "markdown"]
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert raw_myst("\n".join(c.source for c in markdown)) == [], source.name
+        assert all(s not in code for s in solution_code), f"{source.name}: solution code in a code cell"
+        assert all(any(s in c.source for c in markdown) for s in solution_code), source.name
+        exercises = [c for c in markdown if c.source.startswith("### Exercise ")]
+        solutions = [c.id for c in markdown if c.metadata.get("solution")]
+        assert len(solutions) == len(exercises) == len(re.findall(r"^# :::\{exercise\}", source.read_text(), re.M))
+        assert nb.metadata["colab"]["collapsed_sections"] == solutions
+        nbformat.validate(nb)
+
+
+def test_exercise_labels_are_unique_and_every_solution_names_an_exercise():
+    labels, solved = [], []
+    for source in notebooks.sources(REPO):
+        text = source.read_text()
+        labels += re.findall(r"^# :label: (ex-[\w-]+)$", text, re.MULTILINE)
+        solved += re.findall(r"^# :::\{solution(?:-start)?\} (\S+)$", text, re.MULTILINE)
+    assert len(labels) == len(set(labels)) > 20
+    assert sorted(solved) == sorted(labels)  # one solution per exercise
+
+
+def test_every_chapter_states_its_run_time_under_its_title():
+    for source in notebooks.sources(REPO):
+        title = notebooks.paired_notebook(REPO, source).cells[0].source
+        assert title.split("\n\n")[1].startswith("**Run time.** On a CPU"), source.name
+
+
+def test_version_and_repository_agree_across_pyproject_package_citation_and_config():
+    cff = publish.read_citation(REPO)
+    assert notebooks.release_version(REPO) == linrec.__version__ == cff["version"]
+    slug, _ = notebooks.repository(REPO)
+    assert cff["repository-code"] == f"https://github.com/{slug}"
+    owner, name = slug.split("/")
+    assert cff["url"] == f"https://{owner}.github.io/{name}/"  # where pages.yml publishes the book
+    dt.date.fromisoformat(str(cff["date-released"]))
+
+
+def test_every_figure_cell_shows_its_figure_with_its_data_under_its_name():
+    for source in notebooks.sources(REPO):
+        for cell in notebooks.paired_notebook(REPO, source).cells:
+            name = cell.metadata.get("mystnb", {}).get("figure", {}).get("name")
+            if cell.cell_type != "code" or not name:
+                continue
+            calls = figure_names(cell.source)
+            assert calls and all(c.startswith(name) for c in calls), f"{source.name}: {name} needs ch.figure(fig, ...)"
+            assert "plt.show()" not in cell.source, f"{source.name}: {name} is shown by ch.figure"

@@ -1,0 +1,71 @@
+"""bookbuild.prepare: The measurements the chapters will ask for, captured before they start, on every core."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def test_the_planned_measurements_are_what_the_chapters_ask_for_real_models_first():
+    from bookbuild.prepare import planned
+    from linrec.experiment.profiles import get_profile
+
+    profile = get_profile("offline")
+    plans = planned(profile, (0, 1))
+    assert [p.model for p in plans[:2]] == ["smollm2-135m"] * 2  # the costliest first
+    smol = [(p.checkpoint, p.corpus, p.keep) for p in plans if p.model == "smollm2-135m"]
+    assert smol == [("final", "kjv-bible", "samples"), ("init", "kjv-bible", "table"),
+                    ("permuted@0", "kjv-bible", "table"), ("permuted@1", "kjv-bible", "table"),
+                    ("final", "stdlib-prose", "table"), ("final", "stdlib-code", "table"),
+                    ("final", "unicode-records", "table")]  # fmt: skip
+    steps = [p for p in plans if p.model == "zoo-gpt2" and p.checkpoint.startswith("step")]
+    assert steps and all(p.chapters == ("08_training",) and p.keep == "table" for p in steps)
+    only_corpora = [p for p in plans if p.wanted_by(["07_corpora"])]
+    assert {p.checkpoint for p in only_corpora} == {"final"} and len(
+        {(p.model, p.checkpoint, p.corpus) for p in plans}
+    ) == len(plans)
+
+
+def test_the_scale_chapter_plans_the_series_of_a_profile_that_has_one_not_its_models(monkeypatch):
+    from bookbuild import prepare
+    from linrec.experiment import measurement as measured
+    from linrec.experiment.profiles import PYTHIA_SUITE, get_profile
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    plans = prepare.planned(get_profile("shapes"), ())
+    scale = [p for p in plans if p.wanted_by(["11_scale"])]
+    assert [p.model for p in scale] == list(reversed(PYTHIA_SUITE)) and all(p.series for p in scale)
+    assert not any(p.series for p in plans if p.wanted_by(["02_heterogeneity"]))
+    assert {p.model for p in plans if p.wanted_by(["02_heterogeneity"])} >= {"openai-community/gpt2"}
+    # the worker measures a series plan under the series profile, whose models are the series
+    seen = []
+    monkeypatch.setattr(measured, "measurement", lambda profile, model, **k: seen.append((profile.models, model)))
+    prepare._measure((get_profile("shapes"), scale[0]))
+    assert seen == [(PYTHIA_SUITE, "EleutherAI/pythia-1.4b")]
+    # a profile without a series plans its own models for the scale chapter
+    assert {p.model for p in prepare.planned(get_profile("smoke"), ()) if p.wanted_by(["11_scale"])} == set(
+        get_profile("smoke").models
+    )
+
+
+def test_a_measurement_made_up_front_says_it_is_running_while_it_runs(monkeypatch, capsys):
+    from bookbuild import prepare
+    from linrec import progress
+    from linrec.experiment import measurement as measured
+    from linrec.experiment.profiles import get_profile
+
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.05)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the worker's setting, not this process's
+    asked = []
+    monkeypatch.setattr(measured, "measurement", lambda *a, **k: (asked.append((a[1], k)), time.sleep(0.3)))
+    plan = prepare.Planned("zoo-gpt2", "permuted@1", "stdlib-prose", "table")
+    done, seconds = prepare._measure((get_profile("smoke"), plan))
+    assert done == plan and seconds >= 0.3
+    assert asked == [
+        ("zoo-gpt2", {"checkpoint": "permuted@1", "corpus": "stdlib-prose", "keep": "table", "progress": False})
+    ]
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 3 and all(
+        line.startswith("[book] measuring zoo-gpt2 (permuted@1) on stdlib-prose: ") for line in lines
+    )

@@ -1,0 +1,228 @@
+"""`linrec replace` end to end: the directory it writes, an independent round trip, profile on the result, and every
+bad input as one error line before the model loads."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pandas as pd
+import pytest
+import torch
+
+from linrec.cli import main
+from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced
+from linrec.interventions.replacement_report import FIGURE
+
+FAST = ["--max-rows", "384", "--seq-len", "16", "--folds", "3", "--eval-rows", "256", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("text") / "notes.txt"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def replaced_dir(model_dirs, text_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "replaced"
+    argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--blocks", "1,0"]
+    assert main([*argv, "--kind", "affine", "--out", str(out), *FAST]) == 0
+    return out
+
+
+def held_out_windows(path, tokenizer, seq_len=16, rows=256) -> torch.Tensor:
+    """The evaluation windows by the rule the help states, written out: the text from the first line break after
+    80 % of its characters, cut into windows of ``seq_len`` tokens (this tokenizer adds no BOS)."""
+    raw = path.read_text(encoding="utf-8")
+    held = raw[raw.index("\n", round(0.8 * len(raw))) + 1 :]
+    ids = torch.tensor(tokenizer(held, add_special_tokens=False)["input_ids"])
+    windows = ids[: len(ids) // seq_len * seq_len].reshape(-1, seq_len)
+    return windows[: math.ceil(rows / seq_len)]
+
+
+def test_replace_writes_a_directory_whose_round_trip_is_exact(replaced_dir, text_file, tokenizer, capsys):
+    assert sorted(p.name for p in replaced_dir.iterdir()) == sorted([FIGURE, MAPS, RECORD, REPORT])
+    record = json.loads((replaced_dir / RECORD).read_text())
+    assert [b["block"] for b in record["blocks"]] == [1, 0]
+    assert record["fit_text"]["name"] == record["eval_text"]["name"] == str(text_file)
+    assert record["fit_text"]["part"].startswith("its first") and "held out" in record["eval_text"]["part"]
+    model, _ = load_replaced(replaced_dir)
+    windows = held_out_windows(text_file, tokenizer)
+    with torch.no_grad():  # perplexity by the model's own loss, window by window (all full, no padding)
+        nll = sum(float(model(w[None], labels=w[None]).loss) * (len(w) - 1) for w in windows)
+    assert math.exp(nll / (windows.numel() - len(windows))) == pytest.approx(record["ppl"]["replaced"], rel=1e-4)
+    assert record["eval_text"]["windows"] == len(windows)
+
+
+def test_profile_measures_the_replaced_model(replaced_dir, text_file, tmp_path, capsys):
+    out = tmp_path / "t.csv"
+    argv = ["profile", "--model", str(replaced_dir), "--text-file", str(text_file), "--out", str(out)]
+    assert main([*argv, "--max-rows", "384", "--seq-len", "16", "--folds", "3", "--no-progress"]) == 0
+    table = pd.read_csv(out)
+    assert table.r2_lin.tolist() == pytest.approx([1.0, 1.0], abs=1e-6)  # an affine map is exactly linear
+
+
+@pytest.mark.slow
+def test_greedy_replace_prints_and_records_each_step(model_dirs, text_file, tmp_path, capsys):
+    out = tmp_path / "greedy"
+    argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--kind", "lowrank:4"]
+    assert main([*argv, "--max-ppl-increase", "1000%", "--out", str(out), *FAST]) == 0
+    printed = capsys.readouterr().out
+    record = json.loads((out / RECORD).read_text())
+    assert len(record["steps"]) == 3 and "single_delta_ppl" in printed and f"wrote {out}" in printed
+    assert all(isinstance(c["delta_ppl"], float) for c in record["selection"]["single"])
+    assert main([*argv, "--max-ppl-increase", "1000%", "--out", str(out), *FAST]) == 2  # no overwriting...
+    assert main([*argv, "--blocks", "0", "--out", str(out), "--force", *FAST]) == 0  # ...unless asked
+    assert [b["block"] for b in json.loads((out / RECORD).read_text())["blocks"]] == [0]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert main([*argv, "--max-ppl-increase", "1000%", "--refit", "--out", str(out), "--force", *FAST]) == 0
+    record = json.loads((out / RECORD).read_text())
+    assert "one_shot_delta_ppl" in capsys.readouterr().out and record["selection"]["refit"]
+    first, second = record["steps"][1:]  # a block above the first kept one is re-fitted; one below needs no re-fit
+    assert (second["one_shot_delta_ppl"] != second["delta_ppl"]) == (second["block"] > first["block"])
+    assert (record["blocks"][1]["r2_lin_refit"] is None) == (second["block"] < first["block"])
+
+
+def test_device_map_auto_replaces_as_a_single_device_does(replaced_dir, model_dirs, text_file, tmp_path):
+    """accelerate's device_map (everything on the CPU on a CPU-only machine): the same steps and maps as the
+    plain load, and the directory loads back through a device_map too."""
+    out = tmp_path / "mapped"
+    argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--blocks", "1,0"]
+    assert main([*argv, "--kind", "affine", "--device-map", "auto", "--out", str(out), *FAST]) == 0
+    mapped, plain = (json.loads((d / RECORD).read_text()) for d in (out, replaced_dir))
+    assert [s["ppl"] for s in mapped["steps"]] == pytest.approx([s["ppl"] for s in plain["steps"]], rel=1e-12)
+    model, _ = load_replaced(out, device_map="auto")
+    assert [type(model.model.layers[b].mlp).__name__ for b in (0, 1)] == ["AffineFFN"] * 2
+
+
+@pytest.mark.slow
+def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, text_file, tmp_path, tokenizer):
+    """The second text's perplexities equal the model's own loss over its windows, before and after (the base model
+    loaded by transformers alone, the replaced one from the directory); decoding is timed before and after."""
+    from transformers import AutoModelForCausalLM
+
+    from conftest import local_text
+
+    second = tmp_path / "other.txt"
+    second.write_text(local_text(4000, seed=7), encoding="utf-8")
+    out = tmp_path / "r"
+    argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--blocks", "0"]
+    assert main([*argv, "--second-text-file", str(second), "--ablate", "zero,affine", "--out", str(out), *FAST]) == 0
+    record = json.loads((out / RECORD).read_text())
+    ids = torch.tensor(tokenizer(second.read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"])
+    windows = ids[: len(ids) // 16 * 16].reshape(-1, 16)[:16]  # --eval-rows 256 of 16-token windows
+
+    def ppl(model) -> float:
+        with torch.no_grad():
+            nll = sum(float(model(w[None], labels=w[None]).loss) * (len(w) - 1) for w in windows)
+        return math.exp(nll / (windows.numel() - len(windows)))
+
+    found = record["second_text"]
+    assert found["name"] == str(second) and found["windows"] == len(windows)
+    assert ppl(AutoModelForCausalLM.from_pretrained(model_dirs["llama"]).eval()) == pytest.approx(
+        found["base_ppl"], rel=1e-4
+    )
+    assert ppl(load_replaced(out)[0]) == pytest.approx(found["replaced_ppl"], rel=1e-4)
+    assert found["delta_ppl_low"] <= found["delta_ppl"] <= found["delta_ppl_high"]
+    latency = record["latency"]
+    assert latency["base_tokens_per_s"] > 0 and latency["replaced_tokens_per_s"] > 0
+    assert (latency["batch"], latency["prompt_tokens"], latency["new_tokens"]) == (1, 16, 32)  # 16-token windows
+    report = (out / REPORT).read_text()
+    assert "Second text, another domain" in report and "tokens/s before" in report
+    ablated = pd.DataFrame(record["ablations"])
+    assert ablated[["ablation", "block", "depth"]].values.tolist() == [["zero", 0, "lower"], ["affine", 0, "lower"]]
+    affine = ablated[ablated.ablation == "affine"].iloc[0]  # the same map as the chosen one, on the same texts
+    assert affine.delta_ppl == record["steps"][1]["delta_ppl"] and affine.second_delta_ppl == found["delta_ppl"]
+    assert "## Ablations" in report and "zero: second text ΔPPL" in report and "the FFN removed" in report
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--kind", "cubic", "--blocks", "0"], "unknown replacement kind 'cubic'"),
+        (["--kind", "lowrank:32", "--blocks", "0"], "needs a rank below the block's width 32"),
+        (["--kind", "lowrank:0", "--blocks", "0"], "must be a positive integer"),
+        (["--max-ppl-increase", "0"], "a perplexity budget .* must be a finite number above 0"),
+        (["--max-ppl-increase", "nan"], "finite number above 0"),
+        (["--max-ppl-increase=-5%"], "finite number above 0"),
+        (["--blocks", "0,0"], "--blocks must name each block once; got 0,0"),
+        (["--blocks", "0", "--ablate", "zero,cubic"], "unknown replacement kind 'cubic'"),
+        (["--blocks", "0", "--ablate", "zero,mean,zero"], "name each kind once; got zero,mean,zero"),
+        (["--blocks", "0", "--ablate", "affine,lowrank:32"], "needs a rank below the block's width 32"),
+        (["--blocks", "0,7"], "no FFN block 7; this model has blocks 0..1"),
+        ([], "say which blocks to replace"),
+        (["--blocks", "0", "--folds", "1"], "--folds must be at least 2"),
+        (["--blocks", "0", "--second-text-file", "/nowhere/x.txt"], "cannot read --second-text-file /nowhere/x.txt"),
+    ],
+)
+def test_bad_input_is_one_line_before_the_model_loads(
+    options, message, model_dirs, text_file, tmp_path, capsys, no_weights
+):
+    argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--out", str(tmp_path / "o")]
+    assert main([*argv, *options, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("linrec: error: ") and err.count("\n") == 1, err
+    assert re.search(message, err), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_out_model_and_directory_problems_are_one_line(
+    model_dirs, text_file, replaced_dir, tmp_path, capsys, no_weights
+):
+    common = ["--text-file", str(text_file), "--blocks", "0", "--no-progress"]
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    cases = [
+        (["--model", str(model_dirs["gpt2"]), "--out", str(full)], "exists and is not empty; .* --force"),
+        (["--model", str(model_dirs["opt"]), "--out", str(tmp_path / "o")], "'opt' model's FFN spans two modules"),
+        (["--model", str(replaced_dir), "--out", str(tmp_path / "o")], "is a replacement directory; replace blocks"),
+    ]
+    for options, message in cases:
+        assert main(["replace", *options, *common]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("linrec: error: ") and err.count("\n") == 1 and re.search(message, err), err
+    assert (full / "keep.txt").read_text() == "mine"
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / RECORD).write_text("{}")
+    assert main(["profile", "--model", str(damaged), "--text-file", str(text_file), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("linrec: error: ") and "lacks replacements.safetensors" in err
+
+
+def test_a_low_rank_budget_chooses_the_largest_rank_within_it(model_dirs, text_file, tmp_path):
+    out = tmp_path / "budget"
+    argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--blocks", "0,1"]
+    assert main([*argv, "--kind", "lowrank:10%", "--out", str(out), *FAST]) == 0
+    record = json.loads((out / RECORD).read_text())
+    assert record["kind"] == "lowrank:10%"
+    for block in record["blocks"]:
+        rank = int(block["kind"].removeprefix("lowrank:"))
+        assert block["params"] == rank * (32 + 32) + 32 <= 0.1 * block["original_params"]
+        assert (rank + 1) * (32 + 32) + 32 > 0.1 * block["original_params"]  # the largest that fits
+    assert load_replaced(out)[0] is not None  # the directory names ranks, which load
+
+
+def test_no_block_within_the_budget_is_one_line_and_writes_nothing(
+    model_dirs, text_file, tmp_path, capsys, monkeypatch
+):
+    from linrec.interventions.replace import Replacement
+
+    steps = [
+        {"block": None, "ppl": 20.0, "delta_ppl": 0.0, "kept": True},
+        {"block": 1, "delta_ppl": 2.0, "kept": False},
+    ]
+    none = Replacement({}, {"steps": steps, "selection": {"max_ppl_increase": "5%"}}, None)  # type: ignore[arg-type]
+    monkeypatch.setattr("linrec.interventions.replace.replace", lambda *a, **k: none)
+    argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--max-ppl-increase", "5%"]
+    assert main([*argv, "--out", str(tmp_path / "o"), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "linrec: error: no block fits the budget --max-ppl-increase 5%: the cheapest, block 1, costs ΔPPL +2 alone "
+        "(perplexity 20); raise the budget or give --blocks\n"
+    )
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,112 @@
+"""linrec.interventions.replace: Choose FFN blocks to replace, fit their maps and record what they cost: the Python side
+of ``linrec replace``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import linrec
+from linrec.errors import LinrecError
+from linrec.interventions.replace import replace
+from linrec.interventions.replacement_report import report_figure
+from linrec.models.loading import load_model
+from support.planted_models import planted_model
+from support.replace import independent_ppl
+
+
+def _equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.slow
+def test_greedy_replace_records_every_candidate_and_step(base_dir, texts, tmp_path):
+    model, _ = load_model(str(base_dir))
+    result = replace(model, *texts, kind="affine", max_ppl_increase="1000%", folds=4, progress=False)
+    record = result.record
+    assert record["selection"]["candidates"] == [0, 1]
+    assert sorted(c["block"] for c in record["selection"]["single"]) == [0, 1]
+    assert record["selection"]["max_ppl_increase"] == "1000%" and "greedy" in record["selection"]["rule"]
+    assert sorted(result.maps) == [0, 1] and record["fit_text"]["name"] == "(not recorded)"
+    assert model.transformer.h[0].mlp.__class__.__name__ == "GPT2MLP"  # the model is left as it was
+    trained = planted_model(texts[0], steps=150)  # removing any of its blocks costs perplexity
+    none = replace(trained, *texts, kind="zero", max_ppl_increase="0.001", folds=4, progress=False)
+    assert none.maps == {} and none.record["blocks"] == [] and not none.record["steps"][1]["kept"]
+    assert none.record["ppl"]["replaced"] == none.record["ppl"]["base"] and none.record["selection"]["single"]
+    message = r"no block fits the budget --max-ppl-increase 0.001: the cheapest, block \d, costs ΔPPL \+"
+    assert re.match(message, none.none_fits) and result.none_fits is None
+    with pytest.raises(LinrecError, match=message):
+        none.save(tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.slow
+def test_refit_fits_later_blocks_on_what_the_modified_model_feeds_them(base_dir, texts):
+    model, _ = load_model(str(base_dir))
+    fit, evals = texts
+    options = {"kind": "affine", "blocks": [0, 1], "folds": 4, "progress": False}
+    one_shot = replace(model, fit, evals, **options)
+    refitted = replace(model, fit, evals, refit=True, **options)
+    assert _equal(refitted.maps[0], one_shot.maps[0])  # the first block sees the unmodified model either way
+    with linrec.swapped(model, {0: one_shot.maps[0]}):  # written out: block 1 captured with block 0's map in place
+        again = linrec.Measurement.capture(model, fit, blocks=[1], folds=4, progress=False)
+    assert _equal(refitted.maps[1], again.replacements("affine", [1])[1])
+    assert not _equal(refitted.maps[1], one_shot.maps[1])
+    assert refitted.record["blocks"][1]["r2_lin_refit"] == float(again.table().r2_lin.iloc[0])
+    assert refitted.record["blocks"][0]["r2_lin_refit"] is None and refitted.record["selection"]["refit"]
+    steps, plain = refitted.record["steps"], one_shot.record["steps"]
+    assert steps[1]["delta_ppl"] == steps[1]["one_shot_delta_ppl"] == plain[1]["delta_ppl"]
+    assert steps[2]["one_shot_delta_ppl"] == plain[2]["delta_ppl"]  # the one-shot map, scored at the same step
+    with linrec.swapped(model, refitted.maps):
+        assert independent_ppl(model, evals) == pytest.approx(steps[2]["ppl"], rel=1e-4)
+    assert len(report_figure(refitted.record).axes[0].lines) > len(report_figure(one_shot.record).axes[0].lines)
+    downward = replace(model, fit, evals, refit=True, **{**options, "blocks": [1, 0]})  # block 0 sees no change
+    assert _equal(downward.maps[0], one_shot.maps[0]) and downward.record["blocks"][1]["r2_lin_refit"] is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"kind": "lowrank:32"}, "below the block's width 32"),
+        ({"kind": "cubic"}, "unknown replacement kind 'cubic'"),
+        ({"blocks": [0, 0]}, r"each block once; \[0\]"),
+        ({"blocks": [2]}, "no FFN block 2; this model has blocks 0..1"),
+        ({"blocks": None}, "say which blocks to replace"),
+        ({"blocks": None, "max_ppl_increase": "0"}, "finite number above 0"),
+        ({"blocks": None, "max_ppl_increase": "nan%"}, "finite number above 0"),
+    ],
+)
+def test_bad_requests_are_refused_before_the_capture(base_dir, texts, options, message, monkeypatch):
+    from linrec.interventions import replace as module
+
+    monkeypatch.setattr(module.Measurement, "capture", lambda *a, **k: pytest.fail("captured"))
+    model, _ = load_model(str(base_dir))
+    with pytest.raises(LinrecError, match=message):
+        replace(model, *texts, **{"blocks": [0], **options})
+
+
+def test_an_ffn_of_two_modules_and_fit_text_as_eval_text_are_refused(model_dirs, texts):
+    opt, _ = load_model(str(model_dirs["opt"]))
+    with pytest.raises(LinrecError, match="'opt' model's FFN spans two modules"):
+        replace(opt, *texts, blocks=[0])
+    gpt2, _ = load_model(str(model_dirs["gpt2"]))
+    with pytest.raises(LinrecError, match="same tokens"):
+        replace(gpt2, texts[0], texts[0], blocks=[0])
+
+
+def test_low_rank_budgets_parse_resolve_and_refuse():
+    from linrec.core.replacements import Kind
+
+    kind = Kind.parse("lowrank:25%")
+    assert (kind.share, str(kind)) == (0.25, "lowrank:25%")
+    assert kind.within(3 * 576 * 1536, 576, 576) == Kind("lowrank", 575)  # 575·1152 + 576 ≤ 25 %, capped at d - 1
+    assert Kind.parse("lowrank:5%").within(3 * 576 * 1536, 576, 576) == Kind("lowrank", 114)
+    assert Kind.parse("affine").within(10, 4, 4) == Kind("affine")
+    for bad in ("lowrank:0%", "lowrank:100%", "lowrank:x%", "lowrank:nan%"):
+        with pytest.raises(LinrecError, match="must be a number of percent"):
+            Kind.parse(bad)
+    with pytest.raises(LinrecError, match="leaves no rank: a rank-1 map stores 1728 numbers"):
+        Kind.parse("lowrank:0.01%").within(3 * 576 * 1536, 576, 576)

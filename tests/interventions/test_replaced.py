@@ -1,0 +1,150 @@
+"""linrec.interventions.replaced: A replaced model on disk: the replacement directory that ``linrec replace`` writes and
+:func:`load_replaced` reads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+import linrec
+from linrec.errors import LinrecError
+from linrec.interventions.ablations import depth_third
+from linrec.interventions.replace import replace
+from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced, read_replaced
+from linrec.interventions.replacement_report import FIGURE
+from linrec.models.identity import weights_id
+from linrec.models.loading import load_model
+from support.replace import independent_ppl
+
+
+def _damage(out, tmp_path, change):
+    copy = shutil.copytree(out, tmp_path / "copy")
+    change(copy)
+    return copy
+
+
+def _edit_record(edit):
+    def change(directory):
+        record = json.loads((directory / RECORD).read_text())
+        edit(record)
+        (directory / RECORD).write_text(json.dumps(record))
+
+    return change
+
+
+@pytest.mark.slow
+def test_the_directory_records_what_was_done(replaced, base_dir, texts):
+    result, out = replaced
+    assert sorted(p.name for p in out.iterdir()) == sorted([FIGURE, MAPS, RECORD, REPORT])
+    record = json.loads((out / RECORD).read_text())
+    assert record["base"] == {
+        "model": str(base_dir),
+        "path": str(base_dir.resolve()),
+        "weights": weights_id(str(base_dir)),
+        "dtype": "float32",
+        "width": 32,
+        "n_blocks": 2,
+    }
+    assert [(b["block"], b["kind"], b["depth"]) for b in record["blocks"]] == [
+        (1, "lowrank:8", "middle"),  # thirds of two blocks: 0 lower, 1 middle
+        (0, "lowrank:8", "lower"),
+    ]
+    assert [s["block"] for s in record["steps"]] == [None, 1, 0] and all(s["kept"] for s in record["steps"])
+    assert (
+        record["ppl"]["replaced"] == record["steps"][-1]["ppl"] and record["ppl"]["base"] == record["steps"][0]["ppl"]
+    )
+    saved = sum(b["original_params"] - b["params"] for b in record["blocks"])
+    assert record["params"]["model_before"] - record["params"]["model_after"] == saved > 0
+    assert record["fit_text"]["tokens_sha256"] == texts[0].sha256 != record["eval_text"]["tokens_sha256"]
+    assert record["fit_text"]["name"] == "local" and record["eval_text"]["windows"] == len(texts[1].input_ids)
+    assert record["versions"]["linrec"] == linrec.__version__ and record["measurement"]["rcond"] == 1e-10
+    report = (out / REPORT).read_text()
+    assert "1 (lowrank:8), 0 (lowrank:8)" in report and "## Steps" in report and "load_replaced" in report
+    assert f"]({FIGURE})" in report and (out / FIGURE).read_bytes().startswith(b"\x89PNG")
+
+
+def test_without_matplotlib_the_directory_says_how_to_get_the_figure(replaced, tmp_path, monkeypatch):
+    result, _ = replaced
+    monkeypatch.setattr("linrec.interventions.replaced.can_draw", lambda: False)
+    out = result.save(tmp_path / "plain")
+    assert not (out / FIGURE).exists() and "pip install 'linrec[notebook]'" in (out / REPORT).read_text()
+    assert read_replaced(out)[0] == json.loads((out / RECORD).read_text())
+
+
+def test_the_round_trip_is_exact(replaced, texts):
+    result, out = replaced
+    for load in (load_replaced, linrec.load_model):
+        model, tokenizer = load(out)
+        for b, fitted in result.maps.items():
+            loaded = model.transformer.h[b].mlp
+            assert type(loaded) is type(fitted)
+            state, expected = loaded.state_dict(), fitted.state_dict()
+            assert state.keys() == expected.keys() and all(torch.equal(state[k], expected[k]) for k in state)
+        ppl = independent_ppl(model, texts[1])
+        assert ppl == pytest.approx(result.record["ppl"]["replaced"], rel=1e-4)
+        assert ppl != pytest.approx(result.record["ppl"]["base"], rel=1e-4)  # the maps are in
+        ids = tokenizer("the model", return_tensors="pt").input_ids
+        assert model.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=0).shape[1] == ids.shape[1] + 4
+        with pytest.raises(LinrecError, match="replacement directory"):
+            model.save_pretrained(out / "nope")
+
+
+def test_a_base_given_by_a_relative_path_is_found_from_elsewhere(base_dir, texts, tmp_path, monkeypatch):
+    monkeypatch.chdir(base_dir.parent)
+    model, _ = load_model("gpt2")
+    out = replace(model, *texts, blocks=[0], folds=4, progress=False, name="gpt2").save(tmp_path / "relative")
+    monkeypatch.chdir(tmp_path)  # where no "gpt2" is
+    loaded, _ = load_replaced(out)
+    assert json.loads((out / RECORD).read_text())["base"]["model"] == "gpt2"
+    assert type(loaded.transformer.h[0].mlp).__name__ == "AffineFFN"
+
+
+def test_a_different_base_is_refused_naming_both_hashes(replaced, tmp_path):
+    result, out = replaced
+    base = tmp_path / "base"
+    shutil.copytree(result.record["base"]["model"], base)
+    record = json.loads((out / RECORD).read_text())
+    record["base"]["model"] = str(base)
+    moved = tmp_path / "moved"
+    shutil.copytree(out, moved)
+    (moved / RECORD).write_text(json.dumps(record))
+    load_replaced(moved)  # the same files elsewhere: the same weights
+    config = json.loads((base / "config.json").read_text())
+    (base / "config.json").write_text(json.dumps({**config, "n_positions": 48}))
+    changed = weights_id(str(base))
+    with pytest.raises(
+        LinrecError, match=f"its weights are {changed}, the record in .* names {record['base']['weights']}"
+    ):
+        load_replaced(moved)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: (d / MAPS).unlink(), "lacks replacements.safetensors"),
+        (lambda d: (d / RECORD).unlink(), "lacks linrec-replacement.json"),
+        (lambda d: (d / RECORD).write_text("{"), "cannot read the replacement record"),
+        (lambda d: (d / MAPS).write_bytes((d / MAPS).read_bytes()[:200]), "replacements.safetensors is damaged"),
+        (_edit_record(lambda r: r.update(format=7)), "of format 7, not 1"),
+        (_edit_record(lambda r: r.pop("base")), "is damaged"),
+        (_edit_record(lambda r: r["blocks"][0].update(kind="lowrank:4")), "does not hold block 1's lowrank:4 map"),
+        (_edit_record(lambda r: r["blocks"][0].update(kind="lowrank:40")), "below the block's width 32"),
+        (_edit_record(lambda r: r["blocks"].pop()), r"holds maps of blocks \['0'\] that"),
+    ],
+)
+def test_a_damaged_directory_is_refused_before_the_base_loads(replaced, tmp_path, change, message, monkeypatch):
+    from linrec.interventions import replaced as module
+
+    monkeypatch.setattr(module.loading, "load_model", lambda *a, **k: pytest.fail("the base was loaded"))
+    damaged = _damage(replaced[1], tmp_path, change)
+    with pytest.raises(LinrecError, match=message):
+        load_replaced(damaged)
+
+
+def test_read_replaced_gives_the_maps_in_their_order(replaced):
+    record, maps = read_replaced(replaced[1])
+    assert list(maps) == [1, 0] and record["kind"] == "lowrank:8"
+    assert [depth_third(b, 30) for b in (0, 9, 10, 19, 20, 29)] == ["lower"] * 2 + ["middle"] * 2 + ["upper"] * 2

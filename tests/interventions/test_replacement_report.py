@@ -1,0 +1,23 @@
+"""linrec.interventions.replacement_report: The report of a replacement directory for a reader: ``report.md`` and its
+figure, both made from the record alone (:func:`linrec.interventions.replace.replace` builds it), so a directory's
+report can always be made again."""
+
+from __future__ import annotations
+
+import pytest
+
+from linrec.interventions.replacement_report import report_figure
+
+
+def test_the_report_figure_shows_each_steps_cost_and_saving(replaced):
+    record = replaced[0].record
+    delta, saved = report_figure(record).axes
+    assert "ΔPPL" in delta.get_ylabel() and "(thousands)" in saved.get_ylabel() and "step" in delta.get_xlabel()
+    assert [t.get_text() for t in saved.get_xticklabels()] == ["model", "+1", "+0"]
+    heights = [bar.get_height() for bar in saved.patches]
+    assert heights == pytest.approx([s["params_saved"] / 1e3 for s in record["steps"]], rel=1e-12)
+    budgeted = {**record, "selection": {**record["selection"], "max_delta_ppl": 1e4}}  # far above: named, no line
+    labels = [t.get_text() for t in report_figure(budgeted).axes[0].get_legend().get_texts()]
+    assert "budget 1e+04 (above)" in labels and "budget" not in labels
+    points = delta.lines[0].get_ydata()  # the kept steps' joint ΔPPL
+    assert list(points) == pytest.approx([s["delta_ppl"] for s in record["steps"]], rel=1e-12)

@@ -1,0 +1,28 @@
+"""linrec.plots.pretrained: Figures of the real pretrained model (:mod:`linrec.analysis.pretrained`): its depth
+profile."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from linrec.errors import LinrecError
+from linrec.plots.pretrained import profile_figure
+
+
+def test_the_profile_figure_labels_its_axes():
+    trained = pd.DataFrame({"block": [0, 1, 2], "r2_lin": [0.9, 0.5, 0.7], "r2_lin_std": 0.01,
+                            "r2_feature_median": [0.2, 0.1, 0.3]})  # fmt: skip
+    ax = profile_figure(trained, "t").axes[0]
+    assert ax.get_xlabel() == "FFN block (depth)" and "fraction of variance" in ax.get_ylabel()
+    assert len(ax.get_legend().get_texts()) == 2
+    with pytest.raises(LinrecError, match="r2_feature_median"):
+        profile_figure(trained.drop(columns="r2_feature_median"), "t")
+
+
+def test_the_profile_figure_draws_one_panel_per_model_in_the_tables_order():
+    one = pd.DataFrame({"block": [1, 0], "r2_lin": [0.5, 0.9], "r2_lin_std": 0.01, "r2_feature_median": [0.1, 0.2]})
+    both = pd.concat([one.assign(model="b"), one.assign(model="a", r2_lin=[0.3, 0.4])])
+    axes = profile_figure(both).axes
+    assert [ax.get_title() for ax in axes] == ["b", "a"]
+    assert list(axes[1].lines[0].get_ydata()) == [0.4, 0.3]  # block order, this model's rows only
