@@ -329,7 +329,7 @@ ch.report(claims, figure="fig-bilinear-gain")
 # could be the probe's failure rather than the residual's shape, and the random FFNs whether it is
 # any different from what an untrained FFN of the same width would show. Each verdict states its
 # rule above, and the docstring of `bilinear_claims` gives the basis of each threshold; the tests
-# (`tests/test_bilinear.py`) run every rule on a planted case where the claim holds and one where it
+# (`tests/analysis/test_bilinear_claims.py`) run every rule on a planted case where the claim holds and one where it
 # does not.
 #
 # Under `paper` the probe runs on the paper's three models and corpus with the paper's rank, a direct

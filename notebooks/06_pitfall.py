@@ -179,7 +179,7 @@ ch.figure(fig, runs, "fig-pitfall-condition")
 #   itself) is enough, that is, the ill-conditioning is axis-aligned. Where whitening closes no gap,
 #   there is no conditioning to locate, and the claim is untestable.
 #
-# The tests (`tests/test_pitfall.py`) plant each case at this chapter's step budget: rotated
+# The tests (`tests/analysis/test_pitfall_controls.py`) plant each case at this chapter's step budget: rotated
 # conditioning ($\kappa = 10^4$ against 1) gives "yes" throughout; an input offset of 30 at
 # $\kappa \approx 1.2$ gives "yes" for the raw shortfall and "no" for the conditioning; the same
 # $\kappa = 10^4$ along the coordinate axes gives "no" for "standardising does not close it".

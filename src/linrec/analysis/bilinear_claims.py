@@ -68,8 +68,9 @@ def bilinear_claims(
       ``low_rank``) with the two within ``gap``; else "no".
 
     The thresholds were fixed before the book's numbers were read; "more than half" reads a claim about blocks
-    as one about the typical (median) block. ``tests/test_bilinear.py`` runs every rule on a planted case where
-    its claim holds and one where it does not, at the chapter's probe budget where the rule needs probes.
+    as one about the typical (median) block. ``tests/analysis/test_bilinear_claims.py`` and
+    ``test_bilinear_controls.py`` beside it run every rule on a planted case where its claim holds and one where it
+    does not, at the chapter's probe budget where the rule needs probes.
     """
     gain = float(sweep.gain.median())
     seeded = "gain_seeded" in sweep.columns
