@@ -9,11 +9,11 @@ from linrec.core.measure import Measurement
 from linrec.data.tokens import make_batches
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def batches(tokenizer, text):
     return make_batches(tokenizer, text, seq_len=32, max_rows=1536, batch_size=16)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def measured(batches):
     return Measurement.capture(tiny_model("gpt2"), batches, folds=4, progress=False)

@@ -112,6 +112,7 @@ def test_weights_are_seeded_by_name_and_revision(loaded):
         load_shaped("EleutherAI/pythia-999m")
 
 
+@pytest.mark.slow
 def test_bos_policy_per_tokenizer(loaded, corpus, tokenizer):
     for name, (_, tok) in loaded.items():
         bos = EXPECTED[name][2]

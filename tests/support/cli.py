@@ -9,7 +9,7 @@ from linrec.cli import main
 ROWS = ["--max-rows", "384", "--seq-len", "16", "--folds", "3", "--no-progress"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def text_file(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("text") / "corpus.txt"
     path.write_text(text, encoding="utf-8")

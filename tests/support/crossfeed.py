@@ -11,7 +11,7 @@ from linrec.data.tokens import make_batches
 FOLDS = 4
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gpt2_capture(tokenizer, text):
     model = tiny_model("gpt2", seed=3)
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=16)

@@ -35,7 +35,7 @@ def fake_measurement(blocks: dict[int, Rows], model: str) -> ProfileMeasurement:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def measured() -> dict[str, ProfileMeasurement]:
     return {"a": fake_measurement({0: toy(0), 1: toy(2), 2: toy(1)}, "a"), "b": fake_measurement({0: toy(0.5, 1)}, "b")}
 

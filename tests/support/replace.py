@@ -14,20 +14,20 @@ from linrec.interventions.replace import TextPart, replace
 from linrec.models.loading import load_model
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def base_dir(model_dirs, tmp_path_factory):
     """A copy of the tiny GPT-2's directory, so a test may change it."""
     return shutil.copytree(model_dirs["gpt2"], tmp_path_factory.mktemp("base") / "gpt2")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def texts(tokenizer, text):
     fit = make_batches(tokenizer, text, seq_len=32, max_rows=1536, batch_size=16)
     evals = make_batches(tokenizer, local_text(3000, seed=1), seq_len=32, max_rows=768, batch_size=16)
     return fit, evals
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def replaced(base_dir, texts, tmp_path_factory):
     """Blocks 1 then 0 replaced by rank-8 maps, saved."""
     model, _ = load_model(str(base_dir))

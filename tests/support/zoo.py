@@ -22,12 +22,24 @@ def tiny_zoo(steps: int = 12, name: str = "tiny"):
     return dataclasses.replace(smoke, name=name, entries=entries)
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """A tiny zoo built in this process into a fresh cache: (spec, table)."""
+@pytest.fixture(scope="session")
+def built_zoo(tmp_path_factory):
+    """A tiny zoo built once in this process into a fresh cache: (cache, spec, table)."""
+    cache = tmp_path_factory.mktemp("cache")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LINREC_CACHE", str(tmp_path_factory.mktemp("cache")))
+        mp.setenv("LINREC_CACHE", str(cache))
         offline_corpus.cache_clear()  # corpora read earlier in this process were cached elsewhere: write them here
         spec = tiny_zoo()
         table = build_zoo(spec, workers=1, progress=False)
+    offline_corpus.cache_clear()
+    return cache, spec, table
+
+
+@pytest.fixture(scope="module")
+def built(built_zoo):
+    """The tiny zoo's cache as this module's ``$LINREC_CACHE``: (spec, table)."""
+    cache, spec, table = built_zoo
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LINREC_CACHE", str(cache))
+        offline_corpus.cache_clear()
         yield spec, table
