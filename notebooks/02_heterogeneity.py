@@ -48,14 +48,14 @@ budgets = pd.DataFrame([{"model": m, "text": r.info.corpus, "rows per block": r.
                          "input width": int(table[table.model == m].d_in.iloc[0]),
                          "rows per input dimension": r.info.rows / table[table.model == m].d_in.iloc[0],
                          "folds (by document)": r.info.folds, "blocks": len(r.blocks)}
-                        for m, r in measured.items()])  # fmt: skip
+                        for m, r in measured.items()])
 ch.show(budgets, {"rows per input dimension": ".0f"})
 
 # %%
 ch.show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first_position_share", "r2_lin_after_first",
             "r2_feature_median", "input_condition", "null_dims"]],
      fold="R²_lin with its k-fold std, at half the training rows, the first position's share and R²_lin without it, "
-          "the median per-feature R², the input condition number and null dims of every block")  # fmt: skip
+          "the median per-feature R², the input condition number and null dims of every block")
 
 # %% [markdown]
 # ## Enough rows?
@@ -93,10 +93,10 @@ ch.report([linrec.analysis.pretrained.convergence_claim(convergence[convergence.
 if SWAP:
     swaps = pd.concat([linrec.experiment.swaps.affine_swaps(ch.profile, [r], max_tokens=SWAP_TOKENS or ch.profile.budget(m).eval_tokens // 4,
                                     progress=ch.progress, cache=True, blocks=ch.profile.swap_blocks(len(r.blocks)))
-                       for m, r in measured.items()], ignore_index=True)  # fmt: skip
+                       for m, r in measured.items()], ignore_index=True)
     display(ch.show(swaps.groupby("model", sort=False).agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"),
                                                         ppl=("base_ppl", "first"))
-                 .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})))  # fmt: skip
+                 .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})))
     wide = swaps.assign(cell=linrec.report.tables.with_interval(swaps, "delta_ppl")).pivot(index="block", columns="model", values="cell")
     display(ch.show(wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]"),
                  fold="ΔPPL of every block swapped alone, per model"))
@@ -159,7 +159,7 @@ ch.figure(fig, sinks, "fig-heterogeneity-positions")
 # %%
 pooled = linrec.analysis.positions.position_claims(sinks, DEPENDS)
 ch.report(pooled + [c.of(m) for m in MODELS for c in linrec.analysis.positions.position_claims(sinks[sinks.model == m], DEPENDS)],
-          figure="fig-heterogeneity-positions")  # fmt: skip
+          figure="fig-heterogeneity-positions")
 heavy, moved = linrec.analysis.positions.position_extremes(sinks)
 ch.glue(rows_first=heavy.rows_first, variance_first=heavy.first_position_share,
         heavy_block=f"{heavy.model} block {int(heavy.block)}", change=moved.change,
@@ -170,7 +170,7 @@ few = pooled[-1]  # the blocks whose R²_lin without the first position rests on
 ch.glue(few_share=linrec.analysis.positions.FEW, few=f"{few.measured} blocks ({few.note})")
 ch.show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share",
             "top_rows_share_after_first"]],
-     fold="R²_lin of every block with and without the first position, and what its largest rows carry")  # fmt: skip
+     fold="R²_lin of every block with and without the first position, and what its largest rows carry")
 
 # %% [markdown]
 # The first position is {glue:text}`rows_first:.1%` of the rows. Its share of a block's output

@@ -210,7 +210,7 @@ else:
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
 normalised = pd.concat([linrec.analysis.activation.measured_normalisation(ch.profile, measured[(m, "final")], NORMALISATIONS, progress=ch.progress)
-                        for m in MODELS], ignore_index=True)  # fmt: skip
+                        for m in MODELS], ignore_index=True)
 fig = linrec.plots.activation.normalisation_figure(normalised, order=MODELS)
 ch.figure(fig, normalised, "fig-activation-normalised")
 

@@ -40,7 +40,7 @@ from linrec.book import chapter
 
 ch = chapter.begin("04_bilinear", globals(), names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
                    positive_int=["TOP_DIMS", "PROBE_SEEDS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
-                   positive_number=["LOW_RANK"])  # fmt: skip
+                   positive_number=["LOW_RANK"])
 MODELS = list(MODELS or ch.profile.models)
 probe = ch.profile.probe
 config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device)
@@ -108,7 +108,7 @@ ch.show(linrec.analysis.bilinear.probe_settings(config, seeded_config, PROBE_SEE
 
 # %%
 sweep = pd.concat([linrec.analysis.bilinear.probe_sweep({m: r}, config, blocks=probed[m], progress=ch.progress, cache=True, seeded=seeded_config,
-                               seeds=PROBE_SEEDS) for m, r in measured.items()], ignore_index=True)  # fmt: skip
+                               seeds=PROBE_SEEDS) for m, r in measured.items()], ignore_index=True)
 correlations = linrec.analysis.bilinear.gain_correlations(sweep)
 ch.show(sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]],
      fold="both probes' R² and gain over the closed form, block by block")
@@ -312,14 +312,14 @@ ch.glue(widest_block=f"{widest.model} block {int(widest.block)}", top_dims=TOP_D
 
 # %%
 probed_concentration = pd.concat([concentration[(concentration.model == m) & concentration.block.isin(probed[m])]
-                                  for m in MODELS], ignore_index=True)  # fmt: skip
+                                  for m in MODELS], ignore_index=True)
 claims = linrec.analysis.bilinear_claims.bilinear_claims(sweep[sweep.model.isin(same)], probed_concentration[probed_concentration.model.isin(same)],
                          config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR, low_rank=LOW_RANK, gap=GAP,
-                         controls=controls, reference=reference)  # fmt: skip
+                         controls=controls, reference=reference)
 for m in MODELS:
     claims += [c.of(m) for c in linrec.analysis.bilinear_claims.bilinear_claims(sweep[sweep.model == m], probed_concentration[probed_concentration.model == m],
                                                 config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR, low_rank=LOW_RANK,
-                                                gap=GAP, controls=controls_at[widths[m]], reference=references[widths[m]])]  # fmt: skip
+                                                gap=GAP, controls=controls_at[widths[m]], reference=references[widths[m]])]
 ch.report(claims, figure="fig-bilinear-gain")
 
 # %% [markdown]

@@ -26,7 +26,7 @@ from linrec.book import chapter
 
 ch = chapter.begin("05_compression", globals(), name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
                    positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
-                   positive_number=["MIN_RATIO"])  # fmt: skip
+                   positive_number=["MIN_RATIO"])
 MODEL, SIGNAL_MODELS, EVAL_TOKENS = linrec.analysis.compression.defaults(ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS)
 
 # %% [markdown]
@@ -139,7 +139,7 @@ others = {name: linrec.experiment.measurement.measurement(ch.profile, name, prog
 signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL, eval_corpus=ch.profile.eval_corpus_of(MODEL),
                                                           eval_tokens=evals.n_rows),
                     *[linrec.analysis.compression.affine_signal(ch.profile, [r], (ch.profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True)
-                      for name, r in others.items()]], ignore_index=True)  # fmt: skip
+                      for name, r in others.items()]], ignore_index=True)
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
 rho = linrec.analysis.compression.signal_correlation(signal)
 fig = linrec.plots.compression.signal_figure(signal, rho.combined if rho else None)
@@ -174,7 +174,7 @@ ch.glue(signal_reading=linrec.analysis.compression.signal_reading(rho),
 
 # %% mystnb={"figure": {"caption": "Greedy choice under the budget: joint change in perplexity as a share of each model's own perplexity (with its 95% bootstrap interval over evaluation windows) against the share of the model's numbers saved, blocks added in order of their own measured swap cost; a hollow marker is the step that broke the budget (dashed) and was left out.", "name": "fig-compression-budget"}}
 budget = linrec.experiment.swaps.greedy_frontiers(ch.profile, [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS], signal,
-                          f"{100 * MAX_RELATIVE:g}%", progress=ch.progress, cache=True)  # fmt: skip
+                          f"{100 * MAX_RELATIVE:g}%", progress=ch.progress, cache=True)
 fig = linrec.plots.compression.budget_figure(budget, MAX_RELATIVE)
 ch.figure(fig, budget, "fig-compression-budget")
 
@@ -229,7 +229,7 @@ for name in SIGNAL_MODELS:
     rows = signal[signal.model == name]
     if name != MODEL and len(rows):
         claims += [c.of(name) for c in linrec.analysis.compression.compression_claims(linrec.analysis.compression.best_block(rows, early=EARLY), linrec.analysis.compression.signal_correlation(rows),
-                                                          MIN_RATIO, MAX_RELATIVE)]  # fmt: skip
+                                                          MIN_RATIO, MAX_RELATIVE)]
 ch.report(claims, figure="fig-compression-signal")
 sink = pd.concat([r.table()[["model", "block", "r2_lin_after_first", "first_position_share"]]
                   for r in (m, *others.values())])

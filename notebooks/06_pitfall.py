@@ -188,7 +188,7 @@ ch.figure(fig, runs, "fig-pitfall-condition")
 claims = linrec.analysis.pitfall_claims.pitfall_claims(runs, TOLERANCE, condition=table.input_condition)
 for m in MODELS:
     claims += [c.of(m) for c in linrec.analysis.pitfall_claims.pitfall_claims(runs[runs.model == m], TOLERANCE,
-                                               condition=table[table.model == m].input_condition)]  # fmt: skip
+                                               condition=table[table.model == m].input_condition)]
 ch.report(claims, figure="fig-pitfall-condition")
 
 # %% [markdown]

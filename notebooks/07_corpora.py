@@ -77,7 +77,7 @@ ch.show(summary)
 # %%
 ch.report(linrec.analysis.corpora.corpus_claims(summary, overlay=0.5) + [c.of(m) for m in MODELS
                                                  for c in linrec.analysis.corpora.corpus_claims(summary[summary.model == m], overlay=0.5)],
-          figure="fig-corpora-profiles")  # fmt: skip
+          figure="fig-corpora-profiles")
 
 # %% tags=["remove-input"]
 ch.caveat()

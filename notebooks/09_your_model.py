@@ -282,7 +282,7 @@ for real in ch.profile.packaged:
                             blocks=[int(b) for b in GGUF_BLOCKS.split(",")] if GGUF_BLOCKS else None,
                             max_ppl_increase=MAX_PPL_INCREASE, folds=ch.profile.folds, seed=SEED, progress=ch.progress,
                             name=real, second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS),
-                            weights=linrec.experiment.measurement.weights_id(ch.profile, real, "final"))  # fmt: skip
+                            weights=linrec.experiment.measurement.weights_id(ch.profile, real, "final"))
     loaded_ppl = None
     if result.none_fits is None:
         real_model, _ = linrec.load_model(str(result.save(workdir / f"replaced-{real}")))

@@ -48,7 +48,7 @@ parameters = {m: linrec.experiment.sizes.parameter_count(series, m, progress=ch.
 table = linrec.analysis.scale.with_depth(linrec.analysis.depth.depth_table(measured.values(), series))
 summary = linrec.analysis.scale.scale_summary(table, parameters)
 ch.show(summary, {"parameters": ",d", "rows_per_dim": ".0f"},
-     fold="Each model's size and the statistics of its R²_lin profile, smallest first")  # fmt: skip
+     fold="Each model's size and the statistics of its R²_lin profile, smallest first")
 
 # %% [markdown]
 # ## The profiles at relative depth
@@ -75,7 +75,7 @@ ch.figure(fig, table, "fig-scale-profiles")
 if SWAP:
     swaps = linrec.analysis.scale.fixed_depth_swaps(series, measured, table, SWAP_TOKENS, progress=ch.progress)
     display(ch.show(swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]], {"relative": ".2%"},
-                 fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share"))  # fmt: skip
+                 fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share"))
 else:
     swaps = linrec.analysis.scale.NO_SWAPS
     print("SWAP = False: the swap panel is left empty")
@@ -126,7 +126,7 @@ ch.report(linrec.analysis.scale.scale_claims(table, parameters, keeps=KEEPS, see
 
 # %%
 ch.show(linrec.analysis.scale.capture_needs(linrec.analysis.scale.LARGER, folds=ch.profile.folds), {"rows": ",d"},
-     fold="Measuring every block of a larger model at 64 rows per input dimension: memory, disk and arithmetic")  # fmt: skip
+     fold="Measuring every block of a larger model at 64 rows per input dimension: memory, disk and arithmetic")
 
 # %% [markdown]
 # The forward pass's arithmetic divided by a machine's sustained float32 rate gives most of a
