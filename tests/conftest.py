@@ -236,7 +236,7 @@ def book_script(name: str):
     """The module ``book/<name>.py`` (the build's scripts are not a package)."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "book" / f"{name}.py"
+    path = ROOT / "book" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"book_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # registered before it runs, as an import would (dataclasses look it up)

@@ -14,8 +14,9 @@ import pytest
 
 from bookbuild import check, notebooks, publish
 from bookbuild.layout import Book
+from conftest import book_script
 from linrec.book import figures
-from support.book import SOURCE, _build_script
+from support.book import SOURCE
 from support.publish import executed
 
 
@@ -82,7 +83,7 @@ def test_a_chapter_papermill_did_not_complete_fails_the_check(completed, tmp_pat
 
 
 def test_html_refuses_a_half_executed_chapter(completed, tmp_path, monkeypatch, capsys):
-    build = _build_script()
+    build = book_script("build")
     demo = Book(tmp_path)
     demo.notebooks.mkdir()
     (demo.notebooks / "01_demo.py").write_text(SOURCE)

@@ -11,8 +11,8 @@ import pytest
 from bookbuild import check
 from bookbuild import execute as ex
 from bookbuild.layout import Book, BookError
-from conftest import ROOT
-from support.book import REPO, _build_script
+from conftest import ROOT, book_script
+from support.book import REPO
 
 
 def _chapter(tmp_path: Path, stem: str, body: str):
@@ -130,7 +130,7 @@ def test_chapters_start_longest_first_by_the_last_build_and_unmeasured_ones_befo
     ],
 )
 def test_a_bad_profile_or_field_fails_the_build_before_any_chapter(argv, message, monkeypatch, capsys):
-    build = _build_script()
+    build = book_script("build")
     monkeypatch.setattr(ex, "run_chapters", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
     monkeypatch.setattr(ex, "prepare_models", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
     assert build.main(["execute", "--only", "01_method", *argv]) == 2
@@ -139,7 +139,7 @@ def test_a_bad_profile_or_field_fails_the_build_before_any_chapter(argv, message
 
 
 def test_a_cache_that_cannot_hold_entries_fails_the_build_first(tmp_path, monkeypatch, capsys):
-    build = _build_script()
+    build = book_script("build")
     monkeypatch.setattr(ex, "prepare_models", lambda *a: (_ for _ in ()).throw(AssertionError("trained")))
     (tmp_path / "plain").write_text("a file")
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "plain"))
@@ -167,7 +167,7 @@ def test_a_failing_chapter_stops_the_one_beside_it_and_the_queue(tmp_path):
 
 
 def test_an_interrupted_build_is_one_line_and_status_130(monkeypatch, capsys):
-    build = _build_script()
+    build = book_script("build")
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

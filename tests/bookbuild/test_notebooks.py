@@ -20,8 +20,7 @@ import linrec
 from bookbuild import notebooks, publish
 from bookbuild.colab import raw_myst
 from bookbuild.layout import Book, BookError
-from conftest import ROOT
-from support.book import SOURCE
+from support.book import REPO, SOURCE
 
 FIGURE_CALL = re.compile(r"^\s*fig = ", re.MULTILINE)
 
@@ -56,12 +55,6 @@ def without_linrec(monkeypatch):
     """Make linrec look not installed to the install cell (it still imports this one afterwards)."""
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "linrec" else find_spec(name, *a))
-
-
-REPO = Book(ROOT)
-
-
-REPO = Book(ROOT)
 
 
 def figure_names(code: str) -> list[str]:

@@ -10,10 +10,7 @@ from matplotlib.container import ErrorbarContainer
 
 from linrec.errors import LinrecError
 from linrec.plots import method
-
-
-def points(ax) -> np.ndarray:
-    return np.concatenate([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
+from support.drawn import points
 
 
 def test_pipeline_draws_eight_steps_joined_by_seven_arrows():
