@@ -408,9 +408,9 @@ def test_profile_options_are_honoured_or_refused(model_dirs, text_file, monkeypa
 
     seen = {}
 
-    def load_profile_model(profile, model, checkpoint="final", **kwargs):
+    def load_profile_model(profile, model, checkpoint="final", before_weights=None, **kwargs):
         seen.update(device=profile.device, dtype=profile.dtype)
-        return load_model(str(model_dirs["gpt2"]))
+        return load_model(str(model_dirs["gpt2"]), before_weights=before_weights)
 
     def make_batches(*args, batch_size, **kwargs):
         seen["batch_size"] = batch_size
@@ -492,3 +492,51 @@ def test_a_profile_s_blocks_and_context_are_checked_from_its_zoo_spec(capsys, no
     smoke = ["profile", "--profile", "smoke", "--no-progress"]
     _fails([*smoke, "--blocks", str(depth)], capsys, f"no FFN block {depth}")
     _fails([*smoke, "--seq-len", str(context + 1)], capsys, f"exceeds the model's context of {context}")
+
+
+def test_a_memory_budget_is_read_planned_and_refused_before_the_weights(model_dirs, text_file, capsys, no_weights):
+    model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--seq-len", "16"]
+    _fails([*model, "--memory", "lots"], capsys, "cannot read the memory budget 'lots'", "12GB")
+    _fails([*model, "--memory", "1KB"], capsys, "too small for one block at a time", "smallest budget that works")
+
+
+def test_a_budget_that_groups_the_blocks_gives_the_one_pass_table(model_dirs, text_file, tmp_path, capsys):
+    """The plan is printed before the work, and the table is the single pass's to the last digit."""
+    from linrec.models.loading import load_model
+
+    model = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--folds", "8"]
+    model += ["--seq-len", "16", "--max-rows", "768"]
+    assert main([*model, "--out", str(tmp_path / "one.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "plan: 1 group of 2 blocks" in err
+    import torch
+    from transformers import AutoConfig
+
+    from linrec.core.plan import footprint
+
+    config = AutoConfig.from_pretrained(model_dirs["llama"])
+    sizes = {"windows": 48, "seq_len": 16, "batch_size": 8}
+    weights = (sum(p.numel() for p in load_model(str(model_dirs["llama"]))[0].parameters()) * 4, 0)
+    fp = footprint(config, blocks=2, folds=8, **sizes, dtype=torch.float32, on_gpu=False, weights=weights)
+    assert main([*model, "--memory", str(fp.host(1, 2)), "--out", str(tmp_path / "grouped.csv")]) == 0
+    assert "plan: 2 groups of 1 block (0, 1)" in capsys.readouterr().err
+    one, grouped = (pd.read_csv(tmp_path / f"{n}.csv").drop(columns="measured_at") for n in ("one", "grouped"))
+    pd.testing.assert_frame_equal(one, grouped, check_exact=True)
+
+
+def test_a_profile_s_own_model_named_with_model_is_measured_as_the_profile_does(monkeypatch, capsys, no_measuring):
+    """--profile P --model M, M one of P's models or of its scale series: P's loader, budget and text."""
+    import linrec.experiment.resolve
+
+    seen = {}
+
+    def load_profile_model(profile, model, checkpoint="final", **kwargs):
+        seen.update(profile=profile.name, model=model, models=profile.models, dtype=profile.dtype)
+        raise AssertionError("stop before loading")
+
+    monkeypatch.setattr(linrec.experiment.resolve, "load_profile_model", load_profile_model)
+    for name in ("EleutherAI/pythia-160m", "EleutherAI/pythia-6.9b"):
+        with pytest.raises(AssertionError, match="stop before"):
+            main(["profile", "--profile", "shapes", "--model", name, "--dtype", "bfloat16", "--no-progress"])
+        assert seen["profile"] == "shapes" and seen["model"] == name and name in seen["models"]
+        assert seen["dtype"] == "bfloat16"

@@ -150,3 +150,24 @@ def test_training_settings_that_nan_would_silently_change_are_refused(config, se
     with pytest.raises(LinrecError, match=f"{next(iter(settings))}.* must be a finite number"):
         (ProbeConfig if config == "probe" else BaselineConfig)(**settings)
     (ProbeConfig if config == "probe" else BaselineConfig)()  # the defaults pass
+
+
+def test_a_spec_out_of_depth_order_captures_every_block(tokenizer, text):
+    """The forward stops after the block that runs last, whatever the spec numbers it."""
+    model = tiny_model("llama")
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=16 * 64, batch_size=8)
+    spec = [("model.layers.1.mlp", "model.layers.1.mlp"), ("model.layers.0.mlp", "model.layers.0.mlp")]
+    moments = capture_moments(model, batches, folds=3, spec=spec, progress=False)
+    in_order = capture_moments(model, batches, folds=3, progress=False)
+    assert sorted(moments) == [0, 1]
+    assert torch.equal(moments[0][0].cxy, in_order[1][0].cxy) and torch.equal(moments[1][0].cxy, in_order[0][0].cxy)
+
+
+def test_a_block_whose_modules_never_run_is_named(tokenizer, text):
+    model = tiny_model("gpt2")
+    model.unused = torch.nn.Linear(32, 32)
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=16 * 64, batch_size=8)
+    with pytest.raises(LinrecError, match=r"blocks \[1\] got no rows: their modules never ran"):
+        capture_moments(
+            model, batches, folds=3, spec=[("transformer.h.0.mlp",) * 2, ("unused", "unused")], progress=False
+        )

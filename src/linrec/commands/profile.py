@@ -11,9 +11,12 @@ with one process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -32,11 +35,14 @@ from linrec.commands.args import (
 )
 from linrec.commands.profile_columns import columns_help, version_columns
 from linrec.commands.profile_inputs import check_before_loading, measured_text, seq_len, token_batches
+from linrec.core.plan import parse_memory
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
-    from transformers import PretrainedConfig
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+    from linrec.core.plan import CapturePlan
+    from linrec.data.textfile import TextFile
     from linrec.data.tokens import TokenBatches
     from linrec.experiment.profiles import Profile
 
@@ -128,6 +134,14 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="keep each fold's finished moments on disk under DIR instead of in memory (same numbers): for a model "
         "whose float64 moments, 3 x width² x 8 bytes per block and fold, exceed memory; removed afterwards",
     )
+    p.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="the most memory the capture may hold, in host memory and on the GPU, e.g. 12GB or 12GiB (default: "
+        "what is free there now). Where every block's float64 moments do not fit, the blocks are measured in groups "
+        "that do, each resumed from where the previous one stopped (about one forward pass in all; the same "
+        "numbers); the plan is printed before any work",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_profile)
 
@@ -147,7 +161,12 @@ def _profile(args: argparse.Namespace) -> int:
     from linrec.models.loading import check_device_map, pick_device
     from linrec.models.packaged import PACKAGED
 
+    memory = parse_memory(args.memory)  # a budget that cannot be read fails first
     profile = None if args.profile is None else _cli_profile(args)
+    own = profile is not None and (args.model is None or _owns(profile, args.model))
+    if own and args.model is not None:
+        assert profile is not None
+        profile = _model_profile(profile, args.model)
     if args.out is not None:
         check_output(args.out)
     if not args.model and profile is None:  # an empty --model names no model either
@@ -179,20 +198,22 @@ def _profile(args: argparse.Namespace) -> int:
         assert profile is not None  # refused above: neither --model nor --profile
         names = list(profile.models)
     # A profile's models each read their own budget's text unless --text-file or --corpus names one for all.
-    own_text = profile is not None and not (args.model or args.text_file or args.corpus)
+    own_text = own and not (args.text_file or args.corpus)
     text, corpus_name, corpus_hash, documents = measured_text(args, profile, names[0] if own_text else None)
     tables = []
-    prepared: list[TokenBatches] = []  # each model's batches, made from its config and tokenizer
+    prepared: list[tuple[TokenBatches, CapturePlan]] = []  # each model's batches and plan, from config and tokenizer
     for model_name in names:
         prepared.clear()
-        if profile is not None and args.model is None:
+        if own:
             from linrec.experiment.resolve import load_profile_model
 
+            assert profile is not None
             if own_text and profile.budget(model_name).corpus != corpus_name:
                 text, corpus_name, corpus_hash, documents = measured_text(args, profile, model_name)
-            model, tokenizer = load_profile_model(profile, model_name, progress=not args.no_progress)
-            config = cast("PretrainedConfig", model.config)
-            prepared.append(token_batches(args, profile, (text, documents), folds, config, tokenizer, model_name))
+            model, tokenizer = load_profile_model(
+                profile, model_name, progress=not args.no_progress,
+                before_weights=_preparer(args, profile, (text, documents), folds, memory, prepared, model_name),
+            )  # fmt: skip
         else:
             if args.revision is not None and Path(model_name).expanduser().is_dir():
                 raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
@@ -204,19 +225,19 @@ def _profile(args: argparse.Namespace) -> int:
                 device_map=args.device_map,
                 trust_remote_code=args.trust_remote_code,
                 supported_only=True,
-                before_weights=lambda config, tok, source=(text, documents): prepared.append(
-                    token_batches(args, profile, source, folds, config, tok)
-                ),
+                before_weights=_preparer(args, profile, (text, documents), folds, memory, prepared),
             )
+        batches, plan = prepared[0]
         table = measure(
             model,
-            prepared[0],
+            batches,
             blocks=args.blocks,
             folds=folds,
             seed=args.seed,
             skip_first=args.skip_first,
             progress=not args.no_progress and rank == 0,
             spill=args.spill,
+            memory=plan,
         )
         table.insert(0, "model", model_name)
         origin = gguf_origin(getattr(model.config, "_name_or_path", ""))
@@ -226,7 +247,7 @@ def _profile(args: argparse.Namespace) -> int:
         table["device"] = str(weights.device)
         table["corpus"] = corpus_name
         table["corpus_sha256"] = corpus_hash
-        table["seq_len"] = prepared[0].seq_len
+        table["seq_len"] = batches.seq_len
         table["skip_first"] = args.skip_first
         table["folds"] = folds
         table["layout"] = args.layout
@@ -249,12 +270,65 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preparer(
+    args: argparse.Namespace,
+    profile: Profile | None,
+    source: tuple[str | TextFile, tuple[int, ...] | None],
+    folds: int,
+    memory: int | None,
+    into: list[tuple[TokenBatches, CapturePlan]],
+    model: str | None = None,
+) -> Callable[[PretrainedConfig, PreTrainedTokenizerBase], None]:
+    """What runs once a model's config and tokenizer are known, before its weights load: its batches
+    (:func:`token_batches`; ``model``: a profile's own, measured on its budget) and the capture's plan, printed
+    (a budget that cannot work fails here, naming the smallest that would), appended to ``into``."""
+
+    def prepare(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+        import torch
+
+        from linrec.core.planned import announce, plan_before_loading
+        from linrec.models.loading import parse_dtype, pick_device
+
+        batches = token_batches(args, profile, source, folds, config, tokenizer, model)
+        own = profile is not None and model is not None
+        dtype = (profile.dtype if own and profile is not None else args.dtype) or getattr(config, "dtype", None)
+        torch_dtype = parse_dtype(dtype) or torch.float32  # (the checkpoint's own, else float32, as loading does)
+        device = profile.device if own and profile is not None else args.device
+        target = torch.device(pick_device(device)) if args.device_map is None else torch.device("cpu")
+        plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory)
+        if not args.no_progress:
+            print(plan.describe(), file=sys.stderr)
+        announce(plan, progress=False)  # (the warning of groups that cannot resume)
+        into.append((batches, plan))
+
+    return prepare
+
+
+def _owns(profile: Profile, model: str) -> bool:
+    """Whether ``model`` is one of ``profile``'s own models, or of its scale series: measured as the book measures
+    it (its budget, its text, the profile's loader) when named with --model."""
+    return model in (*profile.models, *profile.series, *profile.series_gpu)
+
+
+def _model_profile(profile: Profile, model: str) -> Profile:
+    """The profile that measures ``model``, one of ``profile``'s own (:func:`_owns`): itself, or its scale series."""
+    if model in profile.models:
+        return profile
+    series = profile.series_profile(gpu=model in profile.series_gpu)
+    return (
+        series
+        if series.device_map is None or profile.device is None
+        else dataclasses.replace(series, device_map=None).validate()
+    )
+
+
 def _cli_profile(args: argparse.Namespace) -> Profile:
     """The ``--profile`` named, with ``--device`` and ``--dtype`` as overrides of its own when its models are
-    measured; options that only apply to ``--model`` are refused rather than silently ignored."""
+    measured (all of them, or one named with --model); options that only apply to other models are refused rather
+    than silently ignored."""
     from linrec.experiment.profiles import get_profile
 
-    if args.model is not None:
+    if args.model is not None and not _owns(get_profile(args.profile), args.model):
         return get_profile(args.profile)
     given = [
         option
@@ -267,8 +341,8 @@ def _cli_profile(args: argparse.Namespace) -> Profile:
     ]
     if given:
         raise LinrecError(
-            f"{', '.join(given)} apply to --model; the profile '{args.profile}' loads its own models "
-            "(its revisions are pinned in linrec.experiment.profiles). Drop them, or add --model."
+            f"{', '.join(given)} apply to --model (a model of your own); the profile '{args.profile}' loads its own "
+            "models (its revisions are pinned in linrec.experiment.profiles). Drop them, or add --model."
         )
     overrides = {name: value for name, value in (("device", args.device), ("dtype", args.dtype)) if value}
     return get_profile(args.profile, **overrides)

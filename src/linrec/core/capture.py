@@ -90,19 +90,22 @@ def run_capture(
     fold_of_sequence: torch.Tensor,
     progress: bool = True,
     positions: slice | None = None,
+    stop: bool = True,
 ) -> None:
     """Run ``model`` over ``batches`` once, handing each block's non-padding rows to every sink.
 
     Sequences are ordered by fold first (:meth:`TokenBatches.grouped`). ``positions``: hand over only
     the rows at these positions of each window (column indices, e.g. ``slice(1, None)`` leaves out
     position 0). The mask is applied to what is captured, never to the forward pass: every token
-    still attends to, and is computed from, the whole window.
+    still attends to, and is computed from, the whole window. ``stop=False``: the forward is not cut short after
+    the deepest block; a hook of the caller's ends it (:func:`linrec.core.resume.recording`).
     """
     if not blocks:
         raise LinrecError("no FFN blocks selected")
     require_eval(model, "the captured activations")
     modules = dict(model.named_modules())
-    deepest = max(blocks, key=lambda b: b.index)
+    order = {name: i for i, name in enumerate(modules)}  # the model's modules in the order they are defined
+    deepest = max(blocks, key=lambda b: order[b.output])  # runs last (a spec's indices need not follow depth)
     grouped = batches.grouped(fold_of_sequence)
     masks = (grouped.attention_mask.bool() & _columns(batches.seq_len, positions)).numpy()
     pending: dict[int, torch.Tensor] = {}
@@ -138,7 +141,8 @@ def run_capture(
     for b in blocks:
         handles.append(modules[b.input].register_forward_pre_hook(make_pre_hook(b), with_kwargs=True))
         handles.append(modules[b.output].register_forward_hook(make_hook(b)))
-    handles.append(stop_after(model, deepest))  # after the deepest block's own hook, which still runs
+    if stop:
+        handles.append(stop_after(model, deepest))  # after the deepest block's own hook, which still runs
     device = input_device(model)
     extra = {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
     for sink in sinks:
@@ -228,13 +232,14 @@ def capture_positions(
     progress: bool = True,
     positions: slice | None = None,
     spill: str | Path | None = None,
+    stop: bool = True,
 ) -> PositionMoments:
     """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU), the rows at each window's first
     captured position apart from the later ones (:class:`linrec.core.moment_sink.MomentSink`), with each block's
     largest rows (:class:`linrec.core.tails.TailSink`); ``positions``: only the rows at these window positions
     (:func:`run_capture`; the forward pass is unchanged). ``spill``: a directory where each fold's finished moments
     wait on disk (:class:`linrec.core.moment_files.SpilledMoments`), so that memory holds only the live fold of every
-    block: for models whose moments would not fit.
+    block: for models whose moments would not fit. ``stop``: as in :func:`run_capture`.
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
@@ -254,7 +259,13 @@ def capture_positions(
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
     sink, tails = MomentSink(folds, spill=spill), TailSink()
-    run_capture(model, batches, chosen, [sink, tails, *extra_sinks], fold_of_sequence, progress, positions)
+    run_capture(model, batches, chosen, [sink, tails, *extra_sinks], fold_of_sequence, progress, positions, stop)
+    silent = sorted({b.index for b in chosen} - set(sink.accumulators))
+    if silent:
+        raise LinrecError(
+            f"blocks {silent} got no rows: their modules never ran in the forward pass. Check the spec's module names "
+            "(each block's input and output modules must be called by the model's forward)"
+        )
     split = sink.positions()
     if distributed:
         return PositionMoments(

@@ -31,13 +31,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import torch
 
 from linrec.core.moments import Moments, PositionMoments, merge_folds
+from linrec.core.tails import Tails
 from linrec.errors import LinrecError, finite
 from linrec.models.loading import parse_dtype
 from linrec.stats import participation_ratio
@@ -273,12 +274,13 @@ def _checked_folds(block: int, folds: list[Moments]) -> None:
 
 def held_out_r2(folds: list[Moments], training: list[list[int]], rcond: float) -> list[float] | None:
     """Held-out R² of each fold f, its map fitted on the folds ``training[f]``; None when one of those training
-    sets holds too few rows for the width (the fit needs width + 1)."""
-    trains = [merge_folds([folds[g] for g in used]) for used in training]
-    if any(t.n < t.d_in + 1 for t in trains):
+    sets holds too few rows for the width (the fit needs width + 1). Each training set is merged when its fold is
+    scored, so one of them is held at a time."""
+    if any(sum(folds[g].n for g in used) < folds[0].d_in + 1 for used in training):
         return None
     return [
-        held_out(fit_affine(train, rcond, condition=False), test).r2 for train, test in zip(trains, folds, strict=True)
+        held_out(fit_affine(merge_folds([folds[g] for g in used]), rcond, condition=False), test).r2
+        for used, test in zip(training, folds, strict=True)
     ]
 
 
@@ -349,26 +351,51 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
     )
 
 
-def after_first(block: int, split: PositionMoments, rcond: float = DEFAULT_RCOND) -> dict[str, Any]:
-    """What the first captured position of each window does to one block, as table columns: its share of the
-    output variance, and the k-fold R²_lin with those rows left out of fit and test (mean, std and each fold's;
-    NaN and () when the later rows are too few for the width); and, where ``split`` has the block's largest rows
-    (:mod:`linrec.core.tails`), the share of the output variance they carry, over every row and after the first
-    position (NaN where unknown)."""
-    first, later = split.first[block], split.later[block]
-    total = merge_folds([f + g for f, g in zip(first, later, strict=True)])  # (``first`` is read once)
+def _later_columns(later: list[Moments], tails: Tails | None, rcond: float) -> dict[str, Any]:
+    """The columns of a block's report that need only the later rows' moments (:func:`_positions_report`): R²_lin
+    with the first captured position of each window left out of fit and test (mean, std and each fold's; NaN and ()
+    when the later rows are too few for the width), and the share of their output variance the largest of them carry
+    (NaN where ``tails`` are unknown)."""
     k = len(later)
     others = [[g for g in range(k) if g != f] for f in range(k)]
     r2 = None if any(m.n == 0 for m in later) else held_out_r2(later, others, rcond)
-    tails = split.tails.get(block)
     return {
-        "first_position_share": variance_share(merge_folds(first), total),
         "r2_lin_after_first": math.nan if r2 is None else float(np.mean(r2)),
         "r2_lin_after_first_std": math.nan if r2 is None else float(np.std(r2, ddof=1)),
         "r2_lin_after_first_folds": () if r2 is None else tuple(r2),
-        "top_rows_share": math.nan if tails is None else top_share(tails.every.top_ss, total),
         "top_rows_share_after_first": math.nan if tails is None else top_share(tails.later.top_ss, merge_folds(later)),
     }
+
+
+def _positions_report(block: int, split: PositionMoments, rcond: float, consume: bool) -> BlockReport:
+    """:func:`kfold` of every row of ``block`` with what its first captured position does: that position's share of
+    the output variance, :func:`_later_columns`, and the share of the largest rows (where ``split`` has them,
+    :mod:`linrec.core.tails`). It holds as few d x d matrices at once as the arithmetic allows: the later rows'
+    columns first, then each fold's first and later rows merged as the first rows' moments are made
+    (:meth:`PositionMoments.first_folds`), with ``consume`` each later fold let go once merged; the numbers are
+    those of merging every fold at once, bit for bit (the same sums in the same order)."""
+    later: list[Moments | None] = list(cast(dict, split.later).pop(block) if consume else split.later[block])
+    tails = split.tails.get(block)
+    apart = _later_columns(cast(list[Moments], later), tails, rcond)
+    merged: list[Moments] = []
+    first: Moments | None = None
+    for f, part in enumerate(split.first_folds(block)):
+        rest = later[f]
+        assert rest is not None
+        merged.append(part + rest)
+        first = part if first is None else first + part
+        if consume:
+            later[f] = None
+    del later
+    assert first is not None
+    report = kfold(block, merged, rcond)
+    total = merge_folds(merged)
+    return replace(
+        report,
+        first_position_share=variance_share(first, total),
+        top_rows_share=math.nan if tails is None else top_share(tails.every.top_ss, total),
+        **apart,
+    )
 
 
 def top_share(top_ss: float, total: Moments) -> float:
@@ -378,17 +405,20 @@ def top_share(top_ss: float, total: Moments) -> float:
 
 
 def recoverability(
-    moments: Mapping[int, list[Moments]] | PositionMoments, rcond: float = DEFAULT_RCOND
+    moments: Mapping[int, list[Moments]] | PositionMoments, rcond: float = DEFAULT_RCOND, *, consume: bool = False
 ) -> list[BlockReport]:
     """One :class:`BlockReport` per block, in block order; from :class:`PositionMoments` (the first captured
-    position of each window kept apart) with the columns of :func:`after_first` for each block whose first position
-    was kept apart."""
+    position of each window kept apart) with what that position does (:func:`_positions_report`) for each block whose
+        first position was kept apart. ``consume``: take each block's later moments out of ``moments`` (a dict) as its
+    report is made, so that a caller who needs only the table holds one block's work beside them, not two."""
     if not isinstance(moments, PositionMoments):
         return [kfold(block, moments[block], rcond) for block in sorted(moments)]
+    if consume and not isinstance(moments.later, dict):
+        raise LinrecError("consume=True takes the moments out of a dict; these are read from elsewhere")
     return [
-        replace(kfold(block, moments.merged(block), rcond), **after_first(block, moments, rcond))
+        _positions_report(block, moments, rcond, consume)
         if block in moments.first
-        else kfold(block, moments.merged(block), rcond)
+        else kfold(block, cast(dict, moments.later).pop(block) if consume else moments.merged(block), rcond)
         for block in sorted(moments.later)
     ]
 

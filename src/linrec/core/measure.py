@@ -34,6 +34,8 @@ from linrec.core.fit import (
 )
 from linrec.core.moment_files import load_moments, save_moments
 from linrec.core.moments import Moments, PositionMoments, merge_folds
+from linrec.core.plan import CapturePlan, parse_memory
+from linrec.core.planned import announce, capture_groups, capture_to_disk, plan_for
 from linrec.core.replacements import Kind, fit_replacements
 from linrec.core.rows import RowSink
 from linrec.core.tails import Tail, Tails
@@ -134,6 +136,7 @@ class Measurement:
         text_sha256: str | None = None,
         extra_sinks: Sequence[RowSink] = (),
         spill: str | Path | None = None,
+        memory: int | str | None = None,
     ) -> Measurement:
         """Run ``model`` over ``batches`` once and keep the moments of every FFN block (or of ``blocks``).
 
@@ -149,18 +152,22 @@ class Measurement:
         example a :class:`linrec.core.sample.RowSample` of them). ``spill``: a directory under which each fold's
         finished moments wait on disk instead of in memory (a temporary directory, removed with the measurement), for a
         model whose moments of every block exceed memory: fold by fold, 3 d² float64 per block (the same numbers).
+        ``memory``: the most bytes the capture may hold in host memory and on the GPU that accumulates (``"12GB"``;
+        None: what is free there now). Where every block's moments do not fit, the blocks are measured in groups that
+        do (:mod:`linrec.core.plan`, the plan printed first), each group's moments then waiting on disk under
+        ``spill`` (the system's temporary directory by default): the same numbers, bit for bit, for about one
+        forward pass.
         """
-        if rcond is not None:
-            check_rcond(rcond)  # before the capture, not after it
-        check_skip_first(skip_first, batches.seq_len)
         dtype = _model_dtype(model)
-        note = half_precision_note(dtype)
-        if note is not None and rcond is None:
-            warnings.warn(note, LinrecWarning, stacklevel=2)
-        positions = slice(skip_first, None) if skip_first else None
-        split = capture_positions(
-            model, batches, blocks, folds, seed, spec, extra_sinks, progress=progress, positions=positions, spill=spill
-        )
+        positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
+        plan = plan_for(model, batches, blocks, folds, spec, parse_memory(memory), saved=True)
+        if plan is None or len(plan.groups) == 1:
+            split = capture_positions(
+                model, batches, blocks, folds, seed, spec, extra_sinks, progress=progress, positions=positions,
+                spill=spill,
+            )  # fmt: skip
+        else:
+            split = capture_to_disk(model, batches, plan, folds, seed, spec, extra_sinks, progress, positions, spill)
         config = getattr(model, "config", None)
         source, commit = str(getattr(config, "_name_or_path", "") or ""), getattr(config, "_commit_hash", None)
         if weights is None and source and Path(source).expanduser().exists():
@@ -305,6 +312,18 @@ def read_record(path: Path, what: str, fix: str) -> dict:
     return record
 
 
+def _checked_options(rcond: float | None, skip_first: int, seq_len: int, dtype: torch.dtype) -> slice | None:
+    """Refuse a bad ``rcond`` or ``skip_first`` before the capture and warn of a 16-bit model's precision; the
+    window positions captured (None: all)."""
+    if rcond is not None:
+        check_rcond(rcond)
+    check_skip_first(skip_first, seq_len)
+    note = half_precision_note(dtype)
+    if note is not None and rcond is None:
+        warnings.warn(note, LinrecWarning, stacklevel=3)
+    return slice(skip_first, None) if skip_first else None
+
+
 def measure(
     model: nn.Module,
     batches: TokenBatches,
@@ -317,9 +336,13 @@ def measure(
     skip_first: int = 0,
     progress: bool = True,
     spill: str | Path | None = None,
+    memory: int | str | CapturePlan | None = None,
 ) -> pd.DataFrame:
     """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block, the table of
-    :meth:`Measurement.capture` (whose docstring says what each argument does).
+    :meth:`Measurement.capture` (whose docstring says what each argument does). Only the table is kept: where the
+    capture runs in groups (``memory``), each group's rows are made as it ends and its moments let go, so nothing
+    goes to disk. ``memory`` may also be the plan itself, made and shown by the caller before the model loaded
+    (:func:`linrec.core.planned.plan_before_loading`; the command line's way): its groups are run as they are.
 
     Columns: ``block, r2_lin`` (k-fold mean held-out R², variance-weighted), ``r2_lin_std``
     (its std over folds), ``r2_feature_median`` (median per-output-dim R²),
@@ -332,18 +355,25 @@ def measure(
     share its largest 0.1 % of rows carry), ``r2_lin_folds`` (each fold's R²_lin).
     :data:`linrec.core.fit.COLUMNS` says what each means.
     """
-    return Measurement.capture(
-        model,
-        batches,
-        blocks=blocks,
-        folds=folds,
-        seed=seed,
-        rcond=rcond,
-        spec=spec,
-        skip_first=skip_first,
-        progress=progress,
-        spill=spill,
-    ).table()
+    dtype = _model_dtype(model)
+    positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
+    rcond = rcond_for(dtype) if rcond is None else rcond
+    made = isinstance(memory, CapturePlan)
+    plan = (
+        memory
+        if isinstance(memory, CapturePlan)
+        else plan_for(model, batches, blocks, folds, spec, parse_memory(memory))
+    )
+    if plan is None or len(plan.groups) == 1:
+        split = capture_positions(
+            model, batches, blocks, folds, seed, spec, progress=progress, positions=positions, spill=spill
+        )
+        return report_table(recoverability(split, rcond, consume=isinstance(split.later, dict)))
+    announce(plan, progress and not made)
+    parts = capture_groups(
+        model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress, positions=positions
+    )
+    return report_table([report for part in parts for report in recoverability(part, rcond, consume=True)])
 
 
 def check_skip_first(skip_first: int, seq_len: int) -> int:

@@ -10,9 +10,10 @@ within a batch.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -230,13 +231,25 @@ class _RowMoments(Mapping[int, list[Moments]]):
         self._rows, self._bounds = rows, bounds  # rows ordered by fold; fold f is rows bounds[f]:bounds[f + 1]
 
     def __getitem__(self, block: int) -> list[Moments]:
+        return list(self.each_fold(block))
+
+    def each_fold(self, block: int) -> Iterator[Moments]:
+        """``block``'s moments fold by fold, each made when reached (:meth:`PositionMoments.first_folds`)."""
         x, y = self._rows[block]
-        return [
-            Moments.from_rows(x[lo:hi], y[lo:hi]) for lo, hi in zip(self._bounds[:-1], self._bounds[1:], strict=True)
-        ]
+        for lo, hi in zip(self._bounds[:-1], self._bounds[1:], strict=True):
+            yield Moments.from_rows(x[lo:hi], y[lo:hi])
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._rows)
 
     def __len__(self) -> int:
         return len(self._rows)
+
+
+def joined_firsts(parts: Sequence[Mapping[int, list[Moments]]]) -> Mapping[int, list[Moments]]:
+    """The first rows' moments of several captures of the same windows and folds (a plan's groups, each of its own
+    blocks) as one mapping; still made from the rows, fold by fold, when a block is read."""
+    if parts and all(isinstance(p, _RowMoments) for p in parts):
+        rows = {b: r for p in parts for b, r in cast(_RowMoments, p)._rows.items()}
+        return _RowMoments(rows, cast(_RowMoments, parts[0])._bounds)
+    return {b: m for p in parts for b, m in p.items()}

@@ -189,6 +189,13 @@ class PositionMoments:
             return list(self.later[block])
         return [f + g for f, g in zip(self.first[block], self.later[block], strict=True)]
 
+    def first_folds(self, block: int) -> Iterator[Moments]:
+        """The moments of ``block``'s first rows, fold by fold, each made when it is reached where ``first`` makes them
+        from rows (an ``each_fold`` method, as :class:`linrec.core.moment_sink.MomentSink`'s have): a caller that
+        merges them one at a time never holds every fold's at once."""
+        each_fold = getattr(self.first, "each_fold", None)
+        return each_fold(block) if callable(each_fold) else iter(self.first[block])
+
     def every(self) -> Mapping[int, list[Moments]]:
         """The moments of every row, per block and fold: a view that merges a block's parts when it is read."""
         return _Merged(self)

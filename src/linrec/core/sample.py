@@ -162,8 +162,11 @@ class RowSample(RowSink):
         return sorted(self._rows)
 
     def start(self, rows_per_block: int) -> None:
+        """A capture begins: a new stream of rows, unless it is the next group of a planned capture over the same
+        rows (:mod:`linrec.core.planned`), whose earlier groups' blocks keep what they hold."""
+        if self._stream != rows_per_block or any(self._filled.get(b) != len(k) for b, k in self._kept.items()):
+            self._kept, self._rows, self._filled = {}, {}, {}
         self._stream = rows_per_block
-        self._kept, self._rows, self._filled = {}, {}, {}
 
     def kept_positions(self, block: int) -> np.ndarray:
         """Stream positions of the rows kept for ``block``: the ``max_rows`` smallest priorities, ascending."""

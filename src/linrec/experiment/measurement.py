@@ -321,6 +321,7 @@ def _capture(
     captured = Measurement.capture(
         net, batches, folds=profile.folds, seed=seed, progress=progress, name=model, weights=weights,
         text=text.name, text_sha256=text.sha256, extra_sinks=[] if sample is None else [sample], spill=spill,
+        memory=profile.memory,
     )  # fmt: skip
     samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
     info = MeasurementInfo(

@@ -107,6 +107,9 @@ class Profile:
     series_gpu: tuple[str, ...] = field(default=(), repr=False)  # ... and the larger ones it adds on a GPU
     # "auto": spread a model too large for one device over the available ones (accelerate); keys the cache when set
     device_map: str | None = field(default=None, repr=False)
+    # The most memory a capture may hold ("12GB"; None: what is free), planned by linrec.core.plan: it decides how
+    # the blocks are grouped, never what is measured (the numbers are the same bit for bit), so it keys nothing.
+    memory: str | None = field(default=None, repr=False)
 
     def validate(self) -> Profile:
         """This profile, or a LinrecError naming the first bad field and what is valid (the rules:
@@ -118,6 +121,7 @@ class Profile:
         validation.check_sizes(where, sizes, self.folds, self.seeds)
         validation.check_probe(where, self.probe)
         validation.check_placement(where, self.device, self.device_map, self.dtype)
+        validation.check_memory(where, self.memory)
         validation.check_revisions(where, self.revisions, self.models, self.corpora)
         validation.check_budgets(where, self.budgets, self.corpora)
         validation.check_chapters(where, self.swap_depths, (*self.series, *self.series_gpu) if self.shaped else ())

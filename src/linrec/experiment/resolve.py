@@ -61,7 +61,8 @@ def load_profile_model(
     and a control checkpoint (:meth:`Profile.control`) is built from the final weights.
     ``loader`` replaces :func:`linrec.load_model` (tests inject tiny models). ``before_weights(config, tokenizer)``
     runs once the config and tokenizer are known, before :func:`linrec.load_model` reads any weights (with another
-    loader, once it has loaded): a check that can fail, such as cutting the text into batches, costs no load.
+    loader, once it has loaded; a shaped model's before its weights are drawn): a check that can fail, such as cutting
+    the text into batches, costs no load.
     """
     profile.check_model(model)
     loader = loader or (load_shaped if profile.shaped else load_model)
@@ -80,6 +81,9 @@ def load_profile_model(
     if loader is load_model:
         return load_model(source, revision=revision, dtype=profile.dtype, device=profile.device,
                           device_map=profile.device_map, before_weights=before_weights)  # fmt: skip
+    if loader is load_shaped:
+        return load_shaped(source, revision=revision, dtype=profile.dtype, device=profile.device,
+                           before_weights=before_weights)  # fmt: skip
     net, tokenizer = loader(source, revision=revision, dtype=profile.dtype, device=profile.device)
     if before_weights is not None:
         before_weights(getattr(net, "config"), tokenizer)  # noqa: B009 (a transformers model's config, untyped here)

@@ -83,6 +83,16 @@ def check_placement(where: str, device: str | None, device_map: str | None, dtyp
         raise LinrecError(f"{where}: unknown dtype '{dtype}'; choose one of {', '.join(DTYPES)}")
 
 
+def check_memory(where: str, memory: str | None) -> None:
+    """A memory budget a capture's plan can read (:func:`linrec.core.plan.parse_memory`), or None."""
+    from linrec.core.plan import parse_memory
+
+    try:
+        parse_memory(memory)
+    except LinrecError as err:
+        raise LinrecError(f"{where}: {err}") from err
+
+
 def check_revisions(
     where: str, revisions: tuple[tuple[str, str], ...], models: tuple[str, ...], corpora: tuple[str, ...]
 ) -> None:

@@ -35,9 +35,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from linrec.core.capture import StopForward, input_device, require_eval
+from linrec.core.resume import decoder_layers
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
-from linrec.interventions.prefix import LayerPrefix, decoder_layers
+from linrec.interventions.prefix import LayerPrefix
 from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
 from linrec.models.arch import Spec, ffn_blocks
 from linrec.progress import progress_bar

@@ -7,73 +7,20 @@ block b is scored, layers 0 to b-1 skip their computation and hand on those outp
 (embeddings, masks, position encodings, the layers from b on, the head) runs unchanged on identical inputs: the
 same numbers, bit for bit, for about half the layers' work when every block is swapped in turn.
 
-It needs the model's decoder layers (the entries of a ``ModuleList`` holding each FFN), each called once per
-forward, in order, its input the previous layer's output; where they cannot be found (a model named by a hand-made
-spec), every layer simply runs.
+It needs the model's decoder layers (:func:`linrec.core.resume.decoder_layers`, which also does the skipping); where
+they cannot be found (a model named by a hand-made spec), every layer simply runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-import torch
 from torch import nn
 
-from linrec.core.capture import StopForward
+from linrec.core.resume import recording, skipping
 from linrec.errors import LinrecError
-from linrec.models.arch import BlockSpec
-
-
-def decoder_layers(model: nn.Module, blocks: list[BlockSpec]) -> list[nn.Module] | None:
-    """The layer holding each block's FFN, in block order: the entry of a ``ModuleList`` that contains the FFN's output
-    module; None unless every block has one and they are the list's entries 0, 1, 2, … in order."""
-    modules = dict(model.named_modules())
-    layers: list[nn.Module] = []
-    owner: nn.ModuleList | None = None
-    for block in blocks:
-        parts = block.output.split(".")
-        found = None
-        for cut in range(len(parts) - 1, 0, -1):
-            parent = modules.get(".".join(parts[: cut - 1]))
-            if isinstance(parent, nn.ModuleList) and parts[cut - 1].isdigit():
-                found = (parent, int(parts[cut - 1]))
-                break
-        if found is None or (owner is not None and found[0] is not owner) or not found[1] == block.index == len(layers):
-            return None
-        owner = found[0]
-        layers.append(owner[found[1]])
-    return layers
-
-
-def _copy(value: Any) -> Any:
-    """A copy of a layer's output: its tensors cloned (a later layer may work on its input in place)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    return value
-
-
-@contextmanager
-def _skipped(layers: list[nn.Module], outputs: list[Any]) -> Iterator[None]:
-    """Within: each of ``layers`` skips its computation and returns, at its k-th call, a copy of ``outputs[k]``."""
-
-    def stub(calls: Iterator[Any]) -> Callable[..., Any]:
-        return lambda *_args, **_kwargs: _copy(next(calls))
-
-    own = [layer.__dict__.get("forward") for layer in layers]  # a wrapper already there (accelerate's device hooks)
-    try:
-        for layer in layers:
-            layer.forward = stub(iter(outputs))  # the instance attribute shadows the class's forward
-        yield
-    finally:
-        for layer, forward in zip(layers, own, strict=True):
-            if forward is None:
-                layer.__dict__.pop("forward", None)
-            else:
-                layer.forward = forward
 
 
 class LayerPrefix:
@@ -99,21 +46,12 @@ class LayerPrefix:
             raise LinrecError(f"blocks must be asked for in depth order: {block} after {self.depth}")
         if block > self.depth:
             self._record(block)
-        return _skipped(self.layers[:block], self.outputs)
+        return skipping(self.layers[:block], self.outputs)
 
     def _record(self, block: int) -> None:
         """Run layers ``depth`` to ``block - 1`` on the held outputs and keep the last one's, per forward call."""
         assert self.layers is not None
         kept: list[Any] = []
-
-        def keep(_module: nn.Module, _args: Any, output: Any) -> None:
-            kept.append(output)
-            raise StopForward
-
-        handle = self.layers[block - 1].register_forward_hook(keep)
-        try:
-            with _skipped(self.layers[: self.depth], self.outputs) if self.depth else nullcontext():
-                self.run()
-        finally:
-            handle.remove()
+        with recording(self.layers[block - 1], kept, on_host=False), skipping(self.layers[: self.depth], self.outputs):
+            self.run()
         self.outputs, self.depth = kept, block

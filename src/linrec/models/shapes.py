@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -252,23 +253,32 @@ def shaped_config(name: str) -> PretrainedConfig:
 
 
 def load_shaped(
-    name: str, *, revision: str | None = None, dtype: str | torch.dtype | None = None, device: str | None = None
+    name: str,
+    *,
+    revision: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    device: str | None = None,
+    before_weights: Callable[[PretrainedConfig, PreTrainedTokenizerBase], None] | None = None,
 ) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) of the paper model ``name`` with random weights: a :data:`ModelLoader` that needs no hub.
 
-    The model is frozen in eval mode on ``device`` (:func:`pick_device`) in ``dtype`` (float32 by default);
-    its weights depend on ``name`` and ``revision`` only (:func:`shaped_seed`).
+    The model is frozen in eval mode on ``device`` (:func:`pick_device`) in ``dtype`` (float32 by default), its
+    weights drawn in that dtype on the CPU (no float32 copy first: a 6.9b shape is 13.8 GB in bfloat16, 27.6 GB in
+    float32), so they depend on ``name``, ``revision`` (:func:`shaped_seed`) and the dtype only.
+    ``before_weights(config, tokenizer)`` runs before any weight is drawn, as :func:`linrec.load_model`'s does.
     """
     from transformers import AutoModelForCausalLM
 
     target = pick_device(device)
-    torch_dtype = parse_dtype(dtype)
+    torch_dtype = parse_dtype(dtype) or torch.float32
     config = shaped_config(name)
     tokenizer = load_tokenizer(str(shaped_tokenizer_dir(name)), name, local_files_only=True)
+    if before_weights is not None:
+        before_weights(config, tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(shaped_seed(name, revision))
-        model = AutoModelForCausalLM.from_config(config)
-    model.to(device=target, dtype=torch_dtype)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+    model.to(device=target)
     model.eval().requires_grad_(False)
     return model, tokenizer
 

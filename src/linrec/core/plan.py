@@ -1,0 +1,305 @@
+"""How a capture fits a memory budget: groups of blocks measured one after the other, planned before any work.
+
+A capture holds, for every block it measures, float64 sums of width² for each fold (:mod:`linrec.core.accumulator`):
+3 × 4096² × 8 bytes = 0.4 GB per block and fold at width 4,096, 64 GB for the 32 blocks and 5 folds of a 7B model.
+So the plan measures the blocks in contiguous groups, each small enough for the budget, one after the other; a group
+keeps only what its caller wants from it (table rows, or moments on disk) before the next starts. Each group resumes
+from the residual stream the previous one stopped at (:mod:`linrec.core.resume`): the layers below it are not run
+again, and the whole capture costs about one forward pass plus a copy of the stream per group. Where the decoder
+layers cannot be found the plan says so and what it costs: each group then runs the model from its input.
+
+Every figure is worked out from the model's configuration and the batches before any weights load, so a budget that
+cannot work is refused first (:func:`plan_capture`), naming the smallest that would.
+
+What a capture holds (the figures :class:`Footprint` adds up), per block, S being one fold's sums,
+8 (d_in + d_out + d_in² + d_in d_out + d_out²) bytes:
+
+- on the device that accumulates (a GPU, or the host): the live folds' sums, 2 S at most (a batch may end one fold
+  and start the next), and each window's first row of X and Y until the group ends;
+- on the host: each finished fold's moments, k S (on the CPU the live sums share this memory: (k + 1) S);
+- while its table row is made (:func:`linrec.core.fit.recoverability` with ``consume``): 4 S more, one block at a
+  time;
+
+and once for the capture: the weights, one batch's forward pass and, between groups, the residual stream twice (the
+one a group resumes from and the one it keeps for the next), n_windows × seq_len × width at the model's dtype.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+
+import torch
+
+from linrec.errors import LinrecError
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
+          "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+
+TABLE_WORK = 4
+"""Sums of one fold (S) that making one block's table row holds beyond its own moments (module docstring)."""
+
+
+def parse_memory(text: str | int | None) -> int | None:
+    """Bytes from a size as a user writes it: ``12GB``, ``12 GiB``, ``800MB``, ``1.5G``, ``2e9``; None stays None
+    (no budget: the device's free memory)."""
+    if text is None or isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.lower())
+    if match is None or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
+        raise LinrecError(
+            f"cannot read the memory budget {text!r}: give a positive size such as 12GB, 12GiB, 800MB or 2e9 (bytes)"
+        )
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def gigabytes(n: float) -> str:
+    """``n`` bytes as a user reads them: 12.1 GB, 840 MB."""
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def _rounded_up(n: int) -> str:
+    """``n`` bytes rounded up to a size a user can type: 0.1 GB steps from 1 GB, whole MB below."""
+    return f"{math.ceil(n / 1e8) / 10:.1f}GB" if n >= 1e9 else f"{math.ceil(n / 1e6)}MB"
+
+
+def host_available() -> int:
+    """Bytes of host memory available to a new allocation now (Linux's MemAvailable; the physical memory elsewhere)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def device_free(device: torch.device) -> int | None:
+    """Free bytes on a GPU ``device`` now; None for the host (see :func:`host_available`)."""
+    if device.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    return int(free)
+
+
+def sums_bytes(d_in: int, d_out: int) -> int:
+    """One fold's float64 sums (or centred moments) of a block: the S of the module docstring."""
+    return 8 * (d_in + d_out + d_in * d_in + d_in * d_out + d_out * d_out)
+
+
+def packed_bytes(d_in: int, d_out: int) -> int:
+    """One fold's moments on disk (:func:`linrec.core.moment_files.save_moments`: Cxx and Cyy as upper triangles)."""
+    return 8 * (d_in + d_out + d_in * (d_in + 1) // 2 + d_in * d_out + d_out * (d_out + 1) // 2)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a capture of one model on one set of batches holds, in bytes, by what it is (module docstring)."""
+
+    width: int  # d_in = d_out of every block (every supported family)
+    blocks: int  # blocks measured
+    layers: int  # the model's decoder layers
+    folds: int
+    weights_host: int  # the model's weights in host memory
+    weights_device: int  # and on the GPU that accumulates (0 on the CPU)
+    forward: int  # one batch's forward pass, at most (an estimate: activations, attention scores, float64 rows)
+    first_rows: int  # per block: each window's first row of X and Y, at the model's dtype
+    stream: int  # one residual stream over every batch, at the model's dtype
+    on_gpu: bool  # sums live on a GPU, finished moments in host memory
+
+    @property
+    def sums(self) -> int:
+        return sums_bytes(self.width, self.width)
+
+    def host(self, group: int, groups: int, resumes: bool = True) -> int:
+        """Peak host bytes with ``group`` blocks at a time in ``groups`` groups (the streams kept between them when
+        they ``resume``)."""
+        per_block = (self.folds + (0 if self.on_gpu else 2)) * self.sums + self.first_rows
+        streams = 2 * self.stream if groups > 1 and resumes else 0
+        forward = 0 if self.on_gpu else self.forward
+        return self.weights_host + streams + forward + group * per_block + TABLE_WORK * self.sums
+
+    def device(self, group: int) -> int:
+        """Peak bytes on the GPU that accumulates (0 on the CPU, whose memory :meth:`host` counts)."""
+        if not self.on_gpu:
+            return 0
+        return self.weights_device + self.forward + group * (2 * self.sums + self.first_rows)
+
+    def disk(self, saved: bool) -> int:
+        """Bytes written to disk when the moments are kept (``saved``) and the capture runs in groups: every block's
+        later rows' moments (the first rows stay in memory)."""
+        return self.blocks * self.folds * packed_bytes(self.width, self.width) if saved else 0
+
+
+@dataclass(frozen=True)
+class CapturePlan:
+    """Groups of blocks measured one after the other, and what the capture then holds (:func:`plan_capture`)."""
+
+    groups: tuple[tuple[int, ...], ...]
+    resumes: bool  # each group starts from the residual stream the previous one stopped at
+    forward_passes: float  # the forward work, in whole forward passes over the batches
+    peak_host: int
+    peak_device: int  # 0 when the host accumulates
+    disk: int
+    budget_host: int
+    budget_device: int | None  # None when the host accumulates
+    footprint: Footprint
+
+    def describe(self) -> str:
+        """The plan in a few lines, as the command prints it before any work."""
+        sizes = sorted({len(g) for g in self.groups})
+        spans = [f"{g[0]}-{g[-1]}" if len(g) > 1 else str(g[0]) for g in self.groups]
+        if len(spans) > 6:
+            spans = [*spans[:2], "…", spans[-1]]
+        blocks = "/".join(map(str, sizes)) + (" block" if sizes == [1] else " blocks")
+        count = f"{len(self.groups)} group{'s' * (len(self.groups) > 1)}"
+        lines = [
+            f"plan: {count} of {blocks} ({', '.join(spans)}); forward work {self.forward_passes:.2f} passes"
+            + ("" if self.resumes or len(self.groups) == 1 else " (no decoder layers to resume from: each group runs "
+               "the model from its input)"),
+            f"  peak host memory {gigabytes(self.peak_host)} of {gigabytes(self.budget_host)}"
+            + ("" if self.budget_device is None else
+               f", device {gigabytes(self.peak_device)} of {gigabytes(self.budget_device)}")
+            + (f"; {gigabytes(self.disk)} to disk" if self.disk else "; nothing to disk"),
+        ]  # fmt: skip
+        return "\n".join(lines)
+
+
+def plan_capture(
+    footprint: Footprint,
+    blocks: list[int],
+    budget: int | None = None,
+    *,
+    resumes: bool = True,
+    saved: bool = False,
+    host_budget: int | None = None,
+    device_budget: int | None = None,
+) -> CapturePlan:
+    """The fewest contiguous groups of ``blocks`` (in depth order, sizes as even as they can be) whose capture fits
+    ``budget`` bytes in host memory and on the GPU that accumulates (each defaults to what is free there now:
+    ``host_budget``, ``device_budget``). A budget below what one block needs is a LinrecError naming the smallest
+    that works. ``resumes``: whether a group can start from the stream the previous one stopped at (else each runs
+    the layers below it again, and the plan says what that costs). ``saved``: the moments are written to disk."""
+    if not blocks:
+        raise LinrecError("no FFN blocks selected")
+    host_cap = budget if budget is not None else host_budget if host_budget is not None else host_available()
+    device_cap = None
+    if footprint.on_gpu:
+        device_cap = budget if budget is not None else device_budget
+    n = len(blocks)
+
+    def fits(group: int, groups: int) -> bool:
+        return footprint.host(group, groups, resumes) <= host_cap and (
+            device_cap is None or footprint.device(group) <= device_cap
+        )
+
+    size = next((g for g in range(n, 0, -1) if fits(g, math.ceil(n / g))), 0)
+    if size == 0:
+        g = min(range(1, n + 1), key=lambda g: max(footprint.host(g, math.ceil(n / g), resumes), footprint.device(g)))
+        need_host, need_device = footprint.host(g, math.ceil(n / g), resumes), footprint.device(g)
+        need = max(need_host, need_device)
+        where = "on the GPU" if footprint.on_gpu and need_device >= need_host else "in host memory"
+        weights = footprint.weights_device if where == "on the GPU" else footprint.weights_host
+        raise LinrecError(
+            f"a memory budget of {gigabytes(device_cap if where == 'on the GPU' and device_cap else host_cap)} "
+            f"{where} is too small for one block at a time: the weights take {gigabytes(weights)}, one block's "
+            f"moments {gigabytes(footprint.folds * footprint.sums)} ({footprint.folds} folds of width "
+            f"{footprint.width}), a batch's forward about {gigabytes(footprint.forward)} and the kept residual "
+            f"streams {gigabytes(2 * footprint.stream * resumes)}; the smallest budget that works is "
+            f"--memory {_rounded_up(need)} (or fewer rows per batch: --batch-size)"
+        )
+    count = math.ceil(n / size)
+    base, extra = divmod(n, count)
+    groups, start = [], 0
+    for i in range(count):
+        stop = start + base + (1 if i < extra else 0)
+        groups.append(tuple(blocks[start:stop]))
+        start = stop
+    if resumes or count == 1:
+        passes = (max(blocks) + 1) / footprint.layers
+    else:
+        passes = sum(g[-1] + 1 for g in groups) / footprint.layers
+    return CapturePlan(
+        groups=tuple(groups),
+        resumes=resumes,
+        forward_passes=passes,
+        peak_host=footprint.host(size, count, resumes),
+        peak_device=footprint.device(size),
+        disk=footprint.disk(saved) if count > 1 else 0,
+        budget_host=host_cap,
+        budget_device=device_cap,
+        footprint=footprint,
+    )
+
+
+def forward_bytes(config: object, batch_size: int, seq_len: int, dtype: torch.dtype) -> int:
+    """An upper estimate of one batch's forward working memory with no LM head (the capture stops below it): a few
+    copies of the hidden states and of the FFN's wide activations, the attention scores, and the batch's rows cast
+    to float64 for the sums."""
+    width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0))
+    wide = int(getattr(config, "intermediate_size", 0) or getattr(config, "n_inner", 0) or 4 * width)
+    heads = int(getattr(config, "num_attention_heads", 0) or getattr(config, "n_head", 0) or 1)
+    tokens, size = batch_size * seq_len, torch.empty((), dtype=dtype).element_size()
+    activations = tokens * (6 * width + 3 * wide) * size
+    scores = 2 * batch_size * heads * seq_len * seq_len * 4
+    return activations + scores + tokens * 2 * width * 8
+
+
+def weights_bytes(model: torch.nn.Module) -> tuple[int, int]:
+    """(bytes of ``model``'s parameters and buffers in host memory, bytes on GPUs)."""
+    host = device = 0
+    for t in [*model.parameters(), *model.buffers()]:
+        n = t.numel() * t.element_size()
+        if t.device.type == "cuda":
+            device += n
+        elif t.device.type != "meta":
+            host += n
+    return host, device
+
+
+def config_weights_bytes(config: object, dtype: torch.dtype) -> int:
+    """The bytes ``config``'s model will take at ``dtype``, counted on a model built without memory (the meta
+    device), so before any weights load."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        try:
+            net = AutoModelForCausalLM.from_config(config)
+        except ValueError:  # an encoder (BERT-style): no causal head
+            net = AutoModel.from_config(config)
+    size = torch.empty((), dtype=dtype).element_size()
+    return sum(p.numel() for p in net.parameters()) * size
+
+
+def footprint(
+    config: object,
+    *,
+    blocks: int,
+    folds: int,
+    windows: int,
+    seq_len: int,
+    batch_size: int,
+    dtype: torch.dtype,
+    on_gpu: bool,
+    weights: tuple[int, int],
+) -> Footprint:
+    """The :class:`Footprint` of capturing ``blocks`` blocks of ``config``'s model over ``windows`` windows of
+    ``seq_len`` tokens, ``batch_size`` at a time, its weights (host bytes, GPU bytes) at ``dtype``."""
+    width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0))
+    layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0) or blocks)
+    size = torch.empty((), dtype=dtype).element_size()
+    return Footprint(
+        width=width,
+        blocks=blocks,
+        layers=layers,
+        folds=folds,
+        weights_host=weights[0],
+        weights_device=weights[1],
+        forward=forward_bytes(config, batch_size, seq_len, dtype),
+        first_rows=windows * 2 * width * size,
+        stream=windows * seq_len * width * size,
+        on_gpu=on_gpu,
+    )

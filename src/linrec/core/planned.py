@@ -1,0 +1,219 @@
+"""A capture run by its plan: the groups of :mod:`linrec.core.plan` one after the other, each resumed from the
+residual stream the previous one stopped at (:mod:`linrec.core.resume`).
+
+Each group is one capture of its blocks (:func:`linrec.core.capture.capture_positions`) over the same batches, in
+the same order, with the same fold of every row; the layers below it hand on the stream the group before kept, bit
+for bit what they would compute. So every block's moments are those of one pass over every block, to the last bit:
+a block's sums depend only on its own rows, in their order.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from linrec.core.capture import capture_positions, input_device
+from linrec.core.moment_files import SpilledMoments
+from linrec.core.moment_sink import joined_firsts, trim_heap
+from linrec.core.moments import Moments, PositionMoments
+from linrec.core.plan import (
+    CapturePlan,
+    config_weights_bytes,
+    device_free,
+    footprint,
+    gigabytes,
+    plan_capture,
+    weights_bytes,
+)
+from linrec.core.resume import decoder_layers, recording, skipping
+from linrec.core.rows import RowSink
+from linrec.core.tails import Tails
+from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError, LinrecWarning
+from linrec.models.arch import Spec, ffn_blocks, select_blocks
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+
+def plan_for(
+    model: nn.Module,
+    batches: TokenBatches,
+    blocks: Sequence[int] | None,
+    folds: int,
+    spec: Spec = None,
+    memory: int | None = None,
+    saved: bool = False,
+) -> CapturePlan | None:
+    """The plan of capturing ``blocks`` (all by default) of the loaded ``model`` over ``batches`` within ``memory``
+    bytes (None: what is free on the host and on the GPU that accumulates); None for a model without a transformers
+    config to size it by (one pass over every block, unplanned)."""
+    config = getattr(model, "config", None)
+    if not getattr(config, "hidden_size", None):
+        return None
+    every = ffn_blocks(model, spec)
+    chosen = [b.index for b in select_blocks(every, blocks)]
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    resumes = decoder_layers(model, every) is not None
+    return _plan(config, batches, chosen, folds, dtype, input_device(model), weights_bytes(model), memory, resumes,
+                 saved)  # fmt: skip
+
+
+def plan_before_loading(
+    config: PretrainedConfig,
+    batches: TokenBatches,
+    blocks: Sequence[int] | None,
+    folds: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    memory: int | None = None,
+    saved: bool = False,
+) -> CapturePlan:
+    """:func:`plan_for` from ``config`` alone, before any weights load (their bytes counted on a model built on the
+    meta device, all on ``device``), for an architecture :func:`linrec.models.arch.ffn_blocks` knows: a budget that
+    cannot work is refused before the loading."""
+    chosen = list(range(config.num_hidden_layers)) if blocks is None else list(blocks)
+    weight = config_weights_bytes(config, dtype)
+    weights = (0, weight) if device.type == "cuda" else (weight, 0)
+    return _plan(config, batches, chosen, folds, dtype, device, weights, memory, True, saved)
+
+
+def _plan(
+    config: object,
+    batches: TokenBatches,
+    chosen: list[int],
+    folds: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    weights: tuple[int, int],
+    memory: int | None,
+    resumes: bool,
+    saved: bool,
+) -> CapturePlan:
+    windows, seq_len = batches.attention_mask.shape
+    sizes = {"windows": windows, "seq_len": seq_len, "batch_size": batches.batch_size}
+    fp = footprint(config, blocks=len(chosen), folds=folds, **sizes, dtype=dtype, on_gpu=device.type == "cuda",
+                   weights=weights)  # fmt: skip
+    return plan_capture(fp, chosen, memory, resumes=resumes, saved=saved, device_budget=device_free(device))
+
+
+def announce(plan: CapturePlan, progress: bool) -> None:
+    """Say what a plan of several groups will do before it starts (on stderr, with progress); warn where the groups
+    cannot resume and so multiply the forward work."""
+    if len(plan.groups) > 1 and progress:
+        print(plan.describe(), file=sys.stderr)
+    if not plan.resumes and len(plan.groups) > 1:
+        warnings.warn(
+            f"the capture runs in {len(plan.groups)} groups, each from the model's input (its decoder layers cannot "
+            f"be found, so no group resumes from the previous one): {plan.forward_passes:.1f} forward passes in all. "
+            "A larger memory budget (--memory) needs fewer.",
+            LinrecWarning,
+            stacklevel=3,
+        )
+
+
+def capture_groups(
+    model: nn.Module,
+    batches: TokenBatches,
+    plan: CapturePlan,
+    *,
+    folds: int,
+    seed: int,
+    spec: Spec = None,
+    progress: bool = True,
+    positions: slice | None = None,
+    extra_sinks: Sequence[RowSink] = (),
+) -> Iterator[PositionMoments]:
+    """Each group of ``plan`` captured in turn (its :class:`PositionMoments`, on CPU), the next group started only
+    when the caller asks for it: what the caller keeps of one group is all that stays of it. ``extra_sinks`` see
+    every group's rows (each group is a capture of its own: :meth:`RowSink.start` is called once per group)."""
+    layers = decoder_layers(model, ffn_blocks(model, spec)) if plan.resumes else None
+    kept: list[Any] = []  # the output of layer `below - 1` for every forward call
+    below = 0
+    for i, group in enumerate(plan.groups):
+        last = i == len(plan.groups) - 1
+        recorded: list[Any] = []
+        with ExitStack() as stack:
+            if layers is not None and below:
+                stack.enter_context(skipping(layers[:below], kept))
+            if layers is not None and not last:
+                stack.enter_context(recording(layers[group[-1]], recorded))
+            split = capture_positions(
+                model,
+                batches,
+                list(group),
+                folds,
+                seed,
+                spec,
+                extra_sinks,
+                progress=progress,
+                positions=positions,
+                stop=layers is None or last,
+            )
+        if layers is not None and not last:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()  # the stream's pinned copies have landed
+            kept, below = recorded, group[-1] + 1
+        yield split
+
+
+def capture_to_disk(
+    model: nn.Module,
+    batches: TokenBatches,
+    plan: CapturePlan,
+    folds: int,
+    seed: int,
+    spec: Spec,
+    extra_sinks: Sequence[RowSink],
+    progress: bool,
+    positions: slice | None,
+    spill: str | Path | None,
+) -> PositionMoments:
+    """The moments of a capture run by ``plan``'s groups, each group's later rows' moments put on disk under
+    ``spill`` (the system's temporary directory when None) as it ends; the first rows, one per window, stay in
+    memory. The disk's room is checked first (:func:`check_disk`)."""
+    import tempfile
+
+    where = Path(spill) if spill is not None else Path(tempfile.gettempdir())
+    check_disk(where, plan.disk)
+    announce(plan, progress)
+    store = SpilledMoments(where, folds)
+    firsts: list[Mapping[int, list[Moments]]] = []
+    tails: dict[int, Tails] = {}
+    parts = capture_groups(
+        model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress, positions=positions,
+        extra_sinks=extra_sinks,
+    )  # fmt: skip
+    for part in parts:
+        for block in sorted(part.later):
+            for fold, moments in enumerate(part.later[block]):
+                store.put(block, fold, moments)
+        firsts.append(part.first)
+        tails.update(part.tails)
+        del part
+        trim_heap()
+    return PositionMoments(joined_firsts(firsts), store, tails)
+
+
+def check_disk(where: Path, needed: int) -> None:
+    """Refuse, before the work, to spill ``needed`` bytes under ``where`` when its disk has less room free."""
+    import shutil
+
+    if not needed:
+        return
+    probe = where
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < needed:
+        raise LinrecError(
+            f"the plan writes {gigabytes(needed)} of moments under {where}, whose disk has {gigabytes(free)} free: "
+            "give a directory on a larger disk (--spill DIR) or measure fewer blocks (--blocks)"
+        )

@@ -1,0 +1,94 @@
+"""The capture's plan (linrec.core.plan): budgets read as users write them, the sizes it counts against what the
+code allocates, and groups that are the fewest that fit, refused with the smallest budget that works."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from linrec.core.accumulator import MomentAccumulator
+from linrec.core.moment_files import save_moments
+from linrec.core.moments import Moments
+from linrec.core.plan import Footprint, packed_bytes, parse_memory, plan_capture, sums_bytes
+from linrec.errors import LinrecError
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("12GB", 12 * 10**9), ("12 GiB", 12 * 2**30), ("800MB", 8 * 10**8), ("1.5g", 15 * 10**8), ("2e9", 2 * 10**9),
+     (1024, 1024), (None, None)],
+)  # fmt: skip
+def test_budgets_read_as_users_write_them(text, expected):
+    assert parse_memory(text) == expected
+
+
+@pytest.mark.parametrize("text", ["12XB", "-1GB", "0", "", "GB", "twelve"])
+def test_an_unreadable_budget_says_how_to_write_one(text):
+    with pytest.raises(LinrecError, match="12GB, 12GiB, 800MB"):
+        parse_memory(text)
+
+
+def test_a_fold_s_sums_are_the_bytes_the_accumulator_allocates():
+    acc = MomentAccumulator(7, 5, folds=2)
+    acc.add(torch.randn(10, 7), torch.randn(10, 5), fold=1)
+    assert sum(t.numel() * t.element_size() for t in acc._sums[1]) == sums_bytes(7, 5)
+
+
+def test_a_fold_on_disk_is_its_packed_bytes(tmp_path: Path):
+    g = torch.Generator().manual_seed(0)
+    m = Moments.from_rows(torch.randn(50, 64, generator=g, dtype=torch.float64), torch.randn(50, 64, generator=g))
+    save_moments({0: [m]}, tmp_path / "m.safetensors")
+    size = (tmp_path / "m.safetensors").stat().st_size
+    assert packed_bytes(64, 64) <= size < packed_bytes(64, 64) + 4096  # the values, and a header
+
+
+def _footprint(blocks: int = 12, on_gpu: bool = False, width: int = 256) -> Footprint:
+    weights = {"weights_host": 10**8 * (not on_gpu), "weights_device": 10**8 * on_gpu}
+    return Footprint(width=width, blocks=blocks, layers=blocks, folds=5, **weights, forward=10**7, first_rows=10**5,
+                     stream=10**6, on_gpu=on_gpu)  # fmt: skip
+
+
+@pytest.mark.parametrize("on_gpu", [False, True])
+@pytest.mark.parametrize("budget", [1.3e8, 1.6e8, 2.5e8, 1e12])
+def test_the_groups_are_the_fewest_that_fit_and_as_even_as_can_be(budget, on_gpu):
+    fp = _footprint(on_gpu=on_gpu)
+    plan = plan_capture(fp, list(range(12)), int(budget), host_budget=int(budget))
+    assert [b for g in plan.groups for b in g] == list(range(12))  # contiguous, in depth order, every block once
+    sizes = [len(g) for g in plan.groups]
+    assert max(sizes) - min(sizes) <= 1
+    assert plan.peak_host <= budget and plan.peak_device <= budget
+    bigger = max(sizes) + 1
+    if len(plan.groups) > 1:  # one more block per group would not fit
+        groups = -(-12 // bigger)
+        assert fp.host(bigger, groups) > budget or fp.device(bigger) > budget
+    assert plan.forward_passes == 1.0  # resumed: one forward pass whatever the groups
+
+
+def test_groups_that_cannot_resume_say_what_they_cost():
+    plan = plan_capture(_footprint(blocks=4), [0, 1, 2, 3], int(1.4e8), resumes=False)
+    assert len(plan.groups) > 1
+    assert plan.forward_passes == sum(g[-1] + 1 for g in plan.groups) / 4
+    assert "each group runs the model from its input" in plan.describe()
+
+
+@pytest.mark.parametrize("on_gpu", [False, True])
+def test_a_budget_too_small_names_the_smallest_that_works(on_gpu):
+    fp = _footprint(on_gpu=on_gpu)
+    with pytest.raises(LinrecError, match=r"too small for one block at a time: the weights take 100 MB") as err:
+        plan_capture(fp, list(range(12)), 5 * 10**7, host_budget=5 * 10**7)
+    smallest = parse_memory(re.search(r"--memory (\S+)", str(err.value)).group(1))
+    plan = plan_capture(fp, list(range(12)), smallest)
+    assert len(plan.groups) == 12  # one block at a time
+    with pytest.raises(LinrecError, match="too small"):
+        plan_capture(fp, list(range(12)), smallest - 10**6)  # to the MB
+
+
+def test_the_plan_says_its_groups_memory_and_disk():
+    plan = plan_capture(_footprint(), list(range(12)), int(1.6e8), saved=True)
+    text = plan.describe()
+    assert f"{len(plan.groups)} groups" in text and "peak host memory" in text and "to disk" in text
+    assert plan.disk == 12 * 5 * packed_bytes(256, 256)
+    assert plan_capture(_footprint(), list(range(12)), 10**12, saved=True).disk == 0  # one group: nothing spilled
