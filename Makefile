@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PROFILE ?= offline
 SHOT   ?= _build/screenshots/01_method.png
 
-.PHONY: test test-all lint install install-scale bench clean book book-check book-pdf notebooks resources
+.PHONY: test test-all lint install install-scale bench clean book book-check book-pdf notebooks resources gpu-check
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,12 @@ book-check: $(STAMP)
 # Per-chapter peak memory, cache on disk and time at the paper's real sizes (shapes profile): book/resources.md.
 resources: $(STAMP)
 	$(PY) book/resources.py --profile shapes
+
+# The prepared GPU check (book/gpu_check.py): on a bare GPU machine with python3, torch, transformers, pandas and
+# safetensors, no pip and no network; results in $(GPU_OUT)/gpu-check.{json,md}, under 8 minutes on one H100.
+GPU_OUT ?= _build/gpu-check
+gpu-check:
+	PYTHONPATH=src $(PYTHON) book/gpu_check.py $(GPU_OUT)
 
 # Regenerate the committed, unexecuted notebooks/NN_topic.ipynb (Colab's targets) from the .py sources.
 notebooks: $(STAMP)

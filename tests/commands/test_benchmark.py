@@ -54,7 +54,7 @@ def test_moments_alone_do_the_capture_arithmetic_for_every_block(tiny_shape):
 
 def test_bad_settings_are_refused_before_anything_is_built(monkeypatch):
     monkeypatch.setattr(bench, "shaped_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built")))
-    with pytest.raises(LinrecError, match="unknown shape 'nosuch'; choose one of gpt2-small, smollm2-135m"):
+    with pytest.raises(LinrecError, match="unknown shape 'nosuch'; choose one of gpt2-small, pythia-6.9b, smollm2"):
         bench.run_bench("cpu", shape="nosuch")
     with pytest.raises(LinrecError, match="cannot fill 5 folds"):
         bench.run_bench("cpu", peak_tokens=(100,))

@@ -27,3 +27,27 @@ def test_nan_activations_name_the_block_and_advice_fits_the_dtype(tokenizer, tex
     with pytest.raises(LinrecError, match="block 1: NaN or Inf") as err:
         capture_moments(model, batches, folds=2, progress=False)
     assert advice in str(err.value)
+
+
+@pytest.mark.parametrize("documents", [False, True])
+def test_folds_finish_as_the_capture_goes_on_with_documents_or_without(documents, tokenizer, text):
+    """Rows come fold by fold (run_capture orders the sequences by fold, for a text without documents too), so at
+    the end of each batch every block holds the sums of one live fold, two at most within a batch."""
+    from linrec.core.capture import run_capture
+    from linrec.core.moment_sink import MomentSink
+    from linrec.models.arch import ffn_blocks
+
+    starts = tuple(range(0, len(text), len(text) // 40)) if documents else None
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=16 * 80, batch_size=4, documents=starts)
+    sink, live = MomentSink(5), []
+    end_batch = sink.end_batch
+
+    def counted(rows):
+        live.append(max(len(a.live_folds) for a in sink.accumulators.values()))
+        end_batch(rows)
+        live.append(max(len(a.live_folds) for a in sink.accumulators.values()))
+
+    sink.end_batch = counted
+    model = tiny_model("gpt2")
+    run_capture(model, batches, ffn_blocks(model), [sink], batches.folds(5, 0), progress=False)
+    assert max(live) <= 2 and max(live[1::2]) == 1  # after each batch: one fold left open

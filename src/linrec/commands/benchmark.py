@@ -61,10 +61,10 @@ def shaped_model(
 
     config = bench_config(shape)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config)
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)  # drawn in dtype: no float32 copy of a 7B shape
     # transformers wraps Module.to with functools.wraps, which the checker cannot bind to the model: call it as
     # nn.Module's (the same method, which moves the model in place and returns it).
-    cast(nn.Module, model).to(device=device, dtype=dtype)
+    cast(nn.Module, model).to(device=device)
     return model.eval().requires_grad_(False)
 
 

@@ -286,7 +286,7 @@ def _preparer(
     def prepare(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> None:
         import torch
 
-        from linrec.core.planned import announce, plan_before_loading
+        from linrec.core.planned import plan_before_loading
         from linrec.models.loading import parse_dtype, pick_device
 
         batches = token_batches(args, profile, source, folds, config, tokenizer, model)
@@ -298,7 +298,6 @@ def _preparer(
         plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory)
         if not args.no_progress:
             print(plan.describe(), file=sys.stderr)
-        announce(plan, progress=False)  # (the warning of groups that cannot resume)
         into.append((batches, plan))
 
     return prepare

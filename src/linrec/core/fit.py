@@ -41,6 +41,7 @@ from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.core.tails import Tails
 from linrec.errors import LinrecError, finite
 from linrec.models.loading import parse_dtype
+from linrec.progress import progress_bar
 from linrec.stats import participation_ratio
 
 DEFAULT_RCOND = 1e-10
@@ -367,19 +368,23 @@ def _later_columns(later: list[Moments], tails: Tails | None, rcond: float) -> d
     }
 
 
-def _positions_report(block: int, split: PositionMoments, rcond: float, consume: bool) -> BlockReport:
+def _positions_report(
+    block: int, split: PositionMoments, rcond: float, consume: bool, device: torch.device | None
+) -> BlockReport:
     """:func:`kfold` of every row of ``block`` with what its first captured position does: that position's share of
     the output variance, :func:`_later_columns`, and the share of the largest rows (where ``split`` has them,
     :mod:`linrec.core.tails`). It holds as few d x d matrices at once as the arithmetic allows: the later rows'
     columns first, then each fold's first and later rows merged as the first rows' moments are made
     (:meth:`PositionMoments.first_folds`), with ``consume`` each later fold let go once merged; the numbers are
     those of merging every fold at once, bit for bit (the same sums in the same order)."""
-    later: list[Moments | None] = list(cast(dict, split.later).pop(block) if consume else split.later[block])
+    later: list[Moments | None] = [
+        _on(m, device) for m in (cast(dict, split.later).pop(block) if consume else split.later[block])
+    ]
     tails = split.tails.get(block)
     apart = _later_columns(cast(list[Moments], later), tails, rcond)
     merged: list[Moments] = []
     first: Moments | None = None
-    for f, part in enumerate(split.first_folds(block)):
+    for f, part in enumerate(_on(m, device) for m in split.first_folds(block)):
         rest = later[f]
         assert rest is not None
         merged.append(part + rest)
@@ -404,22 +409,41 @@ def top_share(top_ss: float, total: Moments) -> float:
     return top_ss / ss if ss > 0 else math.nan
 
 
+def _on(m: Moments, device: torch.device | None) -> Moments:
+    return m if device is None or m.cxx.device == device else m.to(device)
+
+
 def recoverability(
-    moments: Mapping[int, list[Moments]] | PositionMoments, rcond: float = DEFAULT_RCOND, *, consume: bool = False
+    moments: Mapping[int, list[Moments]] | PositionMoments,
+    rcond: float = DEFAULT_RCOND,
+    *,
+    consume: bool = False,
+    device: torch.device | str | None = None,
+    progress: bool = False,
 ) -> list[BlockReport]:
     """One :class:`BlockReport` per block, in block order; from :class:`PositionMoments` (the first captured
     position of each window kept apart) with what that position does (:func:`_positions_report`) for each block whose
         first position was kept apart. ``consume``: take each block's later moments out of ``moments`` (a dict) as its
-    report is made, so that a caller who needs only the table holds one block's work beside them, not two."""
+    report is made, so that a caller who needs only the table holds one block's work beside them, not two.
+    ``device``: where each block's fits run, its moments moved there as it is reached (a GPU's float64 solvers
+    for a wide model; the same arithmetic to rounding, not bit for bit, as another device's). ``progress``: a bar
+    over the blocks (a width-4,096 block's fits take a minute or two on two CPU cores)."""
+    device = None if device is None else torch.device(device)
+    blocks = progress_bar(sorted(moments.later if isinstance(moments, PositionMoments) else moments), desc="fit",
+                          unit="block", disable=not progress)  # fmt: skip
     if not isinstance(moments, PositionMoments):
-        return [kfold(block, moments[block], rcond) for block in sorted(moments)]
+        return [kfold(block, [_on(m, device) for m in moments[block]], rcond) for block in blocks]
     if consume and not isinstance(moments.later, dict):
         raise LinrecError("consume=True takes the moments out of a dict; these are read from elsewhere")
     return [
-        _positions_report(block, moments, rcond, consume)
+        _positions_report(block, moments, rcond, consume, device)
         if block in moments.first
-        else kfold(block, cast(dict, moments.later).pop(block) if consume else moments.merged(block), rcond)
-        for block in sorted(moments.later)
+        else kfold(
+            block,
+            [_on(m, device) for m in (cast(dict, moments.later).pop(block) if consume else moments.merged(block))],
+            rcond,
+        )
+        for block in blocks
     ]
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.capture import capture_positions
+from linrec.core.capture import capture_positions, input_device
 from linrec.core.fit import (
     AffineFit,
     check_rcond,
@@ -341,7 +341,8 @@ def measure(
     """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block, the table of
     :meth:`Measurement.capture` (whose docstring says what each argument does). Only the table is kept: where the
     capture runs in groups (``memory``), each group's rows are made as it ends and its moments let go, so nothing
-    goes to disk. ``memory`` may also be the plan itself, made and shown by the caller before the model loaded
+    goes to disk. On a GPU the fits run there too, in float64 (the same arithmetic as :meth:`Measurement.table`'s on
+    the host, to rounding). ``memory`` may also be the plan itself, made and shown by the caller before the model loaded
     (:func:`linrec.core.planned.plan_before_loading`; the command line's way): its groups are run as they are.
 
     Columns: ``block, r2_lin`` (k-fold mean held-out R², variance-weighted), ``r2_lin_std``
@@ -358,6 +359,7 @@ def measure(
     dtype = _model_dtype(model)
     positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
     rcond = rcond_for(dtype) if rcond is None else rcond
+    on = input_device(model) if input_device(model).type == "cuda" else None  # the fits where the model is
     made = isinstance(memory, CapturePlan)
     plan = (
         memory
@@ -368,12 +370,16 @@ def measure(
         split = capture_positions(
             model, batches, blocks, folds, seed, spec, progress=progress, positions=positions, spill=spill
         )
-        return report_table(recoverability(split, rcond, consume=isinstance(split.later, dict)))
+        return report_table(
+            recoverability(split, rcond, consume=isinstance(split.later, dict), device=on, progress=progress)
+        )
     announce(plan, progress and not made)
     parts = capture_groups(
         model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress, positions=positions
     )
-    return report_table([report for part in parts for report in recoverability(part, rcond, consume=True)])
+    return report_table(
+        [report for part in parts for report in recoverability(part, rcond, consume=True, device=on, progress=progress)]
+    )
 
 
 def check_skip_first(skip_first: int, seq_len: int) -> int:

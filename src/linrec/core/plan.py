@@ -38,6 +38,10 @@ from linrec.errors import LinrecError
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
           "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
 
+FREE_SHARE = 0.85
+"""The share of what is free that a plan takes when no budget is given: the rest is room for what it does not count
+(the interpreter, the allocators' slack, the operating system's caches)."""
+
 TABLE_WORK = 4
 """Sums of one fold (S) that making one block's table row holds beyond its own moments (module docstring)."""
 
@@ -179,16 +183,18 @@ def plan_capture(
     device_budget: int | None = None,
 ) -> CapturePlan:
     """The fewest contiguous groups of ``blocks`` (in depth order, sizes as even as they can be) whose capture fits
-    ``budget`` bytes in host memory and on the GPU that accumulates (each defaults to what is free there now:
-    ``host_budget``, ``device_budget``). A budget below what one block needs is a LinrecError naming the smallest
-    that works. ``resumes``: whether a group can start from the stream the previous one stopped at (else each runs
-    the layers below it again, and the plan says what that costs). ``saved``: the moments are written to disk."""
+    ``budget`` bytes in host memory and on the GPU that accumulates (each defaults to :data:`FREE_SHARE` of what is
+    free there: ``host_budget``, ``device_budget``, else what is free now). A budget below what one block needs is
+    a LinrecError naming the smallest that works. ``resumes``: whether a group can start from the stream the
+    previous one stopped at (else each runs the layers below it again, and the plan says what that costs).
+    ``saved``: the moments are written to disk."""
     if not blocks:
         raise LinrecError("no FFN blocks selected")
-    host_cap = budget if budget is not None else host_budget if host_budget is not None else host_available()
+    free_host = host_budget if host_budget is not None else host_available()
+    host_cap = budget if budget is not None else int(FREE_SHARE * free_host)
     device_cap = None
     if footprint.on_gpu:
-        device_cap = budget if budget is not None else device_budget
+        device_cap = budget if budget is not None or device_budget is None else int(FREE_SHARE * device_budget)
     n = len(blocks)
 
     def fits(group: int, groups: int) -> bool:

@@ -97,6 +97,7 @@ def _plan(
     resumes: bool,
     saved: bool,
 ) -> CapturePlan:
+    """The plan of :func:`plan_for` and :func:`plan_before_loading`, from what both know."""
     windows, seq_len = batches.attention_mask.shape
     sizes = {"windows": windows, "seq_len": seq_len, "batch_size": batches.batch_size}
     fp = footprint(config, blocks=len(chosen), folds=folds, **sizes, dtype=dtype, on_gpu=device.type == "cuda",
@@ -105,18 +106,21 @@ def _plan(
 
 
 def announce(plan: CapturePlan, progress: bool) -> None:
-    """Say what a plan of several groups will do before it starts (on stderr, with progress); warn where the groups
-    cannot resume and so multiply the forward work."""
+    """Say what a plan of several groups will do before it starts (on stderr, with progress)."""
     if len(plan.groups) > 1 and progress:
         print(plan.describe(), file=sys.stderr)
-    if not plan.resumes and len(plan.groups) > 1:
-        warnings.warn(
-            f"the capture runs in {len(plan.groups)} groups, each from the model's input (its decoder layers cannot "
-            f"be found, so no group resumes from the previous one): {plan.forward_passes:.1f} forward passes in all. "
-            "A larger memory budget (--memory) needs fewer.",
-            LinrecWarning,
-            stacklevel=3,
-        )
+
+
+def _warn_of_passes(plan: CapturePlan, layers: int) -> None:
+    """Warn, before the work, that groups which cannot resume multiply the forward work."""
+    passes = sum(g[-1] + 1 for g in plan.groups) / layers
+    warnings.warn(
+        f"the capture runs in {len(plan.groups)} groups, each from the model's input (its decoder layers cannot "
+        f"be found, so no group resumes from the previous one): {passes:.1f} forward passes in all. "
+        "A larger memory budget (--memory) needs fewer.",
+        LinrecWarning,
+        stacklevel=4,
+    )
 
 
 def capture_groups(
@@ -134,7 +138,10 @@ def capture_groups(
     """Each group of ``plan`` captured in turn (its :class:`PositionMoments`, on CPU), the next group started only
     when the caller asks for it: what the caller keeps of one group is all that stays of it. ``extra_sinks`` see
     every group's rows (each group is a capture of its own: :meth:`RowSink.start` is called once per group)."""
-    layers = decoder_layers(model, ffn_blocks(model, spec)) if plan.resumes else None
+    every = ffn_blocks(model, spec)
+    layers = decoder_layers(model, every) if plan.resumes else None
+    if layers is None and len(plan.groups) > 1:
+        _warn_of_passes(plan, len(every))
     kept: list[Any] = []  # the output of layer `below - 1` for every forward call
     below = 0
     for i, group in enumerate(plan.groups):

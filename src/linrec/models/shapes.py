@@ -157,6 +157,7 @@ def get_shape(name: str) -> Shape:
 BENCH_SHAPES: dict[str, dict] = {
     "gpt2-small": SHAPES["openai-community/gpt2"].config,  # 12 blocks, width 768, FFN 3072, 50257 tokens
     # SmolLM2-135M's published configuration (Hugging Face, 2024): narrow and deep.
+    "pythia-6.9b": SHAPES["EleutherAI/pythia-6.9b"].config,  # 32 blocks, width 4096: a 7B (13.8 GB in bfloat16)
     "smollm2-135m": {
         "model_type": "llama",
         "hidden_size": 576,
@@ -267,20 +268,24 @@ def load_shaped(
     float32), so they depend on ``name``, ``revision`` (:func:`shaped_seed`) and the dtype only.
     ``before_weights(config, tokenizer)`` runs before any weight is drawn, as :func:`linrec.load_model`'s does.
     """
-    from transformers import AutoModelForCausalLM
-
     target = pick_device(device)
     torch_dtype = parse_dtype(dtype) or torch.float32
     config = shaped_config(name)
     tokenizer = load_tokenizer(str(shaped_tokenizer_dir(name)), name, local_files_only=True)
     if before_weights is not None:
         before_weights(config, tokenizer)
+    return build_shaped(name, revision=revision, dtype=torch_dtype).to(device=target), tokenizer
+
+
+def build_shaped(name: str, *, revision: str | None = None, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """The model of :func:`load_shaped` alone, on the CPU, frozen in eval mode: no tokenizer (a GPU check's random
+    token ids need none). Its weights are drawn in ``dtype`` under :func:`shaped_seed`."""
+    from transformers import AutoModelForCausalLM
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(shaped_seed(name, revision))
-        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
-    model.to(device=target)
-    model.eval().requires_grad_(False)
-    return model, tokenizer
+        model = AutoModelForCausalLM.from_config(shaped_config(name), dtype=dtype)
+    return model.eval().requires_grad_(False)
 
 
 def save_shaped(name: str, directory: str | Path, *, revision: str | None = None) -> Path:

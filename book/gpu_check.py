@@ -1,0 +1,205 @@
+"""The prepared GPU check: what the core costs and holds on one GPU, in one command for a bare machine.
+
+``make gpu-check`` (or ``PYTHONPATH=src python3 book/gpu_check.py OUT``) needs python3 with torch, transformers,
+pandas and safetensors and nothing else: no pip, no network, no tokenizer (the models are real shapes with seeded
+random weights, the text random token ids). Each step is timed and its failure recorded, not fatal, and the results
+go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an interrupted check keeps what it measured):
+
+1. ``cpu_vs_gpu``: a small model's table measured on the GPU and on the CPU, the largest difference of each column;
+2. ``bench_gpt2``: ``linrec bench`` on the GPT-2 small shape (float32, CUDA events): capture + float64 moments
+   against the bare and the truncated forward;
+3. ``large``: the Pythia-6.9b shape in bfloat16, built once: the truncated forward against the planned capture of
+   every block with its moments (no table), then the profile itself by plan (every block, 5 folds, the first
+   position apart, at least 1e5 tokens): time, peak device and host memory, the plan's own figures beside them;
+4. ``cuda_tests``: the test suite's GPU tests, where pytest is installed.
+
+Where no CUDA device is visible it says so in one line and exits 1 before any work. ``--device cpu`` with small
+settings runs the same steps on the host (how the test suite checks this script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+try:
+    import torch
+except ImportError:  # before any work: one line, as for a machine without CUDA
+    sys.exit(f"gpu-check: torch is not installed for {sys.executable}; run it with a python that has it (PYTHON=...)")
+
+from linrec.commands.benchmark import capture_overhead, random_batches, run_bench, seconds  # noqa: E402
+from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
+from linrec.core.planned import capture_groups, plan_for  # noqa: E402
+from linrec.models.shapes import build_shaped  # noqa: E402 (the repository's own linrec, from src)
+
+LIMIT_S = 480
+"""The check's own time limit: a step that would start after it is skipped (it is reported as such)."""
+
+
+def host_peak() -> int:
+    """The process's peak resident bytes so far (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def shaped(name: str, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+    """The real-shaped model ``name`` with seeded random weights drawn in ``dtype``, on ``device``."""
+    return build_shaped(name, dtype=dtype).to(device)
+
+
+def cpu_vs_gpu(device: torch.device, name: str, tokens: int) -> dict[str, Any]:
+    """One small model's table on ``device`` and on the CPU, from the same weights and tokens."""
+    import linrec
+
+    model = shaped(name, torch.device("cpu"), torch.float32)
+    batches = random_batches(tokens, 16, 128, model.config.vocab_size)
+    on_cpu = linrec.measure(model, batches, progress=False)
+    on_device = linrec.measure(model.to(device), batches, progress=False)
+    numeric = [c for c in on_cpu.columns if on_cpu[c].dtype.kind == "f"]
+    differences = {c: float((on_cpu[c] - on_device[c]).abs().max()) for c in numeric}
+    return {
+        "model": name,
+        "tokens": batches.n_rows,
+        "r2_lin_max_abs_difference": differences["r2_lin"],
+        "largest_difference": max(differences.items(), key=lambda kv: kv[1]),
+        "r2_lin_cpu": on_cpu.r2_lin.round(6).tolist(),
+        "r2_lin_device": on_device.r2_lin.round(6).tolist(),
+    }
+
+
+def bench_gpt2(device: torch.device, batches: int) -> dict[str, Any]:
+    """``linrec bench`` on the GPT-2 small shape: its rows (tokens/s and the ratios to the forward passes)."""
+    table = run_bench(device=str(device), n_batches=batches, peak_tokens=(20_000,), naive_batches=2)
+    return {"rows": table[["measure", "value", "unit", "vs_truncated", "vs_full"]].to_dict("records"),
+            "device": str(table.device.iloc[0]), "batch": str(table.batch.iloc[0])}  # fmt: skip
+
+
+def large(device: torch.device, name: str, tokens: int, memory: str | None) -> dict[str, Any]:
+    """The large shape in bfloat16: forward against the planned capture (no table), then the profile by plan."""
+    import linrec
+
+    built = time.perf_counter()
+    model = shaped(name, device, torch.bfloat16)
+    out: dict[str, Any] = {"model": name, "dtype": "bfloat16", "build_s": time.perf_counter() - built}
+    batches = random_batches(tokens, 16, 128, model.config.vocab_size)
+    out["tokens"] = batches.n_rows
+    plan = plan_for(model, batches, None, 5, memory=parse_memory(memory))
+    assert plan is not None
+    out["plan"] = plan.describe()
+    out["planned_peak_host_gb"], out["planned_peak_device_gb"] = plan.peak_host / 1e9, plan.peak_device / 1e9
+    times = capture_overhead(model, random_batches(min(tokens, 32_768), 16, 128, model.config.vocab_size), 1)
+    out["bench"] = {k: v for k, v in times.items()}
+    out["bench"]["capture_vs_truncated"] = times["capture_s"] / times["truncated_s"]
+    out["bench"]["capture_vs_bare"] = times["capture_s"] / times["bare_s"]
+    capture_only = seconds(lambda: [None for _ in capture_groups(model, batches, plan, folds=5, seed=0,
+                                                                 progress=False)], device)  # fmt: skip
+    out["planned_capture_s"] = capture_only
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    table = linrec.measure(model, batches, memory=plan, progress=False)
+    out["profile_s"] = time.perf_counter() - start
+    out["profile_tokens_per_s"] = batches.n_rows / out["profile_s"]
+    out["peak_device_gb"] = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
+    out["peak_host_gb"] = host_peak() / 1e9
+    out["r2_lin"] = {"min": float(table.r2_lin.min()), "median": float(table.r2_lin.median()),
+                     "max": float(table.r2_lin.max()), "blocks": len(table)}  # fmt: skip
+    return out
+
+
+def cuda_tests() -> dict[str, Any]:
+    """The test suite's GPU tests (those that skip without CUDA), where pytest is installed."""
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        return {"status": "not run: pytest is not installed on this machine"}
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py") if "cuda" in p.read_text())
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda or gpu or device", *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return {"files": files, "returncode": run.returncode, "summary": run.stdout.strip().splitlines()[-1:]}
+
+
+def write(out: Path, results: dict[str, Any]) -> None:
+    """The results as JSON and as a short Markdown page."""
+    (out / "gpu-check.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    lines = [f"# GPU check, {results['date']}", "", f"{results['device']}; torch {results['torch']}, transformers "
+             f"{results['transformers']}; {results['elapsed_s']:.0f} s in all.", ""]  # fmt: skip
+    for step, result in results["steps"].items():
+        lines.append(f"## {step} ({result.get('seconds', 0):.0f} s)")
+        lines.append("")
+        lines.append("```")
+        lines.append(json.dumps({k: v for k, v in result.items() if k != "seconds"}, indent=1, default=str))
+        lines.append("```")
+        lines.append("")
+    (out / "gpu-check.md").write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="folder for gpu-check.json and gpu-check.md (made if missing)")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu, to try the check itself")
+    parser.add_argument("--large", default="EleutherAI/pythia-6.9b", help="the large shape (linrec.models.shapes)")
+    parser.add_argument("--small", default="EleutherAI/pythia-160m", help="the shape measured on both devices")
+    parser.add_argument("--tokens", type=int, default=100_000, help="tokens of the large profile")
+    parser.add_argument("--memory", default="40GB", help="the large profile's memory budget (--memory)")
+    parser.add_argument("--bench-batches", type=int, default=20, help="batches linrec bench times per path")
+    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,large,cuda_tests", help="which steps, in order")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu-check: no CUDA device is visible here; run it on a machine with a GPU", file=sys.stderr)
+        return 1
+    device = torch.device(args.device)
+    args.out.mkdir(parents=True, exist_ok=True)
+    import transformers
+
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "steps": {},
+    }
+    steps: dict[str, Callable[[], dict[str, Any]]] = {
+        "cpu_vs_gpu": lambda: cpu_vs_gpu(device, args.small, 20_480),
+        "bench_gpt2": lambda: bench_gpt2(device, args.bench_batches),
+        "large": lambda: large(device, args.large, args.tokens, args.memory),
+        "cuda_tests": cuda_tests,
+    }
+    began = time.perf_counter()
+    for step in args.steps.split(","):
+        if time.perf_counter() - began > LIMIT_S:
+            results["steps"][step] = {"status": f"skipped: the check passed its {LIMIT_S} s"}
+            continue
+        start = time.perf_counter()
+        try:
+            result = {"status": "ok", **steps[step]()}
+        except Exception as err:  # a step that fails is recorded, and the others still run
+            result = {"status": f"failed: {type(err).__name__}: {err}", "traceback": traceback.format_exc()[-2000:]}
+        result["seconds"] = time.perf_counter() - start
+        results["steps"][step] = result
+        results["elapsed_s"] = time.perf_counter() - began
+        results["host_peak_gb"] = host_peak() / 1e9
+        write(args.out, results)
+        print(f"gpu-check: {step}: {result['status'][:200]} ({result['seconds']:.0f} s)", file=sys.stderr)
+    print(f"gpu-check: wrote {args.out / 'gpu-check.md'} (peak host memory {gigabytes(host_peak())})")
+    return 0 if all(r["status"].startswith(("ok", "skipped", "not run")) for r in results["steps"].values()) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

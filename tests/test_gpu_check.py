@@ -1,0 +1,50 @@
+"""book/gpu_check.py, the prepared GPU check: it refuses a machine without CUDA in one line before any work, and its
+steps run end to end (here on the CPU, with small shapes) and write what they measured."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+
+SCRIPT = ROOT / "book" / "gpu_check.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_without_cuda_it_says_so_in_one_line_and_does_nothing(tmp_path):
+    """As `make gpu-check` runs it: the system's python3 with PYTHONPATH=src, no virtual environment needed."""
+    run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "out")], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}, timeout=300)  # fmt: skip
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines() == [
+        "gpu-check: no CUDA device is visible here; run it on a machine with a GPU"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_its_steps_run_and_write_what_they_measured(tmp_path):
+    out = tmp_path / "out"
+    small = ["--device", "cpu", "--large", "EleutherAI/pythia-70m", "--small", "EleutherAI/pythia-70m"]
+    code = _module().main([str(out), *small, "--tokens", "8192", "--memory", "2GB", "--steps", "cpu_vs_gpu,large"])
+    results = json.loads((out / "gpu-check.json").read_text())
+    assert code == 0, results
+    same = results["steps"]["cpu_vs_gpu"]
+    assert same["status"] == "ok" and same["r2_lin_max_abs_difference"] == 0  # the CPU against itself
+    large = results["steps"]["large"]
+    assert large["status"] == "ok" and large["r2_lin"]["blocks"] == 6 and large["tokens"] >= 8192
+    assert large["plan"].startswith("plan: ") and large["peak_host_gb"] > 0 and large["bench"]["capture_vs_bare"] > 0
+    assert "## large" in (out / "gpu-check.md").read_text()
