@@ -122,7 +122,11 @@ ch.report(linrec.analysis.scale.scale_claims(table, parameters, keeps=KEEPS, see
 # float64 numbers per block; a capture keeps only the live fold of each block in memory and moves
 # finished folds to disk (`linrec profile --spill DIR`; the book does it for any model whose moments
 # exceed 2 GB), so memory is the model's weights plus one fold of moments, and the forward pass over
-# 64 rows per input dimension is the time. The table gives these for a few larger open models.
+# 64 rows per input dimension is the time. Where the moments of every block still do not fit, the
+# capture plans its memory (`--memory`, by default most of what is free): it measures the blocks in
+# groups that fit, each resumed from the residual stream where the previous group stopped, so the
+# forward pass is still paid about once and the numbers are those of one pass, to the last bit. The
+# table gives these sizes for a few larger open models.
 
 # %%
 ch.show(linrec.analysis.scale.capture_needs(linrec.analysis.scale.LARGER, folds=ch.profile.folds), {"rows": ",d"},

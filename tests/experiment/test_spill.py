@@ -22,6 +22,7 @@ def test_the_spill_threshold_is_passed_by_the_largest_models_only():
     from linrec.experiment.spill import SPILL_ABOVE, moment_bytes
 
     small = tiny_model("llama")
-    assert moment_bytes(small, 5) == len(small.model.layers) * 5 * 3 * small.config.hidden_size**2 * 8 < SPILL_ABOVE
+    width = small.config.hidden_size
+    assert moment_bytes(small, 5) == len(small.model.layers) * 5 * 8 * (3 * width**2 + 2 * width) < SPILL_ABOVE
     assert 28 * 5 * 3 * 1536**2 * 8 > SPILL_ABOVE > 30 * 5 * 3 * 576**2 * 8  # the 1.5B spills, SmolLM2 does not
     assert math.isfinite(SPILL_ABOVE)

@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from linrec.core.plan import sums_bytes
 from linrec.data.tokens import TokenBatches
 from linrec.report.claims import Claim
 
@@ -26,7 +27,7 @@ def moment_bytes(d_in: int, d_out: int, blocks: int, folds: int) -> int:
     """Bytes of the float64 moments a finished capture holds (in host memory; a GPU holds about one fold's per block
     while capturing): O(d²) per block and fold, independent of tokens, twice over (the first position of each
     window is kept apart from the later rows, so that R²_lin with and without it can both be read)."""
-    return 2 * 8 * (d_in * d_in + d_in * d_out + d_out * d_out + d_in + d_out) * blocks * folds
+    return 2 * sums_bytes(d_in, d_out) * blocks * folds
 
 
 def cost_table(models: dict[str, tuple[int, int]], folds: int = 5) -> pd.DataFrame:
