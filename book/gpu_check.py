@@ -8,9 +8,10 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
 1. ``cpu_vs_gpu``: a small model's table measured on the GPU and on the CPU, the largest difference of each column;
 2. ``bench_gpt2``: ``linrec bench`` on the GPT-2 small shape (float32, CUDA events): capture + float64 moments
    against the bare and the truncated forward;
-3. ``large``: the Pythia-6.9b shape in bfloat16, built once: the truncated forward against the planned capture of
-   every block with its moments (no table), then the profile itself by plan (every block, 5 folds, the first
-   position apart, at least 1e5 tokens): time, peak device and host memory, the plan's own figures beside them;
+3. ``large``: the Pythia-6.9b shape in bfloat16, built once: the forward stopped after the last block against
+   the planned capture of every block with its moments (no table, CUDA events), then the profile itself by plan
+   (every block, 5 folds, the first position apart, at least 1e5 tokens): time, peak device and host memory, the
+   plan's own figures beside them;
 4. ``cuda_tests``: the test suite's GPU tests, where pytest is installed.
 
 Where no CUDA device is visible it says so in one line and exits 1 before any work. ``--device cpu`` with small
@@ -39,7 +40,7 @@ try:
 except ImportError:  # before any work: one line, as for a machine without CUDA
     sys.exit(f"gpu-check: torch is not installed for {sys.executable}; run it with a python that has it (PYTHON=...)")
 
-from linrec.commands.benchmark import capture_overhead, random_batches, run_bench, seconds  # noqa: E402
+from linrec.commands.benchmark import forward, random_batches, run_bench, seconds  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
 from linrec.models.shapes import build_shaped  # noqa: E402 (the repository's own linrec, from src)
@@ -98,13 +99,12 @@ def large(device: torch.device, name: str, tokens: int, memory: str | None) -> d
     assert plan is not None
     out["plan"] = plan.describe()
     out["planned_peak_host_gb"], out["planned_peak_device_gb"] = plan.peak_host / 1e9, plan.peak_device / 1e9
-    times = capture_overhead(model, random_batches(min(tokens, 32_768), 16, 128, model.config.vocab_size), 1)
-    out["bench"] = {k: v for k, v in times.items()}
-    out["bench"]["capture_vs_truncated"] = times["capture_s"] / times["truncated_s"]
-    out["bench"]["capture_vs_bare"] = times["capture_s"] / times["bare_s"]
-    capture_only = seconds(lambda: [None for _ in capture_groups(model, batches, plan, folds=5, seed=0,
-                                                                 progress=False)], device)  # fmt: skip
-    out["planned_capture_s"] = capture_only
+    forward(model, random_batches(2048, 16, 128, model.config.vocab_size), truncated=True)  # warm-up
+    out["truncated_forward_s"] = seconds(lambda: forward(model, batches, truncated=True), device)
+    capture = seconds(lambda: [None for _ in capture_groups(model, batches, plan, folds=5, seed=0,
+                                                            progress=False)], device)  # fmt: skip
+    out["planned_capture_s"] = capture
+    out["capture_vs_truncated_forward"] = capture / out["truncated_forward_s"]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
