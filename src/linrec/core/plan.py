@@ -16,7 +16,7 @@ What a capture holds (the figures :class:`Footprint` adds up), per block, S bein
 
 - on the device that accumulates (a GPU, or the host): the live folds' sums, 2 S at most (a batch may end one fold
   and start the next), and each window's first row of X and Y until the group ends;
-- on the host: each finished fold's moments, k S (on the CPU the live sums share this memory: (k + 1) S);
+- on the host: each finished fold's moments, k S (on the CPU the live sums are in this memory too: (k + 2) S);
 - while its table row is made (:func:`linrec.core.fit.recoverability` with ``consume``): 4 S more, one block at a
   time;
 
