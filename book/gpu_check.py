@@ -54,16 +54,11 @@ def host_peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def shaped(name: str, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
-    """The real-shaped model ``name`` with seeded random weights drawn in ``dtype``, on ``device``."""
-    return build_shaped(name, dtype=dtype).to(device)
-
-
 def cpu_vs_gpu(device: torch.device, name: str, tokens: int) -> dict[str, Any]:
     """One small model's table on ``device`` and on the CPU, from the same weights and tokens."""
     import linrec
 
-    model = shaped(name, torch.device("cpu"), torch.float32)
+    model = build_shaped(name)
     batches = random_batches(tokens, 16, 128, model.config.vocab_size)
     on_cpu = linrec.measure(model, batches, progress=False)
     on_device = linrec.measure(model.to(device), batches, progress=False)
@@ -91,7 +86,7 @@ def large(device: torch.device, name: str, tokens: int, memory: str | None) -> d
     import linrec
 
     built = time.perf_counter()
-    model = shaped(name, device, torch.bfloat16)
+    model = build_shaped(name, dtype=torch.bfloat16).to(device)
     out: dict[str, Any] = {"model": name, "dtype": "bfloat16", "build_s": time.perf_counter() - built}
     batches = random_batches(tokens, 16, 128, model.config.vocab_size)
     out["tokens"] = batches.n_rows

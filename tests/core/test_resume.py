@@ -8,7 +8,7 @@ import torch
 
 from conftest import tiny_model
 from linrec.core.capture import forward_until_stopped
-from linrec.core.resume import decoder_layers, kept_bytes, recording, skipping
+from linrec.core.resume import decoder_layers, recording, skipping
 from linrec.models.arch import CAUSAL, ffn_blocks
 
 
@@ -33,7 +33,7 @@ def test_a_forward_resumed_from_a_kept_stream_is_the_full_forward(family, on_hos
     with recording(layers[0], kept, on_host=on_host):
         for ids in calls:
             forward_until_stopped(model, input_ids=ids)  # ends at layer 0: nothing above it runs
-    assert len(kept) == 3 and kept_bytes(kept) == sum(k.numel() * k.element_size() for k in kept)
+    assert len(kept) == 3
     ran = []
     handle = layers[0].register_forward_pre_hook(lambda *_: ran.append(1))
     inner = next(m for n, m in layers[0].named_children() if "mlp" in n or "fc1" in n)

@@ -290,10 +290,10 @@ def _preparer(
         from linrec.models.loading import parse_dtype, pick_device
 
         batches = token_batches(args, profile, source, folds, config, tokenizer, model)
-        own = profile is not None and model is not None
-        dtype = (profile.dtype if own and profile is not None else args.dtype) or getattr(config, "dtype", None)
+        own = profile if model is not None else None  # a profile's own model loads in its dtype, on its device
+        dtype = (own.dtype if own else args.dtype) or getattr(config, "dtype", None)
         torch_dtype = parse_dtype(dtype) or torch.float32  # (the checkpoint's own, else float32, as loading does)
-        device = profile.device if own and profile is not None else args.device
+        device = own.device if own else args.device
         target = torch.device(pick_device(device)) if args.device_map is None else torch.device("cpu")
         plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory)
         if not args.no_progress:
@@ -314,11 +314,9 @@ def _model_profile(profile: Profile, model: str) -> Profile:
     if model in profile.models:
         return profile
     series = profile.series_profile(gpu=model in profile.series_gpu)
-    return (
-        series
-        if series.device_map is None or profile.device is None
-        else dataclasses.replace(series, device_map=None).validate()
-    )
+    if series.device_map is None or profile.device is None:
+        return series
+    return dataclasses.replace(series, device_map=None, device=profile.device).validate()  # the --device asked for
 
 
 def _cli_profile(args: argparse.Namespace) -> Profile:

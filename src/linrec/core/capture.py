@@ -76,6 +76,11 @@ def input_device(model: nn.Module) -> torch.device:
     return cast(torch.Tensor, embeddings.weight).device
 
 
+def device_of(module: nn.Module) -> torch.device | None:
+    """Where ``module``'s first parameter (else buffer) is; None for a module with neither."""
+    return next((t.device for t in [*module.parameters(), *module.buffers()]), None)
+
+
 def require_eval(model: nn.Module, what: str) -> None:
     """Refuse a model in training mode: its dropout would make ``what`` random (and lower R², as noise does)."""
     if model.training:

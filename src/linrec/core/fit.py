@@ -377,20 +377,14 @@ def _positions_report(
     columns first, then each fold's first and later rows merged as the first rows' moments are made
     (:meth:`PositionMoments.first_folds`), with ``consume`` each later fold let go once merged; the numbers are
     those of merging every fold at once, bit for bit (the same sums in the same order)."""
-    later: list[Moments | None] = [
-        _on(m, device) for m in (cast(dict, split.later).pop(block) if consume else split.later[block])
-    ]
+    later = [_on(m, device) for m in (cast(dict, split.later).pop(block) if consume else split.later[block])]
     tails = split.tails.get(block)
-    apart = _later_columns(cast(list[Moments], later), tails, rcond)
+    apart = _later_columns(later, tails, rcond)
     merged: list[Moments] = []
     first: Moments | None = None
-    for f, part in enumerate(_on(m, device) for m in split.first_folds(block)):
-        rest = later[f]
-        assert rest is not None
-        merged.append(part + rest)
+    for part in (_on(m, device) for m in split.first_folds(block)):
+        merged.append(part + (later.pop(0) if consume else later[len(merged)]))
         first = part if first is None else first + part
-        if consume:
-            later[f] = None
     del later
     assert first is not None
     report = kfold(block, merged, rcond)

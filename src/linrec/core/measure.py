@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -359,27 +359,27 @@ def measure(
     dtype = _model_dtype(model)
     positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
     rcond = rcond_for(dtype) if rcond is None else rcond
-    on = input_device(model) if input_device(model).type == "cuda" else None  # the fits where the model is
-    made = isinstance(memory, CapturePlan)
+    device = input_device(model)
+    on = device if device.type == "cuda" else None  # the fits where the model is
     plan = (
         memory
         if isinstance(memory, CapturePlan)
         else plan_for(model, batches, blocks, folds, spec, parse_memory(memory))
     )
-    if plan is None or len(plan.groups) == 1:
-        split = capture_positions(
-            model, batches, blocks, folds, seed, spec, progress=progress, positions=positions, spill=spill
-        )
-        return report_table(
-            recoverability(split, rcond, consume=isinstance(split.later, dict), device=on, progress=progress)
-        )
-    announce(plan, progress and not made)
-    parts = capture_groups(
-        model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress, positions=positions
+    if plan is None:  # a model with no config to size a plan by: one pass
+        parts: Iterable[PositionMoments] = [
+            capture_positions(model, batches, blocks, folds, seed, spec, progress=progress, positions=positions,
+                              spill=spill)
+        ]  # fmt: skip
+    else:
+        announce(plan, progress and not isinstance(memory, CapturePlan))
+        parts = capture_groups(model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress,
+                               positions=positions, spill=spill)  # fmt: skip
+    reports = (
+        recoverability(part, rcond, consume=isinstance(part.later, dict), device=on, progress=progress)
+        for part in parts
     )
-    return report_table(
-        [report for part in parts for report in recoverability(part, rcond, consume=True, device=on, progress=progress)]
-    )
+    return report_table([report for group in reports for report in group])
 
 
 def check_skip_first(skip_first: int, seq_len: int) -> int:

@@ -138,6 +138,12 @@ class Footprint:
         return self.blocks * self.folds * packed_bytes(self.width, self.width) if saved else 0
 
 
+def rerun_passes(groups: list[tuple[int, ...]] | tuple[tuple[int, ...], ...], layers: int) -> float:
+    """The forward work, in whole passes over a model of ``layers`` layers, of ``groups`` that cannot resume: each
+    runs the model from its input up to its deepest block."""
+    return sum(g[-1] + 1 for g in groups) / layers
+
+
 @dataclass(frozen=True)
 class CapturePlan:
     """Groups of blocks measured one after the other, and what the capture then holds (:func:`plan_capture`)."""
@@ -224,10 +230,7 @@ def plan_capture(
         stop = start + base + (1 if i < extra else 0)
         groups.append(tuple(blocks[start:stop]))
         start = stop
-    if resumes or count == 1:
-        passes = (max(blocks) + 1) / footprint.layers
-    else:
-        passes = sum(g[-1] + 1 for g in groups) / footprint.layers
+    passes = (max(blocks) + 1) / footprint.layers if resumes or count == 1 else rerun_passes(groups, footprint.layers)
     return CapturePlan(
         groups=tuple(groups),
         resumes=resumes,

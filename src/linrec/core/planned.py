@@ -30,6 +30,7 @@ from linrec.core.plan import (
     footprint,
     gigabytes,
     plan_capture,
+    rerun_passes,
     weights_bytes,
 )
 from linrec.core.resume import decoder_layers, recording, skipping
@@ -59,7 +60,7 @@ def plan_for(
     if not getattr(config, "hidden_size", None):
         return None
     every = ffn_blocks(model, spec)
-    chosen = [b.index for b in select_blocks(every, blocks)]
+    chosen = sorted(b.index for b in select_blocks(every, blocks))
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     resumes = decoder_layers(model, every) is not None
     return _plan(config, batches, chosen, folds, dtype, input_device(model), weights_bytes(model), memory, resumes,
@@ -79,7 +80,7 @@ def plan_before_loading(
     """:func:`plan_for` from ``config`` alone, before any weights load (their bytes counted on a model built on the
     meta device, all on ``device``), for an architecture :func:`linrec.models.arch.ffn_blocks` knows: a budget that
     cannot work is refused before the loading."""
-    chosen = list(range(config.num_hidden_layers)) if blocks is None else list(blocks)
+    chosen = list(range(config.num_hidden_layers)) if blocks is None else sorted(blocks)
     weight = config_weights_bytes(config, dtype)
     weights = (0, weight) if device.type == "cuda" else (weight, 0)
     return _plan(config, batches, chosen, folds, dtype, device, weights, memory, True, saved)
@@ -113,10 +114,10 @@ def announce(plan: CapturePlan, progress: bool) -> None:
 
 def _warn_of_passes(plan: CapturePlan, layers: int) -> None:
     """Warn, before the work, that groups which cannot resume multiply the forward work."""
-    passes = sum(g[-1] + 1 for g in plan.groups) / layers
     warnings.warn(
         f"the capture runs in {len(plan.groups)} groups, each from the model's input (its decoder layers cannot "
-        f"be found, so no group resumes from the previous one): {passes:.1f} forward passes in all. "
+        f"be found, so no group resumes from the previous one): {rerun_passes(plan.groups, layers):.1f} forward "
+        "passes in all. "
         "A larger memory budget (--memory) needs fewer.",
         LinrecWarning,
         stacklevel=4,
@@ -134,10 +135,12 @@ def capture_groups(
     progress: bool = True,
     positions: slice | None = None,
     extra_sinks: Sequence[RowSink] = (),
+    spill: str | Path | None = None,
 ) -> Iterator[PositionMoments]:
     """Each group of ``plan`` captured in turn (its :class:`PositionMoments`, on CPU), the next group started only
     when the caller asks for it: what the caller keeps of one group is all that stays of it. ``extra_sinks`` see
-    every group's rows (each group is a capture of its own: :meth:`RowSink.start` is called once per group)."""
+    every group's rows (each group is a capture of its own: :meth:`RowSink.start` is called once per group);
+    ``spill``: each group's finished folds wait there (:func:`linrec.core.capture.capture_positions`)."""
     every = ffn_blocks(model, spec)
     layers = decoder_layers(model, every) if plan.resumes else None
     if layers is None and len(plan.groups) > 1:
@@ -162,6 +165,7 @@ def capture_groups(
                 extra_sinks,
                 progress=progress,
                 positions=positions,
+                spill=spill,
                 stop=layers is None or last,
             )
         if layers is not None and not last:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from linrec.core.capture import StopForward
+from linrec.core.capture import StopForward, device_of
 from linrec.models.arch import BlockSpec
 
 
@@ -59,10 +59,6 @@ def _moved(value: Any, device: torch.device | None) -> Any:
     return value
 
 
-def _device_of(layer: nn.Module) -> torch.device | None:
-    return next((p.device for p in layer.parameters()), None)
-
-
 @contextmanager
 def skipping(layers: Sequence[nn.Module], outputs: Sequence[Any], device: torch.device | None = None) -> Iterator[None]:
     """Within: each of ``layers`` (the model's lowest, in order) skips its computation. At its k-th call the last of
@@ -71,7 +67,7 @@ def skipping(layers: Sequence[nn.Module], outputs: Sequence[Any], device: torch.
     if not layers:
         yield
         return
-    target = device if device is not None else _device_of(layers[-1])
+    target = device if device is not None else device_of(layers[-1])
     calls = iter(outputs)
 
     def last(*_args: Any, **_kwargs: Any) -> Any:
@@ -124,16 +120,3 @@ def recording(layer: nn.Module, kept: list[Any], on_host: bool = True) -> Iterat
         yield
     finally:
         handle.remove()
-
-
-def kept_bytes(outputs: Sequence[Any]) -> int:
-    """The bytes of a kept residual stream (:func:`recording`)."""
-
-    def size(value: Any) -> int:
-        if isinstance(value, torch.Tensor):
-            return value.numel() * value.element_size()
-        if isinstance(value, tuple):
-            return sum(size(v) for v in value)
-        return 0
-
-    return sum(size(v) for v in outputs)

@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
-import torch
 from torch import nn
 
+from linrec.core.capture import device_of
 from linrec.core.replacements import fit_replacements as fit_replacements  # re-exported: chapters 5 and 9 use it
 from linrec.errors import LinrecError
 from linrec.models.arch import Spec, ffn_blocks, select_blocks
@@ -76,12 +76,6 @@ def param_table(model: nn.Module, replacements: Mapping[int, nn.Module], spec: S
     return pd.DataFrame(rows, columns=["block", "replacement", "params", "original_params", "ratio", "saved"])
 
 
-def _device_of(module: nn.Module) -> torch.device | None:
-    for t in list(module.parameters()) + list(module.buffers()):
-        return t.device
-    return None
-
-
 class RefuseSaving:
     """What ``save_pretrained`` of a model with replacements in place is: a LinrecError saying what to do instead."""
 
@@ -116,7 +110,7 @@ def _place(
     done: list[tuple[nn.Module, str, nn.Module]] = []
     for b, new in replacements.items():
         parent, attr, original = sites[b]
-        device = _device_of(original)
+        device = device_of(original)
         setattr(parent, attr, new.to(device) if device is not None else new)
         done.append((parent, attr, original))
     return done
