@@ -25,8 +25,8 @@ from linrec.analysis.compression import (
     signal_table,
     swap_kinds,
 )
+from linrec.core.capture import capture_with_sample
 from linrec.core.replacements import AffineFFN, LowRankFFN, MeanFFN, ZeroFFN
-from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.experiment.measurement import ProfileMeasurement

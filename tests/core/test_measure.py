@@ -116,7 +116,7 @@ def test_damaged_or_missing_files_are_named(measured, tmp_path):
     with pytest.raises(LinrecError, match="cannot read the measurement record .*measurement.json"):
         Measurement.load(out)
     (out / FILES[0]).write_text(json.dumps({"format": 99}))
-    with pytest.raises(LinrecError, match="not of format 2"):
+    with pytest.raises(LinrecError, match="of format 99, not 2 or 3"):
         Measurement.load(out)
     (out / FILES[0]).write_text(json.dumps({"format": 2}))
     with pytest.raises(LinrecError, match="measurement record .*measurement.json is damaged .*missing"):

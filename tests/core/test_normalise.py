@@ -7,10 +7,10 @@ import torch
 from torch import nn
 
 from conftest import tiny_model
+from linrec.core.capture import capture_with_sample
 from linrec.core.fit import fit_affine, kfold
 from linrec.core.moments import Moments
 from linrec.core.normalise import NormManifold, input_transform, off_manifold_spread
-from linrec.core.sample import capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.interventions.crossfeed import (

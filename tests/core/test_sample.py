@@ -7,10 +7,10 @@ import torch
 from sklearn.metrics import r2_score
 
 from conftest import VOCAB, tiny_model
-from linrec.core.capture import capture_moments
+from linrec.core.capture import capture_moments, capture_with_sample
 from linrec.core.moments import merge_folds
 from linrec.core.rows import BatchRows
-from linrec.core.sample import Rows, RowSample, capture_with_sample, closed_form, minibatches
+from linrec.core.sample import Rows, RowSample, closed_form, minibatches
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.stats import r2

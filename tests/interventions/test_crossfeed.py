@@ -9,8 +9,9 @@ from torch import nn
 from transformers import AutoModelForCausalLM
 
 from conftest import tiny_config, tiny_model
+from linrec.core.capture import capture_with_sample
 from linrec.core.fit import kfold
-from linrec.core.sample import Rows, capture_with_sample
+from linrec.core.sample import Rows
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.interventions.crossfeed import (

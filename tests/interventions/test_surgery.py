@@ -8,10 +8,9 @@ import torch
 from torch import nn
 
 from conftest import tiny_model
-from linrec.core.capture import capture_moments
+from linrec.core.capture import capture_moments, capture_with_sample
 from linrec.core.moments import Moments
 from linrec.core.replacements import ZeroFFN, fit_replacements
-from linrec.core.sample import capture_with_sample
 from linrec.errors import LinrecError
 from linrec.interventions.perplexity import (
     swap_deltas,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import tiny_model
-from linrec.core.sample import capture_with_sample
+from linrec.core.capture import capture_with_sample
 from linrec.data.tokens import make_batches
 
 FOLDS = 4

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from conftest import measurement_info, tiny_model
-from linrec.core.sample import capture_with_sample
+from linrec.core.capture import capture_with_sample
 from linrec.data.tokens import make_batches
 from linrec.experiment.measurement import ProfileMeasurement
 

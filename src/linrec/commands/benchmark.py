@@ -99,7 +99,7 @@ def seconds(fn: Callable[[], object], device: torch.device) -> float:
 def forward(model: nn.Module, batches: TokenBatches, truncated: bool = False) -> None:
     """The model over ``batches``, in full or stopped after its deepest FFN block (as the capture stops it)."""
     device = next(model.parameters()).device
-    handle = stop_after(model, ffn_blocks(model)[-1]) if truncated else None
+    handle = stop_after(model, ffn_blocks(model)[-1].output) if truncated else None
     try:
         with torch.no_grad():
             for b in batches:

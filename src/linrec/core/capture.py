@@ -26,7 +26,9 @@ from torch import nn
 
 from linrec.core.moment_sink import MomentSink
 from linrec.core.moments import BlockMoments, PositionMoments, all_reduce_moments
+from linrec.core.residual import ResidualSink
 from linrec.core.rows import BatchRows, RowSink, to_device
+from linrec.core.sample import RowSample
 from linrec.core.tails import TailSink
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
@@ -47,11 +49,11 @@ def _stop(*_: Any) -> None:
     raise StopForward
 
 
-def stop_after(model: nn.Module, block: BlockSpec) -> RemovableHandle:
-    """Cut every forward of ``model`` short right after ``block`` (a hook on its output module raising
+def stop_after(model: nn.Module, module: str) -> RemovableHandle:
+    """Cut every forward of ``model`` short right after its module named ``module`` (a hook raising
     :class:`StopForward`, which :func:`forward_until_stopped` catches): what the capture skips, later layers and the
     LM head, never runs. Hooks on that module registered before this one still run; remove the handle to undo it."""
-    return dict(model.named_modules())[block.output].register_forward_hook(_stop)
+    return dict(model.named_modules())[module].register_forward_hook(_stop)
 
 
 def forward_until_stopped(model: nn.Module, **inputs: Any) -> None:
@@ -109,8 +111,8 @@ def run_capture(
         raise LinrecError("no FFN blocks selected")
     require_eval(model, "the captured activations")
     modules = dict(model.named_modules())
-    order = {name: i for i, name in enumerate(modules)}  # the model's modules in the order they are defined
-    deepest = max(blocks, key=lambda b: order[b.output])  # runs last (a spec's indices need not follow depth)
+    deepest = max((s.reaches(b) for s in sinks for b in blocks), key=_ending(modules))  # (a spec's indices need not
+    # follow depth)
     grouped = batches.grouped(fold_of_sequence)
     masks = (grouped.attention_mask.bool() & _columns(batches.seq_len, positions)).numpy()
     pending: dict[int, torch.Tensor] = {}
@@ -123,6 +125,9 @@ def run_capture(
         if flat.device not in batch["uploads"]:  # one upload per batch and device (blocks may sit on several)
             batch["uploads"][flat.device] = to_device(batch["keep"], flat.device)
         return flat.index_select(0, batch["uploads"][flat.device])
+
+    def kept(t: torch.Tensor) -> tuple[torch.Tensor, BatchRows]:
+        return kept_rows(t), batch["rows"]
 
     def make_pre_hook(block: BlockSpec) -> Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], None]:
         def hook(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -146,8 +151,10 @@ def run_capture(
     for b in blocks:
         handles.append(modules[b.input].register_forward_pre_hook(make_pre_hook(b), with_kwargs=True))
         handles.append(modules[b.output].register_forward_hook(make_hook(b)))
+    for sink in sinks:
+        handles.extend(sink.hooks(model, blocks, kept))
     if stop:
-        handles.append(stop_after(model, deepest))  # after the deepest block's own hook, which still runs
+        handles.append(stop_after(model, deepest))  # after the sinks' hooks on it, which still run
     device = input_device(model)
     extra = {"use_cache": False} if getattr(getattr(model, "config", None), "use_cache", None) is not None else {}
     for sink in sinks:
@@ -178,6 +185,18 @@ def run_capture(
         bar.close()
         for h in handles:
             h.remove()
+
+
+def _ending(modules: dict[str, nn.Module]) -> Callable[[str], tuple[int, int]]:
+    """A key that orders module names by when their forward ends, taking the modules to run in the order they are
+    defined: a module ends with the last module inside it, and after it (a decoder layer after its FFN)."""
+    order = list(modules)
+    last = {name: i for i, name in enumerate(order)}
+    for i, name in enumerate(order):  # each module's descendants follow it: the last one seen is its end
+        parts = name.split(".")
+        for cut in range(len(parts)):
+            last[".".join(parts[:cut])] = i
+    return lambda name: (last[name], -name.count("."))
 
 
 def _columns(width: int, positions: slice | None) -> torch.Tensor:
@@ -263,8 +282,9 @@ def capture_positions(
     if distributed:
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
-    sink, tails = MomentSink(folds, spill=spill), TailSink()
-    run_capture(model, batches, chosen, [sink, tails, *extra_sinks], fold_of_sequence, progress, positions, stop)
+    sink, tails, residual = MomentSink(folds, spill=spill), TailSink(), residual_sink(model, chosen, folds, spec, seed)
+    sinks = [sink, tails, *([] if residual is None else [residual]), *extra_sinks]
+    run_capture(model, batches, chosen, sinks, fold_of_sequence, progress, positions, stop)
     silent = sorted({b.index for b in chosen} - set(sink.accumulators))
     if silent:
         raise LinrecError(
@@ -272,11 +292,22 @@ def capture_positions(
             "(each block's input and output modules must be called by the model's forward)"
         )
     split = sink.positions()
+    scores = {} if residual is None else residual.scores()
     if distributed:
         return PositionMoments(
-            all_reduce_moments(dict(split.first)), all_reduce_moments(dict(split.later)), tails.tails()
+            all_reduce_moments(dict(split.first)), all_reduce_moments(dict(split.later)), tails.tails(), scores
         )
-    return replace(split, tails=tails.tails())
+    return replace(split, tails=tails.tails(), scores=scores)
+
+
+def residual_sink(model: nn.Module, blocks: list[BlockSpec], folds: int, spec: Spec, seed: int) -> ResidualSink | None:
+    """The sink of the residual-stream scores (:class:`linrec.core.scores.ResidualSink`), or None where the library
+    cannot see the stream (blocks named by hand, an architecture that normalises after the add): the scores are then
+    unknown, and the capture otherwise the same."""
+    try:
+        return ResidualSink(model, blocks, folds, spec, seed=seed)
+    except LinrecError:
+        return None
 
 
 def capture_moments(
@@ -293,3 +324,19 @@ def capture_moments(
     """Per-block, per-fold moments of every row of one pass over ``batches`` (:func:`capture_positions`, its two
     parts merged)."""
     return capture_positions(model, batches, blocks, folds, seed, spec, extra_sinks, progress, positions).merge()
+
+
+def capture_with_sample(
+    model: nn.Module,
+    batches: TokenBatches,
+    max_rows: int,
+    blocks: Sequence[int] | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    spec: Spec = None,
+    progress: bool = True,
+) -> tuple[BlockMoments, RowSample]:
+    """One pass: the per-fold moments of every row, and a ``max_rows`` sample of rows per block."""
+    sample = RowSample(max_rows, seed)
+    moments = capture_moments(model, batches, blocks, folds, seed, spec, extra_sinks=[sample], progress=progress)
+    return moments, sample

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import numpy as np
@@ -38,6 +38,8 @@ import pandas as pd
 import torch
 
 from linrec.core.moments import Moments, PositionMoments, merge_folds
+from linrec.core.scores import COLUMNS as SCORES
+from linrec.core.scores import score_columns
 from linrec.core.tails import Tails
 from linrec.errors import LinrecError, finite
 from linrec.models.loading import parse_dtype
@@ -214,6 +216,7 @@ COLUMNS = {
     "d_out": "output width of the block",
     "r2_lin_folds": "the held-out R²_lin of each fold, fold 0 first, as a list (r2_lin is their mean)",
     "r2_lin_after_first_folds": "the same for r2_lin_after_first (an empty list where it is NaN)",
+    **{column: f"{meaning} (NaN where the residual stream is not seen)" for column, meaning in SCORES.items()},
 }
 """What each column of :func:`report_table` means: the one description ``linrec profile --help`` and the docs use."""
 
@@ -245,6 +248,7 @@ class BlockReport:
     input_rms: float = float("nan")  # the inputs' statistics (input_statistics)
     effective_rank_in: float = float("nan")
     outlier_ratio: float = float("nan")
+    scores: dict[str, float] = field(default_factory=lambda: score_columns(None, math.nan))  # linrec.core.scores
 
     @property
     def r2_feature_median(self) -> float:
@@ -256,6 +260,7 @@ class BlockReport:
         """The table's row: the columns of :data:`COLUMNS`, in its order."""
         values = {
             **vars(self),
+            **self.scores,
             "r2_feature_median": self.r2_feature_median,
             "r2_lin_folds": list(self.r2_lin_folds),
             "r2_lin_after_first_folds": list(self.r2_lin_after_first_folds),
@@ -429,7 +434,7 @@ def recoverability(
         return [kfold(block, [_on(m, device) for m in moments[block]], rcond) for block in blocks]
     if consume and not isinstance(moments.later, dict):
         raise LinrecError("consume=True takes the moments out of a dict; these are read from elsewhere")
-    return [
+    reports = (
         _positions_report(block, moments, rcond, consume, device)
         if block in moments.first
         else kfold(
@@ -438,7 +443,8 @@ def recoverability(
             rcond,
         )
         for block in blocks
-    ]
+    )
+    return [replace(r, scores=score_columns(moments.scores.get(r.block), r.r2_lin)) for r in reports]
 
 
 def report_table(reports: list[BlockReport]) -> pd.DataFrame:

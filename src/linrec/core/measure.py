@@ -38,6 +38,7 @@ from linrec.core.plan import CapturePlan, parse_memory
 from linrec.core.planned import announce, capture_groups, capture_to_disk, plan_for
 from linrec.core.replacements import Kind, fit_replacements
 from linrec.core.rows import RowSink
+from linrec.core.scores import StreamScores
 from linrec.core.tails import Tail, Tails
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
@@ -45,12 +46,14 @@ from linrec.files import new_directory
 from linrec.models.arch import Spec
 from linrec.models.identity import weights_id
 
-FORMAT = 2
-"""The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``). 2: ``tails.json``."""
+FORMAT = 3
+"""The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``). 2: ``tails.json``;
+3: ``scores.json``. A measurement of format 2 still loads, its scores unknown."""
 
-FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safetensors", "tails.json")
-"""What a saved measurement's directory holds: the provenance, the first position's moments, the later rows', and
-each block's largest rows (:class:`linrec.core.tails.Tails`)."""
+FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safetensors", "tails.json", "scores.json")
+"""What a saved measurement's directory holds: the provenance, the first position's moments, the later rows',
+each block's largest rows (:class:`linrec.core.tails.Tails`) and its residual-stream scores
+(:class:`linrec.core.scores.StreamScores`; format 3 on)."""
 
 
 def versions() -> dict[str, str]:
@@ -256,6 +259,8 @@ class Measurement:
         save_moments(self.positions.later, directory / FILES[2])
         tails = {str(b): asdict(t) for b, t in self.positions.tails.items()}
         (directory / FILES[3]).write_text(json.dumps(tails, indent=1) + "\n")
+        scores = {str(b): asdict(t) for b, t in self.positions.scores.items()}
+        (directory / FILES[4]).write_text(json.dumps(scores, indent=1) + "\n")
 
     @classmethod
     def load(cls, directory: str | Path) -> Measurement:
@@ -263,16 +268,19 @@ class Measurement:
         from safetensors import SafetensorError
 
         directory = Path(directory)
-        missing = [name for name in FILES if not (directory / name).is_file()]
+        missing = [name for name in FILES[:4] if not (directory / name).is_file()]
         if missing:
             raise LinrecError(
                 f"{directory} is no saved measurement: it lacks {', '.join(missing)}; save one with Measurement.save"
             )
         provenance = read_provenance(directory / FILES[0])
         tails = read_record(directory / FILES[3], "largest rows", "measure again and save it")
+        old = read_record(directory / FILES[0], "measurement", "measure again and save it")["format"] < 3
+        scores = {} if old else read_record(directory / FILES[4], "scores", "measure again and save it")
         try:
             first, later = (load_moments(directory / name) for name in FILES[1:3])
             tails = {int(b): Tails(Tail(**t["every"]), Tail(**t["later"])) for b, t in tails.items()}
+            scores = {int(b): StreamScores(**t) for b, t in scores.items()}
         except (TypeError, SafetensorError, OSError, KeyError, ValueError) as err:
             raise LinrecError(f"the measurement in {directory} is damaged ({err}); measure again and save it") from err
         if (first and sorted(first) != sorted(later)) or any(
@@ -282,7 +290,7 @@ class Measurement:
                 f"the moments in {directory} do not match its {FILES[0]} ({provenance.folds} folds for every block); "
                 "measure again and save it"
             )
-        return cls(PositionMoments(first, later, tails), provenance)
+        return cls(PositionMoments(first, later, tails, scores), provenance)
 
 
 def write_provenance(provenance: Provenance, path: Path) -> None:
@@ -290,11 +298,19 @@ def write_provenance(provenance: Provenance, path: Path) -> None:
     path.write_text(json.dumps({"format": FORMAT, **asdict(provenance)}, indent=1) + "\n")
 
 
+READS = (2, FORMAT)
+"""The formats :meth:`Measurement.load` reads."""
+
+
 def read_provenance(path: Path) -> Provenance:
-    """The :class:`Provenance` :func:`write_provenance` wrote to ``path``; a LinrecError naming the file otherwise."""
+    """The :class:`Provenance` :func:`write_provenance` wrote to ``path`` in one of the formats :data:`READS`; a
+    LinrecError naming the file otherwise."""
     record = read_record(path, "measurement", "measure again and save it")
-    if record.pop("format", None) != FORMAT:
-        raise LinrecError(f"{path} is not of format {FORMAT}; measure again and save it")
+    version = record.pop("format", None)
+    if version not in READS:
+        raise LinrecError(
+            f"{path} is of format {version}, not {' or '.join(map(str, READS))}; measure again and save it"
+        )
     try:
         return Provenance(**record)
     except TypeError as err:

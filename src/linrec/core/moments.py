@@ -24,6 +24,7 @@ import torch
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
+    from linrec.core.scores import StreamScores
     from linrec.core.tails import Tails
 
 FIELDS = ("mean_x", "mean_y", "cxx", "cxy", "cyy")
@@ -175,6 +176,7 @@ class PositionMoments:
     first: Mapping[int, list[Moments]]
     later: Mapping[int, list[Moments]]
     tails: Mapping[int, Tails] = field(default_factory=dict)  # per block, its largest rows (linrec.core.tails)
+    scores: Mapping[int, StreamScores] = field(default_factory=dict)  # per block, linrec.core.scores
 
     @classmethod
     def together(cls, moments: Mapping[int, list[Moments]]) -> PositionMoments:

@@ -113,6 +113,7 @@ class Footprint:
     first_rows: int  # per block: each window's first row of X and Y, at the model's dtype
     stream: int  # one residual stream over every batch, at the model's dtype
     on_gpu: bool  # sums live on a GPU, finished moments in host memory
+    sample: int = 0  # per block: the layer-linearity sample of the residual stream (linrec.core.residual), float32
 
     @property
     def sums(self) -> int:
@@ -121,7 +122,7 @@ class Footprint:
     def host(self, group: int, groups: int, resumes: bool = True) -> int:
         """Peak host bytes with ``group`` blocks at a time in ``groups`` groups (the streams kept between them when
         they ``resume``)."""
-        per_block = (self.folds + (0 if self.on_gpu else 2)) * self.sums + self.first_rows
+        per_block = (self.folds + (0 if self.on_gpu else 2)) * self.sums + self.first_rows + self.sample
         streams = 2 * self.stream if groups > 1 and resumes else 0
         forward = 0 if self.on_gpu else self.forward
         return self.weights_host + streams + forward + group * per_block + TABLE_WORK * self.sums
@@ -283,6 +284,12 @@ def config_weights_bytes(config: object, dtype: torch.dtype) -> int:
     return sum(p.numel() for p in net.parameters()) * size
 
 
+def sample_rows(width: int) -> int:
+    """Rows per block of the layer-linearity sample (:class:`linrec.core.residual.ResidualSink`): at least 4,096,
+    and four times the width, so that each fold's fit holds over three rows per input dimension."""
+    return max(4096, 4 * width)
+
+
 def footprint(
     config: object,
     *,
@@ -311,4 +318,5 @@ def footprint(
         first_rows=windows * 2 * width * size,
         stream=windows * seq_len * width * size,
         on_gpu=on_gpu,
+        sample=min(windows * seq_len, sample_rows(width)) * 2 * width * 4,
     )

@@ -35,6 +35,7 @@ from linrec.core.plan import (
 )
 from linrec.core.resume import decoder_layers, recording, skipping
 from linrec.core.rows import RowSink
+from linrec.core.scores import StreamScores
 from linrec.core.tails import Tails
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
@@ -198,6 +199,7 @@ def capture_to_disk(
     store = SpilledMoments(where, folds)
     firsts: list[Mapping[int, list[Moments]]] = []
     tails: dict[int, Tails] = {}
+    scores: dict[int, StreamScores] = {}
     parts = capture_groups(
         model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress, positions=positions,
         extra_sinks=extra_sinks,
@@ -208,9 +210,10 @@ def capture_to_disk(
                 store.put(block, fold, moments)
         firsts.append(part.first)
         tails.update(part.tails)
+        scores.update(part.scores)
         del part
         trim_heap()
-    return PositionMoments(joined_firsts(firsts), store, tails)
+    return PositionMoments(joined_firsts(firsts), store, tails, scores)
 
 
 def check_disk(where: Path, needed: int) -> None:

@@ -6,10 +6,18 @@ Nothing here reads a device value on the host, so a sink that follows these plan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torch import nn
+
+from linrec.models.arch import BlockSpec
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,19 @@ class RowSink:
     def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
         """The rows of ``block`` for one batch: x (n, d_in), y (n, d_out), on the block's device."""
         raise NotImplementedError
+
+    def reaches(self, block: BlockSpec) -> str:
+        """The module whose forward must end before the capture may stop, for this sink's view of ``block``: the
+        block's output module (a sink that reads a later module, as the residual stream after the layer, says so)."""
+        return block.output
+
+    def hooks(
+        self, model: nn.Module, blocks: list[BlockSpec], kept: Callable[[torch.Tensor], tuple[torch.Tensor, BatchRows]]
+    ) -> list[RemovableHandle]:
+        """Hooks of the sink's own on ``model``, for what the capture's (x, y) rows do not hold; ``kept`` turns one of
+        the batch's (batch, position, width) tensors into its captured rows, with the batch's :class:`BatchRows`.
+        The capture removes them when it ends. None by default."""
+        return []
 
     def end_batch(self, rows: BatchRows) -> None:
         """Called after every block of a batch was added."""

@@ -2,7 +2,7 @@
 
 Moments suffice for the closed-form map; a bilinear probe or an SGD baseline needs rows. A
 :class:`RowSample` is a capture sink (pass it to ``capture_moments(..., extra_sinks=[sample])``, or
-call :func:`capture_with_sample`) that keeps at most ``max_rows`` rows per block. Every row gets a
+call :func:`linrec.core.capture.capture_with_sample`) that keeps at most ``max_rows`` rows per block. Every row gets a
 priority from a hash of (seed, block, its position in the block's row stream) and the rows with the
 smallest priorities are kept: a uniform sample without replacement that depends only on the seed
 and the row stream, never on the batch size. Each row keeps its fold, so a probe trains on the
@@ -21,16 +21,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
-from linrec.core.capture import capture_moments
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
-from linrec.core.moments import BlockMoments, Moments, merge_folds
+from linrec.core.moments import Moments, merge_folds
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.tensorfile import write_tensors
-from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
-from linrec.models.arch import Spec
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -221,21 +217,11 @@ class RowSample(RowSink):
             raise LinrecError(f"the capture of block {block} did not finish; its sample is incomplete")
         return self._rows[block]
 
-
-def capture_with_sample(
-    model: nn.Module,
-    batches: TokenBatches,
-    max_rows: int,
-    blocks: Sequence[int] | None = None,
-    folds: int = 5,
-    seed: int = 0,
-    spec: Spec = None,
-    progress: bool = True,
-) -> tuple[BlockMoments, RowSample]:
-    """One pass: the per-fold moments of every row, and a ``max_rows`` sample of rows per block."""
-    sample = RowSample(max_rows, seed)
-    moments = capture_moments(model, batches, blocks, folds, seed, spec, extra_sinks=[sample], progress=progress)
-    return moments, sample
+    def take(self, block: int) -> Rows:
+        """:meth:`rows` of ``block``, let go by the sample: for a caller that needs them once."""
+        rows = self.rows(block)
+        del self._rows[block], self._filled[block], self._kept[block]
+        return rows
 
 
 Samples = RowSample | Mapping[int, Rows]

@@ -53,7 +53,7 @@ from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
 
-FORMAT = 8
+FORMAT = 9
 """Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
 3: a zoo model's weights named by its training key (``MeasurementInfo.weights``), not by their path.
 4: the stored table's ``r2_feature_median`` is the true median, and its null directions follow the rounding
@@ -64,7 +64,8 @@ clause of :func:`linrec.core.fit.input_spectrum` (16-bit captures keep small rea
 moments keep the upper triangles of Cxx and Cyy, and the row sample holds the blocks of the budget's
 :meth:`~linrec.experiment.budgets.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
 ``top_rows_share_after_first`` and ``r2_lin_after_first_folds``. 8: the entry holds the core's provenance
-(:data:`PROVENANCE`) and is read as a :class:`linrec.core.measure.Measurement`."""
+(:data:`PROVENANCE`) and is read as a :class:`linrec.core.measure.Measurement`. 9: the stored table gains the
+residual-stream scores (:data:`linrec.core.scores.COLUMNS`)."""
 
 PROVENANCE = FILES[0]
 """The entry's record of the capture as the core writes it (:class:`linrec.core.measure.Provenance`)."""

@@ -78,6 +78,18 @@ _NORMS: dict[str, str] = {
     "opt": "layers.{i}.final_layer_norm",
 }
 """The norm whose output each architecture's FFN block reads (LayerNorm, or RMSNorm for the Llama family and Gemma)."""
+_RESIDUAL: dict[str, tuple[str, str]] = {
+    "gpt2": ("h.{i}", "h.{i}.mlp"),
+    "gpt_neox": ("layers.{i}", "layers.{i}.mlp"),
+    "llama": ("layers.{i}", "layers.{i}.mlp"),
+    "mistral": ("layers.{i}", "layers.{i}.mlp"),
+    "qwen2": ("layers.{i}", "layers.{i}.mlp"),
+    "gemma3_text": ("layers.{i}", "layers.{i}.post_feedforward_layernorm"),
+}
+"""Where each architecture's residual stream is seen: the decoder layer holding block i (its input and output are
+the stream before and after the layer) and the module whose output the layer adds to the stream for the FFN (the
+FFN itself, or Gemma's norm after it). BERT and RoBERTa normalise after the add and OPT may, so their stream is not
+one a block adds to."""
 _UNIT_OFFSET_GAINS = ("gemma3_text",)
 """Architectures whose norms multiply by 1 + weight (Gemma's RMSNorm, whose weight starts at zero)."""
 SUPPORTED = tuple(_LAYOUTS)
@@ -148,6 +160,27 @@ def check_blocks(wanted: Sequence[int], n_blocks: int) -> None:
     missing = sorted({i for i in wanted if not 0 <= i < n_blocks})
     if missing:
         raise LinrecError(f"no FFN block {', '.join(map(str, missing))}; this model has blocks 0..{n_blocks - 1}")
+
+
+def residual_sites(model: nn.Module, blocks: Sequence[int], spec: Spec = None) -> dict[int, tuple[str, str]]:
+    """Per block, the full names of its decoder layer and of the module whose output that layer adds to its
+    residual stream for the FFN (:data:`_RESIDUAL`); a LinrecError saying why where the library cannot see that
+    stream: blocks named by hand (``spec``), or an architecture that normalises after the residual add."""
+    if spec is not None:
+        raise LinrecError(
+            "blocks named by hand (a spec) say where the FFN is, not where its layer's residual stream is, so the "
+            "residual-stream scores cannot be read; measure the model by its architecture (no spec)"
+        )
+    model_type, config = _checked_layout(model)
+    if model_type not in _RESIDUAL:
+        raise LinrecError(
+            f"linrec cannot see the residual stream a '{model_type}' block adds to (its layers normalise after the "
+            f"residual add, or may), so the residual-stream scores are not defined for it; they are for "
+            f"{', '.join(_RESIDUAL)}"
+        )
+    check_blocks(blocks, config.num_hidden_layers)
+    layer, added = _RESIDUAL[model_type]
+    return {i: (_resolve(model, layer.format(i=i)), _resolve(model, added.format(i=i))) for i in blocks}
 
 
 def ffn_norm(model: nn.Module, block: int) -> nn.Module:

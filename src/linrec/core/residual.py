@@ -1,0 +1,161 @@
+"""The capture's sink of the residual-stream scores (:mod:`linrec.core.scores` says what each is and whose it is).
+
+Its hooks see each block's decoder layer input, what the layer adds to its residual stream for the FFN, and the
+layer's output, on the capture's own rows (:meth:`linrec.core.rows.RowSink.hooks`); sums are float64 on the rows'
+device, read once at the end, and the layer-linearity sample is fitted then and let go.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from linrec.core.fit import fit_affine, held_out, held_out_r2, rcond_for
+from linrec.core import plan
+from linrec.core.moments import merge_folds
+from linrec.core.rows import BatchRows, RowSink
+from linrec.core.sample import RowSample
+from linrec.core.scores import StreamScores
+from linrec.models.arch import BlockSpec, Spec, residual_sites
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+
+def _angle(cos: torch.Tensor) -> torch.Tensor:
+    return torch.arccos(cos.clamp(-1, 1)) / math.pi
+
+
+class ResidualSink(RowSink):
+    """Capture sink of the residual-stream scores (module docstring) of ``blocks`` of ``model``: its hooks see each
+    decoder layer's input, what the layer adds for the FFN, and its output, on the capture's rows.
+
+    Needs the layout of :func:`linrec.models.arch.residual_sites` (a LinrecError saying why where there is none).
+    ``folds``: the capture's, for the layer linearity held out; ``sample_rows``: its sample's rows per block (None:
+    :func:`linrec.core.plan.sample_rows`, which the capture's plan counts); ``seed``: the sample's."""
+
+    def __init__(
+        self, model: nn.Module, blocks: list[BlockSpec], folds: int, spec: Spec = None, sample_rows: int | None = None,
+        seed: int = 0,
+    ) -> None:  # fmt: skip
+        self.sites = residual_sites(model, [b.index for b in blocks], spec)
+        width = int(getattr(model, "config").hidden_size)  # noqa: B009 (a PreTrainedModel's config: typed as Any)
+        self.folds = folds
+        self.sample = RowSample(sample_rows or plan.sample_rows(width), seed)
+        self.sums: dict[int, torch.Tensor] = {}  # per block, float64 on the rows' device: Σ cos and Σ angle of the
+        # layer, the same of the FFN sublayer, Σ‖a‖², Σ‖h' − a‖²
+        self.added: dict[int, torch.Tensor] = {}  # per block: Σ a, float64
+        self.rows: dict[int, int] = {}
+        self.dtype: torch.dtype | None = None
+
+    def start(self, rows_per_block: int) -> None:
+        self.sample.start(rows_per_block)
+
+    def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
+        """The FFN's own rows are not needed: the hooks read the stream."""
+
+    def reaches(self, block: BlockSpec) -> str:
+        """The module a forward must reach for ``block``'s scores: its decoder layer, whose output is the stream."""
+        return self.sites[block.index][0]
+
+    def hooks(
+        self, model: nn.Module, blocks: list[BlockSpec], kept: Callable[[torch.Tensor], tuple[torch.Tensor, BatchRows]]
+    ) -> list[RemovableHandle]:
+        """Hooks on each block's decoder layer (its input; its output, ahead of any hook already there, such as a
+        planned capture's :func:`linrec.core.resume.recording`) and on the module whose output it adds."""
+        modules = dict(model.named_modules())
+        pending: dict[int, dict[str, torch.Tensor]] = {}
+        handles = []
+        for b in blocks:
+            layer, added = self.sites[b.index]
+
+            def enter(_m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], i: int = b.index) -> None:
+                stream = args[0] if args else kwargs["hidden_states"]
+                pending[i] = {"entering": kept(stream)[0]}
+
+            def add(_m: nn.Module, _args: tuple[Any, ...], output: Any, i: int = b.index) -> None:
+                pending[i]["added"] = kept(output[0] if isinstance(output, tuple) else output)[0]
+
+            def leave(_m: nn.Module, _args: tuple[Any, ...], output: Any, i: int = b.index) -> None:
+                leaving, rows = kept(output[0] if isinstance(output, tuple) else output)
+                seen = pending.pop(i)
+                if rows.n:
+                    self._add(i, seen["entering"], seen["added"], leaving, rows)
+
+            handles.append(modules[layer].register_forward_pre_hook(enter, with_kwargs=True))
+            handles.append(modules[added].register_forward_hook(add))
+            handles.append(modules[layer].register_forward_hook(leave, prepend=True))
+        return handles
+
+    def _add(
+        self, block: int, entering: torch.Tensor, added: torch.Tensor, leaving: torch.Tensor, rows: BatchRows
+    ) -> None:
+        """One batch's rows of ``block``: the stream entering its layer, what the FFN adds, the stream leaving."""
+        self.dtype = self.dtype or leaving.dtype
+        h, a, out = (t.detach().to(torch.float64) for t in (entering, added, leaving))
+        before = out - a
+        layer, ffn = F.cosine_similarity(h, out, dim=1), F.cosine_similarity(before, out, dim=1)
+        sums = torch.stack([
+            layer.sum(), _angle(layer).sum(), ffn.sum(), _angle(ffn).sum(), a.pow(2).sum(), before.pow(2).sum()
+        ])  # fmt: skip
+        if block in self.sums:
+            self.sums[block] += sums
+            self.added[block] += a.sum(0)
+        else:
+            self.sums[block], self.added[block] = sums, a.sum(0)
+        self.rows[block] = self.rows.get(block, 0) + rows.n
+        self.sample.add(block, entering, leaving, rows)
+
+    def finish(self) -> None:
+        self.sample.finish()
+
+    def scores(self) -> dict[int, StreamScores]:
+        """Each block's :class:`StreamScores` (its sums read from the device once for every block; its sample fitted
+        and let go); under ``torch.distributed`` the sums are every rank's (a collective: every rank calls it), the
+        layer linearity each rank's own sample's."""
+        distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        blocks = sorted(self.sums)
+        values = []
+        for block in blocks:
+            sums, added = self.sums.pop(block), self.added.pop(block)
+            n = torch.tensor(float(self.rows[block]), dtype=torch.float64, device=sums.device)
+            if distributed:
+                for t in (sums, added, n):
+                    dist.all_reduce(t)
+            energy = torch.stack([sums[4], sums[4] - added.pow(2).sum() / n]) / sums[5]  # of a, and about its mean
+            values.append(torch.cat([n[None], sums[:4] / n, energy]).cpu())
+        out = {}
+        for block, (n, layer_cos, layer_angle, ffn_cos, ffn_angle, energy, spread) in zip(
+            blocks, torch.stack(values).tolist() if values else [], strict=True
+        ):
+            held, in_sample, sampled = self._linearity(block)
+            out[block] = StreamScores(
+                rows=int(n),
+                block_influence=1 - layer_cos,
+                angular_distance=layer_angle,
+                ffn_block_influence=1 - ffn_cos,
+                ffn_angular_distance=ffn_angle,
+                output_energy=energy,
+                output_spread=spread,
+                layer_linearity=held,
+                layer_linearity_in_sample=in_sample,
+                sample_rows=sampled,
+            )
+        return out
+
+    def _linearity(self, block: int) -> tuple[float, float, int]:
+        """(held-out, in-sample layer linearity, rows) of ``block``'s sample; NaN held out where a fold's training
+        rows are too few for the width."""
+        folds = self.sample.take(block).fold_moments(self.folds)
+        rcond = rcond_for(self.dtype or torch.float32)
+        others = [[g for g in range(self.folds) if g != f] for f in range(self.folds)]
+        held = None if any(m.n == 0 for m in folds) else held_out_r2(folds, others, rcond)
+        total = merge_folds(folds)
+        in_sample = held_out(fit_affine(total, rcond, condition=False), total).r2
+        return (math.nan if held is None else float(np.mean(held))), in_sample, total.n
