@@ -57,6 +57,29 @@ def test_replace_writes_a_directory_whose_round_trip_is_exact(replaced_dir, text
     assert record["eval_text"]["windows"] == len(windows)
 
 
+@pytest.mark.parametrize("at_first", ["own", "mean"])
+def test_the_first_position_apart_saves_loads_and_scores_as_recorded(
+    at_first, model_dirs, text_file, tokenizer, tmp_path, capsys
+):
+    """Saved, loaded and scored by the model's own loss (not linrec's perplexity); own stores the FFN besides its map,
+    mean warns that windows beginning with different tokens make its constant inexact, with the measured cost."""
+    out = tmp_path / at_first
+    argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--blocks", "0,1"]
+    assert main([*argv, "--kind", f"first-apart:{at_first}", "--out", str(out), *FAST]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "first-apart:mean puts one constant" in line]
+    record = json.loads((out / RECORD).read_text())
+    assert [b["kind"] for b in record["blocks"]] == [f"first-apart:{at_first}"] * 2
+    model, _ = load_replaced(out)
+    windows = held_out_windows(text_file, tokenizer)
+    with torch.no_grad():
+        nll = sum(float(model(w[None], labels=w[None]).loss) * (len(w) - 1) for w in windows)
+    assert math.exp(nll / (windows.numel() - len(windows))) == pytest.approx(record["ppl"]["replaced"], rel=1e-4)
+    ffn = 3 * 32 * 128  # the tiny Llama's gated FFN
+    saved = [b["original_params"] - b["params"] for b in record["blocks"]]
+    assert saved == ([-(32 * 32 + 32)] * 2 if at_first == "own" else [ffn - (32 * 32 + 2 * 32)] * 2)
+    assert (len(warned) == 1 and f"ΔPPL {record['ppl']['delta_ppl']:+.4g}" in warned[0]) == (at_first == "mean")
+
+
 def test_profile_measures_the_replaced_model(replaced_dir, text_file, tmp_path, capsys):
     out = tmp_path / "t.csv"
     argv = ["profile", "--model", str(replaced_dir), "--text-file", str(text_file), "--out", str(out)]

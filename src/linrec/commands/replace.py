@@ -89,7 +89,9 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "--kind",
         default="affine",
         help="affine, lowrank:K (rank K below the width), lowrank:P%% (the largest rank that stores at most P%% of "
-        "the FFN's numbers), mean or zero (the FFN removed)",
+        "the FFN's numbers), mean, zero (the FFN removed), or first-apart:mean / first-apart:own: the affine map "
+        "fitted on the positions after each sequence's first, and at the first position its mean output (exact when "
+        "every window starts with one token, as after a BOS) or the block's own (exact; its FFN stays in use there)",
     )
     p.add_argument(
         "--ablate",

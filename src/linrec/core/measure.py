@@ -36,7 +36,7 @@ from linrec.core.moment_files import load_moments, save_moments
 from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.core.plan import CapturePlan, parse_memory
 from linrec.core.planned import announce, capture_groups, capture_to_disk, plan_for
-from linrec.core.replacements import Kind, fit_replacements
+from linrec.core.replacements import Kind, first_apart_replacements, fit_replacements
 from linrec.core.rows import RowSink
 from linrec.core.scores import StreamScores
 from linrec.core.tails import Tail, Tails
@@ -224,7 +224,7 @@ class Measurement:
         return replacement_candidates(self.table(), min_r2, max_std)
 
     def replacements(self, kind: str, blocks: Sequence[int] | None = None) -> dict[int, nn.Module]:
-        """A replacement of ``kind`` (``affine``, ``lowrank:K``, ``mean``, ``zero``:
+        """A replacement of ``kind`` (``affine``, ``lowrank:K``, ``mean``, ``zero``, ``first-apart:mean`` or ``:own``:
         :mod:`linrec.core.replacements`) for each block (or each of ``blocks``), fitted on all captured rows at the
         measurement's cutoff; swap them in with :func:`linrec.swapped`."""
         parsed = Kind.parse(kind)
@@ -236,6 +236,13 @@ class Measurement:
         chosen = self.blocks if blocks is None else self._known(blocks)
         for b in chosen:
             parsed.check_width(self.positions.later[b][0].d_in)  # (self.moments would merge every fold to read it)
+        if parsed.first is not None:
+            if self.provenance.skip_first:
+                raise LinrecError(
+                    f"{kind} needs each sequence's first position, which this capture left out (skip_first="
+                    f"{self.provenance.skip_first}); measure again without --skip-first"
+                )
+            return first_apart_replacements(self.positions, parsed.first, chosen, self.rcond)
         return fit_replacements(self.moments, parsed.name, parsed.rank, chosen, rcond=self.rcond)
 
     def _known(self, blocks: Sequence[int]) -> list[int]:

@@ -10,6 +10,15 @@ bf16 back. Kinds, with the numbers each stores:
   ``lowrank:P%`` chooses K from a budget: the largest rank storing at most P % of the FFN's numbers.
 * ``mean``: the block's mean output on the training rows (mean ablation); d_out (the stored mean).
 * ``zero``: nothing, the block removed; 0.
+* ``first-apart:mean`` and ``first-apart:own``: the first position of each sequence apart. With causal attention
+  that position sees only its own token, so its rows (where the attention sink sits, often huge) are unlike every
+  other; a fit on all rows is pulled towards them. This kind puts the affine map fitted on the later positions alone
+  at every later position and, at each sequence's first position, one constant vector (``mean``: that position's
+  mean output, exact whenever every sequence starts with the same token, as after a BOS token; d_in·d_out + 2·d_out
+  numbers) or the block's own output (``own``: exact; the FFN's weights stay in use for one position per sequence,
+  so the block stores its affine map on top of them). Which position is first is read from each call's attention
+  mask (its first kept column) and cache (a call that continues cached sequences has none):
+  :meth:`FirstApartFFN.attach`.
 
 The rank-K truncation is by default the best rank-K map on the training inputs (reduced-rank
 regression: W projected onto the top-K eigenvectors of the prediction covariance WᵀCxxW);
@@ -26,17 +35,28 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
-from linrec.core.moments import Moments, merge_folds
+from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
 
 FROM_MOMENTS = ("affine", "lowrank", "mean", "zero")
 """Replacements :func:`fit_replacements` builds from moments alone (a poly needs rows: see probes)."""
+
+FIRST_APART = "first-apart"
+"""The kind that treats the first position apart (:class:`FirstApartFFN`), built from the moments of the first and
+the later positions apart (:func:`first_apart_replacements`)."""
+
+AT_FIRST = ("mean", "own")
+"""What a ``first-apart`` kind puts at the first position: that position's mean output, or the block's own."""
 
 
 @dataclass(frozen=True)
@@ -48,17 +68,26 @@ class Kind:
     name: str
     rank: int | None = None
     share: float | None = None  # lowrank:P%: P / 100, until :meth:`within` turns it into a rank
+    first: str | None = None  # first-apart:F: what goes at the first position (AT_FIRST)
 
     @classmethod
     def parse(cls, text: str) -> Kind:
         """The kind ``text`` names, or a LinrecError saying which kinds there are."""
         name, _, rank = text.partition(":")
-        if name not in FROM_MOMENTS or (name == "lowrank") != bool(rank):
+        takes = name in ("lowrank", FIRST_APART)
+        if (
+            name not in (*FROM_MOMENTS, FIRST_APART)
+            or takes != bool(rank)
+            or (name == FIRST_APART and rank not in AT_FIRST)
+        ):
             raise LinrecError(
                 f"unknown replacement kind '{text}'; choose one of affine, lowrank:K (K the rank, an integer "
                 "from 1 to the block's width - 1), lowrank:P% (the largest rank storing at most P % of the FFN's "
-                "numbers), mean, zero"
+                "numbers), mean, zero, first-apart:mean or first-apart:own (the affine map of the later positions, "
+                "and at each sequence's first position its mean output or the block's own)"
             )
+        if name == FIRST_APART:
+            return cls(name, first=rank)
         if name != "lowrank":
             return cls(name)
         if rank.endswith("%"):
@@ -74,6 +103,8 @@ class Kind:
         return cls(name, int(rank))
 
     def __str__(self) -> str:
+        if self.first is not None:
+            return f"{self.name}:{self.first}"
         if self.share is not None:
             return f"{self.name}:{self.share * 100:g}%"
         return self.name if self.rank is None else f"{self.name}:{self.rank}"
@@ -153,6 +184,68 @@ class ZeroFFN(nn.Module):
         return torch.zeros_like(x)
 
 
+class FirstApartFFN(nn.Module):
+    """ŷ = x W + b, the map of the later positions, but at each sequence's first position: the stored ``mean`` (of
+    that position's outputs), or, with ``mean`` None, the block's own FFN, given at placement (:meth:`attach`; it
+    stays the base model's, out of this module's ``state_dict``).
+
+    Which column of a call is a sequence's first is set before each forward of the model by the hook
+    :meth:`attach` registers: the first kept column of each row of the attention mask (column 0 without a mask),
+    none in a call that continues cached sequences (a step of ``generate()``). Used alone, unattached, column 0 of
+    every call is first."""
+
+    mean: torch.Tensor | None
+
+    def __init__(self, later: AffineFFN, mean: torch.Tensor | None, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.later = later
+        self.register_buffer("mean", None if mean is None else mean.detach().to(dtype).clone())
+        self.starts: torch.Tensor | None = torch.zeros(1, dtype=torch.long)  # per row, its first column (one: all)
+        self.__dict__["own"] = None  # the block's FFN (kind own), unregistered: its weights stay the base model's
+
+    @property
+    def borrowed(self) -> nn.Module | None:
+        """The base model's FFN this replacement runs at the first position (kind ``own``), or None."""
+        return self.__dict__["own"]
+
+    def attach(self, model: nn.Module, original: nn.Module) -> RemovableHandle:
+        """Put in place in ``model`` instead of ``original`` (its FFN): keep ``original`` for the first position
+        (kind ``own``) and watch each forward's attention mask and cache for where sequences start; the handle
+        stops watching."""
+        if self.mean is None:
+            self.__dict__["own"] = original
+
+        def watch(_model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            cache = kwargs.get("past_key_values")
+            if cache is not None and hasattr(cache, "get_seq_length") and cache.get_seq_length() > 0:
+                self.starts = None
+                return
+            mask = kwargs.get("attention_mask")
+            if isinstance(mask, torch.Tensor) and mask.dim() == 2:
+                self.starts = mask.to(torch.int8).argmax(1)  # the first kept column of each row
+            else:
+                self.starts = torch.zeros(1, dtype=torch.long)
+
+        return model.register_forward_pre_hook(watch, with_kwargs=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.later(x)
+        if self.starts is None:
+            return y
+        rows = torch.arange(x.shape[0], device=x.device)
+        starts = self.starts.to(x.device).expand(x.shape[0])
+        if self.mean is not None:
+            first = self.mean.to(y.dtype).expand(x.shape[0], -1)
+        elif self.borrowed is not None:
+            first = self.borrowed(x[rows, starts][:, None])[:, 0].to(y.dtype)
+        else:
+            raise LinrecError(
+                "a first-apart:own replacement runs the block's own FFN at the first position: put it in a model "
+                "(linrec.swapped, linrec.install), which hands it that FFN"
+            )
+        return y.index_put((rows, starts), first)
+
+
 def affine_ffn(fit: AffineFit, dtype: torch.dtype = torch.float32) -> AffineFFN:
     """The closed-form map as a module."""
     return AffineFFN(fit.weight, fit.bias, dtype)
@@ -223,6 +316,33 @@ def fit_replacements(
     return out
 
 
+def first_apart_replacements(
+    positions: PositionMoments, at_first: str, blocks: Sequence[int], rcond: float = DEFAULT_RCOND
+) -> dict[int, nn.Module]:
+    """A :class:`FirstApartFFN` per block of ``blocks``: the affine map fitted on every fold's later rows, and at the
+    first position that position's mean output over every fold (``at_first`` ``mean``) or the block's own (``own``).
+    A LinrecError where the first position was not kept apart, or where no row follows it."""
+    if at_first not in AT_FIRST:
+        raise LinrecError(f"{FIRST_APART} puts {' or '.join(AT_FIRST)} at the first position; got '{at_first}'")
+    apart = [b for b in blocks if b not in positions.first]
+    if apart:
+        raise LinrecError(
+            f"blocks {apart} were measured without their first position kept apart (a store that keeps every row's "
+            "moments merged, or a capture with --skip-first): capture them with Measurement.capture and no skip_first"
+        )
+    out: dict[int, nn.Module] = {}
+    for b in blocks:
+        later = merge_folds(list(positions.later[b]))
+        if later.n == 0:
+            raise LinrecError(
+                f"block {b} has no rows after the first position of each sequence (sequences one token long): "
+                f"{FIRST_APART} needs longer ones (--seq-len)"
+            )
+        mean = merge_folds(list(positions.first_folds(b))).mean_y if at_first == "mean" else None
+        out[b] = FirstApartFFN(affine_ffn(fit_affine(later, rcond)), mean)
+    return out
+
+
 def empty_replacement(kind: Kind, d_in: int, d_out: int, dtype: torch.dtype = torch.float32) -> nn.Module:
     """A module of ``kind`` and shape holding zeros: what a saved ``state_dict`` is loaded into."""
     z = lambda *shape: torch.zeros(*shape, dtype=dtype)  # noqa: E731
@@ -233,4 +353,6 @@ def empty_replacement(kind: Kind, d_in: int, d_out: int, dtype: torch.dtype = to
         return LowRankFFN(z(d_in, kind.rank), z(kind.rank, d_out), z(d_out), dtype)
     if kind.name == "mean":
         return MeanFFN(z(d_out), dtype)
+    if kind.name == FIRST_APART:
+        return FirstApartFFN(AffineFFN(z(d_in, d_out), z(d_out), dtype), z(d_out) if kind.first == "mean" else None)
     return ZeroFFN()

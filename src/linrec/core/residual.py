@@ -17,8 +17,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from linrec.core.fit import fit_affine, held_out, held_out_r2, rcond_for
 from linrec.core import plan
+from linrec.core.fit import fit_affine, held_out, held_out_r2, rcond_for
 from linrec.core.moments import merge_folds
 from linrec.core.rows import BatchRows, RowSink
 from linrec.core.sample import RowSample
@@ -27,6 +27,7 @@ from linrec.models.arch import BlockSpec, Spec, residual_sites
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
+
 
 def _angle(cos: torch.Tensor) -> torch.Tensor:
     return torch.arccos(cos.clamp(-1, 1)) / math.pi

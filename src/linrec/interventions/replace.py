@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from torch import nn
 from linrec.core.measure import Measurement, versions
 from linrec.core.replacements import Kind
 from linrec.data.tokens import TokenBatches
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, LinrecWarning
 from linrec.interventions.ablations import ablations, block_kinds, depth_third, fitted_maps
 from linrec.interventions.latency import PROMPT_TOKENS, decode_rate
 from linrec.interventions.perplexity import (
@@ -134,6 +135,27 @@ def check_request(
     return parsed, list(blocks)
 
 
+def first_tokens(batches: TokenBatches) -> int:
+    """How many different tokens the windows of ``batches`` begin with (at the first kept column of each)."""
+    starts = batches.attention_mask.to(torch.int8).argmax(1)
+    return int(batches.input_ids[torch.arange(len(starts)), starts].unique().numel())
+
+
+def warn_if_not_constant(batches: TokenBatches, final: pd.Series) -> None:
+    """Warn that ``first-apart:mean`` is not exact when the windows of the fit text begin with different tokens (the
+    first position's output then differs from window to window), with what the chosen blocks measured."""
+    n = first_tokens(batches)
+    if n > 1:
+        warnings.warn(
+            f"the fit text's windows begin with {n} different tokens, so first-apart:mean puts one constant vector "
+            "where each block's output differs from window to window: it is not exact there (first-apart:own is). "
+            f"Measured with the chosen blocks: ΔPPL {final.delta_ppl:+.4g} [{final.delta_ppl_low:+.4g}, "
+            f"{final.delta_ppl_high:+.4g}]",
+            LinrecWarning,
+            stacklevel=3,
+        )
+
+
 def _plain(value: object) -> object:
     """A table cell as JSON writes it: None for a missing value, Python numbers for numpy ones (exact)."""
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
@@ -166,7 +188,9 @@ def replace(
     ablate: Sequence[str] = (),
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
-    ``zero``) fitted on ``fit_batches``, scored on ``eval_batches`` (other text: never the fit text).
+    ``zero``, ``first-apart:mean``, ``first-apart:own``: :mod:`linrec.core.replacements`) fitted on ``fit_batches``,
+    scored on ``eval_batches`` (other text: never the fit text). ``first-apart:mean`` on a fit text whose windows
+    begin with different tokens draws a warning (:func:`warn_if_not_constant`).
 
     ``blocks`` alone: exactly these, in this order. ``max_ppl_increase`` (``2.5``, or ``"5%"`` of the model's
     perplexity): blocks chosen greedily from ``blocks`` (default: all) under that budget (module docstring).
@@ -235,6 +259,8 @@ def replace(
     kept = [int(b) for b in steps.block[1:][steps.kept[1:]]]
     chosen = {b: maps[b] if refitter is None else refitter.maps.get(b, maps[b]) for b in kept}
     final = steps[steps.kept].iloc[-1]  # the model itself when no block fits (Replacement.none_fits)
+    if parsed.first == "mean" and chosen:
+        warn_if_not_constant(fit_batches, final)
     before_rate = decode_rate(model, prompt)
     with swapped(model, chosen):
         after_rate = decode_rate(model, prompt) if chosen else before_rate

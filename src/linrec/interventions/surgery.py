@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from torch import nn
@@ -33,6 +33,9 @@ from linrec.core.capture import device_of
 from linrec.core.replacements import fit_replacements as fit_replacements  # re-exported: chapters 5 and 9 use it
 from linrec.errors import LinrecError
 from linrec.models.arch import Spec, ffn_blocks, select_blocks
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
 
 
 def ffn_site(model: nn.Module, block: int, spec: Spec = None) -> tuple[nn.Module, str, nn.Module]:
@@ -50,8 +53,11 @@ def ffn_site(model: nn.Module, block: int, spec: Spec = None) -> tuple[nn.Module
 
 
 def n_stored(module: nn.Module) -> int:
-    """Numbers a module stores: its parameters plus its buffers."""
-    return sum(t.numel() for t in module.parameters()) + sum(t.numel() for t in module.buffers())
+    """Numbers a module stores: its parameters plus its buffers, plus those of a base model's module it runs (the FFN a
+    ``first-apart:own`` replacement keeps in use: :attr:`linrec.core.replacements.FirstApartFFN.borrowed`)."""
+    own = sum(t.numel() for t in module.parameters()) + sum(t.numel() for t in module.buffers())
+    borrowed = getattr(module, "borrowed", None)
+    return own + (n_stored(borrowed) if isinstance(borrowed, nn.Module) else 0)
 
 
 def param_table(model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec = None) -> pd.DataFrame:
@@ -101,18 +107,22 @@ def _refuse_saving(model: nn.Module, blocks: Iterable[int]) -> Callable[..., Non
     return previous
 
 
-def _place(
-    model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec
-) -> list[tuple[nn.Module, str, nn.Module]]:
+Placed = tuple[nn.Module, str, nn.Module, "RemovableHandle | None"]
+"""Where a replacement went: (parent, attribute, the original FFN, the handle of what it watches in the model)."""
+
+
+def _place(model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec) -> list[Placed]:
     """Set each replacement where its block's FFN is (moved to that FFN's device), every block checked before any is
-    changed; (parent, name, original) of each."""
+    changed; a replacement with an ``attach(model, original)`` method (:class:`linrec.core.replacements.FirstApartFFN`)
+    is attached. Where each went (:data:`Placed`)."""
     sites = {b: ffn_site(model, b, spec) for b in replacements}
-    done: list[tuple[nn.Module, str, nn.Module]] = []
+    done: list[Placed] = []
     for b, new in replacements.items():
         parent, attr, original = sites[b]
         device = device_of(original)
         setattr(parent, attr, new.to(device) if device is not None else new)
-        done.append((parent, attr, original))
+        attach = getattr(new, "attach", None)
+        done.append((parent, attr, original, attach(model, original) if callable(attach) else None))
     return done
 
 
@@ -123,15 +133,17 @@ def swapped(model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec 
     Replacements move to their FFN's device. On exit the original modules (the same objects)
     are put back, even if the body raised; ``save_pretrained`` refuses meanwhile (module docstring).
     """
-    done: list[tuple[nn.Module, str, nn.Module]] = []
+    done: list[Placed] = []
     previous = _refuse_saving(model, list(replacements))
     try:
         for b, new in replacements.items():  # one at a time, so that a failure restores what was placed
             done += _place(model, {b: new}, spec)
         yield model
     finally:
-        for parent, attr, original in reversed(done):
+        for parent, attr, original, watching in reversed(done):
             setattr(parent, attr, original)
+            if watching is not None:
+                watching.remove()
         if previous is None:
             del model.__dict__["save_pretrained"]
         else:
