@@ -23,6 +23,7 @@ from linrec.interventions.perplexity import (
     greedy_selection,
     parse_budget,
     perplexity,
+    removal_deltas,
     swap_deltas,
     window_nll,
 )
@@ -208,3 +209,23 @@ def test_compression_frontier_swaps_in_order_of_r2(fit_text, eval_text):
         assert frontier.ppl.iloc[-1] == pytest.approx(perplexity(model, eval_text), rel=1e-12)
     with pytest.raises(LinrecError, match="no R²_lin for blocks"):
         compression_frontier(model, eval_text, replacements, {0: 0.5}, progress=False)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_removing_a_whole_block_is_the_model_without_that_layer(family, eval_text):
+    """Against the model rebuilt without the layer (its ModuleList one entry shorter), scored by its own loss."""
+    model = tiny_model(family)
+    table = removal_deltas(model, eval_text, [0, 1], progress=False).set_index("block")
+    layers = model.transformer.h if family == "gpt2" else model.model.layers
+    for b in (0, 1):
+        shorter = copy.deepcopy(model)
+        kept = nn.ModuleList([layer for i, layer in enumerate(layers) if i != b])
+        if family == "gpt2":
+            shorter.transformer.h = copy.deepcopy(kept)
+        else:
+            shorter.model.layers = copy.deepcopy(kept)
+        with torch.no_grad():
+            assert table.ppl[b] == pytest.approx(loss_ppl(shorter, eval_text), rel=1e-5)
+        assert table.params[b] == n_stored(layers[b])
+    assert (table.base_ppl == perplexity(model, eval_text)).all()
+    assert [type(layer).forward for layer in layers] == [layer.forward.__func__ for layer in layers]  # put back

@@ -16,7 +16,7 @@ argument the previous layer's output.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
@@ -59,6 +59,34 @@ def _moved(value: Any, device: torch.device | None) -> Any:
     return value
 
 
+def _passed(*args: Any, **kwargs: Any) -> Any:
+    """A decoder layer's forward that hands its input on unchanged (the residual stream it was given)."""
+    return args[0] if args else kwargs.get("hidden_states")
+
+
+@contextmanager
+def _forwards(layers: Sequence[nn.Module], forwards: Sequence[Callable[..., Any]]) -> Iterator[None]:
+    """Within: each of ``layers`` runs the matching one of ``forwards`` instead of its own (an instance attribute that
+    shadows the class's forward; a wrapper already there, as accelerate's device hooks, is put back after)."""
+    own = [layer.__dict__.get("forward") for layer in layers]
+    try:
+        for layer, forward in zip(layers, forwards, strict=True):
+            layer.forward = forward
+        yield
+    finally:
+        for layer, forward in zip(layers, own, strict=True):
+            if forward is None:
+                layer.__dict__.pop("forward", None)
+            else:
+                layer.forward = forward
+
+
+def passing(layers: Sequence[nn.Module]) -> AbstractContextManager[None]:
+    """Within: each of ``layers`` hands its input on unchanged, its attention and FFN removed: the whole block
+    dropped from the model, as layer pruning does (its KV cache slot stays empty)."""
+    return _forwards(layers, [_passed] * len(layers))
+
+
 @contextmanager
 def skipping(layers: Sequence[nn.Module], outputs: Sequence[Any], device: torch.device | None = None) -> Iterator[None]:
     """Within: each of ``layers`` (the model's lowest, in order) skips its computation. At its k-th call the last of
@@ -73,21 +101,8 @@ def skipping(layers: Sequence[nn.Module], outputs: Sequence[Any], device: torch.
     def last(*_args: Any, **_kwargs: Any) -> Any:
         return _moved(next(calls), target)
 
-    def passed(*args: Any, **kwargs: Any) -> Any:
-        return args[0] if args else kwargs.get("hidden_states")
-
-    own = [layer.__dict__.get("forward") for layer in layers]  # a wrapper already there (accelerate's device hooks)
-    try:
-        for layer in layers[:-1]:
-            layer.forward = passed  # the instance attribute shadows the class's forward
-        layers[-1].forward = last
+    with _forwards(layers, [*[_passed] * (len(layers) - 1), last]):
         yield
-    finally:
-        for layer, forward in zip(layers, own, strict=True):
-            if forward is None:
-                layer.__dict__.pop("forward", None)
-            else:
-                layer.forward = forward
 
 
 def _to_host(value: Any) -> Any:

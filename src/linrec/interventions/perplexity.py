@@ -10,7 +10,8 @@ head (``load_model`` loads one) and in eval mode.
 * :func:`window_nll`: the summed NLL and the number of scored tokens of each evaluation window
   (sequence), from which :func:`perplexity` and the bootstrap below are computed.
 * :func:`delta_ppl_interval`: a paired percentile bootstrap over evaluation windows for a ΔPPL.
-* :func:`swap_deltas`: each block swapped alone, ΔPPL = PPL(swapped) - PPL(original), with its interval.
+* :func:`swap_deltas`: each block swapped alone, ΔPPL = PPL(swapped) - PPL(original), with its interval;
+  :func:`removal_deltas`: each whole block (attention and FFN) removed alone, the same way.
 * :func:`compression_frontier`: blocks swapped cumulatively in order of R²_lin, highest
   first; after each step the cumulative numbers saved and ΔPPL: the compression frontier.
 * :func:`greedy_selection`: blocks added in order of their own measured ΔPPL, cheapest first, while the joint ΔPPL
@@ -26,8 +27,10 @@ either perplexity's own.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import torch
@@ -35,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from linrec.core.capture import StopForward, input_device, require_eval
-from linrec.core.resume import decoder_layers
+from linrec.core.resume import decoder_layers, passing
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.interventions.prefix import LayerPrefix
@@ -178,16 +181,54 @@ def swap_deltas(
     The layers below each swapped block are not computed again for it (:mod:`linrec.interventions.prefix`): the
     same numbers, bit for bit, in about half the layers' time when every block is swapped.
     """
+    table = _each_alone(
+        model, eval_batches, sorted(replacements), lambda b: swapped(model, {b: replacements[b]}, spec), spec, progress,
+        base, "swap ΔPPL",
+    )  # fmt: skip
+    stored = param_table(model, replacements, spec)[["params", "original_params", "ratio"]]
+    return pd.concat([table, stored], axis=1)
+
+
+def removal_deltas(
+    model: nn.Module,
+    eval_batches: TokenBatches,
+    blocks: Sequence[int],
+    progress: bool = True,
+    base: WindowNLL | None = None,
+) -> pd.DataFrame:
+    """Each of ``blocks`` removed alone, attention and FFN (its decoder layer hands its input on:
+    :func:`linrec.core.resume.passing`), as layer pruning does: the columns of :func:`swap_deltas` but the numbers,
+    ``params`` the layer's own. A LinrecError where the model's decoder layers cannot be found."""
+    layers = decoder_layers(model, ffn_blocks(model))
+    if layers is None:
+        raise LinrecError("whole blocks can be removed only where the model's decoder layers are found (no spec)")
+    table = _each_alone(
+        model, eval_batches, sorted(blocks), lambda b: passing([layers[b]]), None, progress, base, "removal ΔPPL"
+    )
+    return table.assign(params=[n_stored(layers[b]) for b in table.block])
+
+
+def _each_alone(
+    model: nn.Module,
+    eval_batches: TokenBatches,
+    blocks: list[int],
+    changed: Callable[[int], AbstractContextManager[Any]],
+    spec: Spec,
+    progress: bool,
+    base: WindowNLL | None,
+    what: str,
+) -> pd.DataFrame:
+    """``block, ppl, base_ppl, delta_ppl, delta_ppl_low, delta_ppl_high`` of the model with each of ``blocks`` (in
+    depth order) ``changed`` alone; the layers below each are not computed again for it
+    (:mod:`linrec.interventions.prefix`)."""
     base = window_nll(model, eval_batches) if base is None else base
     below = LayerPrefix(decoder_layers(model, ffn_blocks(model, spec)), lambda: _forward_each(model, eval_batches))
     rows = []
-    for b in progress_bar(sorted(replacements), desc="swap ΔPPL", disable=not progress):
-        with swapped(model, {b: replacements[b]}, spec), below.below(b):
+    for b in progress_bar(blocks, desc=what, disable=not progress):
+        with changed(b), below.below(b):
             scored = window_nll(model, eval_batches)
         rows.append({"block": b, "base_ppl": base.ppl, **_delta_row(base, scored)})
-    columns = ["block", "ppl", "base_ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high"]
-    stored = param_table(model, replacements, spec)[["params", "original_params", "ratio"]]
-    return pd.concat([pd.DataFrame(rows, columns=columns), stored], axis=1)
+    return pd.DataFrame(rows, columns=["block", "ppl", "base_ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high"])
 
 
 def joint_steps(
