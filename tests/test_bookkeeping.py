@@ -79,6 +79,7 @@ NOT_YET = {
     "08_training",
     "10_paper_vs_run",
     "11_scale",
+    "12_pruning",
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from linrec.errors import LinrecError
-from linrec.stats import correlation, stratified_correlation
+from linrec.stats import bootstrap_correlation, correlation, stratified_correlation
 
 
 def simpson(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,3 +76,29 @@ def test_small_groups_are_left_out_and_perfect_ones_stay_finite():
         stratified_correlation([1, 2, 3, 4], [1, 2, 3], list("aaaa"))
     with pytest.raises(LinrecError, match="pearson or spearman"):
         stratified_correlation(a, b, g, "kendall")
+
+
+def test_the_bootstrap_interval_is_scipys_for_one_group():
+    """One group: ρ is scipy's, and the interval is scipy's percentile bootstrap of Spearman's ρ over items."""
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=30)
+    b = a + rng.normal(size=30)
+    got = bootstrap_correlation(a, b, ["m"] * 30, resamples=4000)
+    assert got.r == pytest.approx(stats.spearmanr(a, b).statistic)
+    spearman = lambda x, y: stats.spearmanr(x, y).statistic  # noqa: E731
+    ref = stats.bootstrap((a, b), spearman, paired=True, vectorized=False, n_resamples=4000, method="percentile",
+                          random_state=0).confidence_interval  # fmt: skip
+    assert got.low == pytest.approx(ref.low, abs=0.05) and got.high == pytest.approx(ref.high, abs=0.05)
+    assert got.low < got.r < got.high
+
+
+def test_the_bootstrap_combines_groups_as_the_stratified_correlation_does():
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=40)
+    b = np.where(np.arange(40) < 20, a, -a) + 0.1 * rng.normal(size=40)
+    groups = ["up"] * 20 + ["down"] * 20
+    got = bootstrap_correlation(a, b, groups)
+    assert got.r == pytest.approx(stratified_correlation(a, b, groups, "spearman").combined.r)
+    assert got.low < got.r < got.high and got.n == 40
+    assert bootstrap_correlation(a, b, groups, seed=1) != got  # seeded: another seed, another interval
+    assert bootstrap_correlation(a, b, groups) == got

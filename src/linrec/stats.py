@@ -162,6 +162,43 @@ def stratified_correlation(
     return Stratified(combined, kept, skipped)
 
 
+def bootstrap_correlation(
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    groups: npt.ArrayLike,
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Correlation:
+    """Spearman's ρ between ``a`` and ``b`` within each group, combined as :func:`stratified_correlation` combines
+    them, with a percentile bootstrap interval over items: each resample draws every group's items with
+    replacement (seeded), ranks them again (ties averaged) and combines the groups' ρ; resamples in which a group's
+    draw is constant are left out. One group: its own ρ, the interval over its items."""
+    point = stratified_correlation(a, b, groups, "spearman", level)
+    frame = pd.DataFrame(
+        {"a": np.asarray(a, dtype=np.float64), "b": np.asarray(b, dtype=np.float64), "g": np.asarray(groups)}
+    )
+    rng = np.random.default_rng(seed)
+    z, weights = [], []
+    for g in point.groups:
+        part = frame[frame.g == g]
+        n = len(part)
+        drawn = rng.integers(n, size=(resamples, n))
+        x = pd.DataFrame(part.a.to_numpy()[drawn]).rank(axis=1).to_numpy()
+        y = pd.DataFrame(part.b.to_numpy()[drawn]).rank(axis=1).to_numpy()
+        x, y = x - x.mean(1, keepdims=True), y - y.mean(1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = (x * y).sum(1) / np.sqrt((x**2).sum(1) * (y**2).sum(1))
+        bound = 1 - 6 / (n**3 - n)
+        z.append(np.arctanh(np.clip(r, -bound, bound)))
+        weights.append(1 / _z_variance("spearman", n))
+    w = np.array(weights)
+    combined = np.tanh(w @ np.array(z) / w.sum())
+    kept = torch.from_numpy(combined[np.isfinite(combined)])
+    low, high = percentile_interval(kept, level)
+    return Correlation(point.combined.r, low, high, point.combined.n, "spearman", level)
+
+
 @dataclass
 class Share:
     """A share with a bootstrap interval: 1 - Σ after / Σ before over rows, resampled with replacement."""

@@ -70,15 +70,15 @@ def _forwards(layers: Sequence[nn.Module], forwards: Sequence[Callable[..., Any]
     shadows the class's forward; a wrapper already there, as accelerate's device hooks, is put back after)."""
     own = [layer.__dict__.get("forward") for layer in layers]
     try:
-        for layer, forward in zip(layers, forwards, strict=True):
-            layer.forward = forward
+        for layer, new in zip(layers, forwards, strict=True):
+            layer.forward = new
         yield
     finally:
-        for layer, forward in zip(layers, own, strict=True):
-            if forward is None:
+        for layer, old in zip(layers, own, strict=True):
+            if old is None:
                 layer.__dict__.pop("forward", None)
             else:
-                layer.forward = forward
+                layer.forward = old
 
 
 def passing(layers: Sequence[nn.Module]) -> AbstractContextManager[None]:

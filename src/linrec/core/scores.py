@@ -31,6 +31,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pandas as pd
+
+from linrec.errors import LinrecError
+
 COLUMNS = {
     "block_influence": "ShortGPT's Block Influence of the whole layer: 1 − the mean cosine between the residual "
     "stream entering and leaving it (0: the layer changes no direction)",
@@ -74,3 +78,38 @@ def score_columns(scores: StreamScores | None, r2_lin: float) -> dict[str, float
     unexplained = 0.0 if scores.output_spread == 0 else (1 - r2_lin) * scores.output_spread  # (R² of no spread: NaN)
     values = vars(scores) | {"unexplained_energy": unexplained}
     return {column: float(values[column]) for column in COLUMNS}
+
+
+COSTLIER = {
+    "r2_lin": -1,
+    "r2_lin_after_first": -1,
+    "unexplained_energy": 1,
+    "output_energy": 1,
+    "ffn_block_influence": 1,
+    "ffn_angular_distance": 1,
+    "block_influence": 1,
+    "angular_distance": 1,
+    "layer_linearity": -1,
+}
+"""The scores a practitioner may rank blocks by (the table's columns), each with its reading: +1 where a larger value
+says the block costs more to drop (the distances and energies), -1 where it says it costs less (the R²s: a block its
+map recovers, a layer that is nearly linear). ``layer_linearity_in_sample`` ranks as ``layer_linearity`` does."""
+
+WHOLE_LAYER = ("block_influence", "angular_distance", "layer_linearity")
+"""The scores of the whole layer (attention and FFN), whose own claim is about removing the whole block."""
+
+
+def cheapest_first(table: pd.DataFrame, score: str) -> list[int]:
+    """The blocks of a measurement table in the order ``score`` says they cost to drop, cheapest first (ties, and
+    unknown values last, in depth order)."""
+    if score not in COSTLIER:
+        raise LinrecError(f"unknown score '{score}'; choose one of {', '.join(COSTLIER)}")
+    values = table[score].astype(float)
+    if values.isna().all():
+        raise LinrecError(
+            f"the table holds no {score}: its blocks' residual stream was not seen (a spec, or an architecture that "
+            "normalises after the residual add)"
+        )
+    cost = table.assign(_cost=COSTLIER[score] * values)
+    ordered = cost.sort_values(["_cost", "block"], na_position="last", kind="stable")
+    return [int(b) for b in ordered.block]

@@ -15,7 +15,8 @@ head (``load_model`` loads one) and in eval mode.
 * :func:`compression_frontier`: blocks swapped cumulatively in order of R²_lin, highest
   first; after each step the cumulative numbers saved and ΔPPL: the compression frontier.
 * :func:`greedy_selection`: blocks added in order of their own measured ΔPPL, cheapest first, while the joint ΔPPL
-  of all of them together stays within a budget (what ``linrec replace --max-ppl-increase`` chooses).
+  of all of them together stays within a budget (what ``linrec replace --max-ppl-increase`` chooses);
+  :func:`budget_walk`: any order walked that way, blocks dropped by any mechanism, joint scores shared by set.
 
 Every ΔPPL comes with ``delta_ppl_low`` and ``delta_ppl_high``, the bounds of its 95% interval from
 :func:`delta_ppl_interval`: the windows, not the tokens, are resampled, since the tokens of one window
@@ -206,6 +207,39 @@ def removal_deltas(
         model, eval_batches, sorted(blocks), lambda b: passing([layers[b]]), None, progress, base, "removal ΔPPL"
     )
     return table.assign(params=[n_stored(layers[b]) for b in table.block])
+
+
+def budget_walk(
+    model: nn.Module,
+    eval_batches: TokenBatches,
+    order: Sequence[int],
+    dropped: Callable[[list[int]], AbstractContextManager[Any]],
+    base: WindowNLL,
+    budget: float,
+    saves: Mapping[int, int],
+    memo: dict[frozenset[int], dict[str, float]] | None = None,
+) -> pd.DataFrame:
+    """The blocks of ``order`` dropped one more at a time, each step scored with all of them dropped
+    (``dropped(blocks)``: the model so changed), until a step's joint ΔPPL exceeds ``budget`` (that step recorded,
+    ``kept`` False, and the walk ended). Columns: ``step, block, blocks, numbers_saved`` (``saves``: what dropping
+    each block saves), ``ppl, delta_ppl, delta_ppl_low, delta_ppl_high, kept``; step 0 is the model itself.
+    ``memo``: the joint scores by set of blocks, shared by walks of several orders (the model depends on which blocks
+    are dropped, not in which order), so a set two orders share is scored once."""
+    memo = {} if memo is None else memo
+    rows = [{"step": 0, "block": None, "blocks": 0, "numbers_saved": 0, **_delta_row(base, base), "kept": True}]
+    for step, block in enumerate(order, start=1):
+        chosen = [int(b) for b in order[:step]]
+        key = frozenset(chosen)
+        if key not in memo:
+            with dropped(chosen):
+                memo[key] = _delta_row(base, window_nll(model, eval_batches))
+        row = memo[key]
+        saved = sum(saves[b] for b in chosen)
+        rows.append({"step": step, "block": int(block), "blocks": step, "numbers_saved": saved, **row,
+                     "kept": row["delta_ppl"] <= budget})  # fmt: skip
+        if not rows[-1]["kept"]:
+            break
+    return pd.DataFrame(rows).astype({"block": "Int64"})
 
 
 def _each_alone(

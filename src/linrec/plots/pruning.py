@@ -1,0 +1,101 @@
+"""Figures of the chapter "Which score says which block to drop?": the scores against what dropping a block costs.
+
+Every function takes a table of :mod:`linrec.analysis.pruning` and returns a matplotlib Figure with labelled axes;
+ΔPPL is drawn on a symmetric-log axis (:func:`linrec.plots._layout.symlog_axis`). What each replacement costs block
+by block is :func:`linrec.plots.compression.swap_figure`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from linrec.analysis.pruning import TRUTHS
+from linrec.plots._columns import require
+from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
+
+LABELS = {
+    "r2_lin": "R²_lin",
+    "r2_lin_after_first": "R²_lin, first position out",
+    "unexplained_energy": "unexplained energy",
+    "output_energy": "output energy",
+    "ffn_block_influence": "Block Influence, FFN",
+    "ffn_angular_distance": "angular distance, FFN",
+    "block_influence": "Block Influence, layer",
+    "angular_distance": "angular distance, layer",
+    "layer_linearity": "layer linearity",
+}
+"""How each score is named on an axis."""
+
+
+def correlation_figure(correlations: pd.DataFrame, group: str | None = "combined") -> Figure:
+    """Spearman's ρ of every score (read as a cost) with every cost, for one ``group`` (a model, or the within-model
+    combination), as an annotated heat map: ρ near 1 where the score orders the blocks as their cost does; a note
+    where there is no ρ (no model of four blocks or more)."""
+    require(correlations, ["score", "cost", "group", "rho"], "the correlation figure", rows=False)
+    rows = correlations[correlations.group == group]
+    if correlations.empty:
+        fig, ax = plt.subplots(figsize=(WIDTH, 2.0))
+        ax.text(0.5, 0.5, "no model has the four blocks a rank correlation needs", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    require(rows, ["rho"], f"the correlation figure of group '{group}'")
+    grid = rows.pivot(index="score", columns="cost", values="rho")
+    grid = grid.reindex(index=[s for s in LABELS if s in grid.index], columns=[c for c in TRUTHS if c in grid.columns])
+    fig, ax = plt.subplots(figsize=(WIDTH, 0.45 * len(grid) + 2.4))
+    bar = {"label": "Spearman ρ (score read as a cost, ΔPPL)"}
+    sns.heatmap(grid.rename(index=LABELS), vmin=-1, vmax=1, center=0, cmap="vlag", annot=True, fmt=".2f",
+                annot_kws={"fontsize": SMALL}, cbar_kws=bar, ax=ax)  # fmt: skip
+    ax.set(xlabel="cost of dropping the block alone (ΔPPL of …)", ylabel="score",
+           title=f"Which score orders the blocks by cost ({group})")  # fmt: skip
+    ax.tick_params(axis="x", rotation=20)
+    ax.tick_params(axis="y", rotation=0)
+    fig.tight_layout()
+    return fig
+
+
+def scores_figure(blocks: pd.DataFrame, cost: str, scores: Sequence[str]) -> Figure:
+    """Each of ``scores`` (one panel each) against one ``cost`` (ΔPPL of each block dropped alone, symlog), one
+    point per block, colour by model."""
+    require(blocks, ["model", "block", cost, *scores], "the scores figure")
+    columns = 3
+    rows = math.ceil(len(scores) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(WIDTH, 2.5 * rows + 0.8), sharey=True, squeeze=False)
+    models = list(dict.fromkeys(blocks.model))
+    colours = dict(zip(models, sns.color_palette(n_colors=len(models)), strict=True))
+    for ax, score in zip(axes.flat, scores):
+        for model in models:
+            part = blocks[blocks.model == model]
+            ax.scatter(part[score], part[cost], s=18, color=colours[model], label=model, alpha=0.85)
+        symlog_axis(ax, blocks[cost])
+        ax.set_xlabel(LABELS.get(score, score), fontsize=SMALL)
+        ax.tick_params(labelsize=SMALL)
+    for ax in axes.flat[len(scores) :]:
+        ax.remove()
+    for ax in axes[:, 0]:
+        ax.set_ylabel("ΔPPL, symlog", fontsize=SMALL)
+    fig.suptitle(f"Scores against the cost of {TRUTHS.get(cost, cost)}")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(models), 4), fontsize=SMALL, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+def budget_figure(budget: pd.DataFrame, mechanism: str) -> Figure:
+    """Blocks each order drops, for one ``mechanism``, before the joint ΔPPL passes the budget, one bar per model;
+    the order that measures each block's own cost first is the reference."""
+    require(budget, ["model", "mechanism", "order", "blocks"], "the budget figure")
+    rows = budget[budget.mechanism == mechanism].assign(order=lambda t: t.order.map(lambda o: LABELS.get(o, o)))
+    require(rows, ["blocks"], f"the budget figure of '{mechanism}'")
+    fig, ax = plt.subplots(figsize=(WIDTH, 0.32 * rows.order.nunique() * max(1, rows.model.nunique() / 2) + 1.8))
+    sns.barplot(rows, y="order", x="blocks", hue="model", ax=ax, orient="h")
+    ax.set(xlabel="blocks dropped within the budget", ylabel="order of the blocks",
+           title=f"Dropping blocks by {TRUTHS.get(mechanism, mechanism)}, in each score's order")  # fmt: skip
+    legend_below(ax, ncol=min(rows.model.nunique(), 4))
+    fig.tight_layout()
+    return fig

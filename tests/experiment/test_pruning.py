@@ -1,0 +1,71 @@
+"""Every block of a (tiny) profile model scored and dropped: the costs of each kind, the walks of each order, cached."""
+
+from __future__ import annotations
+
+import pytest
+
+import linrec.experiment.pruning as pruning
+from linrec.experiment.profiles import Profile
+from linrec.experiment.pruning import KINDS, LAYER, MEASURED, pruning_costs
+from support import tiny_captures
+
+PROFILE = Profile(
+    name="tiny",
+    description="a test profile",
+    models=("affine",),
+    corpora=("stdlib-prose",),
+    eval_corpus="stdlib-prose",
+    rows_per_block=1024,
+    seq_len=32,
+    folds=4,
+    seeds=(0,),
+    batch_size=16,
+    eval_tokens=512,
+    device="cpu",
+)
+
+
+@pytest.fixture(scope="module")
+def affine_model(tokenizer, text):
+    models, _ = tiny_captures.two_models(tokenizer, text, 4)
+    return models["affine"]
+
+
+@pytest.fixture
+def loads(affine_model, tokenizer, monkeypatch) -> list[str]:
+    calls: list[str] = []
+
+    def load(profile, model, checkpoint, progress, before_weights):
+        calls.append(model)
+        before_weights(affine_model.config, tokenizer)
+        return affine_model.eval(), tokenizer
+
+    monkeypatch.setattr(pruning, "load_profile_model", load)
+    monkeypatch.setattr(pruning, "weights_id", lambda profile, model, checkpoint: f"planted {model}")
+    return calls
+
+
+def test_every_block_every_kind_and_every_order(loads):
+    out = pruning_costs(PROFILE, "affine", progress=False, cache=False)
+    costs = out["costs"].set_index(["kind", "block"])
+    assert sorted(set(out["costs"].kind)) == sorted([*KINDS, LAYER]) and (out["costs"].model == "affine").all()
+    base = out["costs"].base_ppl.iloc[0]
+    assert abs(costs.delta_ppl["affine", 1]) < 1e-3 * base  # block 1's FFN is exactly affine: its swap is free
+    assert abs(costs.delta_ppl["first-apart:own", 1]) < 1e-3 * base  # and so is its map of the later positions
+    assert costs.params[LAYER, 0] == 0 and costs.original_params[LAYER, 0] > costs.original_params["zero", 0]
+    walks = out["walks"]
+    assert set(walks.mechanism) == {"affine", LAYER} and MEASURED in set(walks.order)
+    first = walks[(walks.mechanism == "affine") & (walks.order == MEASURED) & (walks.step == 1)]
+    assert int(first.block.iloc[0]) == int(costs.delta_ppl["affine"].idxmin())  # measured: the cheapest first
+    shared = walks[(walks.mechanism == "affine") & (walks.step == 1) & (walks.block == 1)]
+    assert shared.ppl.nunique() == 1  # one set, one score, whichever order reached it
+    table = out["table"]
+    assert table.block_influence.notna().all() and table.r2_lin[1] > 0.999
+
+
+def test_cached_by_model_and_settings(loads):
+    one = pruning_costs(PROFILE, "affine", progress=False)
+    again = pruning_costs(PROFILE, "affine", progress=False)
+    assert loads == ["affine"] and one["costs"].equals(again["costs"])
+    pruning_costs(PROFILE, "affine", budget="10%", progress=False)
+    assert loads == ["affine", "affine"]

@@ -1,0 +1,47 @@
+"""Figures of the pruning chapter: the ρ heat map, scores against a cost, blocks dropped within the budget."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from linrec.errors import LinrecError
+from linrec.plots import pruning as figures
+
+
+def correlations() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"score": s, "cost": c, "group": g, "rho": r}
+        for g in ("combined", "m")
+        for s, c, r in [("r2_lin", "affine", 0.4), ("r2_lin", "layer", 0.1), ("block_influence", "affine", 0.2),
+                        ("block_influence", "layer", 0.9)]
+    ])  # fmt: skip
+
+
+def test_the_heat_map_shows_every_rho_of_its_group_with_the_scores_named():
+    fig = figures.correlation_figure(correlations())
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["R²_lin", "Block Influence, layer"]
+    assert sorted(t.get_text() for t in ax.texts) == ["0.10", "0.20", "0.40", "0.90"]
+    assert "ρ" in fig.axes[1].get_ylabel() and "ΔPPL" in ax.get_xlabel()
+    with pytest.raises(LinrecError, match="group 'other'"):
+        figures.correlation_figure(correlations(), group="other")
+
+
+def test_scores_against_a_cost_one_panel_per_score():
+    blocks = pd.DataFrame({"model": ["a"] * 3 + ["b"] * 3, "block": [0, 1, 2] * 2, "affine": [0.1, 2.0, 30.0] * 2,
+                           "r2_lin": [0.9, 0.8, 0.5] * 2, "output_energy": [0.1, 0.2, 3.0] * 2})  # fmt: skip
+    fig = figures.scores_figure(blocks, "affine", ["r2_lin", "output_energy"])
+    panels = [ax for ax in fig.axes if ax.collections]
+    assert [ax.get_xlabel() for ax in panels] == ["R²_lin", "output energy"]
+    assert panels[0].get_yscale() == "symlog" and "ΔPPL" in panels[0].get_ylabel()
+    assert "affine map" in fig._suptitle.get_text()
+
+
+def test_the_budget_bars_per_order_and_model():
+    budget = pd.DataFrame({"model": ["a", "a", "b", "b"], "mechanism": "layer", "order": ["measured", "r2_lin"] * 2,
+                           "blocks": [3, 1, 2, 2]})  # fmt: skip
+    ax = figures.budget_figure(budget, "layer").axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["measured", "R²_lin"]
+    assert sorted(p.get_width() for p in ax.patches if p.get_width() > 0) == [1, 2, 2, 3]
+    assert ax.get_xlabel() == "blocks dropped within the budget"
