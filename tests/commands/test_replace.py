@@ -10,8 +10,11 @@ import re
 import pandas as pd
 import pytest
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from linrec.cli import main
+from linrec.core.measure import Measurement
+from linrec.data.tokens import make_batches
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced
 from linrec.interventions.replacement_report import FIGURE
 
@@ -107,6 +110,26 @@ def test_greedy_replace_prints_and_records_each_step(model_dirs, text_file, tmp_
     first, second = record["steps"][1:]  # a block above the first kept one is re-fitted; one below needs no re-fit
     assert (second["one_shot_delta_ppl"] != second["delta_ppl"]) == (second["block"] > first["block"])
     assert (record["blocks"][1]["r2_lin_refit"] is None) == (second["block"] < first["block"])
+
+
+def test_a_score_orders_the_candidates_without_measuring_each_alone(model_dirs, text_file, tmp_path, capsys):
+    """--order block_influence: the steps follow the record's scores, cheapest by their reading first, and no block
+    is swapped alone first; --order without a budget is one line before the model loads."""
+    out = tmp_path / "ordered"
+    argv = ["replace", "--model", str(model_dirs["llama"]), "--text-file", str(text_file)]
+    assert main([*argv, "--max-ppl-increase", "1000%", "--order", "ffn_block_influence", "--out", str(out), *FAST]) == 0
+    record = json.loads((out / RECORD).read_text())
+    assert record["selection"]["order"] == "ffn_block_influence" and record["selection"]["single"] is None
+    assert "ffn_block_influence, read as a cost" in record["selection"]["rule"]
+    model = AutoModelForCausalLM.from_pretrained(model_dirs["llama"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dirs["llama"])
+    raw = text_file.read_text(encoding="utf-8")  # the fit text as the help states it, captured again: the same scores
+    fit = make_batches(tokenizer, raw[: raw.index("\n", round(0.8 * len(raw)))], seq_len=16, max_rows=384, batch_size=8)
+    table = Measurement.capture(model, fit, folds=3, progress=False).table()
+    assert [s["block"] for s in record["steps"][1:]] == table.sort_values("ffn_block_influence").block.tolist()
+    capsys.readouterr()
+    assert main([*argv, "--blocks", "0", "--order", "r2_lin", "--out", str(tmp_path / "o"), *FAST]) == 2
+    assert "--order says how --max-ppl-increase" in capsys.readouterr().err
 
 
 def test_device_map_auto_replaces_as_a_single_device_does(replaced_dir, model_dirs, text_file, tmp_path):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 import linrec.experiment.pruning as pruning
+from linrec.core.scores import MEASURED
 from linrec.experiment.profiles import Profile
-from linrec.experiment.pruning import KINDS, LAYER, MEASURED, pruning_costs
+from linrec.experiment.pruning import KINDS, LAYER, pruning_costs
 from support import tiny_captures
 
 PROFILE = Profile(

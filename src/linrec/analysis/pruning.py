@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from linrec.core.scores import COSTLIER, WHOLE_LAYER
+from linrec.core.scores import COSTLIER, MEASURED, WHOLE_LAYER
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
-from linrec.experiment.pruning import LAYER, MEASURED
+from linrec.experiment.pruning import LAYER
 from linrec.report.claims import Claim
 from linrec.stats import bootstrap_correlation
 

@@ -24,11 +24,18 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, metavar="FIGURE", help="the figure to write: .png, .pdf or .svg")
     p.add_argument("--model", action="append", metavar="MODEL", help="draw only this model (repeat for several)")
     p.add_argument("--title", help="a title over the figure")
+    p.add_argument(
+        "--scores",
+        action="store_true",
+        help="draw the layer-pruning scores per block instead (one panel per score, one line per model; chapter 12 "
+        "of the book says how well each predicts what dropping a block costs)",
+    )
     p.set_defaults(handler=_plot)
 
 
 def _plot(args: argparse.Namespace) -> int:
-    """Read the table, keep ``--model``'s rows, draw them with :func:`linrec.plots.pretrained.profile_figure`."""
+    """Read the table, keep ``--model``'s rows, draw them with :func:`linrec.plots.pretrained.profile_figure` (with
+    ``--scores``, :func:`linrec.plots.pruning.scores_by_block`)."""
     check_output(args.out, suffixes=FIGURE_SUFFIXES)
     table = read_table(args.table)
     if "model" in table and args.model:
@@ -45,9 +52,10 @@ def _plot(args: argparse.Namespace) -> int:
     matplotlib.use("Agg")  # a file, never a window
     from linrec.plots import use_book_style
     from linrec.plots.pretrained import profile_figure
+    from linrec.plots.pruning import scores_by_block
 
     use_book_style()
-    fig = profile_figure(table, args.title)
+    fig = scores_by_block(table, args.title) if args.scores else profile_figure(table, args.title)
     write_atomically(args.out, lambda file: fig.savefig(file, format=args.out.suffix[1:], dpi=150), binary=True)
     print(f"wrote {args.out}")
     return 0

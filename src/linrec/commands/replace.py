@@ -24,6 +24,7 @@ from linrec.commands.args import (
     seed,
     warn_if_short,
 )
+from linrec.core.scores import COSTLIER, MEASURED
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
@@ -99,6 +100,17 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         metavar="KINDS",
         help="before choosing, swap each candidate block alone for each of these kinds (comma-separated, e.g. "
         "zero,mean,affine,lowrank:64) and record ΔPPL on both texts and decoding speed per kind, by thirds of depth",
+    )
+    p.add_argument(
+        "--order",
+        default=MEASURED,
+        choices=[MEASURED, *COSTLIER],
+        metavar="ORDER",
+        help="with --max-ppl-increase, the order the candidates are tried in: 'measured' (the default) swaps each "
+        "candidate alone first and tries the cheapest first, one perplexity pass per candidate more; or a score of "
+        f"the measurement's table ({', '.join(COSTLIER)}), cheapest by its reading first, no pass of its own. "
+        "Chapter 12 of the book sets every score against the measured cost on the project's models: no score "
+        "guarantees the budget the way measuring does, hence the default",
     )
     p.add_argument(
         "--refit",
@@ -199,6 +211,8 @@ def _replace(args: argparse.Namespace) -> int:
         raise LinrecError(f"--blocks must name each block once; got {','.join(map(str, args.blocks))}")
     if args.blocks is None and args.max_ppl_increase is None:
         raise LinrecError("say which blocks to replace: --blocks 0,3 (these), or --max-ppl-increase X (chosen)")
+    if args.order != MEASURED and args.max_ppl_increase is None:
+        raise LinrecError("--order says how --max-ppl-increase tries the candidates; --blocks alone go in as given")
     if args.folds < 2:
         raise LinrecError(f"--folds must be at least 2; got {args.folds}")
     if is_replacement_dir(args.model):
@@ -242,6 +256,7 @@ def _replace(args: argparse.Namespace) -> int:
         second_text=second_part,
         refit=args.refit,
         ablate=args.ablate,
+        order=args.order,
     )
     if result.none_fits is not None:
         raise LinrecError(result.none_fits)

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = {
     "block_influence": "ShortGPT's Block Influence of the whole layer: 1 − the mean cosine between the residual "
@@ -94,6 +96,10 @@ COSTLIER = {
 """The scores a practitioner may rank blocks by (the table's columns), each with its reading: +1 where a larger value
 says the block costs more to drop (the distances and energies), -1 where it says it costs less (the R²s: a block its
 map recovers, a layer that is nearly linear). ``layer_linearity_in_sample`` ranks as ``layer_linearity`` does."""
+
+MEASURED = "measured"
+"""The order that reads no score but measures each block's own cost, cheapest first (``linrec replace
+--max-ppl-increase``'s default): the reference every score's order is set against."""
 
 WHOLE_LAYER = ("block_influence", "angular_distance", "layer_linearity")
 """The scores of the whole layer (attention and FFN), whose own claim is about removing the whole block."""

@@ -28,7 +28,7 @@ from torch import nn
 from linrec.core.measure import Measurement
 from linrec.core.moment_sink import trim_heap
 from linrec.core.resume import decoder_layers, passing
-from linrec.core.scores import COSTLIER, cheapest_first
+from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
 from linrec.experiment.measurement import weights_id
 from linrec.experiment.profiles import Profile
@@ -48,10 +48,6 @@ KINDS = ("zero", "mean", "affine", "first-apart:mean", "first-apart:own")
 
 LAYER = "layer"
 """The cost of removing the whole block (attention and FFN), beside :data:`KINDS`."""
-
-MEASURED = "measured"
-"""The order of the practical test that measures each block's own cost first (cheapest first), as ``linrec replace
---max-ppl-increase`` does."""
 
 MECHANISMS = ("affine", LAYER)
 """How the practical test drops a block: its FFN swapped for the affine map, or the whole block removed."""

@@ -26,6 +26,7 @@ from torch import nn
 
 from linrec.core.measure import Measurement, versions
 from linrec.core.replacements import Kind
+from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.interventions.ablations import ablations, block_kinds, depth_third, fitted_maps
@@ -186,6 +187,7 @@ def replace(
     second_text: TextPart | None = None,
     refit: bool = False,
     ablate: Sequence[str] = (),
+    order: str = MEASURED,
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
     ``zero``, ``first-apart:mean``, ``first-apart:own``: :mod:`linrec.core.replacements`) fitted on ``fit_batches``,
@@ -205,7 +207,10 @@ def replace(
     (:class:`Refitter`), its step scored with both maps (the one-shot one's joint ΔPPL in ``one_shot_delta_ppl``)
     and the re-fitted one kept; the order is still the one-shot maps' single ΔPPL. ``ablate``: kinds to compare
     first on every candidate block, each block swapped alone (:func:`linrec.interventions.ablations.ablations`: ΔPPL
-    on both texts, decoding speed with a kind in every candidate), recorded as ``ablations``.
+    on both texts, decoding speed with a kind in every candidate), recorded as ``ablations``. ``order``: how the
+    budget's candidates are tried, ``"measured"`` (each swapped alone first, cheapest first) or a score of the
+    measurement's table (:data:`linrec.core.scores.COSTLIER`, :func:`linrec.core.scores.cheapest_first`: no pass of
+    its own; a LinrecError where the table lacks it).
     The model is left as it was; the maps are in the result.
     """
     config = getattr(model, "config", None)
@@ -213,6 +218,8 @@ def replace(
     parsed, candidates = check_request(
         getattr(config, "model_type", None), n_blocks, width, kind, blocks, max_ppl_increase, ablate
     )
+    if order != MEASURED and order not in COSTLIER:
+        raise LinrecError(f"unknown order '{order}'; choose {MEASURED} or a score: {', '.join(COSTLIER)}")
     kinds = block_kinds(model, parsed, candidates)  # (one module per FFN, also where the config could not tell)
     if fit_batches.sha256 in {eval_batches.sha256, None if second_batches is None else second_batches.sha256}:
         raise LinrecError("the fit and evaluation batches are the same tokens; score the maps on other text")
@@ -251,11 +258,17 @@ def replace(
         steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress, refit=refitter)
         steps.insert(2, "single_delta_ppl", math.nan)
         single = None
-    else:
+    elif order == MEASURED:
         single = swap_deltas(model, eval_batches, maps, progress=progress, base=base)
         steps = greedy_selection(
             model, eval_batches, maps, max_ppl_increase, progress=progress, base=base, single=single, refit=refitter
         )
+    else:
+        single = None
+        ordered = [b for b in cheapest_first(measurement.table(), order) if b in maps]
+        limit = budget_ppl(max_ppl_increase, base.ppl)
+        steps = joint_steps(model, eval_batches, maps, ordered, base, limit, progress=progress, refit=refitter)
+        steps.insert(2, "single_delta_ppl", math.nan)
     kept = [int(b) for b in steps.block[1:][steps.kept[1:]]]
     chosen = {b: maps[b] if refitter is None else refitter.maps.get(b, maps[b]) for b in kept}
     final = steps[steps.kept].iloc[-1]  # the model itself when no block fits (Replacement.none_fits)
@@ -281,8 +294,11 @@ def replace(
             "rule": "the blocks given, in the order given"
             if max_ppl_increase is None
             else f"greedy under --max-ppl-increase {max_ppl_increase} (ΔPPL at most "
-            f"{budget_ppl(max_ppl_increase, base.ppl):.6g}), candidates ordered by their own ΔPPL, cheapest first; the "
-            "first block that takes the joint ΔPPL over the budget is left out and ends the selection",
+            f"{budget_ppl(max_ppl_increase, base.ppl):.6g}), candidates ordered by "
+            + ("their own ΔPPL" if order == MEASURED else f"their {order}, read as a cost")
+            + ", cheapest first; the first block that takes the joint ΔPPL over the budget is left out and ends the "
+            "selection",
+            "order": order,
             "candidates": candidates,
             "max_ppl_increase": max_ppl_increase,
             "max_delta_ppl": None if max_ppl_increase is None else budget_ppl(max_ppl_increase, base.ppl),

@@ -16,6 +16,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from linrec.analysis.pruning import TRUTHS
+from linrec.errors import LinrecError
 from linrec.plots._columns import require
 from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
 
@@ -98,4 +99,35 @@ def budget_figure(budget: pd.DataFrame, mechanism: str) -> Figure:
            title=f"Dropping blocks by {TRUTHS.get(mechanism, mechanism)}, in each score's order")  # fmt: skip
     legend_below(ax, ncol=min(rows.model.nunique(), 4))
     fig.tight_layout()
+    return fig
+
+
+def scores_by_block(table: pd.DataFrame, title: str | None = None) -> Figure:
+    """Every score a measurement table holds (:data:`LABELS`), one panel each, against the block, one line per model
+    (``linrec plot --scores``). A LinrecError where the table holds none (a table measured before them, or of a
+    stream the library cannot see)."""
+    require(table, ["block"], "the scores figure")
+    scores = [s for s in LABELS if s in table and table[s].notna().any()]
+    if not scores:
+        raise LinrecError("the table holds no scores: measure it again with this linrec (linrec profile --out)")
+    models = list(dict.fromkeys(table.model)) if "model" in table else [""]
+    columns = 3
+    rows = math.ceil(len(scores) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(WIDTH, 2.3 * rows + 0.9), sharex=True, squeeze=False)
+    for ax, score in zip(axes.flat, scores):
+        for model, colour in zip(models, sns.color_palette(n_colors=len(models)), strict=True):
+            part = table if model == "" else table[table.model == model]
+            ax.plot(part.block, part[score], marker="o", ms=3, color=colour, label=model or None)
+        ax.set_title(LABELS[score], fontsize=SMALL)
+        ax.tick_params(labelsize=SMALL)
+    for ax in axes.flat[len(scores) :]:
+        ax.remove()
+    for ax in axes[-1]:
+        ax.set_xlabel("FFN block", fontsize=SMALL)
+    if title:
+        fig.suptitle(title)
+    if models != [""]:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(models), 4), fontsize=SMALL, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if models != [""] else 0, 1, 1))
     return fig
