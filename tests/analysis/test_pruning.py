@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import linrec.analysis.pruning as linrec_pruning
 from linrec.analysis.pruning import budget_table, score_correlations, scored_blocks, verdict
 from linrec.errors import LinrecError
 
@@ -60,3 +61,28 @@ def test_costs_without_their_columns_are_refused():
     table, costs = planted("a")
     with pytest.raises(LinrecError, match="lack columns"):
         scored_blocks([table], [costs.drop(columns="kind")])
+
+
+def _sink_costs(affine: list[float], own: list[float], shares: list[float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    table = pd.DataFrame({"model": "m", "block": range(len(shares)), "first_position_share": shares})
+    costs = pd.concat([
+        pd.DataFrame({"model": "m", "kind": kind, "block": range(len(values)), "delta_ppl": values, "base_ppl": 25.0})
+        for kind, values in [("affine", affine), ("first-apart:mean", own), ("first-apart:own", own)]
+    ])  # fmt: skip
+    return table, costs
+
+
+def test_the_sink_blocks_and_whether_the_first_position_apart_rescues_them():
+    table, costs = _sink_costs(affine=[100.0, 0.05, 3.0], own=[0.2, 0.04, 3.0], shares=[0.99, 0.6, 0.1])
+    sinks = linrec_pruning.sink_swaps(table, costs)
+    assert sinks.block.tolist() == [0, 1] and (sinks.base_ppl == 25).all()  # block 2 carries 10 %: no sink
+    empty = pd.DataFrame(columns=["score", "cost", "group", "blocks", "rho", "low", "high"])
+    budget = pd.DataFrame(columns=["model", "mechanism", "order", "blocks"])
+    (claim,) = linrec_pruning.pruning_claims(empty, budget, sinks)[1:]
+    assert claim.verdict == "yes"  # 100 → 0.2 is a tenth or less; 0.05 → 0.04 is under 1 % of perplexity 25
+    table, costs = _sink_costs(affine=[10.0], own=[5.0], shares=[0.9])
+    (claim,) = linrec_pruning.pruning_claims(empty, budget, linrec_pruning.sink_swaps(table, costs))[1:]
+    assert claim.verdict == "no" and "m block 0: +10 → +5" in claim.measured
+    none = linrec_pruning.sink_swaps(*_sink_costs(affine=[1.0], own=[1.0], shares=[0.2]))
+    (claim,) = linrec_pruning.pruning_claims(empty, budget, none)[1:]
+    assert claim.verdict == "untestable"

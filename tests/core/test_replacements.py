@@ -253,3 +253,15 @@ def test_first_apart_needs_the_first_position_kept_apart(batches):
     one = TokenBatches(batches.input_ids.reshape(-1, 1), batches.attention_mask.reshape(-1, 1), batch_size=256)
     with pytest.raises(LinrecError, match="one token long"):
         first_apart_replacements(capture_positions(model, one, folds=2, progress=False), "own", [0])
+
+
+def test_generate_decodes_as_one_pass_over_the_growing_sequence_does(bos_measured):
+    """generate() with its cache against greedy decoding that runs the whole sequence again at every step."""
+    model, fit, m = bos_measured
+    prompt = fit.input_ids[:1, :8]
+    with swapped(model, m.replacements("first-apart:mean", [0, 1])), torch.no_grad():
+        cached = model.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0)
+        ids = prompt
+        for _ in range(6):
+            ids = torch.cat([ids, model(input_ids=ids).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(cached, ids)
