@@ -102,3 +102,9 @@ def test_the_bootstrap_combines_groups_as_the_stratified_correlation_does():
     assert got.low < got.r < got.high and got.n == 40
     assert bootstrap_correlation(a, b, groups, seed=1) != got  # seeded: another seed, another interval
     assert bootstrap_correlation(a, b, groups) == got
+
+
+def test_a_perfect_group_alone_is_one():
+    a = np.arange(6.0)
+    got = bootstrap_correlation(a, 2 * a, ["m"] * 6)
+    assert got.r == 1.0 and got.high == 1.0 and got.low <= 1.0

@@ -173,7 +173,8 @@ def bootstrap_correlation(
     """Spearman's ρ between ``a`` and ``b`` within each group, combined as :func:`stratified_correlation` combines
     them, with a percentile bootstrap interval over items: each resample draws every group's items with
     replacement (seeded), ranks them again (ties averaged) and combines the groups' ρ; resamples in which a group's
-    draw is constant are left out. One group: its own ρ, the interval over its items."""
+    draw is constant are left out. One group: its own ρ (a perfect one is 1, not the value it would enter a
+    combination at), the interval over its items."""
     point = stratified_correlation(a, b, groups, "spearman", level)
     frame = pd.DataFrame(
         {"a": np.asarray(a, dtype=np.float64), "b": np.asarray(b, dtype=np.float64), "g": np.asarray(groups)}
@@ -196,7 +197,9 @@ def bootstrap_correlation(
     combined = np.tanh(w @ np.array(z) / w.sum())
     kept = torch.from_numpy(combined[np.isfinite(combined)])
     low, high = percentile_interval(kept, level)
-    return Correlation(point.combined.r, low, high, point.combined.n, "spearman", level)
+    alone = [c.r for c in point.groups.values()]
+    r = alone[0] if len(alone) == 1 else point.combined.r  # (one group: its own ρ, ±1 included)
+    return Correlation(r, min(low, r), max(high, r), point.combined.n, "spearman", level)
 
 
 @dataclass
