@@ -131,17 +131,13 @@ ch.figure(fig, blocks, "fig-pruning-scores")
 # time until the joint ΔPPL passes `BUDGET` of the model's perplexity, by each of two mechanisms:
 # the FFN swapped for its affine map (what `linrec replace` installs) and the whole block removed
 # (what layer pruning does). The reference is the order of each block's own measured cost, which is
-# what `linrec replace --max-ppl-increase` follows. {numref}`fig-pruning-budget` and
-# {numref}`fig-pruning-budget-layer` count the blocks each order drops.
+# what `linrec replace --max-ppl-increase` follows. {numref}`fig-pruning-budget` counts the blocks each
+# order drops.
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Blocks each order drops by swapping each FFN for its affine map, one at a time, before the joint ΔPPL passes the budget; 'measured' orders the blocks by their own measured cost.", "name": "fig-pruning-budget"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Blocks each order drops (its number in each cell), one at a time, before the joint ΔPPL passes the budget: each FFN swapped for its affine map (left), each whole block removed (right); 'measured' orders the blocks by their own measured cost.", "name": "fig-pruning-budget"}}
 budget = linrec.analysis.pruning.budget_table(walks)
-fig = linrec.plots.pruning.budget_figure(budget, "affine")
-ch.figure(fig, budget[budget.mechanism == "affine"], "fig-pruning-budget")
-
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The same with each whole block (attention and FFN) removed, as layer pruning does.", "name": "fig-pruning-budget-layer"}}
-fig = linrec.plots.pruning.budget_figure(budget, "layer")
-ch.figure(fig, budget[budget.mechanism == "layer"], "fig-pruning-budget-layer")
+fig = linrec.plots.pruning.budget_figure(budget)
+ch.figure(fig, budget, "fig-pruning-budget")
 
 # %% [markdown]
 # ## The verdict

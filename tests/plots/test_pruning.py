@@ -38,10 +38,12 @@ def test_scores_against_a_cost_one_panel_per_score():
     assert "affine map" in fig._suptitle.get_text()
 
 
-def test_the_budget_bars_per_order_and_model():
-    budget = pd.DataFrame({"model": ["a", "a", "b", "b"], "mechanism": "layer", "order": ["measured", "r2_lin"] * 2,
-                           "blocks": [3, 1, 2, 2]})  # fmt: skip
-    ax = figures.budget_figure(budget, "layer").axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["measured", "R²_lin"]
-    assert sorted(p.get_width() for p in ax.patches if p.get_width() > 0) == [1, 2, 2, 3]
-    assert ax.get_xlabel() == "blocks dropped within the budget"
+def test_the_budget_panels_count_the_blocks_of_each_order_and_model():
+    budget = pd.DataFrame({"model": ["a", "a", "b", "b"] * 2, "mechanism": ["affine"] * 4 + ["layer"] * 4,
+                           "order": ["measured", "r2_lin"] * 4, "blocks": [3, 1, 2, 2, 1, 0, 1, 1]})  # fmt: skip
+    fig = figures.budget_figure(budget)
+    left, right = [ax for ax in fig.axes if ax.texts]
+    assert [t.get_text() for t in left.get_yticklabels()] == ["measured", "R²_lin"]
+    assert [t.get_text() for t in left.get_xticklabels()] == ["a", "b"]
+    assert [t.get_text() for t in left.texts] == ["3", "2", "1", "2"] and left.get_title() == "affine swap"
+    assert [t.get_text() for t in right.texts] == ["1", "1", "0", "1"] and right.get_title() == "whole block removed"

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from linrec.analysis.pruning import TRUTHS
 from linrec.errors import LinrecError
 from linrec.plots._columns import require
-from linrec.plots._layout import SMALL, WIDTH, legend_below, symlog_axis
+from linrec.plots._layout import SMALL, WIDTH, symlog_axis
 
 LABELS = {
     "r2_lin": "R²_lin",
@@ -54,8 +54,10 @@ def correlation_figure(correlations: pd.DataFrame, group: str | None = "combined
                 annot_kws={"fontsize": SMALL}, cbar_kws=bar, ax=ax)  # fmt: skip
     ax.set(xlabel="cost of dropping the block alone (ΔPPL of …)", ylabel="score",
            title=f"Which score orders the blocks by cost ({group})")  # fmt: skip
-    ax.tick_params(axis="x", rotation=20)
+    ax.tick_params(axis="x", rotation=30)
     ax.tick_params(axis="y", rotation=0)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     fig.tight_layout()
     return fig
 
@@ -87,17 +89,29 @@ def scores_figure(blocks: pd.DataFrame, cost: str, scores: Sequence[str]) -> Fig
     return fig
 
 
-def budget_figure(budget: pd.DataFrame, mechanism: str) -> Figure:
-    """Blocks each order drops, for one ``mechanism``, before the joint ΔPPL passes the budget, one bar per model;
-    the order that measures each block's own cost first is the reference."""
+def budget_figure(budget: pd.DataFrame) -> Figure:
+    """Blocks each order drops before the joint ΔPPL passes the budget: one annotated panel per mechanism (the FFN
+    swapped for its affine map, the whole block removed), orders in rows, models in columns; the order that measures
+    each block's own cost first is the reference."""
     require(budget, ["model", "mechanism", "order", "blocks"], "the budget figure")
-    rows = budget[budget.mechanism == mechanism].assign(order=lambda t: t.order.map(lambda o: LABELS.get(o, o)))
-    require(rows, ["blocks"], f"the budget figure of '{mechanism}'")
-    fig, ax = plt.subplots(figsize=(WIDTH, 0.32 * rows.order.nunique() * max(1, rows.model.nunique() / 2) + 1.8))
-    sns.barplot(rows, y="order", x="blocks", hue="model", ax=ax, orient="h")
-    ax.set(xlabel="blocks dropped within the budget", ylabel="order of the blocks",
-           title=f"Dropping blocks by {TRUTHS.get(mechanism, mechanism)}, in each score's order")  # fmt: skip
-    legend_below(ax, ncol=min(rows.model.nunique(), 4))
+    mechanisms = [m for m in TRUTHS if m in set(budget.mechanism)]
+    models = list(dict.fromkeys(budget.model))
+    orders = list(dict.fromkeys(budget.order))
+    fig, axes = plt.subplots(1, len(mechanisms), figsize=(WIDTH, 0.36 * len(orders) + 2.6), sharey=True,
+                             squeeze=False)  # fmt: skip
+    top = max(1, int(budget.blocks.max()))
+    for ax, mechanism in zip(axes[0], mechanisms, strict=True):
+        grid = budget[budget.mechanism == mechanism].pivot(index="order", columns="model", values="blocks")
+        grid = grid.reindex(index=orders, columns=models).rename(index=lambda o: LABELS.get(o, o))
+        sns.heatmap(grid, vmin=0, vmax=top, cmap="Blues", annot=True, fmt=".0f", cbar=False, ax=ax,
+                    annot_kws={"fontsize": SMALL}, linewidths=0.5)  # fmt: skip
+        ax.set(xlabel="", ylabel="", title="affine swap" if mechanism == "affine" else "whole block removed")
+        ax.tick_params(axis="x", rotation=30, labelsize=SMALL)
+        ax.tick_params(axis="y", rotation=0)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    axes[0][0].set_ylabel("order of the blocks (cheapest first)")
+    fig.suptitle("Blocks dropped before the joint ΔPPL passes the budget")
     fig.tight_layout()
     return fig
 
