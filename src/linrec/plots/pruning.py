@@ -106,10 +106,8 @@ def budget_figure(budget: pd.DataFrame) -> Figure:
         sns.heatmap(grid, vmin=0, vmax=top, cmap="Blues", annot=True, fmt=".0f", cbar=False, ax=ax,
                     annot_kws={"fontsize": SMALL}, linewidths=0.5)  # fmt: skip
         ax.set(xlabel="", ylabel="", title="affine swap" if mechanism == "affine" else "whole block removed")
-        ax.tick_params(axis="x", rotation=30, labelsize=SMALL)
+        ax.tick_params(axis="x", rotation=90, labelsize=SMALL)
         ax.tick_params(axis="y", rotation=0)
-        for label in ax.get_xticklabels():
-            label.set_horizontalalignment("right")
     axes[0][0].set_ylabel("order of the blocks (cheapest first)")
     fig.suptitle("Blocks dropped before the joint ΔPPL passes the budget")
     fig.tight_layout()
