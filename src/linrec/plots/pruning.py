@@ -54,10 +54,8 @@ def correlation_figure(correlations: pd.DataFrame, group: str | None = "combined
                 annot_kws={"fontsize": SMALL}, cbar_kws=bar, ax=ax)  # fmt: skip
     ax.set(xlabel="cost of dropping the block alone (ΔPPL of …)", ylabel="score",
            title=f"Which score orders the blocks by cost ({group})")  # fmt: skip
-    ax.tick_params(axis="x", rotation=30)
+    ax.tick_params(axis="x", rotation=90)
     ax.tick_params(axis="y", rotation=0)
-    for label in ax.get_xticklabels():
-        label.set_horizontalalignment("right")
     fig.tight_layout()
     return fig
 
