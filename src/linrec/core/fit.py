@@ -290,6 +290,11 @@ def held_out_r2(folds: list[Moments], training: list[list[int]], rcond: float) -
     ]
 
 
+def leave_one_out(k: int) -> list[list[int]]:
+    """For each held-out fold f of k, every other fold: the training folds of k-fold cross-validation."""
+    return [[g for g in range(k) if g != f] for f in range(k)]
+
+
 def half_training(k: int) -> list[list[int]]:
     """For each held-out fold f of k, the (k-1)//2 training folds that follow it (cyclically): about half of its
     training rows, for the convergence column ``r2_lin_half_rows`` (empty lists when k < 3)."""
@@ -362,9 +367,7 @@ def _later_columns(later: list[Moments], tails: Tails | None, rcond: float) -> d
     with the first captured position of each window left out of fit and test (mean, std and each fold's; NaN and ()
     when the later rows are too few for the width), and the share of their output variance the largest of them carry
     (NaN where ``tails`` are unknown)."""
-    k = len(later)
-    others = [[g for g in range(k) if g != f] for f in range(k)]
-    r2 = None if any(m.n == 0 for m in later) else held_out_r2(later, others, rcond)
+    r2 = None if any(m.n == 0 for m in later) else held_out_r2(later, leave_one_out(len(later)), rcond)
     return {
         "r2_lin_after_first": math.nan if r2 is None else float(np.mean(r2)),
         "r2_lin_after_first_std": math.nan if r2 is None else float(np.std(r2, ddof=1)),

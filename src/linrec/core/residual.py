@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from linrec.core import plan
-from linrec.core.fit import fit_affine, held_out, held_out_r2, rcond_for
+from linrec.core.fit import fit_affine, held_out, held_out_r2, leave_one_out, rcond_for
 from linrec.core.moments import merge_folds
 from linrec.core.rows import BatchRows, RowSink
 from linrec.core.sample import RowSample
@@ -155,8 +155,7 @@ class ResidualSink(RowSink):
         rows are too few for the width."""
         folds = self.sample.take(block).fold_moments(self.folds)
         rcond = rcond_for(self.dtype or torch.float32)
-        others = [[g for g in range(self.folds) if g != f] for f in range(self.folds)]
-        held = None if any(m.n == 0 for m in folds) else held_out_r2(folds, others, rcond)
+        held = None if any(m.n == 0 for m in folds) else held_out_r2(folds, leave_one_out(self.folds), rcond)
         total = merge_folds(folds)
         in_sample = held_out(fit_affine(total, rcond, condition=False), total).r2
         return (math.nan if held is None else float(np.mean(held))), in_sample, total.n
