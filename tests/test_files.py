@@ -16,11 +16,13 @@ def test_a_new_directory_appears_whole_with_ordinary_permissions(tmp_path):
     out = tmp_path / "out"
     with new_directory(out) as tmp:
         (tmp / "a.txt").write_text("a")
+        (tmp / "private.bin").touch(mode=0o600)  # as safetensors writes its files
         assert not out.exists() and tmp.parent == tmp_path  # filled beside it, renamed at the end
     assert (out / "a.txt").read_text() == "a" and os.listdir(tmp_path) == ["out"]
     umask = os.umask(0o022)
     os.umask(umask)
     assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE((out / "private.bin").stat().st_mode) == 0o666 & ~umask
 
 
 @pytest.mark.parametrize("stop", [RuntimeError("disk full"), KeyboardInterrupt()])

@@ -150,6 +150,8 @@ def new_directory(directory: Path, option: str = "--out", force: bool = False) -
         umask = os.umask(0o022)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # what mkdir would have given, not mkdtemp's 0o700
+        for path in tmp.rglob("*"):  # and what open() would have: a library may write its files 0o600 (safetensors)
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
         old = None
         if directory.is_dir() and any(directory.iterdir()):  # only with force (checked above): moved aside first
             old = Path(tempfile.mkdtemp(dir=directory.parent, prefix=_temporary_prefix(directory), suffix=".tmp"))

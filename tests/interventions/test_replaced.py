@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 import linrec
-from linrec.errors import LinrecError
+from linrec.errors import LinrecError, LinrecWarning
 from linrec.interventions.ablations import depth_third
 from linrec.interventions.replace import replace
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced, read_replaced
@@ -35,11 +36,26 @@ def _edit_record(edit):
     return change
 
 
+def _flip_bytes(directory):
+    """Overwrite bytes inside the maps' numbers, the file's size unchanged (as a bad disk or copy would)."""
+    data = bytearray((directory / MAPS).read_bytes())
+    data[-64:-32] = bytes(255 - b for b in data[-64:-32])
+    (directory / MAPS).write_bytes(bytes(data))
+
+
+def test_a_format_1_directory_loads_with_a_warning_that_nothing_can_be_checked(replaced, tmp_path):
+    damaged = _damage(replaced[1], tmp_path, _edit_record(lambda r: (r.update(format=1), r.pop("files"))))
+    with pytest.warns(LinrecWarning, match="records no hash of its files"):
+        record, maps = read_replaced(damaged)
+    assert list(maps) == [1, 0]
+
+
 @pytest.mark.slow
 def test_the_directory_records_what_was_done(replaced, base_dir, texts):
     result, out = replaced
     assert sorted(p.name for p in out.iterdir()) == sorted([FIGURE, MAPS, RECORD, REPORT])
     record = json.loads((out / RECORD).read_text())
+    assert record["files"] == {MAPS: hashlib.sha256((out / MAPS).read_bytes()).hexdigest()}
     assert record["base"] == {
         "model": str(base_dir),
         "path": str(base_dir.resolve()),
@@ -128,7 +144,9 @@ def test_a_different_base_is_refused_naming_both_hashes(replaced, tmp_path):
         (lambda d: (d / RECORD).unlink(), "lacks linrec-replacement.json"),
         (lambda d: (d / RECORD).write_text("{"), "cannot read the replacement record"),
         (lambda d: (d / MAPS).write_bytes((d / MAPS).read_bytes()[:200]), "replacements.safetensors is damaged"),
-        (_edit_record(lambda r: r.update(format=7)), "of format 7, not 1"),
+        (_edit_record(lambda r: r.update(format=7)), "of format 7, not 1 or 2"),
+        (_edit_record(lambda r: r.pop("files")), "is damaged"),
+        (_flip_bytes, "replacements.safetensors is damaged: its sha256 is not the one"),
         (_edit_record(lambda r: r.pop("base")), "is damaged"),
         (_edit_record(lambda r: r["blocks"][0].update(kind="lowrank:4")), "does not hold block 1's lowrank:4 map"),
         (_edit_record(lambda r: r["blocks"][0].update(kind="lowrank:40")), "below the block's width 32"),

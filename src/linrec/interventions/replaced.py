@@ -5,14 +5,15 @@ A directory holds no copy of the base model, only what differs from it:
 * ``replacements.safetensors``: each replacement's ``state_dict`` (its numbers, in the dtype it computes in), keys
   ``<block>.<name>``;
 * ``linrec-replacement.json``: the base model as given, its weights by content
-  (:func:`linrec.models.identity.weights_id`), the blocks and their kinds in the order they were put in, each step's
+  (:func:`linrec.models.identity.weights_id`), the sha256 of every file of the directory it points to (``files``),
+  the blocks and their kinds in the order they were put in, each step's
   joint ΔPPL with its interval, numbers stored before and after, the fit and evaluation texts and their hashes, the
   measurement's provenance and the versions (:func:`linrec.interventions.replace.replace` builds it);
 * ``report.md``: the same for a reader, with ``report.png``, the joint ΔPPL and the numbers saved step by step
   (:mod:`linrec.interventions.replacement_report`; where matplotlib is installed).
 
-:func:`load_replaced` checks the directory whole (record, kinds, every tensor's name and shape) and the base model's
-hash before any weights load, then loads the base and installs the maps for good
+:func:`load_replaced` checks the directory whole (record, every file's sha256, kinds, every tensor's name and shape)
+and the base model's hash before any weights load, then loads the base and installs the maps for good
 (:func:`linrec.interventions.surgery.install`): ``generate()`` works, ``linrec profile --model DIR`` measures it,
 and ``save_pretrained`` refuses, since it would write a checkpoint that reloads broken. :func:`load_model` is
 :func:`linrec.models.loading.load_model` for everything else, so ``linrec.load_model(DIR)`` loads a replaced model
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from linrec.cache import hash_file
 from linrec.core.measure import read_record
 from linrec.core.replacements import Kind, empty_replacement
 from linrec.errors import LinrecError, LinrecWarning
@@ -41,8 +43,11 @@ from linrec.models.packaged import PACKAGED, packaged_file
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-FORMAT = 1
-"""The version of the directory's format (the record's ``format``)."""
+FORMAT = 2
+"""The version of the directory's format (the record's ``format``): 2 records the sha256 of each file (``files``)."""
+
+READS = (1, FORMAT)
+"""The formats :func:`read_replaced` reads: format 1, which holds no hashes, with a warning."""
 
 RECORD, MAPS, REPORT = "linrec-replacement.json", "replacements.safetensors", "report.md"
 
@@ -68,7 +73,10 @@ def save_replaced(directory: str | Path, maps: Mapping[int, nn.Module], record: 
     }
     with new_directory(directory, "--out", force) as tmp:
         save_file(tensors, str(tmp / MAPS), metadata={"format": str(FORMAT)})
-        (tmp / RECORD).write_text(json.dumps({"format": FORMAT, **record}, indent=1) + "\n", encoding="utf-8")
+        files = {MAPS: hash_file(tmp / MAPS)}
+        (tmp / RECORD).write_text(
+            json.dumps({"format": FORMAT, **record, "files": files}, indent=1) + "\n", encoding="utf-8"
+        )
         figure = can_draw()
         (tmp / REPORT).write_text(report_markdown(record, directory.name, figure), encoding="utf-8")
         if figure:
@@ -88,8 +96,11 @@ def read_replaced(directory: str | Path) -> tuple[dict, dict[int, nn.Module]]:
         raise LinrecError(f"{directory} is no complete replacement directory: it lacks {', '.join(missing)}; {FIX}")
     record = read_record(directory / RECORD, "replacement", FIX)
     try:
-        if record["format"] != FORMAT:
-            raise LinrecError(f"{directory / RECORD} is of format {record['format']}, not {FORMAT}; {FIX}")
+        if record["format"] not in READS:
+            raise LinrecError(
+                f"{directory / RECORD} is of format {record['format']}, not {' or '.join(map(str, READS))}; {FIX}"
+            )
+        check_files(directory, record)
         width = int(record["base"]["width"])
         kinds = {int(entry["block"]): Kind.parse(entry["kind"]) for entry in record["blocks"]}
         if not isinstance(record["base"]["model"], str) or len(kinds) != len(record["blocks"]):
@@ -113,6 +124,31 @@ def read_replaced(directory: str | Path) -> tuple[dict, dict[int, nn.Module]]:
     if extra:
         raise LinrecError(f"{directory / MAPS} holds maps of blocks {extra} that {RECORD} does not list; {FIX}")
     return record, maps
+
+
+def check_files(directory: Path, record: dict) -> None:
+    """Refuse a file of ``directory`` whose sha256 is not the one ``record`` holds for it (a changed byte loads no
+    map silently), naming the file; a format-1 record, which holds none, draws a warning."""
+    if record["format"] == 1:
+        warnings.warn(
+            f"{directory / RECORD} is of format 1 and records no hash of its files, so a damaged one cannot be told; "
+            f"{FIX} to have them checked",
+            LinrecWarning,
+            stacklevel=4,
+        )
+        return
+    files = record["files"]
+    if not isinstance(files, dict) or MAPS not in files:
+        raise ValueError(f"the record must hold the sha256 of {MAPS}")
+    for name, expected in files.items():
+        path = directory / name
+        if not path.is_file():
+            raise LinrecError(f"{directory} lacks {name}, which {RECORD} points to; {FIX}")
+        if hash_file(path) != expected:
+            raise LinrecError(
+                f"{path} is damaged: its sha256 is not the one {RECORD} records for it (changed after it was "
+                f"written); {FIX}"
+            )
 
 
 def base_source(base: dict) -> str:
