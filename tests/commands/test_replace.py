@@ -261,14 +261,17 @@ def test_no_block_within_the_budget_is_one_line_and_writes_nothing(
     steps = [
         {"block": None, "ppl": 20.0, "delta_ppl": 0.0, "kept": True},
         {"block": 1, "delta_ppl": 2.0, "kept": False},
+        {"block": 0, "delta_ppl": 1.5, "kept": False},
     ]
-    none = Replacement({}, {"steps": steps, "selection": {"max_ppl_increase": "5%"}}, None)  # type: ignore[arg-type]
+    record = {"steps": steps, "selection": {"max_ppl_increase": "5%", "max_delta_ppl": 1.0}, "ppl": {"base": 20.0}}
+    none = Replacement({}, record, None)  # type: ignore[arg-type]
     monkeypatch.setattr("linrec.interventions.replace.replace", lambda *a, **k: none)
     argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--max-ppl-increase", "5%"]
     assert main([*argv, "--out", str(tmp_path / "o"), *FAST]) == 2
     err = capsys.readouterr().err
     assert err == (
-        "linrec: error: no block fits the budget --max-ppl-increase 5%: the cheapest, block 1, costs ΔPPL +2 alone "
-        "(perplexity 20); raise the budget or give --blocks\n"
+        "linrec: error: no block fits the budget --max-ppl-increase 5% (ΔPPL at most 1 on the model's perplexity 20): "
+        "each block alone raises the perplexity by more, the cheapest block 0 +1.5, block 1 +2; raise the budget or "
+        "give --blocks\n"
     )
     assert not (tmp_path / "o").exists()

@@ -50,8 +50,13 @@ def loss_ppl(model: nn.Module, batches) -> float:
     return math.exp(total / tokens)
 
 
+def order_of(steps) -> list[int]:
+    return [b for b, _, _ in steps]
+
+
 def hand_rolled_greedy(model, evals, maps, budget):
-    """The rule written out: order by single ΔPPL, add while the joint ΔPPL stays within the budget."""
+    """The rule written out: order by single ΔPPL, add each block whose joint ΔPPL with those kept stays within the
+    budget, skip the others."""
     base = loss_ppl(model, evals)
 
     def cost(blocks):
@@ -64,9 +69,8 @@ def hand_rolled_greedy(model, evals, maps, budget):
     for b in order:
         joint = cost([*kept, b])
         steps.append((b, joint, joint <= budget))
-        if joint > budget:
-            break
-        kept.append(b)
+        if joint <= budget:
+            kept.append(b)
     return single, steps, kept, cost
 
 
@@ -81,14 +85,18 @@ def test_greedy_selection_agrees_with_the_rule_written_out_on_a_planted_model(se
     budget = (steps[1][1] + steps[2][1]) / 2  # between the joint cost of the first two and of the first three
     _, steps, kept, _ = hand_rolled_greedy(model, evals, maps, budget)
     table = greedy_selection(model, evals, maps, budget, progress=False)
-    assert kept == [first, second] and list(table.block[1:]) == [first, second, third]
-    assert list(table.kept) == [True, True, True, False]
+    assert kept[:2] == [first, second] and third not in kept and list(table.block[1:]) == order_of(steps)
+    assert list(table.kept) == [
+        True,
+        *(fits for _, _, fits in steps),
+    ]  # a block over the budget is skipped, not the end
     for (b, joint, _), row in zip(steps, table.iloc[1:].itertuples(), strict=True):
         assert row.block == b and row.delta_ppl == pytest.approx(joint, rel=1e-4, abs=1e-6)
         assert row.single_delta_ppl == pytest.approx(single[b], rel=1e-4, abs=1e-6)
         assert row.delta_ppl_low <= row.delta_ppl <= row.delta_ppl_high
-    saved = [n_stored(model.transformer.h[b].mlp) - n_stored(maps[b]) for b in (first, second, third)]
-    assert list(table.params_saved) == [0, saved[0], saved[0] + saved[1], sum(saved)]
+    saved = {b: n_stored(model.transformer.h[b].mlp) - n_stored(maps[b]) for b in maps}
+    assert list(table.params_saved[:4]) == [0, saved[first], saved[first] + saved[second],
+                                            saved[first] + saved[second] + saved[third]]  # fmt: skip
     assert cost([0, 2, 3]) > 1.1 * (single[0] + single[2] + single[3])  # blocks interact: joint is no sum
 
 

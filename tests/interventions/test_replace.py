@@ -30,13 +30,20 @@ def test_greedy_replace_records_every_candidate_and_step(base_dir, texts, tmp_pa
     assert record["selection"]["candidates"] == [0, 1]
     assert sorted(c["block"] for c in record["selection"]["single"]) == [0, 1]
     assert record["selection"]["max_ppl_increase"] == "1000%" and "greedy" in record["selection"]["rule"]
+    assert record["selection"]["skipped"] == []
     assert sorted(result.maps) == [0, 1] and record["fit_text"]["name"] == "(not recorded)"
     assert model.transformer.h[0].mlp.__class__.__name__ == "GPT2MLP"  # the model is left as it was
     trained = planted_model(texts[0], steps=150)  # removing any of its blocks costs perplexity
     none = replace(trained, *texts, kind="zero", max_ppl_increase="0.001", folds=4, progress=False)
     assert none.maps == {} and none.record["blocks"] == [] and not none.record["steps"][1]["kept"]
     assert none.record["ppl"]["replaced"] == none.record["ppl"]["base"] and none.record["selection"]["single"]
-    message = r"no block fits the budget --max-ppl-increase 0.001: the cheapest, block \d, costs ΔPPL \+"
+    skipped = none.record["selection"]["skipped"]  # every candidate tried, none kept
+    assert sorted(s["block"] for s in skipped) == none.record["selection"]["candidates"]
+    assert {s["why"] for s in skipped} == {"the joint ΔPPL with it exceeds the budget"}
+    message = (
+        r"no block fits the budget --max-ppl-increase 0.001 \(ΔPPL at most 0.001 on the model's perplexity [\d.]+\): "
+        r"each block alone raises the perplexity by more, the cheapest block \d \+[\d.e-]+, block \d \+"
+    )
     assert re.match(message, none.none_fits) and result.none_fits is None
     with pytest.raises(LinrecError, match=message):
         none.save(tmp_path / "none")
@@ -110,3 +117,25 @@ def test_low_rank_budgets_parse_resolve_and_refuse():
             Kind.parse(bad)
     with pytest.raises(LinrecError, match="leaves no rank: a rank-1 map stores 1728 numbers"):
         Kind.parse("lowrank:0.01%").within(3 * 576 * 1536, 576, 576)
+
+
+def test_whole_block_removal_is_a_kind_and_its_directory_loads_as_a_model_of_fewer_layers(base_dir, texts, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from linrec.core.resume import decoder_layers, passing
+    from linrec.models.arch import ffn_blocks
+
+    model, _ = load_model(str(base_dir))
+    with passing([decoder_layers(model, ffn_blocks(model))[1]]):
+        expected = independent_ppl(model, texts[1])
+    result = replace(model, *texts, kind="remove", blocks=[1], folds=4, progress=False, name=str(base_dir))
+    (block,) = result.record["blocks"]
+    layer = sum(p.numel() for p in model.transformer.h[1].parameters())
+    assert (block["kind"], block["params"], block["original_params"]) == ("remove", 0, layer)
+    assert result.record["ppl"]["replaced"] == pytest.approx(expected, rel=1e-5)
+    assert len(model.transformer.h) == 2  # the model is left as it was
+    loaded, _ = linrec.load_model(result.save(tmp_path / "removed"))
+    assert len(loaded.transformer.h) == 1 and independent_ppl(loaded, texts[1]) == pytest.approx(expected, rel=1e-5)
+    loaded.save_pretrained(tmp_path / "plain")  # nothing but whole blocks removed: a plain model of one layer
+    plain = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
+    assert plain.config.num_hidden_layers == 1 and independent_ppl(plain, texts[1]) == pytest.approx(expected, rel=1e-5)

@@ -84,7 +84,8 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "--max-ppl-increase",
         metavar="X",
         help="choose blocks greedily while the joint ΔPPL stays at most X (absolute, e.g. 2.5) or X%% of the model's "
-        "perplexity (e.g. 5%%); candidates go in the order of their own ΔPPL, cheapest first",
+        "perplexity (e.g. 5%%); candidates go in the order of their own ΔPPL, cheapest first, and one that takes the "
+        "joint ΔPPL over X is skipped (the record lists it) and the next is tried",
     )
     p.add_argument(
         "--kind",
@@ -92,7 +93,9 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="affine, lowrank:K (rank K below the width), lowrank:P%% (the largest rank that stores at most P%% of "
         "the FFN's numbers), mean, zero (the FFN removed), or first-apart:mean / first-apart:own: the affine map "
         "fitted on the positions after each sequence's first, and at the first position its mean output (exact when "
-        "every window starts with one token, as after a BOS) or the block's own (exact; its FFN stays in use there)",
+        "every window starts with one token, as after a BOS) or the block's own (exact; its FFN stays in use there); "
+        "or remove: the whole block, attention and FFN, as depth pruning does (a model of fewer layers, which "
+        "linrec export writes as a plain checkpoint)",
     )
     p.add_argument(
         "--ablate",

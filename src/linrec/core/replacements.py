@@ -9,7 +9,10 @@ bf16 back. Kinds, with the numbers each stores:
 * ``lowrank:K``: a rank-K truncation ŷ = (x D) E + b (D: d_in×K, E: K×d_out); K·(d_in + d_out) + d_out.
   ``lowrank:P%`` chooses K from a budget: the largest rank storing at most P % of the FFN's numbers.
 * ``mean``: the block's mean output on the training rows (mean ablation); d_out (the stored mean).
-* ``zero``: nothing, the block removed; 0.
+* ``zero``: nothing, the FFN removed; 0.
+* ``remove``: the whole block removed, attention and FFN, as depth pruning does (:class:`RemovedBlock`, which
+  surgery turns into a model of fewer decoder layers: :mod:`linrec.interventions.removal`); 0, and the block's
+  attention is saved too.
 * ``first-apart:mean`` and ``first-apart:own``: the first position of each sequence apart. With causal attention
   that position sees only its own token, so its rows (where the attention sink sits, often huge) are unlike every
   other; a fit on all rows is pulled towards them. This kind puts the affine map fitted on the later positions alone
@@ -48,7 +51,7 @@ from linrec.errors import LinrecError
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
 
-FROM_MOMENTS = ("affine", "lowrank", "mean", "zero")
+FROM_MOMENTS = ("affine", "lowrank", "mean", "zero", "remove")
 """Replacements :func:`fit_replacements` builds from moments alone (a poly needs rows: see probes)."""
 
 FIRST_APART = "first-apart"
@@ -84,7 +87,8 @@ class Kind:
                 f"unknown replacement kind '{text}'; choose one of affine, lowrank:K (K the rank, an integer "
                 "from 1 to the block's width - 1), lowrank:P% (the largest rank storing at most P % of the FFN's "
                 "numbers), mean, zero, first-apart:mean or first-apart:own (the affine map of the later positions, "
-                "and at each sequence's first position its mean output or the block's own)"
+                "and at each sequence's first position its mean output or the block's own), or remove (the whole "
+                "block, attention and FFN)"
             )
         if name == FIRST_APART:
             return cls(name, first=rank)
@@ -182,6 +186,18 @@ class ZeroFFN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(x)
+
+
+class RemovedBlock(nn.Module):
+    """The whole block removed, attention and FFN: a marker that stores nothing. Surgery
+    (:func:`linrec.interventions.surgery.swapped`, ``install``) takes the block's decoder layer out of the model
+    instead of putting this where its FFN is (:mod:`linrec.interventions.removal`), so it never runs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise LinrecError(
+            "a removed block has no FFN to run: put it in a model (linrec.swapped, linrec.install), which takes the "
+            "block's decoder layer out"
+        )
 
 
 class FirstApartFFN(nn.Module):
@@ -311,6 +327,8 @@ def fit_replacements(
             out[b] = low_rank_ffn(fit_affine(train, rcond), train, rank, weighted)
         elif kind == "mean":
             out[b] = mean_ffn(train)
+        elif kind == "remove":
+            out[b] = RemovedBlock()
         else:
             out[b] = ZeroFFN()
     return out
@@ -355,4 +373,4 @@ def empty_replacement(kind: Kind, d_in: int, d_out: int, dtype: torch.dtype = to
         return MeanFFN(z(d_out), dtype)
     if kind.name == FIRST_APART:
         return FirstApartFFN(AffineFFN(z(d_in, d_out), z(d_out), dtype), z(d_out) if kind.first == "mean" else None)
-    return ZeroFFN()
+    return RemovedBlock() if kind.name == "remove" else ZeroFFN()

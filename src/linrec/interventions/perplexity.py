@@ -43,7 +43,7 @@ from linrec.core.resume import decoder_layers, passing
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.interventions.prefix import LayerPrefix
-from linrec.interventions.surgery import ffn_site, n_stored, param_table, swapped
+from linrec.interventions.surgery import ffn_site, n_stored, param_table, stands_for, swapped
 from linrec.models.arch import Spec, ffn_blocks
 from linrec.progress import progress_bar
 from linrec.stats import percentile_interval
@@ -278,7 +278,8 @@ def joint_steps(
 ) -> pd.DataFrame:
     """Step 0 the model itself, then the blocks of ``order`` added one at a time, each step scored with every kept
     block and its own in place (the joint ΔPPL). A block whose joint ΔPPL exceeds ``budget`` is recorded with
-    ``kept`` False and ends the walk. Columns: ``step, block, params_saved`` (with the step's block in place),
+    ``kept`` False and left out, and the walk goes on with the next (a block after it may still fit). Columns:
+    ``step, block, params_saved`` (with the step's block in place),
     ``ffn_saved_fraction, model_saved_fraction, ppl, delta_ppl, delta_ppl_low, delta_ppl_high, kept``.
 
     ``refit(kept, block)``: a step whose block lies above a kept one gets the map this returns, fitted with the
@@ -293,7 +294,7 @@ def joint_steps(
     saved, kept = 0, dict[int, nn.Module]()
     for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", disable=not progress), start=1):
         used = replacements[b] if refit is None or min(kept, default=b) >= b else refit(kept, b)
-        trial = saved + n_stored(ffn_site(model, b, spec)[2]) - n_stored(used)
+        trial = saved + n_stored(stands_for(model, b, used, spec)) - n_stored(used)
         with swapped(model, {**kept, b: used}, spec):
             scored = window_nll(model, eval_batches)
         row = _delta_row(base, scored)
@@ -304,9 +305,8 @@ def joint_steps(
                     one_shot = _delta_row(base, window_nll(model, eval_batches))
             row |= {f"one_shot_{k}": one_shot[k] for k in ("delta_ppl", "delta_ppl_low", "delta_ppl_high")}
         rows.append({"step": step, "block": b, "params_saved": trial, **row, "kept": row["delta_ppl"] <= budget})
-        if not rows[-1]["kept"]:
-            break
-        saved, kept = trial, {**kept, b: used}
+        if rows[-1]["kept"]:
+            saved, kept = trial, {**kept, b: used}
     table = pd.DataFrame(rows).astype({"block": "Int64"})
     table.insert(3, "ffn_saved_fraction", table.params_saved / ffn_total)
     table.insert(4, "model_saved_fraction", table.params_saved / model_total)
@@ -378,9 +378,9 @@ def greedy_selection(
 
     Order: each block's own ΔPPL swapped alone (``single``: a :func:`swap_deltas` table of these replacements on
     ``eval_batches``, measured when None), cheapest first, ties by block. Each step adds the next block to those
-    kept and scores them together: the joint ΔPPL, which is not the sum of single costs. The first block whose
-    joint ΔPPL (the point estimate) exceeds ``max_increase`` (:func:`parse_budget`: absolute, or ``"5%"`` of the
-    unmodified perplexity) is recorded with ``kept`` False and ends the selection.
+    kept and scores them together: the joint ΔPPL, which is not the sum of single costs. A block whose joint ΔPPL
+    (the point estimate) exceeds ``max_increase`` (:func:`parse_budget`: absolute, or ``"5%"`` of the unmodified
+    perplexity) is recorded with ``kept`` False and skipped, and the next is tried.
 
     Columns: those of :func:`compression_frontier` with ``single_delta_ppl`` (the block's own ΔPPL) in place of
     ``r2_lin``, then ``kept``; ``params_saved`` counts every kept block and the step's own. ``refit``: each step

@@ -68,11 +68,13 @@ class Replacement:
         """Why no block was chosen (the budget, and the cheapest block's own cost), or None when some were."""
         if self.maps:
             return None
-        steps, budget = self.record["steps"], self.record["selection"]["max_ppl_increase"]
+        selection, base = self.record["selection"], self.record["ppl"]["base"]
+        alone = sorted(self.record["steps"][1:], key=lambda s: (s["delta_ppl"], s["block"]))
+        costs = ", ".join(f"block {s['block']} {s['delta_ppl']:+.4g}" for s in alone[:5])
         return (
-            f"no block fits the budget --max-ppl-increase {budget}: the cheapest, block {steps[1]['block']}, costs "
-            f"ΔPPL {steps[1]['delta_ppl']:+.4g} alone (perplexity {steps[0]['ppl']:.4g}); raise the budget or give "
-            "--blocks"
+            f"no block fits the budget --max-ppl-increase {selection['max_ppl_increase']} (ΔPPL at most "
+            f"{selection['max_delta_ppl']:.4g} on the model's perplexity {base:.4g}): each block alone raises the "
+            f"perplexity by more, the cheapest {costs}; raise the budget or give --blocks"
         )
 
     def save(self, directory: str | Path, force: bool = False) -> Path:
@@ -296,13 +298,19 @@ def replace(
             else f"greedy under --max-ppl-increase {max_ppl_increase} (ΔPPL at most "
             f"{budget_ppl(max_ppl_increase, base.ppl):.6g}), candidates ordered by "
             + ("their own ΔPPL" if order == MEASURED else f"their {order}, read as a cost")
-            + ", cheapest first; the first block that takes the joint ΔPPL over the budget is left out and ends the "
-            "selection",
+            + ", cheapest first; a block that takes the joint ΔPPL over the budget is left out (skipped) and the next "
+            "is tried",
             "order": order,
             "candidates": candidates,
             "max_ppl_increase": max_ppl_increase,
             "max_delta_ppl": None if max_ppl_increase is None else budget_ppl(max_ppl_increase, base.ppl),
             "single": None if single is None else _records(single),
+            "skipped": [
+                {"block": int(block), "delta_ppl": float(delta), "why": "the joint ΔPPL with it exceeds the budget"}
+                for block, delta in zip(
+                    steps.block[1:][~steps.kept[1:]].astype(int), steps.delta_ppl[1:][~steps.kept[1:]]
+                )
+            ],
             "refit": refit,
         },
         "blocks": [

@@ -1,7 +1,9 @@
 """Block surgery: put a fitted map where an FFN was, for a scope or for good, and count what it stores.
 
 The replacements themselves, and the numbers each kind stores, are :mod:`linrec.core.replacements`
-(``affine``, ``lowrank:K``, ``mean``, ``zero``); a fitted :class:`linrec.interventions.probes.PolyProbe`
+(``affine``, ``lowrank:K``, ``mean``, ``zero``, ``first-apart:…``; ``remove``, a
+:class:`~linrec.core.replacements.RemovedBlock`, takes the block's whole decoder layer out instead:
+:mod:`linrec.interventions.removal`); a fitted :class:`linrec.interventions.probes.PolyProbe`
 (seeded-poly) swaps in the same way and stores its parameters and buffers, d_in·d_out + d_out (linear)
 + r·(2·d_in + d_out) (U, V, P) + 1 or d_out (gate) + 2·d_in + d_out + 1 (the standardisation: input mean
 and std, output mean and scale).
@@ -13,7 +15,8 @@ gives a ratio of 7.996, the paper's "8x".
 :func:`swapped` is a context manager: it sets the replacements on the FFNs' parent modules and,
 on exit (also after an exception), puts the very same original module objects back, so the
 model is restored bitwise. :func:`install` sets them for good (the model then holds no copy of the
-originals). Either way ``save_pretrained`` raises while replacements are in place: transformers would
+originals). Either way ``save_pretrained`` raises while FFN replacements are in place (a model with whole
+blocks removed and nothing else is a plain model of fewer layers, and saves as one): transformers would
 write a checkpoint that reloads with the replaced FFNs randomly initialised (a load report, no error, is all
 it says), so a replaced model is saved as a replacement directory instead
 (:mod:`linrec.interventions.replaced`). Surgery needs an FFN that is one module (input == output module in
@@ -23,15 +26,17 @@ its :class:`~linrec.models.arch.BlockSpec`: GPT-2, GPT-NeoX, Llama, Mistral, Qwe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from torch import nn
 
 from linrec.core.capture import device_of
+from linrec.core.replacements import RemovedBlock
 from linrec.core.replacements import fit_replacements as fit_replacements  # re-exported: chapters 5 and 9 use it
 from linrec.errors import LinrecError
+from linrec.interventions.removal import layer_list, remove, removed
 from linrec.models.arch import Spec, ffn_blocks, select_blocks
 
 if TYPE_CHECKING:
@@ -60,14 +65,29 @@ def n_stored(module: nn.Module) -> int:
     return own + (n_stored(borrowed) if isinstance(borrowed, nn.Module) else 0)
 
 
+def stands_for(model: nn.Module, block: int, replacement: nn.Module, spec: Spec = None) -> nn.Module:
+    """What ``replacement`` takes the place of in ``model``: block ``block``'s whole decoder layer for a
+    :class:`~linrec.core.replacements.RemovedBlock`, its FFN otherwise."""
+    if isinstance(replacement, RemovedBlock):
+        return layer_list(model)[2][block]
+    return ffn_site(model, block, spec)[2]
+
+
+def _split(replacements: Mapping[int, nn.Module]) -> tuple[dict[int, nn.Module], list[int]]:
+    """(the FFN replacements, the blocks removed whole)."""
+    gone = [b for b, r in replacements.items() if isinstance(r, RemovedBlock)]
+    return {b: r for b, r in replacements.items() if b not in gone}, gone
+
+
 def param_table(model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec = None) -> pd.DataFrame:
-    """Per block: the replacement's class, numbers stored, the original FFN's, their ratio and the saving.
+    """Per block: the replacement's class, numbers stored, the original FFN's (the whole layer's for a removed
+    block: :func:`stands_for`), their ratio and the saving.
 
     ``ratio`` is original / replacement (8.0 means eight times fewer numbers; inf for removal).
     """
     rows = []
     for b in sorted(replacements):
-        original = n_stored(ffn_site(model, b, spec)[2])
+        original = n_stored(stands_for(model, b, replacements[b], spec))
         params = n_stored(replacements[b])
         rows.append(
             {
@@ -130,29 +150,39 @@ def _place(model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec) 
 def swapped(model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec = None) -> Iterator[nn.Module]:
     """Within the block, ``model`` runs with the FFN of each block ``b`` replaced by ``replacements[b]``.
 
-    Replacements move to their FFN's device. On exit the original modules (the same objects)
-    are put back, even if the body raised; ``save_pretrained`` refuses meanwhile (module docstring).
+    Replacements move to their FFN's device; blocks whose replacement is a
+    :class:`~linrec.core.replacements.RemovedBlock` leave the model whole
+    (:func:`linrec.interventions.removal.removed`).
+    On exit the original modules (the same objects) are put back, even if the body raised; ``save_pretrained``
+    refuses meanwhile where an FFN is replaced (module docstring).
     """
+    ffns, gone = _split(replacements)
     done: list[Placed] = []
-    previous = _refuse_saving(model, list(replacements))
+    previous = _refuse_saving(model, list(ffns)) if ffns else None
     try:
-        for b, new in replacements.items():  # one at a time, so that a failure restores what was placed
+        for b, new in ffns.items():  # one at a time, so that a failure restores what was placed
             done += _place(model, {b: new}, spec)
-        yield model
+        with removed(model, gone) if gone else nullcontext():
+            yield model
     finally:
         for parent, attr, original, watching in reversed(done):
             setattr(parent, attr, original)
             if watching is not None:
                 watching.remove()
-        if previous is None:
+        if ffns and previous is None:
             del model.__dict__["save_pretrained"]
-        else:
+        elif ffns:
             model.__dict__["save_pretrained"] = previous
 
 
 def install(model: nn.Module, replacements: Mapping[int, nn.Module], spec: Spec = None) -> nn.Module:
-    """Replace the FFN of each block ``b`` by ``replacements[b]`` for good (the originals are dropped), and make
-    ``save_pretrained`` refuse (module docstring); ``model`` is returned."""
-    _place(model, replacements, spec)
-    _refuse_saving(model, list(replacements))
-    return model
+    """Replace the FFN of each block ``b`` by ``replacements[b]`` for good (the originals are dropped), or remove the
+    whole block where that is a :class:`~linrec.core.replacements.RemovedBlock`, and make ``save_pretrained`` refuse
+    where an FFN is replaced (module docstring); ``model`` is returned."""
+    ffns, gone = _split(replacements)
+    if gone:
+        layer_list(model)  # (refused before any FFN is changed where the layers cannot be found)
+    _place(model, ffns, spec)
+    if ffns:
+        _refuse_saving(model, list(ffns))
+    return remove(model, gone) if gone else model
