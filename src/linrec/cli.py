@@ -19,6 +19,7 @@ COMMANDS = {
     "profile": "measure per-block linear recoverability of a model",
     "plot": "draw a linrec profile table: R²_lin per block with its k-fold spread",
     "replace": "replace FFN blocks by fitted maps (given, or chosen under a perplexity budget) and save the result",
+    "export": "write a replaced model as one directory that loads without linrec where its class allows",
     "zoo": "train (or find cached) the offline model zoo and print its table",
     "bench": "time capture + moments against the bare forward on a GPT-2-small-sized model",
 }

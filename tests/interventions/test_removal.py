@@ -14,21 +14,9 @@ from linrec.errors import LinrecError
 from linrec.interventions.removal import per_layer_fields, remove, removed
 from linrec.interventions.surgery import install, param_table, swapped
 from linrec.models.arch import ffn_blocks
+from support.removal import four_layers
 
 CAUSAL = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma3_text")
-
-
-def four_layers(family: str) -> torch.nn.Module:
-    """A tiny random model of ``family`` with four layers (Gemma 3's alternating local and global)."""
-    config = tiny_config(family)
-    config.num_hidden_layers = 4
-    if getattr(config, "layer_types", None) is not None:  # (Qwen2: full attention throughout, no sliding window)
-        config.layer_types = [
-            "sliding_attention" if family == "gemma3_text" else "full_attention",
-            "full_attention",
-        ] * 2
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config).eval().requires_grad_(False)
 
 
 IDS = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(1))

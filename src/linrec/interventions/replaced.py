@@ -151,9 +151,12 @@ def check_files(directory: Path, record: dict) -> None:
             )
 
 
-def base_source(base: dict) -> str:
-    """Where the base model loads from: as given, or, for a local path not found from here (a relative one, read
-    from another working directory), the absolute path recorded beside it."""
+def base_source(base: dict, directory: Path) -> str:
+    """Where the base model loads from: the copy inside ``directory`` where it holds one (``bundled``: the linrec
+    form of :mod:`linrec.interventions.export`), else as given, or, for a local path not found from here (a relative
+    one, read from another working directory), the absolute path recorded beside it."""
+    if base.get("bundled"):
+        return str(directory / base["bundled"])
     name = base["model"]
     if name in PACKAGED or Path(name).expanduser().exists() or not base.get("path"):
         return name
@@ -165,6 +168,8 @@ def check_base(record: dict, directory: Path) -> None:
     recorded commit instead; a base of unknown weights draws a warning)."""
     base = record["base"]
     recorded = base.get("weights")
+    if base.get("bundled"):
+        return  # a copy inside the directory, whose files' hashes the record holds (check_files)
     if recorded is None:
         warnings.warn(
             f"{directory / RECORD} records no hash of the base model '{base['model']}', so it cannot be checked",
@@ -174,7 +179,7 @@ def check_base(record: dict, directory: Path) -> None:
         return
     if recorded.startswith("hub "):
         return
-    found = weights_id(base_source(base))
+    found = weights_id(base_source(base, directory))
     if found != recorded:
         raise LinrecError(
             f"the base model '{base['model']}' is not the one these replacements were fitted on: its weights are "
@@ -209,12 +214,10 @@ def load_replaced(
         )
     record, maps = read_replaced(directory)
     check_base(record, directory)
-    base = record["base"]
-    name, weights = base_source(base), base["weights"] or ""
-    model, tokenizer = loading.load_model(
-        str(packaged_file(name)) if name in PACKAGED else name,
-        revision=weights.rpartition("@")[2] if weights.startswith("hub ") else None,
-        dtype=dtype or base["dtype"],
+    model, tokenizer = load_base(
+        record,
+        directory,
+        dtype=dtype,
         device=device,
         device_map=device_map,
         supported_only=supported_only,
@@ -222,6 +225,22 @@ def load_replaced(
     )
     install(model, maps)
     return model, tokenizer
+
+
+def load_base(
+    record: dict, directory: Path, *, dtype: str | None = None, **options: Any
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
+    """(model, tokenizer): the base model a replacement record names, from where it is (:func:`base_source`), at its
+    recorded hub commit, in the dtype it was replaced in unless ``dtype`` is given; the other ``options`` are
+    :func:`linrec.models.loading.load_model`'s."""
+    base = record["base"]
+    name, weights = base_source(base, directory), base["weights"] or ""
+    return loading.load_model(
+        str(packaged_file(name)) if name in PACKAGED else name,
+        revision=weights.rpartition("@")[2] if weights.startswith("hub ") and not base.get("bundled") else None,
+        dtype=dtype or base["dtype"],
+        **options,
+    )
 
 
 def load_model(name_or_path: str, **options: Any) -> tuple[nn.Module, PreTrainedTokenizerBase]:
