@@ -177,7 +177,7 @@ def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, te
     assert latency["base_tokens_per_s"] > 0 and latency["replaced_tokens_per_s"] > 0
     assert (latency["batch"], latency["prompt_tokens"], latency["new_tokens"]) == (1, 16, 32)  # 16-token windows
     report = (out / REPORT).read_text()
-    assert "Second text, another domain" in report and "tokens/s before" in report
+    assert "Second text, another domain" in report and "tokens/s, median [slowest, fastest] of 5 runs" in report
     ablated = pd.DataFrame(record["ablations"])
     assert ablated[["ablation", "block", "depth"]].values.tolist() == [["zero", 0, "lower"], ["affine", 0, "lower"]]
     affine = ablated[ablated.ablation == "affine"].iloc[0]  # the same map as the chosen one, on the same texts

@@ -328,6 +328,8 @@ def _print(record: dict, out: Path) -> None:
     """The steps, the numbers stored and the perplexity, as the report gives them, then where they were written."""
     import pandas as pd
 
+    from linrec.interventions.replacement_report import speed_words
+
     steps = pd.DataFrame(record["steps"])
     columns = ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "kept"]
     steps = steps[columns[:7] + ["one_shot_delta_ppl"] * ("one_shot_delta_ppl" in steps) + columns[7:]]
@@ -345,9 +347,5 @@ def _print(record: dict, out: Path) -> None:
         print(
             f"perplexity {second['base_ppl']:.4g} -> {second['replaced_ppl']:.4g} on the second text ({second['name']})"
         )
-    latency = record["latency"]
-    print(
-        f"greedy decoding on {latency['device']}: {latency['base_tokens_per_s']:.4g} -> "
-        f"{latency['replaced_tokens_per_s']:.4g} tokens/s"
-    )
+    print(f"greedy decoding on {record['latency']['device']}: {speed_words(record['latency'])}")
     print(f"wrote {out} (load it with linrec.load_replaced({str(out)!r}))")

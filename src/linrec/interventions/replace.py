@@ -30,7 +30,7 @@ from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.interventions.ablations import ablations, block_kinds, depth_third, fitted_maps
-from linrec.interventions.latency import PROMPT_TOKENS, decode_rate
+from linrec.interventions.latency import PROMPT_TOKENS, compare_rates
 from linrec.interventions.perplexity import (
     WindowNLL,
     budget_ppl,
@@ -202,7 +202,8 @@ def replace(
     (:func:`linrec.models.identity.weights_id`; defaults from the model's config); ``fit_text``, ``eval_text``:
     what the batches were cut from. ``second_batches`` (``second_text``): held-out text of another domain, on which
     the chosen set's ΔPPL is scored too (a block that looks free on one text can cost on another). Greedy decoding
-    is timed before and after (:func:`linrec.interventions.latency.decode_rate`, a prompt from the evaluation text).
+    is timed before and after, in turns (:func:`linrec.interventions.latency.compare_rates`, a prompt from the
+    evaluation text).
     When no block fits the budget, the result holds no maps and says why (:attr:`Replacement.none_fits`): the
     single costs and the step that broke the budget are still in its record.
     ``refit``: each block above one kept before it is fitted again with the kept blocks in place
@@ -276,9 +277,7 @@ def replace(
     final = steps[steps.kept].iloc[-1]  # the model itself when no block fits (Replacement.none_fits)
     if parsed.first == "mean" and chosen:
         warn_if_not_constant(fit_batches, final)
-    before_rate = decode_rate(model, prompt)
-    with swapped(model, chosen):
-        after_rate = decode_rate(model, prompt) if chosen else before_rate
+    rates = compare_rates(model, prompt, lambda: swapped(model, chosen))
     table = measurement.table().set_index("block")
     stored = param_table(model, chosen).set_index("block")
     before = n_stored(model)
@@ -340,11 +339,7 @@ def replace(
         if second_batches is None or second_base is None
         else _scored_text(model, chosen, second_batches, second_base, second_text, progress),
         "ablations": None if compared is None else _records(compared),
-        "latency": {
-            **{k: v for k, v in asdict(before_rate).items() if k != "tokens_per_s"},
-            "base_tokens_per_s": before_rate.tokens_per_s,
-            "replaced_tokens_per_s": after_rate.tokens_per_s,
-        },
+        "latency": rates.record(),
         "measurement": {k: v for k, v in asdict(measurement.provenance).items() if k != "versions"},
         "versions": versions(),
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -38,15 +38,33 @@ def _second_text_lines(second: dict | None) -> list[str]:
     ]
 
 
+def speed_words(latency: dict) -> str:
+    """Decoding speed before and after in words: the medians with the slowest and fastest runs, and the speed-up only
+    where every pair of runs agrees on its side of 1 (a record made before the spread was kept: its two medians)."""
+    if "speedup" not in latency:
+        return (
+            f"{latency['base_tokens_per_s']:.4g} -> {latency['replaced_tokens_per_s']:.4g} tokens/s (one median each)"
+        )
+    pairs = f"{latency['speedup_low']:.2f}x to {latency['speedup_high']:.2f}x"
+    verdict = (
+        f"{latency['speedup']:.2f}x (every pair of runs {pairs})"
+        if latency["speedup_clear"]
+        else f"no change the runs can tell (the pairs' ratios, {pairs}, cover 1)"
+    )
+    return (
+        f"{latency['base_tokens_per_s']:.4g} [{latency['base_low']:.4g}, {latency['base_high']:.4g}] -> "
+        f"{latency['replaced_tokens_per_s']:.4g} [{latency['replaced_low']:.4g}, {latency['replaced_high']:.4g}] "
+        f"tokens/s, median [slowest, fastest] of {latency['repeats']} runs each in turns: {verdict}"
+    )
+
+
 def _latency_lines(latency: dict | None) -> list[str]:
     """The report's line on decoding speed before and after (none for a record made before it was timed)."""
     if latency is None:
         return []
     return [
         f"- Greedy decoding on {latency['device']} (batch {latency['batch']}, a {latency['prompt_tokens']}-token "
-        f"prompt, {latency['new_tokens']} new tokens, the median of {latency['repeats']} runs): "
-        f"{latency['base_tokens_per_s']:.4g} tokens/s before, {latency['replaced_tokens_per_s']:.4g} after "
-        f"({latency['replaced_tokens_per_s'] / latency['base_tokens_per_s']:.2f}x)."
+        f"prompt, {latency['new_tokens']} new tokens): {speed_words(latency)}."
     ]
 
 
@@ -159,7 +177,9 @@ def report_markdown(record: dict, name: str, figure: bool = True) -> str:
         f'model, tokenizer = linrec.load_replaced("{name}")   # or linrec.load_model("{name}")',
         "```",
         "",
-        f"`linrec profile --model {name} ...` measures it. Made by linrec {record['versions']['linrec']} "
+        f"`linrec profile --model {name} ...` measures it; `linrec export {name} --out DIR` writes it as one "
+        "directory that loads without linrec where the base model's class can hold every change (else with the base "
+        f"model inside). Made by linrec {record['versions']['linrec']} "
         f"(torch {record['versions']['torch']}, transformers {record['versions']['transformers']}) "
         f"at {record['created_at']}.",
         "",
