@@ -275,3 +275,20 @@ def test_no_block_within_the_budget_is_one_line_and_writes_nothing(
         "give --blocks\n"
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_replace_on_a_corpus_measures_what_profile_measures_to_the_last_digit(model_dirs, tmp_path):
+    import pandas as pd
+
+    model = str(model_dirs["gpt2"])
+    same = ["--model", model, "--corpus", "kjv-bible", "--max-rows", "384", "--seq-len", "16", "--folds", "3"]
+    assert main(["profile", *same, "--no-progress", "--out", str(tmp_path / "t.csv")]) == 0
+    assert (
+        main(["replace", *same, "--blocks", "1,0", "--eval-rows", "256", "--no-progress", "--out", str(tmp_path / "r")])
+        == 0
+    )
+    table = pd.read_csv(tmp_path / "t.csv").set_index("block")
+    record = json.loads((tmp_path / "r" / RECORD).read_text())
+    assert record["measurement"]["tokens_sha256"] == record["fit_text"]["tokens_sha256"]
+    for block in record["blocks"]:  # windows inside one book each, books dealt to folds whole, as profile deals them
+        assert repr(block["r2_lin"]) == repr(float(table.r2_lin[block["block"]]))

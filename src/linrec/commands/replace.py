@@ -181,18 +181,22 @@ def split_text_file(path: Path) -> tuple[tuple[str, TextPart], tuple[str, TextPa
     )
 
 
-def _texts(args: argparse.Namespace) -> tuple[tuple[str, TextPart], tuple[str, TextPart]]:
-    """The fit and evaluation texts with their records, from --text-file or --corpus."""
+def _texts(
+    args: argparse.Namespace,
+) -> tuple[tuple[str, TextPart], tuple[str, TextPart], tuple[int, ...] | None]:
+    """The fit and evaluation texts with their records, from --text-file or --corpus, and where the fit text's
+    documents start (a corpus's, so folds keep documents whole as ``linrec profile`` keeps them; None for a file)."""
     from linrec.interventions.replace import TextPart
 
     if args.text_file is not None:
-        return split_text_file(args.text_file)
+        return (*split_text_file(args.text_file), None)
     from linrec.data.corpora import load_corpus
 
     corpus = load_corpus(args.corpus)
     return (
         (corpus.fit_text, TextPart(corpus.name, "its fit split", _sha256(corpus.fit_text))),
         (corpus.eval_text, TextPart(corpus.name, "its eval split, held out", _sha256(corpus.eval_text))),
+        corpus.fit_documents or None,
     )
 
 
@@ -226,7 +230,7 @@ def _replace(args: argparse.Namespace) -> int:
         pick_device(args.device)
     if args.model in PACKAGED or args.model.lower().endswith(".gguf"):
         check_cache()  # dequantised GGUF weights live there
-    (fit_text, fit_part), (eval_text, eval_part) = _texts(args)
+    (fit_text, fit_part), (eval_text, eval_part), documents = _texts(args)
     second_text, second_part = _second_text(args)
     batches: list[TokenBatches] = []
     model, _ = load_model(
@@ -237,7 +241,7 @@ def _replace(args: argparse.Namespace) -> int:
         device_map=args.device_map,
         supported_only=True,
         before_weights=lambda config, tok: batches.extend(
-            _batches(args, config, tok, fit_text, eval_text, second_text)
+            _batches(args, config, tok, (fit_text, documents), eval_text, second_text)
         ),
     )
     from linrec.interventions.replace import replace
@@ -291,12 +295,13 @@ def _batches(
     args: argparse.Namespace,
     config: PretrainedConfig,
     tokenizer: PreTrainedTokenizerBase,
-    fit: str,
+    fit: tuple[str, tuple[int, ...] | None],
     held: str,
     second: str | None,
 ) -> list[TokenBatches]:
-    """The fit and evaluation batches (and the second text's), and the request checked against the model's config
-    (before its weights)."""
+    """The fit batches (``fit``: the text and where its documents start, windows kept inside one, as ``linrec
+    profile`` cuts them), the evaluation batches (and the second text's), and the request checked against the
+    model's config (before its weights)."""
     from linrec.core.capture import check_training_rows
     from linrec.data.tokens import make_batches
     from linrec.interventions.replace import check_request
@@ -311,11 +316,11 @@ def _batches(
         args.max_ppl_increase,
         args.ablate,
     )
-    cut = lambda text, rows, at_most=False: make_batches(  # noqa: E731
-        tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config), at_most=at_most
+    cut = lambda text, rows, at_most=False, documents=None: make_batches(  # noqa: E731
+        tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config), at_most=at_most, documents=documents
     )
     wanted = args.max_rows or ROWS_PER_DIMENSION * config.hidden_size
-    fit_batches = cut(fit, wanted, args.max_rows is None)
+    fit_batches = cut(fit[0], wanted, args.max_rows is None, fit[1])
     warn_if_short(fit_batches.n_rows, wanted, config.hidden_size)
     check_training_rows(fit_batches, config.hidden_size, args.folds, args.seed)
     out = [fit_batches, *(cut(text, None).first(args.eval_rows) for text in (held, second) if text is not None)]
