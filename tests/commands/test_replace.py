@@ -292,3 +292,36 @@ def test_replace_on_a_corpus_measures_what_profile_measures_to_the_last_digit(mo
     assert record["measurement"]["tokens_sha256"] == record["fit_text"]["tokens_sha256"]
     for block in record["blocks"]:  # windows inside one book each, books dealt to folds whole, as profile deals them
         assert repr(block["r2_lin"]) == repr(float(table.r2_lin[block["block"]]))
+
+
+def test_replace_from_a_saved_profile_measurement_is_a_fresh_capture_to_the_last_bit(model_dirs, tmp_path, capsys):
+    import pandas as pd
+    from safetensors.torch import load_file
+
+    from linrec.interventions.replaced import MAPS
+
+    model = str(model_dirs["gpt2"])
+    same = ["--model", model, "--corpus", "kjv-bible", "--max-rows", "384", "--seq-len", "16", "--folds", "3"]
+    saved, table = tmp_path / "measured", tmp_path / "t.csv"
+    assert main(["profile", *same, "--no-progress", "--out", str(table), "--save", str(saved)]) == 0
+    assert main(["profile", *same, "--no-progress", "--out", str(tmp_path / "plain.csv")]) == 0
+    assert (
+        pd.read_csv(table)
+        .drop(columns=["measured_at"])
+        .equals(pd.read_csv(tmp_path / "plain.csv").drop(columns=["measured_at"]))
+    )  # --save measures what profile measures
+    replace = ["replace", *same, "--blocks", "1,0", "--eval-rows", "256", "--no-progress"]
+    assert main([*replace, "--out", str(tmp_path / "fresh")]) == 0
+    assert main([*replace, "--measurement", str(saved), "--out", str(tmp_path / "reused")]) == 0
+    fresh, reused = (load_file(tmp_path / d / MAPS) for d in ("fresh", "reused"))
+    assert fresh.keys() == reused.keys() and all(torch.equal(fresh[k], reused[k]) for k in fresh)
+    records = [json.loads((tmp_path / d / RECORD).read_text()) for d in ("fresh", "reused")]
+    assert [r["steps"] for r in records[:1]] == [r["steps"] for r in records[1:]]
+    capsys.readouterr()
+    other_rows = [a if a != "384" else "512" for a in replace]
+    assert main([*other_rows, "--measurement", str(saved), "--out", str(tmp_path / "x")]) == 2
+    assert "the measurement was made on other tokens" in capsys.readouterr().err
+    other_model = [a if a != model else str(model_dirs["llama"]) for a in replace]
+    assert main([*other_model, "--measurement", str(saved), "--out", str(tmp_path / "y")]) == 2
+    assert "made of other weights" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

@@ -142,6 +142,13 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "that do, each resumed from where the previous one stopped (about one forward pass in all; the same "
         "numbers); the plan is printed before any work",
     )
+    p.add_argument(
+        "--save",
+        type=Path,
+        metavar="DIR",
+        help="also write the measurement itself (its float64 moments, one model) to DIR, new or empty: linrec replace "
+        "--measurement DIR then fits its maps from it without capturing again",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_profile)
 
@@ -155,7 +162,7 @@ def _profile(args: argparse.Namespace) -> int:
     """
     import torch.distributed as dist
 
-    from linrec.core.measure import check_skip_first, measure
+    from linrec.core.measure import Measurement, check_skip_first, measure
     from linrec.interventions.replaced import load_model
     from linrec.models.gguf import gguf_origin
     from linrec.models.loading import check_device_map, pick_device
@@ -169,6 +176,12 @@ def _profile(args: argparse.Namespace) -> int:
         profile = _model_profile(profile, args.model)
     if args.out is not None:
         check_output(args.out)
+    if args.save is not None:
+        from linrec.files import check_new_directory
+
+        if not args.model or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise LinrecError("--save writes the measurement of one model in one process: name it with --model")
+        check_new_directory(args.save, "--save")
     if not args.model and profile is None:  # an empty --model names no model either
         raise LinrecError("give --model MODEL, or --profile NAME to measure the profile's models")
     check_device_map(args.device_map, args.device)
@@ -228,17 +241,17 @@ def _profile(args: argparse.Namespace) -> int:
                 before_weights=_preparer(args, profile, (text, documents), folds, memory, prepared),
             )
         batches, plan = prepared[0]
-        table = measure(
-            model,
-            batches,
-            blocks=args.blocks,
-            folds=folds,
-            seed=args.seed,
-            skip_first=args.skip_first,
-            progress=not args.no_progress and rank == 0,
-            spill=args.spill,
-            memory=plan,
-        )
+        options = {"blocks": args.blocks, "folds": folds, "seed": args.seed, "skip_first": args.skip_first,
+                   "progress": not args.no_progress and rank == 0, "spill": args.spill}  # fmt: skip
+        if args.save is None:
+            table = measure(model, batches, memory=plan, **options)
+        else:  # the moments kept, and saved (the same table: measure() is this, its moments let go as it goes)
+            kept = Measurement.capture(
+                model, batches, memory=args.memory, name=model_name, text=corpus_name, text_sha256=corpus_hash,
+                **options,
+            )  # fmt: skip
+            table = kept.table()
+            kept.save(args.save)
         table.insert(0, "model", model_name)
         origin = gguf_origin(getattr(model.config, "_name_or_path", ""))
         table["revision"] = args.revision if origin is None else origin.weights

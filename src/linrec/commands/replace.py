@@ -121,6 +121,13 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="fit each block that lies above a block kept before it again, with the kept blocks in place (one "
         "capture of that block per step), and score its step with both maps; the re-fitted ones are kept",
     )
+    p.add_argument(
+        "--measurement",
+        type=Path,
+        metavar="DIR",
+        help="a measurement saved by linrec profile --save DIR of this model on this fit text: its moments are used "
+        "instead of capturing again (its folds and seed with them); one of other weights or tokens is refused",
+    )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the directory to write (new or empty)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists and is not empty")
     p.add_argument(
@@ -231,6 +238,12 @@ def _replace(args: argparse.Namespace) -> int:
     if args.model in PACKAGED or args.model.lower().endswith(".gguf"):
         check_cache()  # dequantised GGUF weights live there
     (fit_text, fit_part), (eval_text, eval_part), documents = _texts(args)
+    measured = None
+    if args.measurement is not None:
+        from linrec.core.measure import Measurement
+
+        measured = Measurement.load(args.measurement)
+        args.folds, args.seed = measured.provenance.folds, measured.provenance.seed
     second_text, second_part = _second_text(args)
     batches: list[TokenBatches] = []
     model, _ = load_model(
@@ -264,6 +277,7 @@ def _replace(args: argparse.Namespace) -> int:
         refit=args.refit,
         ablate=args.ablate,
         order=args.order,
+        measurement=measured,
     )
     if result.none_fits is not None:
         raise LinrecError(result.none_fits)

@@ -171,15 +171,10 @@ class Measurement:
             )  # fmt: skip
         else:
             split = capture_to_disk(model, batches, plan, folds, seed, spec, extra_sinks, progress, positions, spill)
-        config = getattr(model, "config", None)
-        source, commit = str(getattr(config, "_name_or_path", "") or ""), getattr(config, "_commit_hash", None)
-        if weights is None and source and Path(source).expanduser().exists():
-            weights = weights_id(source)
-        elif weights is None and commit:
-            weights = f"hub {source}@{commit}"
+        source = str(getattr(getattr(model, "config", None), "_name_or_path", "") or "")
         provenance = Provenance(
             model=name or source or type(model).__name__,
-            weights=weights,
+            weights=model_weights(model) if weights is None else weights,
             tokens_sha256=batches.sha256,
             rows=batches.n_rows,
             seq_len=batches.seq_len,
@@ -298,6 +293,16 @@ class Measurement:
                 "measure again and save it"
             )
         return cls(PositionMoments(first, later, tails, scores), provenance)
+
+
+def model_weights(model: nn.Module) -> str | None:
+    """What a loaded model's weights are by content, from what its config says it was loaded from: the local
+    directory's or file's :func:`linrec.models.identity.weights_id`, the hub commit (``hub NAME@COMMIT``), or None."""
+    config = getattr(model, "config", None)
+    source, commit = str(getattr(config, "_name_or_path", "") or ""), getattr(config, "_commit_hash", None)
+    if source and Path(source).expanduser().exists():
+        return weights_id(source)
+    return f"hub {source}@{commit}" if commit else None
 
 
 def write_provenance(provenance: Provenance, path: Path) -> None:

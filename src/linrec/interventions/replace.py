@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.measure import Measurement, versions
+from linrec.core.measure import Measurement, model_weights, versions
 from linrec.core.replacements import Kind
 from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
@@ -138,6 +138,33 @@ def check_request(
     return parsed, list(blocks)
 
 
+def check_measurement(
+    measurement: Measurement, model: nn.Module, fit_batches: TokenBatches, blocks: Sequence[int]
+) -> None:
+    """Refuse a saved measurement made of other weights than ``model``'s, on other tokens than ``fit_batches``, or
+    without one of ``blocks``, naming what differs."""
+    made = measurement.provenance
+    if made.tokens_sha256 != fit_batches.sha256:
+        raise LinrecError(
+            f"the measurement was made on other tokens ({made.rows:,} rows of {made.seq_len} from {made.text}, sha256 "
+            f"{made.tokens_sha256[:12]}…) than this fit text gives ({fit_batches.n_rows:,} rows of "
+            f"{fit_batches.seq_len}, sha256 {fit_batches.sha256[:12]}…); give the text, --max-rows and --seq-len it "
+            "was measured with, or drop --measurement"
+        )
+    weights = model_weights(model)
+    if made.weights is not None and weights is not None and made.weights != weights:
+        raise LinrecError(
+            f"the measurement was made of other weights ({made.model}: {made.weights}) than this model's ({weights}); "
+            "measure this model, or drop --measurement"
+        )
+    missing = sorted(set(blocks) - set(measurement.blocks))
+    if missing:
+        raise LinrecError(
+            f"the measurement holds blocks {measurement.blocks}, not the candidates {missing}; give --blocks among "
+            "those, or drop --measurement"
+        )
+
+
 def first_tokens(batches: TokenBatches) -> int:
     """How many different tokens the windows of ``batches`` begin with (at the first kept column of each)."""
     starts = batches.attention_mask.to(torch.int8).argmax(1)
@@ -190,6 +217,7 @@ def replace(
     refit: bool = False,
     ablate: Sequence[str] = (),
     order: str = MEASURED,
+    measurement: Measurement | None = None,
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
     ``zero``, ``first-apart:mean``, ``first-apart:own``: :mod:`linrec.core.replacements`) fitted on ``fit_batches``,
@@ -213,7 +241,10 @@ def replace(
     on both texts, decoding speed with a kind in every candidate), recorded as ``ablations``. ``order``: how the
     budget's candidates are tried, ``"measured"`` (each swapped alone first, cheapest first) or a score of the
     measurement's table (:data:`linrec.core.scores.COSTLIER`, :func:`linrec.core.scores.cheapest_first`: no pass of
-    its own; a LinrecError where the table lacks it).
+    its own; a LinrecError where the table lacks it). ``measurement``: one already made of this model on
+    ``fit_batches`` (``linrec profile --save``, :meth:`Measurement.load`), used instead of capturing again, its folds
+    and seed with it; one of other weights or other tokens, or without a candidate block, is refused
+    (:func:`check_measurement`).
     The model is left as it was; the maps are in the result.
     """
     config = getattr(model, "config", None)
@@ -226,18 +257,22 @@ def replace(
     kinds = block_kinds(model, parsed, candidates)  # (one module per FFN, also where the config could not tell)
     if fit_batches.sha256 in {eval_batches.sha256, None if second_batches is None else second_batches.sha256}:
         raise LinrecError("the fit and evaluation batches are the same tokens; score the maps on other text")
-    measurement = Measurement.capture(
-        model,
-        fit_batches,
-        blocks=candidates,
-        folds=folds,
-        seed=seed,
-        progress=progress,
-        name=name,
-        weights=weights,
-        text=None if fit_text is None else fit_text.name,
-        text_sha256=None if fit_text is None else fit_text.sha256,
-    )
+    if measurement is None:
+        measurement = Measurement.capture(
+            model,
+            fit_batches,
+            blocks=candidates,
+            folds=folds,
+            seed=seed,
+            progress=progress,
+            name=name,
+            weights=weights,
+            text=None if fit_text is None else fit_text.name,
+            text_sha256=None if fit_text is None else fit_text.sha256,
+        )
+    else:
+        check_measurement(measurement, model, fit_batches, candidates)
+        folds, seed = measurement.provenance.folds, measurement.provenance.seed
     maps = fitted_maps(measurement, kinds)
     refitter = Refitter(model, fit_batches, kinds, folds, seed) if refit else None
     base = window_nll(model, eval_batches, progress)
