@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
+            if args.command not in ("plot",):  # (the commands that run torch)
+                from linrec.threads import set_threads
+
+                set_threads()
             if getattr(args, "no_progress", False):
                 from linrec.progress import no_library_bars
 

@@ -204,9 +204,10 @@ class Measurement:
         """The moments of every row, per block and fold (both parts merged when a block is read)."""
         return self.positions.every()
 
-    def table(self) -> pd.DataFrame:
-        """The k-fold recoverability table, one row per block (:data:`linrec.core.fit.COLUMNS`)."""
-        return report_table(recoverability(self.positions, self.rcond))
+    def table(self, progress: bool = False) -> pd.DataFrame:
+        """The k-fold recoverability table, one row per block (:data:`linrec.core.fit.COLUMNS`); ``progress``: a bar
+        over the blocks' fits."""
+        return report_table(recoverability(self.positions, self.rcond, progress=progress))
 
     def fits(self, blocks: Sequence[int] | None = None) -> dict[int, AffineFit]:
         """The closed-form map of each block (or of ``blocks``), fitted on all captured rows at the measurement's

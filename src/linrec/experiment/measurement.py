@@ -138,12 +138,12 @@ class ProfileMeasurement(Measurement):
         """The blocks whose rows were sampled (the budget's :meth:`~linrec.experiment.budgets.Budget.sampled`)."""
         return sorted(self.samples)
 
-    def table(self) -> pd.DataFrame:
+    def table(self, progress: bool = False) -> pd.DataFrame:
         """The k-fold recoverability table (:meth:`linrec.core.measure.Measurement.table`; the stored one when there
         is one), labelled with model, checkpoint and corpus."""
         if self.stored_table is not None:
             return self.stored_table.copy()
-        return _labelled(super().table(), self.info)
+        return _labelled(super().table(progress), self.info)
 
 
 def _provenance(info: MeasurementInfo) -> Provenance:

@@ -22,6 +22,7 @@ from linrec.data.tokens import TokenBatches
 from linrec.interventions.latency import decode_rate
 from linrec.interventions.perplexity import WindowNLL, swap_deltas
 from linrec.interventions.surgery import ffn_site, n_stored, swapped
+from linrec.progress import progress_bar
 
 DEPTHS = ("lower", "middle", "upper")
 
@@ -38,13 +39,11 @@ def block_kinds(model: nn.Module, kind: Kind, blocks: Sequence[int]) -> dict[int
     return {b: kind.within(n_stored(ffn_site(model, b)[2]), width, width) for b in blocks}
 
 
-def fitted_maps(measurement: Measurement, kinds: Mapping[int, Kind]) -> dict[int, nn.Module]:
+def fitted_maps(measurement: Measurement, kinds: Mapping[int, Kind], progress: bool = False) -> dict[int, nn.Module]:
     """Each block's replacement of its kind, fitted on all of ``measurement``'s rows at its cutoff, in the order of
-    ``kinds`` (the maps scored are the maps installed)."""
-    maps: dict[int, nn.Module] = {}
-    for k in dict.fromkeys(kinds.values()):  # (one kind for every block unless FFN sizes differ)
-        maps.update(measurement.replacements(str(k), [b for b in kinds if kinds[b] == k]))
-    return {b: maps[b] for b in kinds}
+    ``kinds`` (the maps scored are the maps installed); ``progress``: a bar over the blocks."""
+    bar = progress_bar(kinds, desc="maps", unit="block", disable=not progress)
+    return {b: measurement.replacements(str(kinds[b]), [b])[b] for b in bar}
 
 
 def ablations(

@@ -273,7 +273,8 @@ def replace(
     else:
         check_measurement(measurement, model, fit_batches, candidates)
         folds, seed = measurement.provenance.folds, measurement.provenance.seed
-    maps = fitted_maps(measurement, kinds)
+    table = measurement.table(progress).set_index("block")
+    maps = fitted_maps(measurement, kinds, progress)
     refitter = Refitter(model, fit_batches, kinds, folds, seed) if refit else None
     base = window_nll(model, eval_batches, progress)
     second_base = None if second_batches is None else window_nll(model, second_batches, progress)
@@ -303,7 +304,7 @@ def replace(
         )
     else:
         single = None
-        ordered = [b for b in cheapest_first(measurement.table(), order) if b in maps]
+        ordered = [b for b in cheapest_first(table.reset_index(), order) if b in maps]
         limit = budget_ppl(max_ppl_increase, base.ppl)
         steps = joint_steps(model, eval_batches, maps, ordered, base, limit, progress=progress, refit=refitter)
         steps.insert(2, "single_delta_ppl", math.nan)
@@ -313,7 +314,6 @@ def replace(
     if parsed.first == "mean" and chosen:
         warn_if_not_constant(fit_batches, final)
     rates = compare_rates(model, prompt, lambda: swapped(model, chosen))
-    table = measurement.table().set_index("block")
     stored = param_table(model, chosen).set_index("block")
     before = n_stored(model)
     record = {
