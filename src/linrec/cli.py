@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from typing import NoReturn
 
 from linrec import __version__
 from linrec.errors import LinrecError
@@ -26,6 +27,14 @@ COMMANDS = {
 """Each command's one-line summary; its module, :mod:`linrec.commands.<name>`, holds its options and handler."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, its errors one line as the project's are (``linrec: error: ...``), pointing to ``--help``
+    instead of printing the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"linrec: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``linrec`` parser: every command by its summary, and ``command``'s options in full.
 
@@ -33,7 +42,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     that import torch, which takes seconds."""
     import importlib
 
-    parser = argparse.ArgumentParser(prog="linrec", description=__doc__.split("\n\n")[0].replace("``", ""))
+    parser = Parser(prog="linrec", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("--version", action="version", version=f"linrec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, summary in COMMANDS.items():
@@ -49,12 +58,31 @@ def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
     print(f"linrec: warning: {message}", file=sys.stderr)
 
 
+def _negative_values(argv: list[str]) -> list[str]:
+    """``--option -5%`` as ``--option=-5%``: argparse reads a value that starts with a dash and is not a plain number
+    as another option, and prints its usage instead of the option's own error (the value is checked as any other)."""
+    out: list[str] = []
+    for arg in argv:
+        if (
+            out
+            and out[-1].startswith("--")
+            and "=" not in out[-1]
+            and len(arg) > 1
+            and arg[0] == "-"
+            and (arg[1].isdigit() or arg[1] == ".")
+        ):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``linrec`` on ``argv`` (default: the process's); a ``LinrecError`` prints as ``linrec: error: ...``
     and exits with status 2, Ctrl-C or SIGTERM as ``linrec: interrupted`` with status 130 (no traceback)."""
     from linrec.files import sigterm_interrupts
 
-    argv = sys.argv[1:] if argv is None else argv
+    argv = _negative_values(sys.argv[1:] if argv is None else argv)
     with warnings.catch_warnings(), sigterm_interrupts():
         warnings.showwarning = _show_warning
         try:

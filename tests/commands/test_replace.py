@@ -201,6 +201,8 @@ def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, te
         (["--blocks", "0,7"], "no FFN block 7; this model has blocks 0..1"),
         ([], "say which blocks to replace"),
         (["--blocks", "0", "--folds", "1"], "--folds must be at least 2"),
+        (["--blocks", "0", "--text-file", "/dev/null"], "the text /dev/null is empty"),
+        (["--blocks", "0", "--max-ppl-increase", "-5%"], r"\(5%\); got '-5%'"),
         (["--blocks", "0", "--second-text-file", "/nowhere/x.txt"], "cannot read --second-text-file /nowhere/x.txt"),
     ],
 )

@@ -26,3 +26,13 @@ def test_the_profile_figure_draws_one_panel_per_model_in_the_tables_order():
     axes = profile_figure(both).axes
     assert [ax.get_title() for ax in axes] == ["b", "a"]
     assert list(axes[1].lines[0].get_ydata()) == [0.4, 0.3]  # block order, this model's rows only
+
+
+def test_the_positions_after_the_first_are_drawn_where_the_table_has_them():
+    trained = pd.DataFrame({"block": [0, 1], "r2_lin": [0.9, 0.2], "r2_lin_std": 0.01, "r2_feature_median": [0.2, 0.1],
+                            "r2_lin_after_first": [0.9, 0.95]})  # fmt: skip
+    ax = profile_figure(trained).axes[0]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "R²_lin after each sequence's first position" in texts and len(texts) == 3
+    assert list(ax.lines[-1].get_ydata()) == [0.9, 0.95]
+    assert len(profile_figure(trained.assign(r2_lin_after_first=float("nan"))).axes[0].get_legend().get_texts()) == 2

@@ -178,6 +178,8 @@ def split_text_file(path: Path) -> tuple[tuple[str, TextPart], tuple[str, TextPa
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise LinrecError(f"cannot read --text-file {path} as UTF-8 text: {err}") from err
+    if not text.strip():
+        raise LinrecError(f"the text {path} is empty; give a text to fit the maps on and score them")
     at = round(len(text) * (1 - EVAL_SHARE))
     cut = text.find("\n", at) + 1 or at
     fit, held = text[:cut], text[cut:]

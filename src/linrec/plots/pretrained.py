@@ -15,13 +15,17 @@ from linrec.plots._layout import WIDTH, legend_below
 
 def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     """R²_lin per block, variance-weighted with its k-fold std, beside the median over output features: a block
-    whose variance sits in a few channels can score high on the first and low on the second.
+    whose variance sits in a few channels can score high on the first and low on the second. Where the table has
+    it, R²_lin of the positions after each sequence's first (``r2_lin_after_first``) too: far from R²_lin where the
+    first position's rows (the attention sink) dominate a block's variance, a block to swap only with that position
+    kept apart.
 
     A table of several models (a ``model`` column, as ``linrec profile`` writes) gets one panel per model, titled
     by the model; ``title`` heads the figure."""
     require(table, ["block", "r2_lin", "r2_lin_std", "r2_feature_median"], "a depth profile")
     models = list(dict.fromkeys(table["model"])) if "model" in table else [None]
-    blue, orange = sns.color_palette(n_colors=2)
+    blue, orange, green = sns.color_palette(n_colors=3)
+    after = "r2_lin_after_first" in table and bool(table["r2_lin_after_first"].notna().any())
     fig, axes = plt.subplots(len(models), 1, figsize=(WIDTH, 4.6 if len(models) == 1 else 2.6 * len(models) + 1.2),
                              sharey=True, squeeze=False)  # fmt: skip
     for ax, model in zip(axes[:, 0], models, strict=True):
@@ -30,6 +34,9 @@ def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
                     label="R²_lin, variance-weighted (k-fold mean ± std)")  # fmt: skip
         ax.plot(rows["block"], rows["r2_feature_median"], marker="s", ms=4, ls="--", color=orange,
                 label="median over output features of their R²")  # fmt: skip
+        if after:
+            ax.plot(rows["block"], rows["r2_lin_after_first"], marker="^", ms=4, ls=":", color=green,
+                    label="R²_lin after each sequence's first position")  # fmt: skip
         ax.axhline(0, color="0.5", lw=0.8, zorder=0)
         ax.set(xlabel=BLOCK_LABEL, ylabel="held-out R² (fraction of variance)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
