@@ -168,11 +168,11 @@ ch.glue(signal_reading=linrec.analysis.compression.signal_reading(rho),
 # is applied here to every model of `SIGNAL_MODELS`: the blocks are ordered by their own measured
 # affine-swap ΔPPL (the swaps above, cheapest first), added one at a time, and each step is scored
 # with every chosen map in place, since replaced blocks interact and their joint cost is not the sum
-# of their single costs. The first block that would take the joint ΔPPL over `MAX_RELATIVE` of the
-# model's perplexity is left out and ends the choice. Each model is scored on the same evaluation
-# tokens as its single swaps. {numref}`fig-compression-budget` draws every step.
+# of their single costs. A block that would take the joint ΔPPL over `MAX_RELATIVE` of the model's
+# perplexity is left out, and the next is tried with the blocks kept so far. Each model is scored on
+# the same evaluation tokens as its single swaps. {numref}`fig-compression-budget` draws every step.
 
-# %% mystnb={"figure": {"caption": "Greedy choice under the budget: joint change in perplexity as a share of each model's own perplexity (with its 95% bootstrap interval over evaluation windows) against the share of the model's numbers saved, blocks added in order of their own measured swap cost; a hollow marker is the step that broke the budget (dashed) and was left out.", "name": "fig-compression-budget"}}
+# %% mystnb={"figure": {"caption": "Greedy choice under the budget: joint change in perplexity as a share of each model's own perplexity (with its 95% bootstrap interval over evaluation windows) against the share of the model's numbers saved, blocks added in order of their own measured swap cost; the line joins the blocks kept, and a hollow marker is a step that broke the budget (dashed): that block was left out and the next one tried.", "name": "fig-compression-budget"}}
 budget = linrec.experiment.swaps.greedy_frontiers(ch.profile, [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS], signal,
                           f"{100 * MAX_RELATIVE:g}%", progress=ch.progress, cache=True)
 fig = linrec.plots.compression.budget_figure(budget, MAX_RELATIVE)
@@ -185,9 +185,10 @@ ch.show(linrec.analysis.compression.budget_summary(budget, frontier, MODEL), fol
 # The last column compares the two orders on `MODEL` at equal size: the R²_lin order of
 # {numref}`fig-compression-frontier` with as many blocks as the budget kept. Ordering by measured cost
 # spends evaluation passes (one per block, then one per step) that ordering by R²_lin does not, and
-# the table says whether they bought anything on this run. A block left out only ends the choice here;
-# a later, cheaper combination may still fit, which a wider search (or `linrec replace --blocks` with a
-# hand-picked set) would find.
+# the table says whether they bought anything on this run. The choice is still greedy: each block is
+# tried once, against the blocks kept before it, so a set that keeps a costlier block early can shut
+# out two cheaper ones later, which a wider search (or `linrec replace --blocks` with a hand-picked
+# set) would find.
 
 # %% [markdown]
 # ## Paper against this run

@@ -164,8 +164,8 @@ ch.show(cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", valu
 # on the first four fifths of the text file, scores each block alone on the last fifth (text the
 # maps never saw), then adds blocks greedily, cheapest single cost first, scoring every step with
 # all chosen maps in place (several replaced blocks interact: their joint cost is not the sum of
-# their single costs), and stops at the first block that would take perplexity over the budget
-# `MAX_PPL_INCREASE`. With `--refit`, each block that lies above one already replaced is fitted
+# their single costs); a block that would take perplexity over the budget `MAX_PPL_INCREASE` is left
+# out and the next one tried. With `--refit`, each block that lies above one already replaced is fitted
 # again on what the modified model actually feeds it, and its step is also scored with the map
 # fitted on the unmodified model, so the two can be compared. It writes a directory: the maps
 # (`replacements.safetensors`), the record (`linrec-replacement.json`: base model and its hash,
@@ -180,7 +180,7 @@ run(["replace", "--model", where, "--text-file", str(text_file), "--max-ppl-incr
 record = json.loads((out / "linrec-replacement.json").read_text())
 steps = pd.DataFrame(record["steps"]).astype({"block": "Int64"})
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "The greedy choice of `linrec replace` on this chapter's model: joint change in perplexity after each step with its 95% bootstrap interval over evaluation windows (circles: the re-fitted maps that were kept, grey: the step that broke the budget and was left out; squares: the same step with maps fitted on the unmodified model), and the numbers saved.", "name": "fig-your-model-replace"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The greedy choice of `linrec replace` on this chapter's model: joint change in perplexity after each step with its 95% bootstrap interval over evaluation windows (circles: the re-fitted maps that were kept, grey: a step that broke the budget, its block left out and the next one tried; squares: the same step with maps fitted on the unmodified model), and the numbers saved.", "name": "fig-your-model-replace"}}
 ch.figure(linrec.interventions.replacement_report.report_figure(record), steps, "fig-your-model-replace")
 
 # %% [markdown]

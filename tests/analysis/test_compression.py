@@ -207,16 +207,16 @@ def test_budget_summary_reads_each_models_last_kept_step():
     from linrec.analysis.compression import budget_summary
     from support.budget_steps import budget_steps
 
-    frontier = pd.DataFrame({"step": [0, 1, 2], "ppl": [10.0, 10.5, 11.0], "delta_ppl": [0.0, 0.5, 1.0]})
+    frontier = pd.DataFrame({"step": [0, 1, 2, 3], "ppl": [10.0, 10.5, 11.0, 11.5], "delta_ppl": [0, 0.5, 1.0, 1.5]})
     table = budget_summary(budget_steps(), frontier, "a").set_index("model")
-    assert table.loc["a", "blocks kept (in order)"] == "3, 1" and table.loc["b", "blocks kept (in order)"] == "2"
-    assert table.loc["a", "numbers saved (% of the model)"] == pytest.approx(20.0)
+    assert table.loc["a", "blocks kept (in order)"] == "3, 1, 5" and table.loc["b", "blocks kept (in order)"] == "2"
+    assert table.loc["a", "numbers saved (% of the model)"] == pytest.approx(25.0)  # the last kept step's
     assert (
-        table.loc["a", "ΔPPL (% of the perplexity)"] == pytest.approx(4.0)
-        and table.loc["a", "left out (over the budget)"] == "0"
+        table.loc["a", "ΔPPL (% of the perplexity)"] == pytest.approx(4.5)
+        and table.loc["a", "left out (over the budget)"] == "0, 4"  # each skipped, the next tried
     )
     assert table.loc["b", "left out (over the budget)"] == "none: every block fits"
-    assert table.loc["a", "R²_lin order, as many blocks: ΔPPL (%)"] == pytest.approx(10.0)  # 2 blocks: +1.0 of 10
+    assert table.loc["a", "R²_lin order, as many blocks: ΔPPL (%)"] == pytest.approx(15.0)  # 3 blocks: +1.5 of 10
     assert pd.isna(table.loc["b", "R²_lin order, as many blocks: ΔPPL (%)"])
 
 

@@ -60,7 +60,8 @@ def test_budget_figure_draws_each_model_its_left_out_step_and_the_budget():
     ax = fig.axes[0]
     assert "% of the model's perplexity" in ax.get_ylabel() and "numbers saved" in ax.get_xlabel()
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert sorted(labels) == ["a (2 kept)", "b (1 kept)", "budget: 5 % of the perplexity"]
+    assert sorted(labels) == ["a (3 kept)", "b (1 kept)", "budget: 5 % of the perplexity"]
     hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white" and len(line.get_xdata())]
-    assert [list(line.get_xdata()) for line in hollow] == [[30.0]]  # model a's fourth step, over the budget
+    assert [list(line.get_xdata()) for line in hollow] == [[30.0, 35.0]]  # model a's steps over the budget
+    assert [0.0, 10.0, 20.0, 25.0] in [list(line.get_xdata()) for line in ax.lines]  # the line joins the kept ones
     assert any(list(line.get_ydata()) == [5.0, 5.0] for line in ax.lines)  # the budget, in percent

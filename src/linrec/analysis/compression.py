@@ -367,7 +367,7 @@ def budget_summary(
 ) -> pd.DataFrame:
     """One row per model of a :func:`linrec.experiment.swaps.greedy_frontiers` table: the blocks kept in order, the
     numbers saved, the joint ΔPPL at the last kept step (absolute with its interval, and as a percentage of the
-    perplexity), and the block that broke the budget. With ``frontier``
+    perplexity), and the blocks left out for breaking the budget. With ``frontier``
     (:func:`linrec.interventions.perplexity.compression_frontier` of ``model``: the same maps added in order of
     R²_lin), ``model``'s row also gives that order's ΔPPL (%) with as many blocks, so the two orders can be compared
     at equal size."""
@@ -381,7 +381,9 @@ def budget_summary(
             "numbers saved (% of the model)": 100 * float(last.model_saved_fraction),
             "joint ΔPPL [95% interval]": with_interval(kept.iloc[[-1]], "delta_ppl").iloc[0],
             "ΔPPL (% of the perplexity)": 100 * float(last.relative),
-            "left out (over the budget)": "none: every block fits" if out.empty else str(int(out.block.iloc[0])),
+            "left out (over the budget)": "none: every block fits"
+            if out.empty
+            else ", ".join(str(int(b)) for b in out.block),
         }
         if frontier is not None and name == model:
             at = frontier.iloc[len(kept) - 1]  # the R²_lin order with as many blocks

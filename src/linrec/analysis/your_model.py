@@ -113,6 +113,14 @@ def replaced_claims(record: Mapping, loaded_ppl: float, name: str) -> list[Claim
     ]
 
 
+def _speed(latency: Mapping) -> str:
+    """Decoding speed before → after, with the speed-up where every pair of runs agrees on its side of 1."""
+    rates = f"{latency['base_tokens_per_s']:.3g} → {latency['replaced_tokens_per_s']:.3g}"
+    if "speedup" not in latency:
+        return rates
+    return rates + (f" ({latency['speedup']:.2f}x)" if latency["speedup_clear"] else " (no change the runs can tell)")
+
+
 def replaced_summary(record: Mapping, loaded_ppl: float | None, name: str) -> dict[str, object]:
     """One row on what ``linrec replace`` did to ``name``: blocks chosen (or, when none fits the budget, the
     cheapest block's own cost), numbers stored, perplexity on both texts, decoding speed, and the loaded model's
@@ -130,7 +138,7 @@ def replaced_summary(record: Mapping, loaded_ppl: float | None, name: str) -> di
         "perplexity": f"{ppl['base']:.4g} → {ppl['replaced']:.4g}",
         "ΔPPL [95% interval]": f"{ppl['delta_ppl']:+.3g} [{ppl['delta_ppl_low']:+.3g}, {ppl['delta_ppl_high']:+.3g}]",
         "loaded back": "–" if loaded_ppl is None else f"{loaded_ppl:.6g}",
-        "tokens/s": f"{latency['base_tokens_per_s']:.3g} → {latency['replaced_tokens_per_s']:.3g}",
+        "tokens/s (median of runs in turns)": _speed(latency),
     }
     if second is not None:
         row["second text: perplexity"] = f"{second['base_ppl']:.4g} → {second['replaced_ppl']:.4g}"

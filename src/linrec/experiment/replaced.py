@@ -22,8 +22,9 @@ from linrec.experiment.releases import library_versions
 from linrec.interventions.replace import Replacement, replace
 from linrec.interventions.replaced import read_replaced
 
-FORMAT = 1
-"""Bumped whenever what an entry holds changes (it keys the cache)."""
+FORMAT = 2
+"""Bumped whenever what an entry holds changes (it keys the cache): 2, the greedy skips a block over the budget and
+tries the next, decode speed is timed in turns with its spread, the directory records its files' sha256."""
 
 MEASUREMENT, REPLACED, RECORD = "measurement", "replaced", "record.json"
 """An entry's measurement directory, its replacement directory (when some block was kept) and, when none was, the

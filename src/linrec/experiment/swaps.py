@@ -145,7 +145,8 @@ def greedy_frontiers(
         if cache:
             content = {"measurement": measurement_identity(m), "profile": repr(profile), "corpus": scored,
                        "eval_sha256": profile_corpus(profile, scored).sha256, "tokens": tokens,
-                       "budget": max_increase, "single": rows[["block", "delta_ppl"]].to_dict("list")}  # fmt: skip
+                       "budget": max_increase, "single": rows[["block", "delta_ppl"]].to_dict("list"),
+                       "rule": "a block over the budget is skipped and the next tried"}  # fmt: skip
             tables.append(cached_frames("greedy", content, compute)["steps"])
         else:
             tables.append(compute()["steps"])

@@ -113,20 +113,20 @@ def signal_figure(swaps: pd.DataFrame, rho: Correlation | None = None) -> Figure
 
 def budget_figure(steps: pd.DataFrame, budget: float) -> Figure:
     """Greedy choice under a relative budget, one line per model: the joint ΔPPL as a share of the model's
-    perplexity (with its 95% interval) against the share of the model's numbers saved, step by step; the step left
-    out (over the budget, a hollow marker) ends each line, and the budget is dashed."""
+    perplexity (with its 95% interval) against the share of the model's numbers saved, step by step: the line joins
+    the kept steps, a step left out (over the budget) is a hollow marker, and the budget is dashed."""
     require(steps, ["model", "step", "model_saved_fraction", "relative", "kept", "ppl"], "the budget figure")
     fig, ax = plt.subplots(figsize=(WIDTH, 4.8))
     models = list(dict.fromkeys(steps.model))
     for k, (model, colour) in enumerate(zip(models, sns.color_palette(n_colors=len(models)))):
-        rows = steps[steps.model == model]
+        every = steps[steps.model == model]
+        rows, out = every[every.kept.astype(bool)], every[~every.kept.astype(bool)]
         base = float(rows.ppl.iloc[0])
         x, y = 100 * rows.model_saved_fraction, 100 * rows.relative
         errors = 100 / base * np.vstack([rows.delta_ppl - rows.delta_ppl_low, rows.delta_ppl_high - rows.delta_ppl])
         marker = MARKERS[k % len(MARKERS)]
         ax.errorbar(x, y, yerr=errors.clip(min=0), color=colour, marker=marker, ms=6, capsize=3, elinewidth=1,
                     ls=LINESTYLES[k % len(LINESTYLES)], label=f"{model} ({int(rows.kept.sum()) - 1} kept)")  # fmt: skip
-        out = rows[~rows.kept.astype(bool)]
         ax.plot(100 * out.model_saved_fraction, 100 * out.relative, marker, ms=11, mfc="white", mec=colour, ls="none")
     ax.axhline(100 * budget, color="0.3", ls="--", lw=1, label=f"budget: {100 * budget:g} % of the perplexity")
     ax.axhline(0, color="0.6", lw=0.8, zorder=0)
