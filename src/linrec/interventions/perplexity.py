@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from linrec.core.capture import StopForward, input_device, require_eval
+from linrec.core.replacements import RemovedBlock
 from linrec.core.resume import decoder_layers, passing
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
@@ -182,9 +183,10 @@ def swap_deltas(
     The layers below each swapped block are not computed again for it (:mod:`linrec.interventions.prefix`): the
     same numbers, bit for bit, in about half the layers' time when every block is swapped.
     """
+    removal = all(isinstance(r, RemovedBlock) for r in replacements.values())
     table = _each_alone(
         model, eval_batches, sorted(replacements), lambda b: swapped(model, {b: replacements[b]}, spec), spec, progress,
-        base, "swap ΔPPL",
+        base, "removal ΔPPL" if removal and replacements else "swap ΔPPL",
     )  # fmt: skip
     stored = param_table(model, replacements, spec)[["params", "original_params", "ratio"]]
     return pd.concat([table, stored], axis=1)
