@@ -24,6 +24,7 @@ pytest_plugins = [
     "support.hub_corpora",
     "support.measurement_store",
     "support.pitfall",
+    "support.removal",
     "support.replace",
     "support.surgery",
     "support.zoo",

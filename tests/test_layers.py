@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linrec.digests",
             "linrec.files",
             "linrec.progress",
+            "linrec.threads",
             "linrec.distributions",
             "linrec._version",
             "linrec._lazy",

@@ -13,12 +13,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import linrec
-from linrec.cli import main
 from linrec.errors import LinrecError
 from linrec.interventions.export import BUNDLED, EXPORT, _odd_complement, export, probe_ids
-from linrec.interventions.replace import replace
 from linrec.interventions.replaced import RECORD, load_replaced
-from support.removal import four_layers
 
 WITHOUT_LINREC = textwrap.dedent(
     """
@@ -38,29 +35,6 @@ WITHOUT_LINREC = textwrap.dedent(
 )
 """Loads each exported directory given with plain transformers, linrec refused at import, and saves its logits on
 the ids saved beside it."""
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory, tokenizer, texts):
-    """(family, kind) -> a replacement directory of blocks 2 and 1 of a four-layer model of that family."""
-    root = tmp_path_factory.mktemp("export")
-    done = {}
-
-    def make(family: str, kind: str):
-        if (family, kind) not in done:
-            done[family, kind] = _make(family, kind)
-        return done[family, kind]
-
-    def _make(family: str, kind: str):
-        base = root / f"{family}-base"
-        if not base.exists():
-            four_layers(family).save_pretrained(base)
-            tokenizer.save_pretrained(base)
-        model, _ = linrec.load_model(str(base))
-        result = replace(model, *texts, kind=kind, blocks=[2, 1], folds=4, progress=False, name=str(base))
-        return result.save(root / f"{family}-{kind.replace(':', '')}")
-
-    return make
 
 
 def _linrec_logits(directory, ids) -> torch.Tensor:
@@ -147,13 +121,3 @@ def test_the_pair_identity_holds_for_the_activations_that_carry_a_map_and_no_oth
         assert _odd_complement(ACT2FN[name]), name
     for name in ("tanh", "sigmoid", "relu2"):
         assert not _odd_complement(ACT2FN[name]), name
-
-
-def test_the_command_says_what_it_wrote_and_refuses_what_is_no_replacement(made, tmp_path, capsys, model_dirs):
-    assert main(["export", str(made("gpt2", "remove")), "--out", str(tmp_path / "o")]) == 0
-    out = capsys.readouterr().out
-    assert "a plain checkpoint; load it with AutoModelForCausalLM.from_pretrained(" in out
-    assert main(["export", str(model_dirs["gpt2"]), "--out", str(tmp_path / "p")]) == 2
-    assert "is no replacement directory" in capsys.readouterr().err and not (tmp_path / "p").exists()
-    assert main(["export", str(made("gpt2", "remove")), "--out", str(tmp_path / "o")]) == 2
-    assert "exists and is not empty" in capsys.readouterr().err

@@ -1,11 +1,15 @@
-"""Tiny models of four layers, so blocks can be removed from the middle."""
+"""Tiny models of four layers, so blocks can be removed from the middle, and replacement directories made of them
+(the fixture ``made``)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+import linrec
 from conftest import tiny_config
+from linrec.interventions.replace import replace
 
 
 def four_layers(family: str) -> torch.nn.Module:
@@ -19,3 +23,26 @@ def four_layers(family: str) -> torch.nn.Module:
         ] * 2
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(config).eval().requires_grad_(False)
+
+
+@pytest.fixture(scope="session")
+def made(tmp_path_factory, tokenizer, texts):
+    """(family, kind) -> a replacement directory of blocks 2 and 1 of a four-layer model of that family."""
+    root = tmp_path_factory.mktemp("export")
+    done = {}
+
+    def make(family: str, kind: str):
+        if (family, kind) not in done:
+            done[family, kind] = _make(family, kind)
+        return done[family, kind]
+
+    def _make(family: str, kind: str):
+        base = root / f"{family}-base"
+        if not base.exists():
+            four_layers(family).save_pretrained(base)
+            tokenizer.save_pretrained(base)
+        model, _ = linrec.load_model(str(base))
+        result = replace(model, *texts, kind=kind, blocks=[2, 1], folds=4, progress=False, name=str(base))
+        return result.save(root / f"{family}-{kind.replace(':', '')}")
+
+    return make

@@ -26,8 +26,8 @@ def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     models = list(dict.fromkeys(table["model"])) if "model" in table else [None]
     blue, orange, green = sns.color_palette(n_colors=3)
     after = "r2_lin_after_first" in table and bool(table["r2_lin_after_first"].notna().any())
-    fig, axes = plt.subplots(len(models), 1, figsize=(WIDTH, 4.6 if len(models) == 1 else 2.6 * len(models) + 1.2),
-                             sharey=True, squeeze=False)  # fmt: skip
+    height = (4.6 if len(models) == 1 else 2.6 * len(models) + 1.2) + 0.35 * after  # (a third line in the legend)
+    fig, axes = plt.subplots(len(models), 1, figsize=(WIDTH, height), sharey=True, squeeze=False)
     for ax, model in zip(axes[:, 0], models, strict=True):
         rows = (table if model is None else table[table["model"] == model]).sort_values("block")
         ax.errorbar(rows["block"], rows["r2_lin"], yerr=rows["r2_lin_std"], capsize=3, marker="o", ms=4, color=blue,
