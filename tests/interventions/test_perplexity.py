@@ -237,3 +237,19 @@ def test_removing_a_whole_block_is_the_model_without_that_layer(family, eval_tex
         assert table.params[b] == n_stored(layers[b])
     assert (table.base_ppl == perplexity(model, eval_text)).all()
     assert [type(layer).forward for layer in layers] == [layer.forward.__func__ for layer in layers]  # put back
+
+
+def test_a_budget_nothing_fits_costs_only_the_single_swaps(setup, monkeypatch):
+    from linrec.interventions import perplexity
+
+    model, evals, every = setup
+    maps = {b: every[b] for b in (0, 2, 3)}  # the trained blocks, each costly (block 1 is planted free)
+    base = window_nll(model, evals)
+    single = swap_deltas(model, evals, maps, progress=False, base=base)
+    passes = []
+    real = perplexity.window_nll
+    monkeypatch.setattr(perplexity, "window_nll", lambda *a, **k: passes.append(1) or real(*a, **k))
+    table = greedy_selection(model, evals, maps, 1e-9, progress=False, base=base, single=single)
+    assert passes == [] and not table.kept[1:].any()  # each step is a block alone: its single swap, no pass again
+    alone = single.set_index("block")
+    assert all(row.delta_ppl == alone.delta_ppl[row.block] for row in table.iloc[1:].itertuples())

@@ -277,6 +277,7 @@ def joint_steps(
     spec: Spec = None,
     progress: bool = True,
     refit: Refit | None = None,
+    alone: Mapping[Any, Mapping[Any, float]] | None = None,
 ) -> pd.DataFrame:
     """Step 0 the model itself, then the blocks of ``order`` added one at a time, each step scored with every kept
     block and its own in place (the joint ΔPPL). A block whose joint ΔPPL exceeds ``budget`` is recorded with
@@ -287,7 +288,10 @@ def joint_steps(
     ``refit(kept, block)``: a step whose block lies above a kept one gets the map this returns, fitted with the
     ``kept`` replacements in place, instead of its map in ``replacements`` (fitted on the unmodified model, which
     feeds a block below every kept one exactly the same inputs); the step is then scored with both, the one-shot
-    map's joint ΔPPL in ``one_shot_delta_ppl`` (``_low``, ``_high``), and the walk goes on with the re-fitted one."""
+    map's joint ΔPPL in ``one_shot_delta_ppl`` (``_low``, ``_high``), and the walk goes on with the re-fitted one.
+    ``alone``: each block's scores swapped alone (``ppl, delta_ppl, delta_ppl_low, delta_ppl_high``, as
+    :func:`swap_deltas` gives them), used for a step while no block is kept (the same model, so no pass is spent on
+    it again: a budget nothing fits costs only the single swaps)."""
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
     rows = [{"step": 0, "block": None, "params_saved": 0, **_delta_row(base, base), "kept": True}]
@@ -297,9 +301,11 @@ def joint_steps(
     for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", disable=not progress), start=1):
         used = replacements[b] if refit is None or min(kept, default=b) >= b else refit(kept, b)
         trial = saved + n_stored(stands_for(model, b, used, spec)) - n_stored(used)
-        with swapped(model, {**kept, b: used}, spec):
-            scored = window_nll(model, eval_batches)
-        row = _delta_row(base, scored)
+        if not kept and alone is not None and b in alone:
+            row = {k: float(alone[b][k]) for k in ("ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high")}
+        else:
+            with swapped(model, {**kept, b: used}, spec):
+                row = _delta_row(base, window_nll(model, eval_batches))
         if refit is not None:
             one_shot = row
             if used is not replacements[b]:
@@ -397,8 +403,10 @@ def greedy_selection(
         raise LinrecError(f"the single-block table lacks blocks {missing}; measure them with swap_deltas")
     alone = dict(zip(single.block.astype(int), single.delta_ppl))
     order = sorted(replacements, key=lambda b: (alone[b], b))
+    scores = single.set_index(single.block.astype(int))[["ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high"]]
     table = joint_steps(
-        model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress, refit
-    )
+        model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress, refit,
+        scores.to_dict("index"),
+    )  # fmt: skip
     table.insert(2, "single_delta_ppl", [0.0, *(alone[b] for b in table.block[1:])])
     return table
