@@ -48,6 +48,7 @@ from linrec.files import new_directory
 from linrec.interventions.removal import remove
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_base, read_replaced
 from linrec.interventions.surgery import ffn_site, install, swapped
+from linrec.models.packaged import PACKAGED
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -279,17 +280,23 @@ def export(
 
 
 def _own_dtype(record: dict, directory: Path) -> str:
-    """The base model's own dtype as its config names it (a hub or local checkpoint), else the one it was replaced
-    in."""
+    """The base model's own dtype as its config names it (a local checkpoint's ``config.json``, or a hub model's
+    config already downloaded), else the one it was replaced in (a GGUF file or packaged model: dequantised)."""
     from transformers import AutoConfig
 
     from linrec.interventions.replaced import base_source
 
-    try:
-        named = AutoConfig.from_pretrained(base_source(record["base"], directory)).dtype
-    except (OSError, ValueError, KeyError):  # a GGUF file, a packaged model, a hub id out of reach
-        named = None
-    return str(named).removeprefix("torch.") if named is not None else record["base"]["dtype"]
+    source = Path(base_source(record["base"], directory)).expanduser()
+    named = None
+    if (source / "config.json").is_file():
+        config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+        named = config.get("dtype") or config.get("torch_dtype")
+    elif not source.exists() and record["base"]["model"] not in PACKAGED:
+        try:
+            named = AutoConfig.from_pretrained(str(source), local_files_only=True).dtype
+        except (OSError, ValueError, KeyError):  # not in the hub cache: no network is asked
+            named = None
+    return str(named).removeprefix("torch.") if named else record["base"]["dtype"]
 
 
 def _pointer() -> dict:

@@ -100,13 +100,15 @@ def read_replaced(directory: str | Path) -> tuple[dict, dict[int, nn.Module]]:
             raise LinrecError(
                 f"{directory / RECORD} is of format {record['format']}, not {' or '.join(map(str, READS))}; {FIX}"
             )
-        check_files(directory, record)
+        if record["format"] > 1 and (not isinstance(record["files"], dict) or MAPS not in record["files"]):
+            raise ValueError(f"the record must hold the sha256 of {MAPS}")
         width = int(record["base"]["width"])
         kinds = {int(entry["block"]): Kind.parse(entry["kind"]) for entry in record["blocks"]}
         if not isinstance(record["base"]["model"], str) or len(kinds) != len(record["blocks"]):
             raise ValueError("the base model must be named, and each block listed once")
     except (KeyError, TypeError, ValueError) as err:
         raise LinrecError(f"{directory / RECORD} is damaged ({type(err).__name__}: {err}); {FIX}") from err
+    check_files(directory, record)
     try:
         tensors = load_file(str(directory / MAPS))
     except (SafetensorError, OSError) as err:
@@ -137,10 +139,7 @@ def check_files(directory: Path, record: dict) -> None:
             stacklevel=4,
         )
         return
-    files = record["files"]
-    if not isinstance(files, dict) or MAPS not in files:
-        raise ValueError(f"the record must hold the sha256 of {MAPS}")
-    for name, expected in files.items():
+    for name, expected in record["files"].items():
         path = directory / name
         if not path.is_file():
             raise LinrecError(f"{directory} lacks {name}, which {RECORD} points to; {FIX}")
