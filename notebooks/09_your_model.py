@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+import transformers
 
 import linrec
 from linrec.book import chapter
@@ -206,6 +207,29 @@ continued = loaded.generate(prompt, attention_mask=torch.ones_like(prompt), max_
 print(f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_tokenizer.decode(continued[0, 16:])!r}")
 
 # %% [markdown]
+# ## Shipping it
+#
+# A replacement directory holds only the maps and needs linrec and the base model to load.
+# `linrec export DIR --out OUT` writes one directory with the weights and the tokenizer instead.
+# Where every change has a form in the base model's own transformers class (whole blocks removed, an
+# FFN zeroed, or a mean or an affine map written into the FFN's own two layers, which needs an output
+# bias), it is a plain checkpoint that `AutoModelForCausalLM.from_pretrained` loads with no linrec
+# installed; otherwise it bundles the base model with the maps for `linrec.load_model`, and says why.
+# Either is loaded back and its logits compared with linrec's before it is kept. Below, the export
+# of this chapter's directory, and, where it is plain, its perplexity on the same held-out tokens
+# computed again from the model transformers loads by itself.
+
+# %%
+shipped = workdir / "shipped"
+run(["export", str(out), "--out", str(shipped)])
+plain_ppl = None
+if json.loads((shipped / "linrec-export.json").read_text())["form"] == "plain":
+    plain = transformers.AutoModelForCausalLM.from_pretrained(shipped).eval()
+    plain_ppl = linrec.analysis.your_model.own_loss_perplexity(plain, held)
+ch.show(pd.DataFrame([linrec.analysis.your_model.shipped_summary(shipped, record, plain_ppl)]),
+        {"size (MB)": ",.1f"})
+
+# %% [markdown]
 # ## What the measurement costs
 #
 # **Time.** The capture is one forward pass that stops after the deepest block measured (no LM
@@ -302,7 +326,8 @@ ch.show(pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.repl
 # kinds of module turns a candidate into a measured perplexity cost and a measured saving; and one
 # more command chooses a set of blocks under a perplexity budget, writes the smaller model's maps
 # with a record of every step, and the directory loads back to the perplexity its report states,
-# on this chapter's model and on the real ones of the profile. The cost of the measurement is a
+# on this chapter's model and on the real ones of the profile; exported, it loads without linrec
+# where its class can hold every change. The cost of the measurement is a
 # forward pass and a fixed amount of memory per block.
 #
 # **Cannot show.** A high R²_lin on one corpus does not promise a small perplexity cost on another

@@ -72,3 +72,17 @@ def test_the_summary_of_a_selection_that_kept_nothing_names_the_cheapest_block()
     row = replaced_summary(record, None, "g")
     assert row["blocks chosen (in order)"] == "none: the cheapest, block 1, costs +1.96 alone"
     assert row["loaded back"] == "–" and "second text ΔPPL [95% interval]" not in row
+
+
+def test_the_shipped_row_reads_the_export_and_both_perplexities(tmp_path):
+    import json
+
+    from linrec.analysis.your_model import shipped_summary
+
+    (tmp_path / "linrec-export.json").write_text(
+        json.dumps({"form": "linrec", "reasons": ["blocks 1, 2: no bias"], "max_logit_difference": 0.0})
+    )
+    (tmp_path / "weights").write_bytes(b"x" * 2_000_000)
+    row = shipped_summary(tmp_path, {"ppl": {"replaced": 12.3456789}}, None)
+    assert row["form"] == "linrec" and row["why not plain"] == "blocks 1, 2: no bias" and row["size (MB)"] == 2.0
+    assert row["perplexity, linrec's record"] == "12.3457" and row["perplexity, transformers alone"] == "–"

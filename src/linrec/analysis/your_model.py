@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -146,3 +147,21 @@ def replaced_summary(record: Mapping, loaded_ppl: float | None, name: str) -> di
             f"{second['delta_ppl']:+.3g} [{second['delta_ppl_low']:+.3g}, {second['delta_ppl_high']:+.3g}]"
         )
     return row
+
+
+def shipped_summary(directory: Path, record: Mapping, plain_ppl: float | None) -> dict[str, object]:
+    """One row on what ``linrec export`` wrote to ``directory``: its form (and why not plain), size, the layers its
+    model has, and the perplexity on the evaluation tokens in the replacement record beside the one computed again
+    from the exported model loaded by transformers alone (``plain_ppl``; None for the linrec form)."""
+    import json
+
+    note = json.loads((directory / "linrec-export.json").read_text(encoding="utf-8"))
+    size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+    return {
+        "form": note["form"] if note["form"] == "linrec" else "plain checkpoint",
+        "why not plain": "; ".join(note["reasons"]) or "–",
+        "size (MB)": round(size / 1e6, 1),
+        "largest logit difference (of the largest logit)": f"{note['max_logit_difference']:.1e}",
+        "perplexity, linrec's record": f"{record['ppl']['replaced']:.6g}",
+        "perplexity, transformers alone": "–" if plain_ppl is None else f"{plain_ppl:.6g}",
+    }
