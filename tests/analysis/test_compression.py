@@ -216,6 +216,9 @@ def test_budget_summary_reads_each_models_last_kept_step():
         and table.loc["a", "left out (over the budget)"] == "0, 4"  # each skipped, the next tried
     )
     assert table.loc["b", "left out (over the budget)"] == "none: every block fits"
+    from linrec.analysis.compression import _listed
+
+    assert _listed(list(range(8))) == "0, 1, 2, 3, 4, 5, … (8 in all)" and _listed([3, 1]) == "3, 1"
     assert table.loc["a", "R²_lin order, as many blocks: ΔPPL (%)"] == pytest.approx(15.0)  # 3 blocks: +1.5 of 10
     assert pd.isna(table.loc["b", "R²_lin order, as many blocks: ΔPPL (%)"])
 

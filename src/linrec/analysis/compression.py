@@ -362,6 +362,12 @@ def compression_claims(
     return claims
 
 
+def _listed(blocks: list, shown: int = 6) -> str:
+    """Blocks in the order tried, the first ``shown`` of a longer list with how many there are."""
+    names = [str(int(b)) for b in blocks]
+    return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])}, … ({len(names)} in all)"
+
+
 def budget_summary(
     budget: pd.DataFrame, frontier: pd.DataFrame | None = None, model: str | None = None
 ) -> pd.DataFrame:
@@ -381,9 +387,7 @@ def budget_summary(
             "numbers saved (% of the model)": 100 * float(last.model_saved_fraction),
             "joint ΔPPL [95% interval]": with_interval(kept.iloc[[-1]], "delta_ppl").iloc[0],
             "ΔPPL (% of the perplexity)": 100 * float(last.relative),
-            "left out (over the budget)": "none: every block fits"
-            if out.empty
-            else ", ".join(str(int(b)) for b in out.block),
+            "left out (over the budget)": "none: every block fits" if out.empty else _listed(list(out.block)),
         }
         if frontier is not None and name == model:
             at = frontier.iloc[len(kept) - 1]  # the R²_lin order with as many blocks
