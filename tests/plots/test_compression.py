@@ -65,3 +65,14 @@ def test_budget_figure_draws_each_model_its_left_out_step_and_the_budget():
     assert [list(line.get_xdata()) for line in hollow] == [[30.0, 35.0]]  # model a's steps over the budget
     assert [0.0, 10.0, 20.0, 25.0] in [list(line.get_xdata()) for line in ax.lines]  # the line joins the kept ones
     assert any(list(line.get_ydata()) == [5.0, 5.0] for line in ax.lines)  # the budget, in percent
+
+
+def test_a_step_left_out_far_above_the_budget_is_drawn_at_the_top_of_the_axis():
+    steps = budget_steps()
+    steps.loc[5, ["delta_ppl", "relative"]] = [40.0, 4.0]  # model a's last step: +400 % of its perplexity
+    ax = figures.budget_figure(steps, 0.05).axes[0]
+    top = ax.get_ylim()[1]
+    assert top < 50  # the budget's range, not the outlier's
+    tops = [line for line in ax.lines if line.get_marker() == "^" and len(line.get_xdata())]
+    assert [list(line.get_xdata()) for line in tops] == [[35.0]] and list(tops[0].get_ydata()) == [0.97 * top]
+    assert "left out, above the axis (drawn at its top)" in [t.get_text() for t in ax.get_legend().get_texts()]

@@ -114,10 +114,17 @@ def signal_figure(swaps: pd.DataFrame, rho: Correlation | None = None) -> Figure
 def budget_figure(steps: pd.DataFrame, budget: float) -> Figure:
     """Greedy choice under a relative budget, one line per model: the joint ΔPPL as a share of the model's
     perplexity (with its 95% interval) against the share of the model's numbers saved, step by step: the line joins
-    the kept steps, a step left out (over the budget) is a hollow marker, and the budget is dashed."""
+    the kept steps, a step left out (over the budget) is a hollow marker, and the budget is dashed. The axis shows the
+    budget's range (three budgets, or the kept steps' intervals if higher): a step left out above it is drawn at its
+    top as a hollow triangle, so one costly block does not flatten every line."""
     require(steps, ["model", "step", "model_saved_fraction", "relative", "kept", "ppl"], "the budget figure")
     fig, ax = plt.subplots(figsize=(WIDTH, 4.8))
     models = list(dict.fromkeys(steps.model))
+    kept = steps[steps.kept.astype(bool)]
+    top = 1.1 * max(
+        300 * budget, float((100 * kept.delta_ppl_high / kept.groupby("model").ppl.transform("first")).max())
+    )
+    above = False
     for k, (model, colour) in enumerate(zip(models, sns.color_palette(n_colors=len(models)))):
         every = steps[steps.model == model]
         rows, out = every[every.kept.astype(bool)], every[~every.kept.astype(bool)]
@@ -127,8 +134,18 @@ def budget_figure(steps: pd.DataFrame, budget: float) -> Figure:
         marker = MARKERS[k % len(MARKERS)]
         ax.errorbar(x, y, yerr=errors.clip(min=0), color=colour, marker=marker, ms=6, capsize=3, elinewidth=1,
                     ls=LINESTYLES[k % len(LINESTYLES)], label=f"{model} ({int(rows.kept.sum()) - 1} kept)")  # fmt: skip
-        ax.plot(100 * out.model_saved_fraction, 100 * out.relative, marker, ms=11, mfc="white", mec=colour, ls="none")
+        within, beyond = out[100 * out.relative <= top], out[100 * out.relative > top]
+        ax.plot(100 * within.model_saved_fraction, 100 * within.relative, marker, ms=11, mfc="white", mec=colour,
+                ls="none")  # fmt: skip
+        ax.plot(100 * beyond.model_saved_fraction, [0.97 * top] * len(beyond), "^", ms=9, mfc="white", mec=colour,
+                ls="none")  # fmt: skip
+        above = above or not beyond.empty
     ax.axhline(100 * budget, color="0.3", ls="--", lw=1, label=f"budget: {100 * budget:g} % of the perplexity")
+    if above:
+        ax.plot(
+            [], [], "^", ms=9, mfc="white", mec="0.3", ls="none", label="left out, above the axis (drawn at its top)"
+        )
+    ax.set_ylim(top=top)
     ax.axhline(0, color="0.6", lw=0.8, zorder=0)
     ax.set(
         xlabel="numbers saved, cumulative (% of the model's)",
