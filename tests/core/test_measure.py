@@ -13,7 +13,7 @@ import linrec
 from conftest import tiny_model
 from linrec.core.capture import capture_positions
 from linrec.core.fit import DEFAULT_RCOND, fit_affine, rcond_for, recoverability, report_table
-from linrec.core.measure import FILES, Measurement, measure, replacement_candidates
+from linrec.core.measure import DIGESTS, FILES, Measurement, measure, replacement_candidates
 from linrec.core.moments import merge_folds
 from linrec.core.replacements import affine_ffn
 from linrec.data.tokens import make_batches
@@ -88,7 +88,7 @@ def test_candidates_are_one_rule_wherever_they_are_asked_for(measured):
 
 def test_save_and_load_round_trip_bit_for_bit(measured, tmp_path):
     out = measured.save(tmp_path / "m")
-    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*FILES, DIGESTS])
     back = Measurement.load(out)
     assert back.provenance == measured.provenance
     for part in ("first", "later"):
@@ -102,12 +102,23 @@ def test_save_and_load_round_trip_bit_for_bit(measured, tmp_path):
     with pytest.raises(LinrecError, match="exists and is not empty.*--force"):
         measured.save(out)
     measured.save(out, force=True)
-    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*FILES, DIGESTS])
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left beside it
+
+
+def test_a_file_changed_in_place_is_refused_by_its_sha256(measured, tmp_path):
+    out = measured.save(tmp_path / "m")
+    assert sorted(json.loads((out / DIGESTS).read_text())) == sorted(FILES)
+    data = bytearray((out / FILES[2]).read_bytes())
+    data[-40:-8] = bytes(255 - b for b in data[-40:-8])  # numbers changed, the size kept
+    (out / FILES[2]).write_bytes(bytes(data))
+    with pytest.raises(LinrecError, match=r"^\S+/moments-later.safetensors is damaged or missing: its sha256"):
+        Measurement.load(out)
 
 
 def test_damaged_or_missing_files_are_named(measured, tmp_path):
     out = measured.save(tmp_path / "m")
+    (out / DIGESTS).unlink()  # as saved before the digests: the files' own checks
     record = (out / FILES[0]).read_text()
     (out / FILES[2]).write_bytes((out / FILES[2]).read_bytes()[:100])
     with pytest.raises(LinrecError, match="damaged"):

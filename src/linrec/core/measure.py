@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from linrec.cache import hash_file
 from linrec.core.capture import capture_positions, input_device
 from linrec.core.fit import (
     AffineFit,
@@ -54,6 +55,10 @@ FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safeten
 """What a saved measurement's directory holds: the provenance, the first position's moments, the later rows',
 each block's largest rows (:class:`linrec.core.tails.Tails`) and its residual-stream scores
 (:class:`linrec.core.scores.StreamScores`; format 3 on)."""
+
+DIGESTS = "files.json"
+"""The sha256 of each of :data:`FILES`, written last: a measurement saved with it refuses to load a file that changed
+since (a directory saved before it existed loads unchecked)."""
 
 
 def versions() -> dict[str, str]:
@@ -264,6 +269,8 @@ class Measurement:
         (directory / FILES[3]).write_text(json.dumps(tails, indent=1) + "\n")
         scores = {str(b): asdict(t) for b, t in self.positions.scores.items()}
         (directory / FILES[4]).write_text(json.dumps(scores, indent=1) + "\n")
+        digests = {name: hash_file(directory / name) for name in FILES}
+        (directory / DIGESTS).write_text(json.dumps(digests, indent=1) + "\n")
 
     @classmethod
     def load(cls, directory: str | Path) -> Measurement:
@@ -276,6 +283,7 @@ class Measurement:
             raise LinrecError(
                 f"{directory} is no saved measurement: it lacks {', '.join(missing)}; save one with Measurement.save"
             )
+        check_digests(directory)
         provenance = read_provenance(directory / FILES[0])
         tails = read_record(directory / FILES[3], "largest rows", "measure again and save it")
         old = read_record(directory / FILES[0], "measurement", "measure again and save it")["format"] < 3
@@ -304,6 +312,20 @@ def model_weights(model: nn.Module) -> str | None:
     if source and Path(source).expanduser().exists():
         return weights_id(source)
     return f"hub {source}@{commit}" if commit else None
+
+
+def check_digests(directory: Path) -> None:
+    """Refuse a file of the measurement in ``directory`` whose sha256 is not the one its :data:`DIGESTS` holds,
+    naming it (nothing is checked where the directory has no such record: saved before it existed)."""
+    if not (directory / DIGESTS).is_file():
+        return
+    digests = read_record(directory / DIGESTS, "measurement files", "measure again and save it")
+    for name, expected in digests.items():
+        path = directory / name
+        if not path.is_file() or hash_file(path) != expected:
+            raise LinrecError(
+                f"{path} is damaged or missing: its sha256 is not the one {DIGESTS} records; measure again and save it"
+            )
 
 
 def write_provenance(provenance: Provenance, path: Path) -> None:
