@@ -250,7 +250,7 @@ def _profile(args: argparse.Namespace) -> int:
                 model, batches, memory=args.memory, name=model_name, text=corpus_name, text_sha256=corpus_hash,
                 **options,
             )  # fmt: skip
-            table = kept.table()
+            table = kept.table(progress=options["progress"])
             kept.save(args.save)
         table.insert(0, "model", model_name)
         origin = gguf_origin(getattr(model.config, "_name_or_path", ""))
