@@ -1,8 +1,8 @@
 """The ``linrec`` command: ``profile`` measures a model, ``plot`` draws its table, ``replace`` replaces its blocks,
-``zoo`` builds the offline models, ``bench`` times the core.
+``export`` writes the result to load without linrec, ``zoo`` builds the offline models, ``bench`` times the core.
 
 This module only assembles the parser and runs a command; each command's options and handler are in
-:mod:`linrec.commands` (``profile``, ``plot``, ``replace``, ``zoo``, ``bench``), the helpers they share in
+:mod:`linrec.commands` (``profile``, ``plot``, ``replace``, ``export``, ``zoo``, ``bench``), the helpers they share in
 :mod:`linrec.commands.args`.
 """
 
