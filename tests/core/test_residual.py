@@ -14,7 +14,7 @@ from sklearn.metrics import r2_score
 
 from conftest import tiny_model
 from linrec.core.capture import capture_positions
-from linrec.core.measure import Measurement, measure
+from linrec.core.measure import DIGESTS, Measurement, measure
 from linrec.core.scores import COLUMNS
 from linrec.errors import LinrecError
 from linrec.models.arch import ffn_blocks, ffn_norm, residual_sites
@@ -136,6 +136,7 @@ def test_saved_and_loaded_with_the_measurement(batches, tmp_path):
 
 def test_a_measurement_of_format_2_loads_without_scores(batches, tmp_path):
     path = Measurement.capture(tiny_model("gpt2"), batches, folds=FOLDS, progress=False).save(tmp_path / "m")
+    (path / DIGESTS).unlink()  # format 2 recorded no digests
     record = json.loads((path / "measurement.json").read_text())
     (path / "measurement.json").write_text(json.dumps({**record, "format": 2}))
     (path / "scores.json").unlink()
@@ -145,6 +146,7 @@ def test_a_measurement_of_format_2_loads_without_scores(batches, tmp_path):
 
 def test_a_damaged_scores_record_is_refused(batches, tmp_path):
     path = Measurement.capture(tiny_model("gpt2"), batches, folds=FOLDS, progress=False).save(tmp_path / "m")
+    (path / DIGESTS).unlink()  # the record's own checks (with it, the changed file is refused by its sha256 first)
     (path / "scores.json").write_text('{"0": {"rows": 3}}')
     with pytest.raises(LinrecError, match="damaged"):
         Measurement.load(path)
