@@ -71,3 +71,14 @@ def test_a_rank_at_the_width_is_refused_before_any_swap(setup):
         patch.setattr("linrec.interventions.ablations.swap_deltas", lambda *a, **k: pytest.fail("swapped"))
         with pytest.raises(linrec.LinrecError, match="below the block's width 32"):
             ablations(model, evals, measured, ["affine", "lowrank:32"], progress=False)
+
+
+def test_whole_block_removal_is_an_ablation_timed_where_a_model_is_left(setup):
+    model, measured, evals, _, _ = setup
+    prompt = first_prompt(evals)
+    every = ablations(model, evals, measured, ["remove"], prompt=prompt, progress=False)
+    layer = sum(p.numel() for p in model.transformer.h[0].parameters())
+    assert every.params.tolist() == [0, 0] and every.original_params.tolist() == [layer, layer]
+    assert every.tokens_per_s.isna().all()  # both blocks removed would leave no model to time
+    one = ablations(model, evals, measured, ["remove"], [1], prompt=prompt, progress=False)
+    assert one.ppl.tolist() == every.ppl[every.block == 1].tolist() and (one.tokens_per_s > 0).all()

@@ -10,6 +10,7 @@ with it (a ``lowrank:P%`` kind resolved per block, then every map fitted at the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -60,13 +61,14 @@ def ablations(
     progress: bool = True,
 ) -> pd.DataFrame:
     """Each of ``blocks`` (default: every measured one) swapped alone for a replacement of each of ``kinds``
-    (``zero``, ``mean``, ``affine``, ``lowrank:K``, ``lowrank:P%``), fitted on ``measurement``'s rows.
+    (``zero``, ``mean``, ``affine``, ``lowrank:K``, ``lowrank:P%``, ``remove``, ...), fitted on ``measurement``'s rows.
 
     One row per (kind, block): ``ablation`` (the kind as given), ``kind`` (as resolved for the block), ``block``,
     ``depth`` (:func:`depth_third`), the columns of :func:`linrec.interventions.perplexity.swap_deltas` on
     ``eval_batches`` and, with ``second_batches``, ``second_delta_ppl`` (``_low``, ``_high``) on that text. With
     ``prompt``, ``tokens_per_s``: greedy decoding from it with the kind's maps in every one of ``blocks`` at once
-    (:func:`linrec.interventions.latency.decode_rate`; one block alone changes a step's time too little to read).
+    (:func:`linrec.interventions.latency.decode_rate`; one block alone changes a step's time too little to read;
+    NaN for ``remove`` when ``blocks`` are all of them, which leaves no model).
     ``base``, ``second_base``: the unmodified model's window NLL on each text, when already known.
     """
     chosen = measurement.blocks if blocks is None else list(blocks)
@@ -85,7 +87,9 @@ def ablations(
         table.insert(0, "kind", table.block.map(lambda b: str(resolved[b])))  # noqa: B023 (used at once)
         table.insert(0, "ablation", kind)
         table.insert(2, "depth", [depth_third(b, n_blocks) for b in table.block])
-        if prompt is not None:
+        if prompt is not None and asked.name == "remove" and len(maps) == n_blocks:
+            table["tokens_per_s"] = math.nan  # every block removed leaves no model to time
+        elif prompt is not None:
             with swapped(model, maps):
                 table["tokens_per_s"] = decode_rate(model, prompt).tokens_per_s
         tables.append(table)
