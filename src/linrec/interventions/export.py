@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from linrec.cache import hash_file
+from linrec.core.capture import input_device
 from linrec.core.replacements import AffineFFN, LowRankFFN, MeanFFN, RemovedBlock, ZeroFFN
 from linrec.errors import LinrecError
 from linrec.files import new_directory
@@ -208,9 +209,8 @@ def probe_ids(model: nn.Module, length: int = 48, seed: int = 0) -> torch.Tensor
 
 
 def _logits(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    device = next(model.parameters()).device
     with torch.no_grad():
-        return model(ids.to(device)).logits.float().cpu()
+        return model(ids.to(input_device(model))).logits.float().cpu()
 
 
 def _difference(expected: torch.Tensor, found: torch.Tensor, dtype: torch.dtype, what: str) -> float:
