@@ -7,12 +7,14 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
 
 1. ``cpu_vs_gpu``: a small model's table measured on the GPU and on the CPU, the largest difference of each column;
 2. ``bench_gpt2``: ``linrec bench`` on the GPT-2 small shape (float32, CUDA events): capture + float64 moments
-   against the bare and the truncated forward;
-3. ``large``: the Pythia-6.9b shape in bfloat16, built once: the forward stopped after the last block against
-   the planned capture of every block with its moments (no table, CUDA events), then the profile itself by plan
-   (every block, 5 folds, the first position apart, at least 1e5 tokens): time, peak device and host memory, the
-   plan's own figures beside them;
-4. ``cuda_tests``: the test suite's GPU tests, where pytest is installed.
+   against the bare and the truncated forward; ``bench_7b`` the same on the Pythia-6.9b shape in bfloat16;
+3. ``cuda_tests``: the test suite's GPU tests, where pytest is installed;
+4. ``large``: the Pythia-6.9b shape in bfloat16, drawn on the GPU: the forward stopped after the last block, one
+   float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan (5 folds, the
+   first position apart, at least 1e5 tokens; every block, or the first ``--large-blocks``): time, peak device and
+   host memory, the plan's own figures beside them; then the planned capture of every block with its moments and
+   the residual-stream scores (no table, CUDA events) against the forward. Last, as the longest: what it measured
+   is written as it comes, so a check stopped at its limit keeps it.
 
 Where no CUDA device is visible it says so in one line and exits 1 before any work. ``--device cpu`` with small
 settings runs the same steps on the host (how the test suite checks this script).
@@ -74,42 +76,68 @@ def cpu_vs_gpu(device: torch.device, name: str, tokens: int) -> dict[str, Any]:
     }
 
 
-def bench_gpt2(device: torch.device, batches: int) -> dict[str, Any]:
-    """``linrec bench`` on the GPT-2 small shape: its rows (tokens/s and the ratios to the forward passes)."""
-    table = run_bench(device=str(device), n_batches=batches, peak_tokens=(20_000,), naive_batches=2)
+def bench(device: torch.device, batches: int, shape: str = "gpt2-small", dtype: str = "float32") -> dict[str, Any]:
+    """``linrec bench`` on ``shape``: its rows (tokens/s and the ratios to the forward passes)."""
+    table = run_bench(device=str(device), n_batches=batches, peak_tokens=(20_000,), shape=shape, dtype=dtype,
+                      naive_batches=1 if shape == "pythia-6.9b" else 2)  # fmt: skip
     return {"rows": table[["measure", "value", "unit", "vs_truncated", "vs_full"]].to_dict("records"),
             "device": str(table.device.iloc[0]), "batch": str(table.batch.iloc[0])}  # fmt: skip
 
 
-def large(device: torch.device, name: str, tokens: int, memory: str | None) -> dict[str, Any]:
-    """The large shape in bfloat16: forward against the planned capture (no table), then the profile by plan."""
+def eigh_seconds(device: torch.device, width: int) -> float:
+    """One float64 eigendecomposition of a width² symmetric matrix on ``device``: the unit of a table row's cost
+    (a row takes about twenty of them, :func:`linrec.core.fit.kfold`)."""
+    a = torch.randn(width, width, dtype=torch.float64, device=device)
+    spd = a @ a.T / width
+    torch.linalg.eigh(spd)  # warm-up: the solver's workspace
+    return seconds(lambda: torch.linalg.eigh(spd), device)
+
+
+def large(
+    device: torch.device, name: str, tokens: int, memory: str | None, blocks: int | None,
+    record: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:  # fmt: skip
+    """The large shape in bfloat16: the forward, one float64 eigendecomposition at its width, the profile by plan
+    (its first ``blocks`` blocks, None: every block), then the planned capture of every block with its moments (no
+    table) against the forward. What is measured is ``record``-ed as it comes, so a check stopped at its limit keeps
+    it."""
     import linrec
 
+    out: dict[str, Any] = {"model": name, "dtype": "bfloat16"}
+
+    def note(**values: Any) -> None:
+        out.update(values)
+        record(out)
+
     built = time.perf_counter()
-    model = build_shaped(name, dtype=torch.bfloat16).to(device)
-    out: dict[str, Any] = {"model": name, "dtype": "bfloat16", "build_s": time.perf_counter() - built}
+    model = build_shaped(name, dtype=torch.bfloat16, device=device)  # drawn there: seconds, not minutes
     batches = random_batches(tokens, 16, 128, model.config.vocab_size)
-    out["tokens"] = batches.n_rows
-    plan = plan_for(model, batches, None, 5, memory=parse_memory(memory))
-    assert plan is not None
-    out["plan"] = plan.describe()
-    out["planned_peak_host_gb"], out["planned_peak_device_gb"] = plan.peak_host / 1e9, plan.peak_device / 1e9
+    note(build_s=time.perf_counter() - built, tokens=batches.n_rows)
     forward(model, random_batches(2048, 16, 128, model.config.vocab_size), truncated=True)  # warm-up
-    out["truncated_forward_s"] = seconds(lambda: forward(model, batches, truncated=True), device)
-    capture = seconds(lambda: [None for _ in capture_groups(model, batches, plan, folds=5, seed=0,
-                                                            progress=False)], device)  # fmt: skip
-    out["planned_capture_s"] = capture
-    out["capture_vs_truncated_forward"] = capture / out["truncated_forward_s"]
+    note(truncated_forward_s=seconds(lambda: forward(model, batches, truncated=True), device))
+    note(eigh_float64_s=eigh_seconds(device, model.config.hidden_size))
+    chosen = None if blocks is None else list(range(blocks))
+    plan = plan_for(model, batches, chosen, 5, memory=parse_memory(memory))
+    assert plan is not None
+    note(profile_blocks=sum(len(g) for g in plan.groups), plan=plan.describe(),
+         planned_peak_host_gb=plan.peak_host / 1e9, planned_peak_device_gb=plan.peak_device / 1e9)  # fmt: skip
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
-    table = linrec.measure(model, batches, memory=plan, progress=False)
-    out["profile_s"] = time.perf_counter() - start
-    out["profile_tokens_per_s"] = batches.n_rows / out["profile_s"]
-    out["peak_device_gb"] = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
-    out["peak_host_gb"] = host_peak() / 1e9
-    out["r2_lin"] = {"min": float(table.r2_lin.min()), "median": float(table.r2_lin.median()),
-                     "max": float(table.r2_lin.max()), "blocks": len(table)}  # fmt: skip
+    table = linrec.measure(model, batches, blocks=chosen, memory=plan, progress=False)
+    note(
+        profile_s=time.perf_counter() - start,
+        peak_device_gb=torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+        peak_host_gb=host_peak() / 1e9,
+        r2_lin={"min": float(table.r2_lin.min()), "median": float(table.r2_lin.median()),
+                "max": float(table.r2_lin.max()), "blocks": len(table)},
+    )  # fmt: skip
+    every = plan_for(model, batches, None, 5, memory=parse_memory(memory))
+    assert every is not None
+    capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, folds=5, seed=0,
+                                                            progress=False)], device)  # fmt: skip
+    note(capture_plan=every.describe(), planned_capture_s=capture,
+         capture_vs_truncated_forward=capture / out["truncated_forward_s"])  # fmt: skip
     return out
 
 
@@ -153,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", default="EleutherAI/pythia-160m", help="the shape measured on both devices")
     parser.add_argument("--tokens", type=int, default=100_000, help="tokens of the large profile")
     parser.add_argument("--memory", default="40GB", help="the large profile's memory budget (--memory)")
+    parser.add_argument("--large-blocks", type=int, help="profile only the large shape's first N blocks")
     parser.add_argument("--bench-batches", type=int, default=20, help="batches linrec bench times per path")
-    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,large,cuda_tests", help="which steps, in order")
+    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,bench_7b,cuda_tests,large",
+                        help="which steps, in order")  # fmt: skip
     args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("gpu-check: no CUDA device is visible here; run it on a machine with a GPU", file=sys.stderr)
@@ -172,11 +202,24 @@ def main(argv: list[str] | None = None) -> int:
     }
     steps: dict[str, Callable[[], dict[str, Any]]] = {
         "cpu_vs_gpu": lambda: cpu_vs_gpu(device, args.small, 20_480),
-        "bench_gpt2": lambda: bench_gpt2(device, args.bench_batches),
-        "large": lambda: large(device, args.large, args.tokens, args.memory),
+        "bench_gpt2": lambda: bench(device, args.bench_batches),
+        "bench_7b": lambda: bench(device, args.bench_batches, "pythia-6.9b", "bfloat16"),
+        "large": lambda: large(device, args.large, args.tokens, args.memory, args.large_blocks, partial("large")),
         "cuda_tests": cuda_tests,
     }
     began = time.perf_counter()
+
+    def partial(step: str) -> Callable[[dict[str, Any]], None]:
+        """Write what ``step`` has measured so far (marked as still running)."""
+
+        def record(values: dict[str, Any]) -> None:
+            elapsed = time.perf_counter() - began
+            results["steps"][step] = {"status": "running (stopped here if this stays)", **values, "seconds": elapsed}
+            results["elapsed_s"] = elapsed
+            write(args.out, results)
+
+        return record
+
     for step in args.steps.split(","):
         if time.perf_counter() - began > LIMIT_S:
             results["steps"][step] = {"status": f"skipped: the check passed its {LIMIT_S} s"}

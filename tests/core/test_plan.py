@@ -60,10 +60,10 @@ def test_the_groups_are_the_fewest_that_fit_and_as_even_as_can_be(budget, on_gpu
     sizes = [len(g) for g in plan.groups]
     assert max(sizes) - min(sizes) <= 1
     assert plan.peak_host <= budget and plan.peak_device <= budget
-    bigger = max(sizes) + 1
-    if len(plan.groups) > 1:  # one more block per group would not fit
-        groups = -(-12 // bigger)
-        assert fp.host(bigger, groups) > budget or fp.device(bigger) > budget
+    if len(plan.groups) > 1:  # one group fewer would not fit: its largest group is too large
+        fewer = len(plan.groups) - 1
+        largest = -(-12 // fewer)
+        assert fp.host(largest, fewer) > budget or fp.device(largest) > budget
     assert plan.forward_passes == 1.0  # resumed: one forward pass whatever the groups
 
 

@@ -105,6 +105,16 @@ def test_every_score_against_a_direct_computation(family, batches):
             assert row[column] == pytest.approx(value, rel=1e-5, abs=1e-9), (family, block, column)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_scores_are_the_host_s_to_rounding(batches):
+    """The sums and the layer-linearity fits run where the rows are (a GPU's float64 solvers), not on the host."""
+    model = tiny_model("llama")
+    columns = list(COLUMNS)
+    host = measure(model, batches, folds=FOLDS, progress=False)[columns]
+    gpu = measure(model.to("cuda"), batches, folds=FOLDS, progress=False)[columns]
+    assert np.allclose(gpu.to_numpy(float), host.to_numpy(float), rtol=1e-6, atol=1e-9, equal_nan=True)
+
+
 def test_a_block_that_adds_nothing_scores_zero(batches):
     model = tiny_model("gpt2")
     proj = model.transformer.h[1].mlp.c_proj

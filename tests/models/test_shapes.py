@@ -22,6 +22,7 @@ from linrec.models.arch import ffn_blocks
 from linrec.models.loading import load_tokenizer
 from linrec.models.shapes import (
     SHAPES,
+    build_shaped,
     load_shaped,
     save_shaped,
     shaped_seed,
@@ -94,6 +95,13 @@ def test_measure_and_a_swap_at_full_size(loaded, corpus):
         swap = swap_deltas(model, held, fit_replacements(moments, "affine"), progress=False)
         assert math.isfinite(swap.delta_ppl[0]) and swap.delta_ppl[0] != 0, name
         assert swap.params[0] == 768 * 768 + 768  # the closed-form affine map that replaced block 5
+
+
+def test_a_shape_is_drawn_where_it_is_asked_for():
+    """On the CPU by default (the same draws on every machine); elsewhere there, with no copy on the host."""
+    small = "EleutherAI/pythia-70m"
+    assert next(build_shaped(small).parameters()).device.type == "cpu"
+    assert {p.device.type for p in build_shaped(small, dtype=torch.bfloat16, device="meta").parameters()} == {"meta"}
 
 
 @pytest.mark.slow

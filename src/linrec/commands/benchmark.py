@@ -56,15 +56,14 @@ WARMUP = 2  # batches each path runs before it is timed
 def shaped_model(
     shape: str, device: torch.device, dtype: torch.dtype = torch.float32, seed: int = 0
 ) -> PreTrainedModel:
-    """A causal LM of ``shape`` with seeded random weights, in eval mode, on ``device`` in ``dtype``."""
+    """A causal LM of ``shape`` with seeded random weights, in eval mode, on ``device`` in ``dtype``: drawn there, in
+    ``dtype`` (no float32 copy of a 7B shape, and no minutes of drawing on the host for a GPU)."""
     from transformers import AutoModelForCausalLM
 
     config = bench_config(shape)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype)  # drawn in dtype: no float32 copy of a 7B shape
-    # transformers wraps Module.to with functools.wraps, which the checker cannot bind to the model: call it as
-    # nn.Module's (the same method, which moves the model in place and returns it).
-    cast(nn.Module, model).to(device=device)
+    with device:
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     return model.eval().requires_grad_(False)
 
 

@@ -17,8 +17,8 @@ What a capture holds (the figures :class:`Footprint` adds up), per block, S bein
 - on the device that accumulates (a GPU, or the host): the live folds' sums, 2 S at most (a batch may end one fold
   and start the next), and each window's first row of X and Y until the group ends;
 - on the host: each finished fold's moments, k S (on the CPU the live sums are in this memory too: (k + 2) S);
-- while its table row is made (:func:`linrec.core.fit.recoverability` with ``consume``): 4 S more, one block at a
-  time;
+- while its table row is made (:func:`linrec.core.fit.recoverability` with ``consume``), on the device that
+  accumulates: its k folds' moments and 4 S more, one block at a time (the layer-linearity sample's fits, likewise);
 
 and once for the capture: the weights, one batch's forward pass and, between groups, the residual stream twice (the
 one a group resumes from and the one it keeps for the next), n_windows × seq_len × width at the model's dtype.
@@ -131,7 +131,8 @@ class Footprint:
         """Peak bytes on the GPU that accumulates (0 on the CPU, whose memory :meth:`host` counts)."""
         if not self.on_gpu:
             return 0
-        return self.weights_device + self.forward + group * (2 * self.sums + self.first_rows)
+        fits = (self.folds + TABLE_WORK) * self.sums + self.sample  # a block's table row and layer fit, made there
+        return self.weights_device + self.forward + group * (2 * self.sums + self.first_rows) + fits
 
     def disk(self, saved: bool) -> int:
         """Bytes written to disk when the moments are kept (``saved``) and the capture runs in groups: every block's

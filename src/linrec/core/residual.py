@@ -2,7 +2,8 @@
 
 Its hooks see each block's decoder layer input, what the layer adds to its residual stream for the FFN, and the
 layer's output, on the capture's own rows (:meth:`linrec.core.rows.RowSink.hooks`); sums are float64 on the rows'
-device, read once at the end, and the layer-linearity sample is fitted then and let go.
+device, read once at the end, and the layer-linearity sample is fitted then, on that device (a GPU's float64
+solvers: six eigendecompositions of width² per block, minutes on a host for a 7B model), and let go.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ class ResidualSink(RowSink):
         layer linearity each rank's own sample's."""
         distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         blocks = sorted(self.sums)
+        device = self.sums[blocks[0]].device if blocks else torch.device("cpu")
         values = []
         for block in blocks:
             sums, added = self.sums.pop(block), self.added.pop(block)
@@ -135,7 +137,7 @@ class ResidualSink(RowSink):
         for block, (n, layer_cos, layer_angle, ffn_cos, ffn_angle, energy, spread) in zip(
             blocks, torch.stack(values).tolist() if values else [], strict=True
         ):
-            held, in_sample, sampled = self._linearity(block)
+            held, in_sample, sampled = self._linearity(block, device)
             out[block] = StreamScores(
                 rows=int(n),
                 block_influence=1 - layer_cos,
@@ -150,10 +152,10 @@ class ResidualSink(RowSink):
             )
         return out
 
-    def _linearity(self, block: int) -> tuple[float, float, int]:
-        """(held-out, in-sample layer linearity, rows) of ``block``'s sample; NaN held out where a fold's training
-        rows are too few for the width."""
-        folds = self.sample.take(block).fold_moments(self.folds)
+    def _linearity(self, block: int, device: torch.device) -> tuple[float, float, int]:
+        """(held-out, in-sample layer linearity, rows) of ``block``'s sample, fitted on ``device``; NaN held out where
+        a fold's training rows are too few for the width."""
+        folds = self.sample.take(block).to(device).fold_moments(self.folds)
         rcond = rcond_for(self.dtype or torch.float32)
         held = None if any(m.n == 0 for m in folds) else held_out_r2(folds, leave_one_out(self.folds), rcond)
         total = merge_folds(folds)

@@ -277,12 +277,17 @@ def load_shaped(
     return build_shaped(name, revision=revision, dtype=torch_dtype).to(device=target), tokenizer
 
 
-def build_shaped(name: str, *, revision: str | None = None, dtype: torch.dtype = torch.float32) -> nn.Module:
-    """The model of :func:`load_shaped` alone, on the CPU, frozen in eval mode: no tokenizer (a GPU check's random
-    token ids need none). Its weights are drawn in ``dtype`` under :func:`shaped_seed`."""
+def build_shaped(
+    name: str, *, revision: str | None = None, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+) -> nn.Module:
+    """The model of :func:`load_shaped` alone, frozen in eval mode: no tokenizer (a GPU check's random token ids need
+    none). Its weights are drawn in ``dtype`` under :func:`shaped_seed` on ``device``: the CPU by default, whose draws
+    are the same on every machine; on a GPU they are other numbers, drawn there instead of taking minutes on the
+    host for a 7B shape (whose every weight is initialised twice, on the CPU's random generator)."""
     from transformers import AutoModelForCausalLM
 
-    with torch.random.fork_rng(devices=[]):
+    where = torch.device(device)
+    with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []), where:
         torch.manual_seed(shaped_seed(name, revision))
         model = AutoModelForCausalLM.from_config(shaped_config(name), dtype=dtype)
     return model.eval().requires_grad_(False)
