@@ -6,10 +6,12 @@ runs the chapters with papermill for one profile (:mod:`bookbuild.execute`), ``h
 Book, warnings as errors, with a footer naming the build and a cite page from CITATION.cff
 (:mod:`bookbuild.render`, :mod:`bookbuild.publish`), and ``check`` verifies the result (:mod:`bookbuild.check`),
 with ``--reader`` every page read in headless Chromium as a reader meets it (:mod:`bookbuild.reader`), and a
-screenshot; ``pdf`` prints the executed book as one PDF (:mod:`bookbuild.pdf`).
+screenshot; ``pdf`` prints the executed book as one PDF (:mod:`bookbuild.pdf`); ``compare`` says whether two
+copies of executed chapters printed the same results, to the last digit (:mod:`bookbuild.compare`).
 
     python book/build.py all --profile smoke        # sync + execute + html (what `make book` runs)
     python book/build.py check --reader --screenshot _build/screenshots/01_method.png
+    python book/build.py compare /tmp/before/chapters book/chapters   # a restructuring changes no result
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 
 from bookbuild.check import check, execution_problems, toc_problems
+from bookbuild.compare import compare, report
 from bookbuild.execute import assignments, execute
 from bookbuild.layout import Book, BookError
 from bookbuild.notebooks import sources, sync, sync_problems
@@ -68,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also read every page in headless Chromium: content clipped, row numbers printed as data, MathJax "
         "unfinished or failed",
     )
+    d = sub.add_parser("compare", help="compare two copies of executed chapters to the last printed digit")
+    d.add_argument("before", type=Path, help="the executed chapters before the change (a copy of book/chapters)")
+    d.add_argument("after", type=Path, help="the executed chapters after it")
+    d.add_argument("--ignore", action="append", default=[], metavar="REGEX", help="also leave out lines matching")
+    d.add_argument("--images", action="store_true", help="also compare the figures' PNG bytes")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
@@ -111,6 +119,10 @@ def _run(args: argparse.Namespace) -> None:
         if problems := pdf_problems(BOOK, path, shown):
             raise BookError("the PDF is incomplete:\n  " + "\n  ".join(problems))
         print(f"[book] {path.relative_to(BOOK.root)}: {pdf_pages(path)} pages, {shown} figures")
+    if args.step == "compare":
+        if differences := compare(args.before, args.after, tuple(args.ignore), args.images):
+            raise BookError("the executed chapters differ:\n" + report(differences))
+        print(f"[book] {args.before} and {args.after}: the same outputs")
     if args.step == "check":
         first = BOOK.page(sources(BOOK)[0].stem)
         problems = check(BOOK)

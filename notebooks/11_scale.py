@@ -135,7 +135,7 @@ ch.show(linrec.analysis.scale.capture_needs(linrec.analysis.scale.LARGER, folds=
 # %% [markdown]
 # The forward pass's arithmetic divided by a machine's sustained float32 rate gives most of a
 # capture's time; the float64 sums add to it (for SmolLM2 on this book's two CPU cores, about half
-# again). The README gives what this book's own builds took.
+# again). The page 'Models, texts and profiles' gives what this book's own builds took.
 #
 # ## Exercises
 #

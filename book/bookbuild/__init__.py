@@ -6,6 +6,7 @@
 captured first by :mod:`~bookbuild.prepare`, wall times kept by :mod:`~bookbuild.timing`),
 :mod:`~bookbuild.render` (Jupyter Book, local MathJax, :mod:`~bookbuild.publish`), :mod:`~bookbuild.check` (what a
 built book must satisfy), :mod:`~bookbuild.reader` (every page read in headless Chromium,
-:mod:`~bookbuild.browser`, as a reader meets it) and :mod:`~bookbuild.pdf` (the book as one PDF); where the book's
+:mod:`~bookbuild.browser`, as a reader meets it), :mod:`~bookbuild.pdf` (the book as one PDF) and
+:mod:`~bookbuild.compare` (two copies of executed chapters, to the last printed digit); where the book's
 files are: :mod:`~bookbuild.layout`. It needs the ``book`` extra (jupytext, nbformat, papermill, jupyter-book).
 """

@@ -1,4 +1,4 @@
-"""Practitioner helpers: the memory formula against real moments, the headline claims, and the round-trip check of a
+"""Practitioner helpers: the headline claims, and the round-trip check of a
 replaced model (its own-loss perplexity against linrec's scorer)."""
 
 from __future__ import annotations
@@ -7,24 +7,9 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_model
-from linrec.analysis.your_model import moment_bytes, own_loss_perplexity, replaced_claims
-from linrec.core.measure import Measurement
+from linrec.analysis.your_model import own_loss_perplexity, replaced_claims
 from linrec.data.tokens import TokenBatches, make_batches
 from linrec.interventions.perplexity import perplexity
-
-
-def test_moment_bytes_is_what_a_capture_holds(tokenizer, text):
-    model = tiny_model("llama")
-    measured = Measurement.capture(model, make_batches(tokenizer, text, seq_len=16, max_rows=512), folds=3,
-                                   progress=False)  # fmt: skip
-    kept = sum(
-        getattr(m, f).nbytes
-        for part in (measured.positions.first, measured.positions.later)
-        for folds in part.values()
-        for m in folds
-        for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")
-    )
-    assert kept == moment_bytes(32, 32, blocks=2, folds=3)
 
 
 def test_your_model_claims_take_the_highest_r2_block_and_the_time_ratio():

@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import tiny_model
 from linrec.core.accumulator import MomentAccumulator
+from linrec.core.measure import Measurement
 from linrec.core.moment_files import save_moments
 from linrec.core.moments import Moments
-from linrec.core.plan import Footprint, packed_bytes, parse_memory, plan_capture, sums_bytes
+from linrec.core.plan import Footprint, capture_bytes, packed_bytes, parse_memory, plan_capture, sums_bytes
+from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 
 
@@ -92,3 +95,17 @@ def test_the_plan_says_its_groups_memory_and_disk():
     assert f"{len(plan.groups)} groups" in text and "peak host memory" in text and "to disk" in text
     assert plan.disk == 12 * 5 * packed_bytes(256, 256)
     assert plan_capture(_footprint(), list(range(12)), 10**12, saved=True).disk == 0  # one group: nothing spilled
+
+
+def test_capture_bytes_is_what_a_capture_holds(tokenizer, text):
+    model = tiny_model("llama")
+    measured = Measurement.capture(model, make_batches(tokenizer, text, seq_len=16, max_rows=512), folds=3,
+                                   progress=False)  # fmt: skip
+    kept = sum(
+        getattr(m, f).nbytes
+        for part in (measured.positions.first, measured.positions.later)
+        for folds in part.values()
+        for m in folds
+        for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")
+    )
+    assert kept == capture_bytes(32, blocks=2, folds=3, first_apart=True)

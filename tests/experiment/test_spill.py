@@ -11,10 +11,11 @@ from conftest import tiny_model
 from linrec.analysis import scale
 
 
-def test_capture_needs_are_three_width_squared_float64_per_block_and_fold():
+def test_capture_needs_are_three_width_squared_float64_and_two_means_per_block_and_fold():
     needs = scale.capture_needs({"m": (1536, 28, 1.5e9)}, folds=5).iloc[0]
-    assert needs.moments_in_memory_gb == pytest.approx(28 * 5 * 3 * 1536**2 * 8 / 1e9)
+    assert needs.moments_in_memory_gb == 28 * 5 * 8 * (3 * 1536**2 + 2 * 1536) / 1e9  # the sums and two means
     assert needs.moments_spilled_gb == pytest.approx(needs.moments_in_memory_gb / 5)
+    assert needs.moments_on_disk_gb == 28 * 5 * 8 * (1536**2 + 1536 * 1537 + 2 * 1536) / 1e9  # triangles of Cxx, Cyy
     assert needs.rows == 98_304 and needs.forward_tflop == pytest.approx(2 * 1.5e9 * 98_304 / 1e12)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from linrec.core.plan import capture_bytes, packed_bytes
 from linrec.errors import LinrecError
 from linrec.report.claims import Claim
 from linrec.stats import percentile_interval
@@ -212,7 +213,7 @@ def capture_needs(models: Mapping[str, tuple[int, int, float]], folds: int = 5, 
     and the forward pass's arithmetic (2 × parameters per token), in GB and TFLOP."""
     rows = []
     for name, (width, blocks, parameters) in models.items():
-        per_fold = blocks * 3 * width**2 * 8
+        per_fold = capture_bytes(width, blocks, 1)
         tokens = rows_per_dim * width
         rows.append(
             {
@@ -223,7 +224,7 @@ def capture_needs(models: Mapping[str, tuple[int, int, float]], folds: int = 5, 
                 "weights_gb": parameters * 4 / 1e9,
                 "moments_in_memory_gb": folds * per_fold / 1e9,
                 "moments_spilled_gb": per_fold / 1e9,
-                "moments_on_disk_gb": folds * blocks * 2 * width**2 * 8 / 1e9,
+                "moments_on_disk_gb": folds * blocks * packed_bytes(width, width) / 1e9,
                 "forward_tflop": 2 * parameters * tokens / 1e12,
             }
         )

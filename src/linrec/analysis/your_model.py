@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.plan import sums_bytes
+from linrec.core.plan import capture_bytes
 from linrec.data.tokens import TokenBatches
 from linrec.report.claims import Claim
 
@@ -24,15 +24,9 @@ ROUND_TRIP = 1e-4
 same model: float32 sums in another order differ by far less, a wrong or missing map by far more."""
 
 
-def moment_bytes(d_in: int, d_out: int, blocks: int, folds: int) -> int:
-    """Bytes of the float64 moments a finished capture holds (in host memory; a GPU holds about one fold's per block
-    while capturing): O(d²) per block and fold, independent of tokens, twice over (the first position of each
-    window is kept apart from the later rows, so that R²_lin with and without it can both be read)."""
-    return 2 * sums_bytes(d_in, d_out) * blocks * folds
-
-
 def cost_table(models: dict[str, tuple[int, int]], folds: int = 5) -> pd.DataFrame:
-    """Moment memory for ``{name: (width, n_blocks)}``: all blocks in one pass, and one block per pass."""
+    """Moment memory for ``{name: (width, n_blocks)}``: all blocks in one pass, and one block per pass (the first
+    position of each window kept apart, :func:`linrec.core.plan.capture_bytes`)."""
     rows = []
     for name, (width, blocks) in models.items():
         rows.append(
@@ -41,8 +35,8 @@ def cost_table(models: dict[str, tuple[int, int]], folds: int = 5) -> pd.DataFra
                 "width": width,
                 "blocks": blocks,
                 "folds": folds,
-                "all blocks at once (GiB)": moment_bytes(width, width, blocks, folds) / 2**30,
-                "one block per pass (GiB)": moment_bytes(width, width, 1, folds) / 2**30,
+                "all blocks at once (GiB)": capture_bytes(width, blocks, folds, first_apart=True) / 2**30,
+                "one block per pass (GiB)": capture_bytes(width, 1, folds, first_apart=True) / 2**30,
             }
         )
     return pd.DataFrame(rows)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from linrec.errors import LinrecError, LinrecWarning
+from linrec.experiment.budgets import ROWS_PER_DIMENSION
 from linrec.files import check_new_file, remove_stale_temporaries, write_atomically
 
 
@@ -35,13 +36,6 @@ def add_text_options(parser: argparse.ArgumentParser, required: bool, file_help:
     text.add_argument("--text-file", type=Path, metavar="FILE", help=file_help)
     names = corpus_names()
     text.add_argument("--corpus", choices=names, metavar="NAME", help=corpus_help.format(names=", ".join(names)))
-
-
-ROWS_PER_DIMENSION = 64
-"""Rows per block per input dimension when neither --max-rows nor a profile says: where held-out R²_lin of a real
-model has settled (on SmolLM2-135M, measured on English fiction against one fixed held-out set: the median over its
-blocks 0.04 below its converged value at 14 rows per dimension, 0.005 below at 64, and moving by at most 0.003 from
-90 to 123)."""
 
 
 def warn_if_short(rows: int, wanted: int, width: int) -> None:

@@ -22,7 +22,6 @@ import pandas as pd
 
 from linrec.cache import check_cache
 from linrec.commands.args import (
-    ROWS_PER_DIMENSION,
     HelpFormatter,
     add_text_options,
     block_indices,
@@ -37,6 +36,7 @@ from linrec.commands.profile_columns import columns_help, version_columns
 from linrec.commands.profile_inputs import check_before_loading, measured_text, seq_len, token_batches
 from linrec.core.plan import parse_memory
 from linrec.errors import LinrecError
+from linrec.experiment.budgets import ROWS_PER_DIMENSION
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase

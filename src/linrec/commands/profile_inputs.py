@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from linrec.commands.args import ROWS_PER_DIMENSION, warn_if_short
+from linrec.commands.args import warn_if_short
 from linrec.data.textfile import TextFile
 from linrec.errors import LinrecError
+from linrec.experiment.budgets import rows_to_ask
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -95,7 +96,7 @@ def token_batches(
         check_blocks(args.blocks, config.num_hidden_layers)
     rows = args.max_rows or (None if profile is None else profile.budget(model).rows_per_block if model else
                              profile.rows_per_block)  # fmt: skip
-    wanted = rows or ROWS_PER_DIMENSION * config.hidden_size
+    wanted, at_most = rows_to_ask(config.hidden_size, rows)
     batches = make_batches(
         tokenizer,
         text[0],
@@ -105,7 +106,7 @@ def token_batches(
         max_context=max_context(config),
         layout=args.layout,
         documents=text[1],
-        at_most=rows is None,
+        at_most=at_most,
     )
     warn_if_short(batches.n_rows, wanted, config.hidden_size)
     batches.check_vocabulary(config.vocab_size)

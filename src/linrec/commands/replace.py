@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from linrec.commands.args import (
-    ROWS_PER_DIMENSION,
     HelpFormatter,
     add_text_options,
     block_indices,
@@ -26,6 +25,7 @@ from linrec.commands.args import (
 )
 from linrec.core.scores import COSTLIER, MEASURED
 from linrec.errors import LinrecError
+from linrec.experiment.budgets import ROWS_PER_DIMENSION, rows_to_ask
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -335,8 +335,8 @@ def _batches(
     cut = lambda text, rows, at_most=False, documents=None: make_batches(  # noqa: E731
         tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config), at_most=at_most, documents=documents
     )
-    wanted = args.max_rows or ROWS_PER_DIMENSION * config.hidden_size
-    fit_batches = cut(fit[0], wanted, args.max_rows is None, fit[1])
+    wanted, at_most = rows_to_ask(config.hidden_size, args.max_rows)
+    fit_batches = cut(fit[0], wanted, at_most, fit[1])
     warn_if_short(fit_batches.n_rows, wanted, config.hidden_size)
     check_training_rows(fit_batches, config.hidden_size, args.folds, args.seed)
     out = [fit_batches, *(cut(text, None).first(args.eval_rows) for text in (held, second) if text is not None)]

@@ -94,6 +94,13 @@ def sums_bytes(d_in: int, d_out: int) -> int:
     return 8 * (d_in + d_out + d_in * d_in + d_in * d_out + d_out * d_out)
 
 
+def capture_bytes(width: int, blocks: int, folds: int, *, first_apart: bool = False) -> int:
+    """The float64 moments a finished capture holds for ``blocks`` blocks of ``width`` and ``folds`` folds (one
+    :func:`sums_bytes` each); twice that with the first position of each window kept apart (its rows' moments beside
+    the later rows', so that R²_lin with and without it can both be read)."""
+    return (2 if first_apart else 1) * blocks * folds * sums_bytes(width, width)
+
+
 def packed_bytes(d_in: int, d_out: int) -> int:
     """One fold's moments on disk (:func:`linrec.core.moment_files.save_moments`: Cxx and Cyy as upper triangles)."""
     return 8 * (d_in + d_out + d_in * (d_in + 1) // 2 + d_in * d_out + d_out * (d_out + 1) // 2)

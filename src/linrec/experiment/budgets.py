@@ -58,9 +58,18 @@ def series_sampled(budget: Budget) -> Budget:
     return dataclasses.replace(budget, sample_rows=SERIES_SAMPLE.sample_rows, every=SERIES_SAMPLE.every)
 
 
-REAL_ROWS_PER_DIMENSION = 64
-"""Rows per input dimension a real model is measured with: where held-out R²_lin has settled (issue 35's series on
-SmolLM2: nothing moves by more than 0.003 beyond about 90 per dimension, and by 0.004 in the median from 57 to 90)."""
+ROWS_PER_DIMENSION = 64
+"""Rows per block per input dimension a model is measured with when nothing else says (the real models' budgets,
+``linrec profile`` and ``linrec replace`` without --max-rows): where held-out R²_lin has settled. On SmolLM2-135M,
+against one fixed held-out set, the median over its blocks is 0.04 below its converged value at 14 rows per
+dimension and 0.005 below at 64, and moves by at most 0.003 beyond about 90."""
+
+
+def rows_to_ask(width: int, given: int | None = None) -> tuple[int, bool]:
+    """The rows per block to cut from a text for a ``width``-wide model: ``given`` (--max-rows, or a profile's budget),
+    else :data:`ROWS_PER_DIMENSION` per input dimension; and whether that default is what is asked, of which a shorter
+    text may give fewer (``make_batches(..., at_most=True)``, with a warning)."""
+    return (given, False) if given else (ROWS_PER_DIMENSION * width, True)
 
 
 def real_budget(model: str, every: int) -> Budget:
@@ -68,12 +77,12 @@ def real_budget(model: str, every: int) -> Budget:
     input dimension, 8,192 of them sampled for the probes, 8,192 evaluation tokens (a pass costs about as much
     as the whole zoo's: the swaps of every block score a quarter of them each), and its costly trained steps on
     every ``every``-th block."""
-    rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
+    rows = ROWS_PER_DIMENSION * PACKAGED[model].width
     return Budget(rows_per_block=rows, corpus="kjv-bible", eval_tokens=8192, sample_rows=8192, every=every)
 
 
 def scale_budget(model: str) -> Budget:
     """A real model's budget in the scale profile: 64 rows per input dimension, its row sample only of the first
     and last block (no chapter of the profile trains probes), 8,192 evaluation tokens."""
-    rows = REAL_ROWS_PER_DIMENSION * PACKAGED[model].width
+    rows = ROWS_PER_DIMENSION * PACKAGED[model].width
     return dataclasses.replace(SERIES_SAMPLE, rows_per_block=rows, eval_tokens=8192)

@@ -44,7 +44,7 @@ from linrec.data.offline_corpora import OFFLINE_CORPORA
 from linrec.errors import LinrecError
 from linrec.experiment import validation
 from linrec.experiment.budgets import (
-    REAL_ROWS_PER_DIMENSION,
+    ROWS_PER_DIMENSION,
     Budget,
     ProbeSettings,
     real_budget,
@@ -306,7 +306,7 @@ PROFILES: dict[str, Profile] = {
         probe=ProbeSettings(rank=16, sample_rows=16_384, steps=2000, lr=1e-3),
         training_checkpoints=(("EleutherAI/pythia-160m", PYTHIA_DYNAMICS),),
         wants_gpu=True,
-        budgets=tuple((m, Budget(rows_per_block=REAL_ROWS_PER_DIMENSION * w)) for m, w in PYTHIA_WIDTHS.items()),
+        budgets=tuple((m, Budget(rows_per_block=ROWS_PER_DIMENSION * w)) for m, w in PYTHIA_WIDTHS.items()),
         series=PYTHIA_SUITE,
         series_gpu=PYTHIA_LARGE,
     ),

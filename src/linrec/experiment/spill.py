@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from linrec.core.plan import sums_bytes
+from linrec.core.plan import capture_bytes
 from linrec.models.arch import ffn_blocks
 
 SPILL_ABOVE = 2 * 2**30
@@ -14,9 +14,8 @@ cache directory, rather than in memory (:class:`linrec.core.moment_files.Spilled
 
 
 def moment_bytes(net: torch.nn.Module, folds: int) -> int:
-    """The float64 moments of every FFN block of ``net`` for ``folds`` folds: 3 matrices of width² and two means per
-    block and fold (:func:`linrec.core.plan.sums_bytes`; a block's input and output widths alike, as every
-    supported family has them)."""
+    """The float64 moments of every FFN block of ``net`` for ``folds`` folds (:func:`linrec.core.plan.capture_bytes`;
+    a block's input and output widths alike, as every supported family has them)."""
     config = getattr(net, "config", None)
     width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0) or 0)
-    return len(ffn_blocks(net)) * folds * sums_bytes(width, width)
+    return capture_bytes(width, len(ffn_blocks(net)), folds)
