@@ -68,12 +68,12 @@ ch.show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "fi
 # `r2_lin_half_rows` column is the same check on every block at half the training rows.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ against the training rows each fit is given, per input dimension (log scale), for every model of the profile: the median over its blocks (solid) and its lowest block (dashed). A curve that has flattened at its right end is measured to convergence.", "name": "fig-heterogeneity-rows"}}
-convergence = pd.concat([linrec.analysis.pretrained.measured_convergence(r) for r in measured.values()], ignore_index=True)
+convergence = pd.concat([linrec.analysis.convergence.measured_convergence(r) for r in measured.values()], ignore_index=True)
 fig = linrec.plots.depth.convergence_figure(convergence, order=MODELS)
 ch.figure(fig, convergence, "fig-heterogeneity-rows")
 
 # %%
-ch.report([linrec.analysis.pretrained.convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
+ch.report([linrec.analysis.convergence.convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
           figure="fig-heterogeneity-rows")
 
 # %% [markdown]

@@ -34,7 +34,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    """Read the table, keep ``--model``'s rows, draw them with :func:`linrec.plots.pretrained.profile_figure` (with
+    """Read the table, keep ``--model``'s rows, draw them with :func:`linrec.plots.profile.profile_figure` (with
     ``--scores``, :func:`linrec.plots.pruning.scores_by_block`)."""
     check_output(args.out, suffixes=FIGURE_SUFFIXES)
     table = read_table(args.table)
@@ -51,7 +51,7 @@ def _plot(args: argparse.Namespace) -> int:
 
     matplotlib.use("Agg")  # a file, never a window
     from linrec.plots import use_book_style
-    from linrec.plots.pretrained import profile_figure
+    from linrec.plots.profile import profile_figure
     from linrec.plots.pruning import scores_by_block
 
     use_book_style()

@@ -90,7 +90,7 @@ class Rows:
         return self.select(~val), self.select(val)
 
     def fold_moments(self, k: int) -> list[Moments]:
-        """Float64 moments of these rows, one per fold 0..k-1 (the layout ``recover.kfold`` takes)."""
+        """Float64 moments of these rows, one per fold 0..k-1 (the layout :func:`linrec.core.fit.kfold` takes)."""
         return [Moments.from_rows(self.x[self.fold == f], self.y[self.fold == f]) for f in range(k)]
 
 
@@ -111,7 +111,8 @@ def train_moments(train: Rows, folds: list[Moments] | None = None, test_fold: in
 def closed_form(
     train: Rows, folds: list[Moments] | None = None, test_fold: int = 0, rcond: float = DEFAULT_RCOND
 ) -> AffineFit:
-    """The closed-form affine map (``recover.fit_affine``) of the training moments (:func:`train_moments`)."""
+    """The closed-form affine map (:func:`linrec.core.fit.fit_affine`) of the training moments
+    (:func:`train_moments`)."""
     return fit_affine(train_moments(train, folds, test_fold), rcond)
 
 

@@ -9,7 +9,7 @@ Parametrisation (both probes; one module, :class:`PolyProbe`)::
 * s: the RMS of the training outputs about their mean μ_y (one scalar, so the loss, a mean
   squared error in these units, is the plain MSE up to a constant and R² is unchanged);
 * A, a: the linear part in these units; they start at the closed-form map
-  ŷ = x W + b of ``recover.fit_affine`` on the training split, A = diag(σ_x) W / s and
+  ŷ = x W + b of :func:`linrec.core.fit.fit_affine` on the training split, A = diag(σ_x) W / s and
   a = (μ_x W + b - μ_y) / s, so at initialisation the linear part *is* the closed form;
 * Û, V̂ ∈ R^{r×d_in}: U and V with each row scaled to unit norm (directions only);
 * P̂ = √d_out · P / ‖P‖_F with P ∈ R^{d_out×r} (a fixed overall size: the mean squared entry

@@ -317,7 +317,7 @@ def convergence_figure(convergence: pd.DataFrame, order: Sequence[str] | None = 
     """Held-out R²_lin against training rows per input dimension, one colour per model: the median over blocks
     (solid) and the lowest block (dashed), each fit on 1 to k-1 of the k folds.
 
-    ``convergence``: :func:`linrec.analysis.pretrained.row_convergence` rows with ``model`` and ``d_in`` columns.
+    ``convergence``: :func:`linrec.analysis.convergence.row_convergence` rows with ``model`` and ``d_in`` columns.
     """
     require(convergence, ["model", "block", "train_rows", "r2_lin", "d_in"], "the convergence figure")
     models = ordered(convergence, "model", order)

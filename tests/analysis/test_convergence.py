@@ -1,4 +1,4 @@
-"""linrec.analysis.pretrained: Whether a model's rows suffice for its width (chapter 2)."""
+"""linrec.analysis.convergence: Whether a model's rows suffice for its width (chapter 2)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from linrec.analysis.pretrained import convergence_claim, row_convergence
+from linrec.analysis.convergence import convergence_claim, row_convergence
 from linrec.book.ledger import side_by_side
 from linrec.core.fit import kfold
 from linrec.core.moments import Moments

@@ -1,4 +1,4 @@
-"""Figures of the real pretrained model (:mod:`linrec.analysis.pretrained`): its depth profile."""
+"""The figure of `linrec plot`: a measured table's depth profile, one panel per model."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""linrec.plots.pretrained: Figures of the real pretrained model (:mod:`linrec.analysis.pretrained`): its depth
-profile."""
+"""linrec.plots.profile: The figure of `linrec plot`: a measured table's depth profile, one panel per model."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import pandas as pd
 import pytest
 
 from linrec.errors import LinrecError
-from linrec.plots.pretrained import profile_figure
+from linrec.plots.profile import profile_figure
 
 
 def test_the_profile_figure_labels_its_axes():
