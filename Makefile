@@ -31,7 +31,7 @@ install-scale: $(SCALE)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests book/*.py book/bookbuild book/_ext notebooks/*.py
-	$(VENV)/bin/ruff format --check src tests book/*.py book/bookbuild book/_ext
+	$(VENV)/bin/ruff format --check src tests book/*.py book/bookbuild book/_ext notebooks/*.py
 	$(VENV)/bin/mypy
 
 test: lint

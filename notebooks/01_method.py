@@ -27,11 +27,20 @@ import torch
 from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
 
 import linrec
-from linrec.book import chapter
+from linrec.analysis import method
+from linrec.book import chapter, exercises
+from linrec.experiment import measurement
+from linrec.plots import depth as depth_plots
+from linrec.plots import method as method_plots
 
-ch = chapter.begin("01_method", globals(),
-                   positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_HEADS", "TINY_SEQUENCES", "SEQ_LEN"],
-                   folds=["FOLDS"], multiple_of=[("TINY_WIDTH", "TINY_HEADS")], at_least=[("TINY_SEQUENCES", "FOLDS")])
+ch = chapter.begin(
+    "01_method",
+    globals(),
+    positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_HEADS", "TINY_SEQUENCES", "SEQ_LEN"],
+    folds=["FOLDS"],
+    multiple_of=[("TINY_WIDTH", "TINY_HEADS")],
+    at_least=[("TINY_SEQUENCES", "FOLDS")],
+)
 DEVICE = linrec.pick_device()
 
 # %% [markdown]
@@ -55,8 +64,17 @@ DEVICE = linrec.pick_device()
 # class (no download) and asks `linrec.ffn_blocks` where it would hook.
 
 # %%
-TINY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-            vocab_size=64, max_position_embeddings=32, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+TINY = dict(
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+    vocab_size=64,
+    max_position_embeddings=32,
+    bos_token_id=0,
+    eos_token_id=0,
+    pad_token_id=0,
+)
 EXTRA = {"gpt2": {"n_inner": 32}, "opt": {"ffn_dim": 32, "word_embed_proj_dim": 16}}
 
 where = []
@@ -65,12 +83,14 @@ for model_type in linrec.SUPPORTED:
     model = AutoModel.from_config(config)
     block = linrec.ffn_blocks(model)[0]
     ffn = dict(model.named_modules())[block.input]
-    where.append({
-        "model_type": model_type,
-        "X: input of": block.input,
-        "Y: output of": block.output,
-        "hooked": type(ffn).__name__ if block.input == block.output else "first, last Linear",
-    })
+    where.append(
+        {
+            "model_type": model_type,
+            "X: input of": block.input,
+            "Y: output of": block.output,
+            "hooked": type(ffn).__name__ if block.input == block.output else "first, last Linear",
+        }
+    )
 ch.show(pd.DataFrame(where))
 
 # %% [markdown]
@@ -101,7 +121,7 @@ ch.show(pd.DataFrame(where))
 # trained or modified; {numref}`fig-method-pipeline` shows what flows where.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The data flow of one measurement. Rows $(x, y)$ exist only inside the forward pass; below the dashed line everything is computed from float64 moments, whose size does not depend on the number of tokens.", "name": "fig-method-pipeline"}}
-fig = linrec.plots.method.draw_pipeline()
+fig = method_plots.draw_pipeline()
 ch.figure(fig, None, "fig-method-pipeline")
 
 # %% [markdown]
@@ -174,14 +194,17 @@ residual = y[test] - fit(x[test])
 sse_rows = (residual**2).sum(0)
 sst_rows = ((y[test] - y[test].mean(0)) ** 2).sum(0)
 
-pd.Series({
-    "merged Cxx vs one-shot Cxx (max rel. diff)": float((halves.cxx - whole.cxx).abs().max()
-                                                        / whole.cxx.abs().max()),
-    "SSE from moments vs rows (max rel. diff)": float(((from_moments.sse - sse_rows).abs()
-                                                      / sse_rows).max()),
-    "R² from moments": from_moments.r2,
-    "R² from rows": float(1 - sse_rows.sum() / sst_rows.sum()),
-}, name="value").to_frame()
+pd.Series(
+    {
+        "merged Cxx vs one-shot Cxx (max rel. diff)": float(
+            (halves.cxx - whole.cxx).abs().max() / whole.cxx.abs().max()
+        ),
+        "SSE from moments vs rows (max rel. diff)": float(((from_moments.sse - sse_rows).abs() / sse_rows).max()),
+        "R² from moments": from_moments.r2,
+        "R² from rows": float(1 - sse_rows.sum() / sst_rows.sum()),
+    },
+    name="value",
+).to_frame()
 
 # %% [markdown]
 # The input here spans three orders of magnitude across coordinates on purpose, to mimic the
@@ -217,11 +240,15 @@ planted = {
     "even (quadratic)": (even_part, 0.0),
 }
 reports = {name: linrec.core.planted.recover_rows(x, y, FOLDS) for name, (y, _) in planted.items()}
-ch.show(pd.DataFrame({
-    "expected R²_lin": {name: expected for name, (_, expected) in planted.items()},
-    "R²_lin (measured)": {name: r.r2_lin for name, r in reports.items()},
-    "R²_lin std over folds": {name: r.r2_lin_std for name, r in reports.items()},
-}).rename_axis("planted block"))
+ch.show(
+    pd.DataFrame(
+        {
+            "expected R²_lin": {name: expected for name, (_, expected) in planted.items()},
+            "R²_lin (measured)": {name: r.r2_lin for name, r in reports.items()},
+            "R²_lin std over folds": {name: r.r2_lin_std for name, r in reports.items()},
+        }
+    ).rename_axis("planted block")
+)
 
 # %% [markdown]
 # Mixing the two parts, $y = (1-\alpha)(xA + c) + \alpha\,(xB)^{\circ 2}$, gives a whole family
@@ -235,13 +262,14 @@ ch.show(pd.DataFrame({
 # %%
 alphas = np.linspace(0, 1, 11)
 mixed = [linrec.core.planted.recover_rows(x, (1 - a) * linear_part + a * even_part, FOLDS) for a in alphas]
-sweep = pd.DataFrame({"alpha": alphas, "r2_lin": [r.r2_lin for r in mixed],
-                      "r2_lin_std": [r.r2_lin_std for r in mixed]})
+sweep = pd.DataFrame(
+    {"alpha": alphas, "r2_lin": [r.r2_lin for r in mixed], "r2_lin_std": [r.r2_lin_std for r in mixed]}
+)
 fine = np.linspace(0, 1, 201)
 theory = pd.DataFrame({"alpha": fine, "r2_lin": (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even)})
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Planted blocks mixing an affine and an even part: held-out $R^2_\\text{lin}$ measured by `linrec` (points, $k$-fold mean ± std) against the exact population value (line).", "name": "fig-method-mixture"}}
-fig = linrec.plots.method.mixture_figure(sweep, theory, FOLDS, ROWS)
+fig = method_plots.mixture_figure(sweep, theory, FOLDS, ROWS)
 ch.figure(fig, {"measured": sweep, "exact": theory}, "fig-method-mixture")
 
 # %% [markdown]
@@ -267,18 +295,24 @@ C = randn(WIDTH, WIDTH)
 gelu_table = pd.DataFrame(
     [(s, b) for s in (0.2, 0.6, 1.5, 4.0) for b in (-3.0, -1.0, 0.0, 1.5)], columns=["scale", "offset"]
 )
-gelu_table["exact"] = linrec.core.planted.gelu_r2(torch.tensor(gelu_table["scale"].to_numpy()),
-                              torch.tensor(gelu_table["offset"].to_numpy()))
-gelu_table["measured"] = [linrec.core.planted.recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
-                          for s, b in zip(gelu_table["scale"], gelu_table["offset"])]
+gelu_table["exact"] = linrec.core.planted.gelu_r2(
+    torch.tensor(gelu_table["scale"].to_numpy()), torch.tensor(gelu_table["offset"].to_numpy())
+)
+gelu_table["measured"] = [
+    linrec.core.planted.recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
+    for s, b in zip(gelu_table["scale"], gelu_table["offset"])
+]
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Exact $R^2_\\text{lin}$ of a GELU block $y = \\mathrm{GELU}(s\\,xQ + \\beta)\\,C$ with Gaussian inputs, over the scale $s$ and offset $\\beta$ of its pre-activations (Gauss–Hermite quadrature). White dots: the blocks measured on rows in {numref}`fig-method-gelu-check`.", "name": "fig-method-gelu-map"}}
-fig = linrec.plots.method.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
-ch.figure(fig, {"map": linrec.plots.method.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()), "blocks": gelu_table},
-          "fig-method-gelu-map")
+fig = method_plots.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
+ch.figure(
+    fig,
+    {"map": method_plots.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()), "blocks": gelu_table},
+    "fig-method-gelu-map",
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ that `linrec` measures on rows of the GELU blocks marked in {numref}`fig-method-gelu-map` against the exact value; the dashed diagonal is perfect agreement.", "name": "fig-method-gelu-check"}}
-fig = linrec.plots.method.gelu_check_figure(gelu_table, ROWS)
+fig = method_plots.gelu_check_figure(gelu_table, ROWS)
 ch.figure(fig, gelu_table, "fig-method-gelu-check")
 
 # %% [markdown]
@@ -296,8 +330,15 @@ ch.figure(fig, gelu_table, "fig-method-gelu-check")
 # and we feed the captured $X$ back through that block's MLP.
 
 # %%
-config = GPT2Config(n_layer=TINY_LAYERS, n_embd=TINY_WIDTH, n_head=TINY_HEADS, vocab_size=512,
-                    n_positions=SEQ_LEN, bos_token_id=0, eos_token_id=0)
+config = GPT2Config(
+    n_layer=TINY_LAYERS,
+    n_embd=TINY_WIDTH,
+    n_head=TINY_HEADS,
+    vocab_size=512,
+    n_positions=SEQ_LEN,
+    bos_token_id=0,
+    eos_token_id=0,
+)
 torch.manual_seed(SEED)
 gpt = GPT2LMHeadModel(config).to(DEVICE).eval().requires_grad_(False)
 ids = torch.randint(0, config.vocab_size, (TINY_SEQUENCES, SEQ_LEN), generator=gen)
@@ -314,12 +355,26 @@ print(f"block 0: X {tuple(X0.shape)}, Y {tuple(Y0.shape)}; max |MLP(X) - Y| = {g
 
 # %%
 table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=ch.progress)
-ch.show(table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out", "input_condition",
-            "null_dims", "n_train", "n_test"]])
+ch.show(
+    table[
+        [
+            "block",
+            "r2_lin",
+            "r2_lin_std",
+            "r2_feature_median",
+            "effective_rank_out",
+            "input_condition",
+            "null_dims",
+            "n_train",
+            "n_test",
+        ]
+    ]
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
-fig = linrec.plots.method.untrained_figure(table, f"random-init GPT-2, {TINY_WIDTH} wide",
-                              title="Every block of an untrained GPT-2 is close to linear")
+fig = method_plots.untrained_figure(
+    table, f"random-init GPT-2, {TINY_WIDTH} wide", title="Every block of an untrained GPT-2 is close to linear"
+)
 ch.figure(fig, table, "fig-method-random-init")
 
 # %% [markdown]
@@ -340,13 +395,29 @@ ch.figure(fig, table, "fig-method-random-init")
 
 # %%
 trained_name = ch.profile.models[0]
-trained_run = linrec.experiment.measurement.measurement(ch.profile, trained_name, progress=ch.progress)  # cached: later chapters reuse this capture
+trained_run = measurement.measurement(
+    ch.profile, trained_name, progress=ch.progress
+)  # cached: later chapters reuse this capture
 trained_table = trained_run.table()
-ch.show(trained_table[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "effective_rank_out",
-                    "input_condition", "null_dims", "n_train", "n_test"]], fold="every block of the trained model")
+ch.show(
+    trained_table[
+        [
+            "block",
+            "r2_lin",
+            "r2_lin_std",
+            "r2_feature_median",
+            "effective_rank_out",
+            "input_condition",
+            "null_dims",
+            "n_train",
+            "n_test",
+        ]
+    ],
+    fold="every block of the trained model",
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's first trained model on the profile's main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-method-trained"}}
-fig = linrec.plots.depth.heterogeneity_reference_figure(trained_table)
+fig = depth_plots.heterogeneity_reference_figure(trained_table)
 ch.figure(fig, trained_table, "fig-method-trained")
 
 # %% [markdown]
@@ -371,14 +442,19 @@ ch.figure(fig, trained_table, "fig-method-trained")
 # %%
 runs = {}
 for m in ch.profile.models:  # the trained capture is the one chapters 2 to 7 share (with its row sample)
-    runs[m, "init"] = linrec.experiment.measurement.measurement(ch.profile, m, checkpoint="init", keep="table", progress=ch.progress).table()
-    runs[m, "final"] = linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress).table()
+    runs[m, "init"] = measurement.measurement(
+        ch.profile, m, checkpoint="init", keep="table", progress=ch.progress
+    ).table()
+    runs[m, "final"] = measurement.measurement(ch.profile, m, progress=ch.progress).table()
 init_profiles = pd.concat(runs.values(), ignore_index=True)
-ch.show(init_profiles.groupby(["model", "checkpoint"], sort=False)["r2_lin"].describe()[["min", "50%", "max"]]
-     .rename(columns=lambda c: f"R²_lin {'median' if c == '50%' else c}"))
+ch.show(
+    init_profiles.groupby(["model", "checkpoint"], sort=False)["r2_lin"]
+    .describe()[["min", "50%", "max"]]
+    .rename(columns=lambda c: f"R²_lin {'median' if c == '50%' else c}")
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile, trained (solid) and at initialisation (dashed: a zoo model's first checkpoint, a real model's seeded random initialisation of its architecture), each on its own main corpus ($k$-fold mean ± std).", "name": "fig-method-real"}}
-fig = linrec.plots.depth.curves_figure(init_profiles, style="checkpoint", title="Every model against its own initialisation")
+fig = depth_plots.curves_figure(init_profiles, style="checkpoint", title="Every model against its own initialisation")
 ch.figure(fig, init_profiles, "fig-method-real")
 
 # %% [markdown]
@@ -389,8 +465,18 @@ ch.figure(fig, init_profiles, "fig-method-real")
 # scale is explicit.
 
 # %% tags=["hide-input"]
-ch.show(linrec.analysis.method.setup_table(ch.profile, trained_run, runs, layers=TINY_LAYERS, width=TINY_WIDTH,
-                                           rows=batches.n_rows, seq_len=SEQ_LEN, folds=FOLDS))
+ch.show(
+    method.setup_table(
+        ch.profile,
+        trained_run,
+        runs,
+        layers=TINY_LAYERS,
+        width=TINY_WIDTH,
+        rows=batches.n_rows,
+        seq_len=SEQ_LEN,
+        folds=FOLDS,
+    )
+)
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
@@ -428,7 +514,10 @@ ch.show(linrec.analysis.method.setup_table(ch.profile, trained_run, runs, layers
 M = randn(WIDTH, WIDTH) + 3 * torch.eye(WIDTH, dtype=torch.float64)  # invertible in practice
 t = 10 * randn(WIDTH)
 noisy = planted["affine + noise"][0]
-before, after = linrec.core.planted.recover_rows(x, noisy, FOLDS).r2_lin, linrec.core.planted.recover_rows(x @ M + t, noisy, FOLDS).r2_lin
+before, after = (
+    linrec.core.planted.recover_rows(x, noisy, FOLDS).r2_lin,
+    linrec.core.planted.recover_rows(x @ M + t, noisy, FOLDS).r2_lin,
+)
 print(f"R²_lin before {before:.6f}, after x -> xM + t {after:.6f}")
 assert abs(before - after) < 1e-8
 
@@ -445,10 +534,13 @@ assert abs(before - after) < 1e-8
 # %% tags=["remove-cell"]
 # Exercise "Shifted squares": put your R²_lin of y = (x + 1)² in `answer` and run this cell.
 answer = None
-shifted = linrec.core.planted.recover_rows(x, (x + 1) ** 2, FOLDS)  # this run's measurement: what the answer is checked against
+shifted = linrec.core.planted.recover_rows(
+    x, (x + 1) ** 2, FOLDS
+)  # this run's measurement: what the answer is checked against
 # tol 0.03: the exact value, 2/3, passes at this run's row count (the solution asserts the same bound)
-linrec.book.exercises.check(answer, shifted.r2_lin, tol=0.03,
-                hint="split (x + 1)² into its linear and its even part; compare their variances")
+exercises.check(
+    answer, shifted.r2_lin, tol=0.03, hint="split (x + 1)² into its linear and its even part; compare their variances"
+)
 
 # %% [markdown]
 # :::{solution-start} ex-method-shifted-squares
@@ -479,8 +571,9 @@ answer = None
 empty = linrec.Moments.zeros(768, 768)  # the moments this block would hold: what the answer is checked against
 per_fold = sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
 # tol 4 MB: an answer in MiB (2^20 bytes, 5 % less, about 3.4 MB here) passes too
-linrec.book.exercises.check(answer, 5 * per_fold / 1e6, tol=4,
-                hint="count the float64 numbers one fold keeps; do they grow with the rows?")
+exercises.check(
+    answer, 5 * per_fold / 1e6, tol=4, hint="count the float64 numbers one fold keeps; do they grow with the rows?"
+)
 
 # %% [markdown]
 # :::{solution-start} ex-method-what-it-costs
@@ -514,12 +607,17 @@ print(f"{per_fold / 1e6:.1f} MB per fold, {5 * per_fold / 1e6:.1f} MB for 5 fold
 torch.manual_seed(SEED)
 wide = GPT2LMHeadModel(GPT2Config(**{**config.to_dict(), "initializer_range": 0.2}))
 wide = wide.to(DEVICE).eval().requires_grad_(False)
-ch.show(pd.DataFrame({
-    "block": table["block"],
-    "R²_lin, init std 0.02": table["r2_lin"],
-    "R²_lin, init std 0.2": linrec.measure(wide, batches, folds=FOLDS, seed=SEED,
-                                           progress=ch.progress)["r2_lin"],
-}))
+ch.show(
+    pd.DataFrame(
+        {
+            "block": table["block"],
+            "R²_lin, init std 0.02": table["r2_lin"],
+            "R²_lin, init std 0.2": linrec.measure(wide, batches, folds=FOLDS, seed=SEED, progress=ch.progress)[
+                "r2_lin"
+            ],
+        }
+    )
+)
 
 # %% [markdown]
 # :::{solution-end}

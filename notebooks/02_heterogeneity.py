@@ -21,10 +21,21 @@ DEPENDS = 0.05  # a block's headline depends on the first position when leaving 
 import pandas as pd
 
 import linrec
+from linrec.analysis import depth, positions
 from linrec.book import chapter
+from linrec.experiment import measurement
+from linrec.plots import depth as depth_plots
+from linrec.report import tables
 
-ch = chapter.begin("02_heterogeneity", globals(), names_or_none=["MODELS"], flag=["SWAP"], positive_int_or_none=["SWAP_TOKENS"],
-                   fraction=["HIGH", "LOW", "DEPENDS"], positive_number=["SIGMAS"])
+ch = chapter.begin(
+    "02_heterogeneity",
+    globals(),
+    names_or_none=["MODELS"],
+    flag=["SWAP"],
+    positive_int_or_none=["SWAP_TOKENS"],
+    fraction=["HIGH", "LOW", "DEPENDS"],
+    positive_number=["SIGMAS"],
+)
 MODELS = list(MODELS or ch.profile.models)
 
 # %% [markdown]
@@ -42,20 +53,43 @@ MODELS = list(MODELS or ch.profile.models)
 # The measurements are cached, so later chapters reuse them rather than running the models again.
 
 # %%
-measured = {m: linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
-table = linrec.analysis.depth.depth_table(measured.values(), ch.profile)
-budgets = pd.DataFrame([{"model": m, "text": r.info.corpus, "rows per block": r.info.rows,
-                         "input width": int(table[table.model == m].d_in.iloc[0]),
-                         "rows per input dimension": r.info.rows / table[table.model == m].d_in.iloc[0],
-                         "folds (by document)": r.info.folds, "blocks": len(r.blocks)}
-                        for m, r in measured.items()])
+measured = {m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+table = depth.depth_table(measured.values(), ch.profile)
+budgets = pd.DataFrame(
+    [
+        {
+            "model": m,
+            "text": r.info.corpus,
+            "rows per block": r.info.rows,
+            "input width": int(table[table.model == m].d_in.iloc[0]),
+            "rows per input dimension": r.info.rows / table[table.model == m].d_in.iloc[0],
+            "folds (by document)": r.info.folds,
+            "blocks": len(r.blocks),
+        }
+        for m, r in measured.items()
+    ]
+)
 ch.show(budgets, {"rows per input dimension": ".0f"})
 
 # %%
-ch.show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "first_position_share", "r2_lin_after_first",
-            "r2_feature_median", "input_condition", "null_dims"]],
-     fold="R²_lin with its k-fold std, at half the training rows, the first position's share and R²_lin without it, "
-          "the median per-feature R², the input condition number and null dims of every block")
+ch.show(
+    table[
+        [
+            "model",
+            "block",
+            "r2_lin",
+            "r2_lin_std",
+            "r2_lin_half_rows",
+            "first_position_share",
+            "r2_lin_after_first",
+            "r2_feature_median",
+            "input_condition",
+            "null_dims",
+        ]
+    ],
+    fold="R²_lin with its k-fold std, at half the training rows, the first position's share and R²_lin without it, "
+    "the median per-feature R², the input condition number and null dims of every block",
+)
 
 # %% [markdown]
 # ## Enough rows?
@@ -68,13 +102,17 @@ ch.show(table[["model", "block", "r2_lin", "r2_lin_std", "r2_lin_half_rows", "fi
 # `r2_lin_half_rows` column is the same check on every block at half the training rows.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ against the training rows each fit is given, per input dimension (log scale), for every model of the profile: the median over its blocks (solid) and its lowest block (dashed). A curve that has flattened at its right end is measured to convergence.", "name": "fig-heterogeneity-rows"}}
-convergence = pd.concat([linrec.analysis.convergence.measured_convergence(r) for r in measured.values()], ignore_index=True)
-fig = linrec.plots.depth.convergence_figure(convergence, order=MODELS)
+convergence = pd.concat(
+    [linrec.analysis.convergence.measured_convergence(r) for r in measured.values()], ignore_index=True
+)
+fig = depth_plots.convergence_figure(convergence, order=MODELS)
 ch.figure(fig, convergence, "fig-heterogeneity-rows")
 
 # %%
-ch.report([linrec.analysis.convergence.convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
-          figure="fig-heterogeneity-rows")
+ch.report(
+    [linrec.analysis.convergence.convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
+    figure="fig-heterogeneity-rows",
+)
 
 # %% [markdown]
 # ## The zero-shot swap
@@ -91,21 +129,38 @@ ch.report([linrec.analysis.convergence.convergence_claim(convergence[convergence
 
 # %%
 if SWAP:
-    swaps = pd.concat([linrec.experiment.swaps.affine_swaps(ch.profile, [r], max_tokens=SWAP_TOKENS or ch.profile.budget(m).eval_tokens // 4,
-                                    progress=ch.progress, cache=True, blocks=ch.profile.swap_blocks(len(r.blocks)))
-                       for m, r in measured.items()], ignore_index=True)
-    display(ch.show(swaps.groupby("model", sort=False).agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"),
-                                                        ppl=("base_ppl", "first"))
-                 .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})))
-    wide = swaps.assign(cell=linrec.report.tables.with_interval(swaps, "delta_ppl")).pivot(index="block", columns="model", values="cell")
-    display(ch.show(wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]"),
-                 fold="ΔPPL of every block swapped alone, per model"))
+    swaps = pd.concat(
+        [
+            linrec.experiment.swaps.affine_swaps(
+                ch.profile,
+                [r],
+                max_tokens=SWAP_TOKENS or ch.profile.budget(m).eval_tokens // 4,
+                progress=ch.progress,
+                cache=True,
+                blocks=ch.profile.swap_blocks(len(r.blocks)),
+            )
+            for m, r in measured.items()
+        ],
+        ignore_index=True,
+    )
+    ch.show(
+        swaps.groupby("model", sort=False)
+        .agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"), ppl=("base_ppl", "first"))
+        .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})
+    )
+    wide = swaps.assign(cell=tables.with_interval(swaps, "delta_ppl")).pivot(
+        index="block", columns="model", values="cell"
+    )
+    ch.show(
+        wide[MODELS].rename(columns=lambda m: f"{m}: ΔPPL [95% interval]"),
+        fold="ΔPPL of every block swapped alone, per model",
+    )
 else:
     swaps = pd.DataFrame(columns=["model", "block", "delta_ppl"])
     print("SWAP = False: the swap panel is left empty")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Top: held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile ($k$-fold mean ± std), with the paper's reported bounds (0.99 and 0.3) dashed. Bottom: the change in perplexity when that block alone is swapped for its closed-form affine map (zero-shot, symmetric-log axis, with its 95% bootstrap interval over evaluation windows; empty when `SWAP` is off).", "name": "fig-heterogeneity"}}
-fig = linrec.plots.depth.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
+fig = depth_plots.heterogeneity_figure(table, swaps, reference=(HIGH, LOW), order=MODELS)
 ch.figure(fig, {"r2_lin": table, "swaps": swaps}, "fig-heterogeneity")
 
 # %% [markdown]
@@ -117,7 +172,7 @@ ch.figure(fig, {"r2_lin": table, "swaps": swaps}, "fig-heterogeneity")
 # units. A profile with at least one such rise and one such fall is called non-monotone.
 
 # %%
-summary = linrec.analysis.depth.depth_summary(table, sigmas=SIGMAS)
+summary = depth.depth_summary(table, sigmas=SIGMAS)
 ch.show(summary)
 
 # %% [markdown]
@@ -126,9 +181,11 @@ ch.show(summary)
 # first rows pool every model of the profile; the rows after a model's name judge that model alone.
 
 # %%
-claims = linrec.analysis.depth.heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + ([linrec.analysis.depth.swap_range(swaps)] if SWAP else [])
+claims = depth.heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + (
+    [depth.swap_range(swaps)] if SWAP else []
+)
 for m in MODELS:
-    claims += [c.of(m) for c in linrec.analysis.depth.heterogeneity_claims(table[table.model == m], high=HIGH, low=LOW, sigmas=SIGMAS)]
+    claims += [c.of(m) for c in depth.heterogeneity_claims(table[table.model == m], high=HIGH, low=LOW, sigmas=SIGMAS)]
 ch.report(claims, figure="fig-heterogeneity")
 
 # %% tags=["remove-input"]
@@ -152,25 +209,42 @@ ch.caveat()
 # the first position out moves its R²_lin by `DEPENDS` or more: its headline is about the sink.
 
 # %% mystnb={"figure": {"caption": "Left: held-out $R^2_\\text{lin}$ of every block on all rows and with the first position of every window left out of fit and evaluation (values below −1 are drawn at −1 and labelled). Right: the share of each block's output sum of squares carried by the first position; dashed: its share of the rows.", "name": "fig-heterogeneity-positions"}}
-sinks = linrec.analysis.positions.sink_table(table, ch.profile.seq_len)
-fig = linrec.plots.depth.position_figure(sinks, order=MODELS)
+sinks = positions.sink_table(table, ch.profile.seq_len)
+fig = depth_plots.position_figure(sinks, order=MODELS)
 ch.figure(fig, sinks, "fig-heterogeneity-positions")
 
 # %%
-pooled = linrec.analysis.positions.position_claims(sinks, DEPENDS)
-ch.report(pooled + [c.of(m) for m in MODELS for c in linrec.analysis.positions.position_claims(sinks[sinks.model == m], DEPENDS)],
-          figure="fig-heterogeneity-positions")
-heavy, moved = linrec.analysis.positions.position_extremes(sinks)
-ch.glue(rows_first=heavy.rows_first, variance_first=heavy.first_position_share,
-        heavy_block=f"{heavy.model} block {int(heavy.block)}", change=moved.change,
-        moved_block=f"{moved.model} block {int(moved.block)}, {moved.r2_lin:.3f} → {moved.r2_lin_after_first:.3f}",
-        median_change=sinks.change.median(),
-        reading=linrec.analysis.positions.dependence_reading(sinks, DEPENDS))
+pooled = positions.position_claims(sinks, DEPENDS)
+ch.report(
+    pooled + [c.of(m) for m in MODELS for c in positions.position_claims(sinks[sinks.model == m], DEPENDS)],
+    figure="fig-heterogeneity-positions",
+)
+heavy, moved = positions.position_extremes(sinks)
+ch.glue(
+    rows_first=heavy.rows_first,
+    variance_first=heavy.first_position_share,
+    heavy_block=f"{heavy.model} block {int(heavy.block)}",
+    change=moved.change,
+    moved_block=f"{moved.model} block {int(moved.block)}, {moved.r2_lin:.3f} → {moved.r2_lin_after_first:.3f}",
+    median_change=sinks.change.median(),
+    reading=positions.dependence_reading(sinks, DEPENDS),
+)
 few = pooled[-1]  # the blocks whose R²_lin without the first position rests on a few rows
-ch.glue(few_share=linrec.analysis.positions.FEW, few=f"{few.measured} blocks ({few.note})")
-ch.show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "first_position_share",
-            "top_rows_share_after_first"]],
-     fold="R²_lin of every block with and without the first position, and what its largest rows carry")
+ch.glue(few_share=positions.FEW, few=f"{few.measured} blocks ({few.note})")
+ch.show(
+    sinks[
+        [
+            "model",
+            "block",
+            "r2_lin",
+            "r2_lin_after_first",
+            "change",
+            "first_position_share",
+            "top_rows_share_after_first",
+        ]
+    ],
+    fold="R²_lin of every block with and without the first position, and what its largest rows carry",
+)
 
 # %% [markdown]
 # The first position is {glue:text}`rows_first:.1%` of the rows. Its share of a block's output
@@ -234,11 +308,19 @@ ch.show(sinks[["model", "block", "r2_lin", "r2_lin_after_first", "change", "firs
 # %% tags=["solution"]
 if SWAP:
     merged = table.merge(swaps[["model", "block", "delta_ppl"]], on=["model", "block"])
-    display(pd.DataFrame({
-        "highest R²_lin: block": merged.loc[merged.groupby("model")["r2_lin"].idxmax()].set_index("model")["block"],
-        "cheapest swap: block": merged.loc[merged.groupby("model")["delta_ppl"].idxmin()].set_index("model")["block"],
-        "cheapest swap: ΔPPL": merged.groupby("model")["delta_ppl"].min(),
-    }))
+    display(
+        pd.DataFrame(
+            {
+                "highest R²_lin: block": merged.loc[merged.groupby("model")["r2_lin"].idxmax()].set_index("model")[
+                    "block"
+                ],
+                "cheapest swap: block": merged.loc[merged.groupby("model")["delta_ppl"].idxmin()].set_index("model")[
+                    "block"
+                ],
+                "cheapest swap: ΔPPL": merged.groupby("model")["delta_ppl"].min(),
+            }
+        )
+    )
 
 # %% [markdown]
 # :::{solution-end}
@@ -282,8 +364,13 @@ if SWAP:
 
 # %% tags=["solution"]
 if SWAP:
-    display(merged.groupby("model")[["r2_lin", "delta_ppl"]].corr(method="spearman").xs("r2_lin", level=1)["delta_ppl"]
-            .rename("Spearman ρ(R²_lin, ΔPPL)").to_frame())
+    display(
+        merged.groupby("model")[["r2_lin", "delta_ppl"]]
+        .corr(method="spearman")
+        .xs("r2_lin", level=1)["delta_ppl"]
+        .rename("Spearman ρ(R²_lin, ΔPPL)")
+        .to_frame()
+    )
 
 # %% [markdown]
 # :::{solution-end}

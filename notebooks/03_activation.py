@@ -25,11 +25,21 @@ CONTROL_SEEDS = (0, 1, 2)  # seeds of the shuffled-weights control (the verdict 
 # %%
 import pandas as pd
 
-import linrec
+from linrec.analysis import activation, depth, identity, learned
 from linrec.book import chapter
+from linrec.experiment import measurement, resolve
+from linrec.interventions import crossfeed
+from linrec.plots import activation as activation_plots
+from linrec.plots import depth as depth_plots
 
-ch = chapter.begin("03_activation", globals(), names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
-                   seeds=["CONTROL_SEEDS"], positive_int_or_none=["GRID_BLOCKS"], positive_number=["SIGMAS"])
+ch = chapter.begin(
+    "03_activation",
+    globals(),
+    names_or_none=["MODELS", "GRID_MODELS", "NORMALISATIONS"],
+    seeds=["CONTROL_SEEDS"],
+    positive_int_or_none=["GRID_BLOCKS"],
+    positive_number=["SIGMAS"],
+)
 MODELS = list(MODELS or ch.profile.models)
 GRID_MODELS = list(GRID_MODELS or [m for m in MODELS if ch.profile.width(m) == ch.profile.width(MODELS[0])])
 
@@ -72,17 +82,35 @@ GRID_MODELS = list(GRID_MODELS or [m for m in MODELS if ch.profile.width(m) == c
 # publishes its initial checkpoint.
 
 # %%
-identities = {m: linrec.analysis.identity.model_identity(ch.profile, m, None if ch.profile.zoo is not None or ch.profile.width(m)
-                                else linrec.experiment.resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0]) for m in MODELS}
-untrained = [m for m in MODELS if len(linrec.analysis.depth.training_checkpoints(ch.profile, m)) > 1]
-measured = {(m, "final"): linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
-measured |= {(m, "init"): linrec.experiment.measurement.measurement(ch.profile, m, checkpoint="init", keep="table", progress=ch.progress)
-             for m in untrained}
-profiles = pd.concat([linrec.analysis.activation.conditioning_table(m) for m in measured.values()], ignore_index=True)  # R²_lin and input statistics
-ch.show(pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
-                   "activation": {m: linrec.analysis.identity.ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
-                   "seed": {m: i.seed for m, i in identities.items()},
-                   "measured at init": {m: m in untrained for m in MODELS}}).rename_axis("model"))
+identities = {
+    m: identity.model_identity(
+        ch.profile,
+        m,
+        None
+        if ch.profile.zoo is not None or ch.profile.width(m)
+        else resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0],
+    )
+    for m in MODELS
+}
+untrained = [m for m in MODELS if len(depth.training_checkpoints(ch.profile, m)) > 1]
+measured = {(m, "final"): measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+measured |= {
+    (m, "init"): measurement.measurement(ch.profile, m, checkpoint="init", keep="table", progress=ch.progress)
+    for m in untrained
+}
+profiles = pd.concat(
+    [activation.conditioning_table(m) for m in measured.values()], ignore_index=True
+)  # R²_lin and input statistics
+ch.show(
+    pd.DataFrame(
+        {
+            "family": {m: i.family for m, i in identities.items()},
+            "activation": {m: identity.ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
+            "seed": {m: i.seed for m, i in identities.items()},
+            "measured at init": {m: m in untrained for m in MODELS},
+        }
+    ).rename_axis("model")
+)
 
 # %% [markdown]
 # ## Every model against its shuffled weights
@@ -93,19 +121,22 @@ ch.show(pd.DataFrame({"family": {m: i.family for m, i in identities.items()},
 # to all the profile's models together.
 
 # %% mystnb={"figure": {"caption": "Each model's held-out $R^2_\\text{lin}$ per block with its trained weights (thick) and with the entries of every weight matrix shuffled, one thin line per seed ($k$-fold mean ± std); shaded: the 95 % prediction band for one more shuffle; ringed: blocks whose trained value lies outside it.", "name": "fig-activation-learned"}}
-shuffled = pd.concat([linrec.analysis.learned.control_profiles(ch.profile, m, CONTROL_SEEDS, progress=ch.progress) for m in MODELS],
-                     ignore_index=True)
-bands = linrec.analysis.learned.control_bands(shuffled)
-fig = linrec.plots.activation.controls_figure(shuffled, bands, order=MODELS)
+shuffled = pd.concat(
+    [learned.control_profiles(ch.profile, m, CONTROL_SEEDS, progress=ch.progress) for m in MODELS], ignore_index=True
+)
+bands = learned.control_bands(shuffled)
+fig = activation_plots.controls_figure(shuffled, bands, order=MODELS)
 ch.figure(fig, {"profiles": shuffled, "bands": bands}, "fig-activation-learned")
 
 # %%
-ch.report(linrec.analysis.learned.learned_claims(shuffled), figure="fig-activation-learned")
+ch.report(learned.learned_claims(shuffled), figure="fig-activation-learned")
 
 # %% tags=["hide-input"]
-ch.show(bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]],
-     {"trained": ".3f", "control_mean": ".3f", "low": ".3f", "high": ".3f"},
-     fold="every block's trained R²_lin against its shuffled controls' band")
+ch.show(
+    bands[["model", "block", "trained", "control_mean", "low", "high", "departs"]],
+    {"trained": ".3f", "control_mean": ".3f", "low": ".3f", "high": ".3f"},
+    fold="every block's trained R²_lin against its shuffled controls' band",
+)
 
 # %% [markdown]
 # The verdict above is this chapter's conclusion on whether recoverability is learned: its first
@@ -127,14 +158,20 @@ ch.show(bands[["model", "block", "trained", "control_mean", "low", "high", "depa
 # of each profile.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of the profile, trained (solid) and at random initialisation (dashed, where measured); $k$-fold mean ± std.", "name": "fig-activation-profiles"}}
-fig = linrec.plots.depth.curves_figure(profiles, style="checkpoint", order=MODELS,
-                            title="R²_lin per block, trained (solid) and at random initialisation (dashed)")
+fig = depth_plots.curves_figure(
+    profiles,
+    style="checkpoint",
+    order=MODELS,
+    title="R²_lin per block, trained (solid) and at random initialisation (dashed)",
+)
 ch.figure(fig, profiles, "fig-activation-profiles")
 
 # %%
-shape = linrec.analysis.depth.depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
-ch.show(shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]],
-     {"jump": ".3f", "jump_sigma": ".2f"})
+shape = depth.depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
+ch.show(
+    shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]],
+    {"jump": ".3f", "jump_sigma": ".2f"},
+)
 
 # %% [markdown]
 # ## Seeds, families and training: how far apart are two profiles?
@@ -146,13 +183,15 @@ ch.show(shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump"
 # distance, the table below it their summary by kind.
 
 # %% mystnb={"figure": {"caption": "Root-mean-square difference of $R^2_\\text{lin}$ over blocks between two depth profiles that differ in one respect only (seed, family or training); one dot per pair, the bar is the mean of its kind.", "name": "fig-activation-distances"}}
-distances = linrec.analysis.identity.distance_table(profiles, identities)
-fig = linrec.plots.activation.distance_figure(distances)
+distances = identity.distance_table(profiles, identities)
+fig = activation_plots.distance_figure(distances)
 ch.figure(fig, distances, "fig-activation-distances")
 
 # %% tags=["hide-input"]
-ch.show(distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"]),
-     {"mean": ".3f", "min": ".3f", "max": ".3f"})
+ch.show(
+    distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"]),
+    {"mean": ".3f", "min": ".3f", "max": ".3f"},
+)
 
 # %% [markdown]
 # With a single pair of seeds the seed-to-seed distance is one number, not a distribution: it sets
@@ -169,13 +208,13 @@ ch.show(distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", 
 # third; the table gives the rank correlation of R²_lin with each statistic, with its interval.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the log10 condition number of its input covariance (left) and the effective rank of its inputs (right); colour: model, marker: checkpoint.", "name": "fig-activation-conditioning"}}
-fig = linrec.plots.activation.conditioning_figure(profiles, order=MODELS)
+fig = activation_plots.conditioning_figure(profiles, order=MODELS)
 ch.figure(fig, profiles, "fig-activation-conditioning")
 
 # %%
 trained_blocks = profiles[profiles["checkpoint"] == "final"]
 if trained_blocks.groupby("model").size().max() >= 4:
-    display(ch.show(linrec.analysis.activation.predictor_table(trained_blocks)))
+    ch.show(activation.predictor_table(trained_blocks))
 else:
     print(f"Profile '{PROFILE}': no model has the 4 blocks a correlation within it needs.")
 
@@ -209,13 +248,18 @@ else:
 # within 10⁻⁴ of the captured rows'.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
-normalised = pd.concat([linrec.analysis.activation.measured_normalisation(ch.profile, measured[(m, "final")], NORMALISATIONS, progress=ch.progress)
-                        for m in MODELS], ignore_index=True)
-fig = linrec.plots.activation.normalisation_figure(normalised, order=MODELS)
+normalised = pd.concat(
+    [
+        activation.measured_normalisation(ch.profile, measured[(m, "final")], NORMALISATIONS, progress=ch.progress)
+        for m in MODELS
+    ],
+    ignore_index=True,
+)
+fig = activation_plots.normalisation_figure(normalised, order=MODELS)
 ch.figure(fig, normalised, "fig-activation-normalised")
 
 # %% tags=["hide-input"]
-ch.show(linrec.analysis.activation.normalisation_summary(normalised))
+ch.show(activation.normalisation_summary(normalised))
 
 # %% [markdown]
 # Whitening is the stronger intervention: it inflates the directions the block almost never saw
@@ -237,13 +281,17 @@ ch.show(linrec.analysis.activation.normalisation_summary(normalised))
 # uniform; if it is a property of the weights, each column would.
 
 # %% mystnb={"figure": {"caption": "Cross-feeding: held-out $R^2_\\text{lin}$ of the FFN of each column's block run on the inputs captured at each row's block; white lines separate models, the diagonal is each block on its own inputs.", "name": "fig-activation-crossfeed"}}
-nets = {m: linrec.experiment.resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0] for m in GRID_MODELS}
+nets = {m: resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0] for m in GRID_MODELS}
 depth_of = min(len(measured[(m, "final")].blocks) for m in GRID_MODELS)
-blocks = linrec.interventions.crossfeed.spread_blocks(depth_of, GRID_BLOCKS)
+blocks = crossfeed.spread_blocks(depth_of, GRID_BLOCKS)
 print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}")
-grid = linrec.interventions.crossfeed.crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS}, {m: nets[m] for m in GRID_MODELS},
-                      ch.profile.folds, blocks=blocks)
-fig = linrec.plots.activation.crossfeed_heatmap(grid, order=GRID_MODELS)
+grid = crossfeed.crossfeed_grid(
+    {m: measured[(m, "final")].samples for m in GRID_MODELS},
+    {m: nets[m] for m in GRID_MODELS},
+    ch.profile.folds,
+    blocks=blocks,
+)
+fig = activation_plots.crossfeed_heatmap(grid, order=GRID_MODELS)
 ch.figure(fig, grid, "fig-activation-crossfeed")
 
 # %% [markdown]
@@ -255,10 +303,10 @@ ch.figure(fig, grid, "fig-activation-crossfeed")
 # the paper's own comparison.
 
 # %%
-gelu = [m for m in GRID_MODELS if linrec.analysis.identity.ACTIVATIONS.get(identities[m].family) == "GELU"]
-shares = {"all models": linrec.analysis.activation.grid_shares(grid)}
+gelu = [m for m in GRID_MODELS if identity.ACTIVATIONS.get(identities[m].family) == "GELU"]
+shares = {"all models": activation.grid_shares(grid)}
 if len(gelu) >= 2 and len(gelu) < len(GRID_MODELS):
-    shares["GELU models"] = linrec.analysis.activation.grid_shares(grid, models=gelu)
+    shares["GELU models"] = activation.grid_shares(grid, models=gelu)
 pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 
 # %% [markdown]
@@ -270,13 +318,24 @@ pd.concat({label: s.frame() for label, s in shares.items()}, axis=1)
 # use.
 
 # %%
-unaligned = linrec.interventions.crossfeed.crossfeed_grid({m: measured[(m, "final")].samples for m in GRID_MODELS},
-                           {m: nets[m] for m in GRID_MODELS}, ch.profile.folds, blocks=blocks, align=False)
-unaligned_shares = {"all models": linrec.analysis.activation.grid_shares(unaligned)}
+unaligned = crossfeed.crossfeed_grid(
+    {m: measured[(m, "final")].samples for m in GRID_MODELS},
+    {m: nets[m] for m in GRID_MODELS},
+    ch.profile.folds,
+    blocks=blocks,
+    align=False,
+)
+unaligned_shares = {"all models": activation.grid_shares(unaligned)}
 if "GELU models" in shares:
-    unaligned_shares["GELU models"] = linrec.analysis.activation.grid_shares(unaligned, models=gelu)
-pd.concat({(label, version): s[label].frame()["value"] for label in shares
-           for version, s in (("aligned", shares), ("as captured", unaligned_shares))}, axis=1)
+    unaligned_shares["GELU models"] = activation.grid_shares(unaligned, models=gelu)
+pd.concat(
+    {
+        (label, version): s[label].frame()["value"]
+        for label in shares
+        for version, s in (("aligned", shares), ("as captured", unaligned_shares))
+    },
+    axis=1,
+)
 
 # %% [markdown]
 # The last row of these tables compares each FFN on its own inputs with the same FFN on other models' inputs. A
@@ -297,7 +356,7 @@ pd.concat({(label, version): s[label].frame()["value"] for label in shares
 # learned.
 
 # %%
-ch.report(linrec.analysis.activation.activation_claims(distances, shares))
+ch.report(activation.activation_claims(distances, shares))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
@@ -340,13 +399,22 @@ ch.report(linrec.analysis.activation.activation_claims(distances, shares))
 # transpose.
 
 # %% tags=["solution"]
-transposed = grid.rename(columns={"input_model": "weight_model", "input_block": "weight_block",
-                                  "weight_model": "input_model", "weight_block": "input_block"})
-paired = grid.merge(transposed, on=["input_model", "input_block", "weight_model", "weight_block"],
-                    suffixes=("", "_transposed"))
+transposed = grid.rename(
+    columns={
+        "input_model": "weight_model",
+        "input_block": "weight_block",
+        "weight_model": "input_model",
+        "weight_block": "input_block",
+    }
+)
+paired = grid.merge(
+    transposed, on=["input_model", "input_block", "weight_model", "weight_block"], suffixes=("", "_transposed")
+)
 paired = paired[(paired["input_model"] != paired["weight_model"]) | (paired["input_block"] != paired["weight_block"])]
-print(f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paired['r2_lin_transposed']):+.3f} "
-      f"over {len(paired)} off-diagonal cells")
+print(
+    f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paired['r2_lin_transposed']):+.3f} "
+    f"over {len(paired)} off-diagonal cells"
+)
 
 # %% [markdown]
 # :::{solution-end}
@@ -369,7 +437,7 @@ print(f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paire
 # for comparison. The code below prints the input RMS per model and block.
 
 # %% tags=["solution"]
-display(ch.show(trained_blocks.pivot(index="block", columns="model", values="input_rms")[MODELS]))
+ch.show(trained_blocks.pivot(index="block", columns="model", values="input_rms")[MODELS])
 
 # %% [markdown]
 # :::{solution-end}

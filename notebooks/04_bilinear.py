@@ -35,16 +35,26 @@ GAP = 0.05  # global R²_lin above the median per-feature R² by more than this 
 # %%
 import pandas as pd
 
-import linrec
+from linrec.analysis import bilinear, bilinear_claims, bilinear_controls, bilinear_outputs
 from linrec.book import chapter
+from linrec.core import fit, moments, sample
+from linrec.experiment import measurement, resolve
+from linrec.interventions import probes
+from linrec.plots import bilinear as bilinear_plots
 
-ch = chapter.begin("04_bilinear", globals(), names_or_none=["MODELS"], positive_int_or_none=["RANK", "STEPS"],
-                   positive_int=["TOP_DIMS", "PROBE_SEEDS"], fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
-                   positive_number=["LOW_RANK"])
+ch = chapter.begin(
+    "04_bilinear",
+    globals(),
+    names_or_none=["MODELS"],
+    positive_int_or_none=["RANK", "STEPS"],
+    positive_int=["TOP_DIMS", "PROBE_SEEDS"],
+    fraction=["FEW_POINTS", "NEAR_LINEAR", "GAP"],
+    positive_number=["LOW_RANK"],
+)
 MODELS = list(MODELS or ch.profile.models)
 probe = ch.profile.probe
-config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device)
-seeded_config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RANK, device=ch.profile.device)
+config = resolve.probe_config(probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device)
+seeded_config = resolve.probe_config(probe, seed=SEED, rank=RANK, device=ch.profile.device)
 
 # %% [markdown]
 # ## The probe, exactly
@@ -90,11 +100,11 @@ seeded_config = linrec.experiment.resolve.probe_config(probe, seed=SEED, rank=RA
 # block). The settings of this run:
 
 # %%
-measured = {m: linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
-widths = {m: linrec.analysis.bilinear.block_width({m: r}) for m, r in measured.items()}
+measured = {m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+widths = {m: bilinear.block_width({m: r}) for m, r in measured.items()}
 probed = {m: r.sampled_blocks for m, r in measured.items()}  # the blocks whose rows the budget samples
-ch.show(linrec.analysis.bilinear.measured_table(measured))
-ch.show(linrec.analysis.bilinear.probe_settings(config, seeded_config, PROBE_SEEDS))
+ch.show(bilinear.measured_table(measured))
+ch.show(bilinear.probe_settings(config, seeded_config, PROBE_SEEDS))
 
 # %% [markdown]
 # ## Gain against nonlinearity
@@ -107,14 +117,23 @@ ch.show(linrec.analysis.bilinear.probe_settings(config, seeded_config, PROBE_SEE
 # this run finds.
 
 # %%
-sweep = pd.concat([linrec.analysis.bilinear.probe_sweep({m: r}, config, blocks=probed[m], progress=ch.progress, cache=True, seeded=seeded_config,
-                               seeds=PROBE_SEEDS) for m, r in measured.items()], ignore_index=True)
-correlations = linrec.analysis.bilinear.gain_correlations(sweep)
-ch.show(sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]],
-     fold="both probes' R² and gain over the closed form, block by block")
+sweep = pd.concat(
+    [
+        bilinear.probe_sweep(
+            {m: r}, config, blocks=probed[m], progress=ch.progress, cache=True, seeded=seeded_config, seeds=PROBE_SEEDS
+        )
+        for m, r in measured.items()
+    ],
+    ignore_index=True,
+)
+correlations = bilinear.gain_correlations(sweep)
+ch.show(
+    sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]],
+    fold="both probes' R² and gain over the closed form, block by block",
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out R² gain of the bilinear probe and of seeded-poly over the closed-form affine map (same test rows) against the block's residual nonlinearity $1 - R^2_\\text{lin}$; one point per block and probe, Pearson $r$ with its 95% interval in the legend.", "name": "fig-bilinear-gain"}}
-fig = linrec.plots.bilinear.gain_figure(sweep, correlations)
+fig = bilinear_plots.gain_figure(sweep, correlations)
 ch.figure(fig, sweep, "fig-bilinear-gain")
 
 # %% [markdown]
@@ -148,25 +167,40 @@ ch.figure(fig, sweep, "fig-bilinear-gain")
 # controls as reference lines and the random FFNs' interval shaded.
 
 # %%
-controls_at = {w: linrec.analysis.bilinear_controls.probe_controls(config, d=w, seed=SEED, seeds=PROBE_SEEDS, cache=True) for w in dict.fromkeys(widths.values())}
+controls_at = {
+    w: bilinear_controls.probe_controls(config, d=w, seed=SEED, seeds=PROBE_SEEDS, cache=True)
+    for w in dict.fromkeys(widths.values())
+}
 width = widths[MODELS[0]]
 controls = controls_at[width]
 same = [m for m in MODELS if widths[m] == width]  # the models the controls of this width apply to
-ch.show(pd.concat([c.assign(width=w) for w, c in controls_at.items()], ignore_index=True).drop(columns="kind"),
-     fold="the planted controls at every width of the profile's models")
+ch.show(
+    pd.concat([c.assign(width=w) for w, c in controls_at.items()], ignore_index=True).drop(columns="kind"),
+    fold="the planted controls at every width of the profile's models",
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of what the closed form leaves over that the bilinear probe captures, gain / (1 − $R^2_\\text{lin}$), with 95% intervals (held-out sequences resampled, spanning the probe seeds), against the block's residual nonlinearity; dotted lines: the shares of the planted controls; shaded: the interval of the random-FFN controls at this width.", "name": "fig-bilinear-captured"}}
-fig = linrec.plots.bilinear.captured_figure(sweep[sweep.model.isin(same)], controls)
+fig = bilinear_plots.captured_figure(sweep[sweep.model.isin(same)], controls)
 ch.figure(fig, {"probes": sweep[sweep.model.isin(same)], "controls": controls}, "fig-bilinear-captured")
 
 # %% tags=["remove-cell"]
 at_budget = int(sweep.at_budget.sum())
-ffn_low, ffn_high = linrec.analysis.bilinear_controls.ffn_reference(controls)
-ch.glue(share_median=sweep.captured.median(), blocks=len(sweep), share_min=sweep.captured.min(),
-        share_max=sweep.captured.max(), at_budget=at_budget, steps=config.steps, probe_seeds=PROBE_SEEDS,
-        width=width, ffn_low=ffn_low, ffn_high=ffn_high, below=int((sweep.captured_high < ffn_low).sum()),
-        above=int((sweep.captured_low > ffn_high).sum()),
-        at_budget_reading=linrec.analysis.bilinear_claims.budget_reading(at_budget))
+ffn_low, ffn_high = bilinear_controls.ffn_reference(controls)
+ch.glue(
+    share_median=sweep.captured.median(),
+    blocks=len(sweep),
+    share_min=sweep.captured.min(),
+    share_max=sweep.captured.max(),
+    at_budget=at_budget,
+    steps=config.steps,
+    probe_seeds=PROBE_SEEDS,
+    width=width,
+    ffn_low=ffn_low,
+    ffn_high=ffn_high,
+    below=int((sweep.captured_high < ffn_low).sum()),
+    above=int((sweep.captured_low > ffn_high).sum()),
+    at_budget_reading=bilinear_claims.budget_reading(at_budget),
+)
 
 # %% [markdown]
 # Median share captured: **{glue:text}`share_median:.3f`** over {glue:text}`blocks` blocks (range
@@ -206,13 +240,13 @@ ch.glue(share_median=sweep.captured.median(), blocks=len(sweep), share_min=sweep
 # blocks the interval is about ±0.4 wide, so only a clear correlation can decide it.
 
 # %%
-ch.show(linrec.analysis.bilinear.residual_correlations(sweep))
+ch.show(bilinear.residual_correlations(sweep))
 
 # %% [markdown]
 # And the gains themselves, for both probes:
 
 # %% tags=["hide-input"]
-ch.show(linrec.analysis.bilinear.gain_table(sweep, correlations))
+ch.show(bilinear.gain_table(sweep, correlations))
 
 # %% [markdown]
 # ## Does the gate de-recruit?
@@ -232,19 +266,24 @@ ch.show(linrec.analysis.bilinear.gain_table(sweep, correlations))
 # is "yes" when most near-linear real blocks' gates end below the initial value, and "no" otherwise.
 
 # %%
-references = {w: linrec.analysis.bilinear_controls.gate_reference(config, seeded_config, d=w, seed=SEED) for w in controls_at}
+references = {w: bilinear_controls.gate_reference(config, seeded_config, d=w, seed=SEED) for w in controls_at}
 reference = references[width]
 ch.show(pd.Series(reference, name="planted block, captured quadratic residual").to_frame())
 
 # %% mystnb={"figure": {"caption": "Seeded-poly's gate $|g|$ after fitting (log scale) against the block's $R^2_\\text{lin}$, one point per block; the dashed line is the value every gate started from.", "name": "fig-bilinear-gate"}}
-gates = linrec.analysis.bilinear.gate_summary(sweep, config.gate_init)
-fig = linrec.plots.bilinear.gate_figure(sweep, config.gate_init)
+gates = bilinear.gate_summary(sweep, config.gate_init)
+fig = bilinear_plots.gate_figure(sweep, config.gate_init)
 ch.figure(fig, sweep, "fig-bilinear-gate")
 
 # %% tags=["remove-cell"]
-ch.glue(shrunk=gates["shrunk"], gate_blocks=gates["blocks"], median_ratio=gates["median_ratio"],
-        reference_gate=reference["gate"], reference_captured=reference["captured"],
-        gate_link=linrec.analysis.bilinear_claims.gate_link(gates["rho"]))
+ch.glue(
+    shrunk=gates["shrunk"],
+    gate_blocks=gates["blocks"],
+    median_ratio=gates["median_ratio"],
+    reference_gate=reference["gate"],
+    reference_captured=reference["captured"],
+    gate_link=bilinear_claims.gate_link(gates["rho"]),
+)
 
 # %% [markdown]
 # After fitting, the gate ended below its initial value on **{glue:text}`shrunk:.0%`** of
@@ -266,8 +305,8 @@ ch.glue(shrunk=gates["shrunk"], gate_blocks=gates["blocks"], median_ratio=gates[
 # {numref}`fig-bilinear-features`.
 
 # %% mystnb={"figure": {"caption": "Median per-feature R² (every output dim counts once) against global $R^2_\\text{lin}$ (dims weighted by their variance), one point per block; point area is proportional to the effective rank of the block's outputs, the dashed diagonal is where the two agree.", "name": "fig-bilinear-features"}}
-concentration = linrec.analysis.bilinear_outputs.output_concentration(measured, top=TOP_DIMS)
-fig = linrec.plots.bilinear.feature_figure(concentration)
+concentration = bilinear_outputs.output_concentration(measured, top=TOP_DIMS)
+fig = bilinear_plots.feature_figure(concentration)
 ch.figure(fig, concentration, "fig-bilinear-features")
 
 # %% [markdown]
@@ -276,26 +315,52 @@ ch.figure(fig, concentration, "fig-bilinear-features")
 # the R² of those dims against the rest (variance-weighted means of their per-feature R²).
 
 # %%
-ch.show(concentration[["model", "block", "r2_lin", "r2_feature_median", "gap", "effective_rank_out", "top_share",
-                    "uniform_share", "r2_top", "r2_rest"]], fold="global and per-feature R² of every block")
+ch.show(
+    concentration[
+        [
+            "model",
+            "block",
+            "r2_lin",
+            "r2_feature_median",
+            "gap",
+            "effective_rank_out",
+            "top_share",
+            "uniform_share",
+            "r2_top",
+            "r2_rest",
+        ]
+    ],
+    fold="global and per-feature R² of every block",
+)
 
 # %% [markdown]
 # The block where global and median per-feature R² differ most, dim by dim
 # ({numref}`fig-bilinear-dims`, then its highest-variance dims):
 
 # %% mystnb={"figure": {"caption": "Every output dim of the block with the widest gap between global and median per-feature R²: its held-out per-feature R² against its share of the block's output variance (log), the highest-variance dims marked.", "name": "fig-bilinear-dims"}}
-widest = linrec.analysis.bilinear_outputs.widest_gap(concentration)
-dims = linrec.analysis.bilinear_outputs.output_dims(measured[widest.model], int(widest.block))
-fig = linrec.plots.bilinear.dims_figure(dims, TOP_DIMS, title=f"{widest.model}, block {int(widest.block)}: global R²_lin "
-                          f"{widest.r2_lin:.3f}, median per-feature {widest.r2_feature_median:.3f}")
+widest = bilinear_outputs.widest_gap(concentration)
+dims = bilinear_outputs.output_dims(measured[widest.model], int(widest.block))
+fig = bilinear_plots.dims_figure(
+    dims,
+    TOP_DIMS,
+    title=f"{widest.model}, block {int(widest.block)}: global R²_lin "
+    f"{widest.r2_lin:.3f}, median per-feature {widest.r2_feature_median:.3f}",
+)
 ch.figure(fig, dims, "fig-bilinear-dims")
 
 # %% tags=["hide-input"]
 ch.show(dims.head(TOP_DIMS + 2))
 
 # %% tags=["remove-cell"]
-ch.glue(widest_block=f"{widest.model} block {int(widest.block)}", top_dims=TOP_DIMS, d_out=int(widest.d_out),
-        top_share=widest.top_share, uniform_share=widest.uniform_share, r2_top=widest.r2_top, r2_rest=widest.r2_rest)
+ch.glue(
+    widest_block=f"{widest.model} block {int(widest.block)}",
+    top_dims=TOP_DIMS,
+    d_out=int(widest.d_out),
+    top_share=widest.top_share,
+    uniform_share=widest.uniform_share,
+    r2_top=widest.r2_top,
+    r2_rest=widest.r2_rest,
+)
 
 # %% [markdown]
 # In {glue:text}`widest_block`, the {glue:text}`top_dims` highest-variance output dims (of {glue:text}`d_out`)
@@ -311,15 +376,35 @@ ch.glue(widest_block=f"{widest.model} block {int(widest.block)}", top_dims=TOP_D
 # paper's (with the figure it comes from) or this book's.
 
 # %%
-probed_concentration = pd.concat([concentration[(concentration.model == m) & concentration.block.isin(probed[m])]
-                                  for m in MODELS], ignore_index=True)
-claims = linrec.analysis.bilinear_claims.bilinear_claims(sweep[sweep.model.isin(same)], probed_concentration[probed_concentration.model.isin(same)],
-                         config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR, low_rank=LOW_RANK, gap=GAP,
-                         controls=controls, reference=reference)
+probed_concentration = pd.concat(
+    [concentration[(concentration.model == m) & concentration.block.isin(probed[m])] for m in MODELS], ignore_index=True
+)
+claims = bilinear_claims.bilinear_claims(
+    sweep[sweep.model.isin(same)],
+    probed_concentration[probed_concentration.model.isin(same)],
+    config.gate_init,
+    few=FEW_POINTS,
+    near_linear=NEAR_LINEAR,
+    low_rank=LOW_RANK,
+    gap=GAP,
+    controls=controls,
+    reference=reference,
+)
 for m in MODELS:
-    claims += [c.of(m) for c in linrec.analysis.bilinear_claims.bilinear_claims(sweep[sweep.model == m], probed_concentration[probed_concentration.model == m],
-                                                config.gate_init, few=FEW_POINTS, near_linear=NEAR_LINEAR, low_rank=LOW_RANK,
-                                                gap=GAP, controls=controls_at[widths[m]], reference=references[widths[m]])]
+    claims += [
+        c.of(m)
+        for c in bilinear_claims.bilinear_claims(
+            sweep[sweep.model == m],
+            probed_concentration[probed_concentration.model == m],
+            config.gate_init,
+            few=FEW_POINTS,
+            near_linear=NEAR_LINEAR,
+            low_rank=LOW_RANK,
+            gap=GAP,
+            controls=controls_at[widths[m]],
+            reference=references[widths[m]],
+        )
+    ]
 ch.report(claims, figure="fig-bilinear-gain")
 
 # %% [markdown]
@@ -400,9 +485,11 @@ from dataclasses import replace
 worst = sweep.loc[sweep.r2_lin.idxmin()]
 m = measured[worst.model]
 rows, folds = m.samples[int(worst.block)], m.moments[int(worst.block)]
-slow = linrec.interventions.probes.bilinear_probe(rows, folds, 0, replace(config, lr=probe.lr), int(worst.block))
-print(f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {config.lr:g}, "
-      f"{slow.gain:+.4f} at lr {probe.lr:g} ({slow.steps} steps)")
+slow = probes.bilinear_probe(rows, folds, 0, replace(config, lr=probe.lr), int(worst.block))
+print(
+    f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {config.lr:g}, "
+    f"{slow.gain:+.4f} at lr {probe.lr:g} ({slow.steps} steps)"
+)
 
 # %% [markdown]
 # :::{solution-end}
@@ -432,12 +519,14 @@ n, d = 4000, 16
 x = torch.randn(n, d, generator=g)
 u, v, p = torch.randn(4, d, generator=g), torch.randn(4, d, generator=g), torch.randn(d, 4, generator=g) / 2
 y = x @ torch.randn(d, d, generator=g) / d**0.5 + ((x @ u.T) * (x @ v.T)) @ p.T / d  # parts of similar size
-planted = linrec.core.sample.Rows(x, y, torch.arange(n) // 50 % 5)
+planted = sample.Rows(x, y, torch.arange(n) // 50 % 5)
 toy = replace(config, rank=4, steps=max(config.steps, 600), eval_every=25)
-plain = linrec.interventions.probes.bilinear_probe(planted, config=toy)
-seeded = linrec.interventions.probes.seeded_poly(planted, config=toy)
-print(f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (gain {plain.gain:+.3f}); "
-      f"seeded-poly {seeded.r2_poly:.3f}, gate {config.gate_init:g} -> {seeded.gate:.3f}")
+plain = probes.bilinear_probe(planted, config=toy)
+seeded = probes.seeded_poly(planted, config=toy)
+print(
+    f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (gain {plain.gain:+.3f}); "
+    f"seeded-poly {seeded.r2_poly:.3f}, gate {config.gate_init:g} -> {seeded.gate:.3f}"
+)
 
 # %% [markdown]
 # :::{solution-end}
@@ -464,11 +553,15 @@ print(f"closed form R² {plain.r2_lin:.3f}; bilinear probe {plain.r2_poly:.3f} (
 # %% tags=["solution"]
 q, _ = torch.linalg.qr(torch.randn(int(widest.d_out), int(widest.d_out), generator=g, dtype=torch.float64))
 folds = measured[widest.model].moments[int(widest.block)]
-rotated = [linrec.core.moments.Moments(f.n, f.mean_x, f.mean_y @ q, f.cxx, f.cxy @ q, q.T @ f.cyy @ q) for f in folds]
-before, after = linrec.core.fit.kfold(0, folds), linrec.core.fit.kfold(0, rotated)
-pd.DataFrame({"original outputs": [before.r2_lin, before.r2_feature_median, before.effective_rank_out],
-              "rotated outputs": [after.r2_lin, after.r2_feature_median, after.effective_rank_out]},
-             index=["global R²_lin", "median per-feature R²", "output effective rank"])
+rotated = [moments.Moments(f.n, f.mean_x, f.mean_y @ q, f.cxx, f.cxy @ q, q.T @ f.cyy @ q) for f in folds]
+before, after = fit.kfold(0, folds), fit.kfold(0, rotated)
+pd.DataFrame(
+    {
+        "original outputs": [before.r2_lin, before.r2_feature_median, before.effective_rank_out],
+        "rotated outputs": [after.r2_lin, after.r2_feature_median, after.effective_rank_out],
+    },
+    index=["global R²_lin", "median per-feature R²", "output effective rank"],
+)
 
 # %% [markdown]
 # :::{solution-end}

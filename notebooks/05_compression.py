@@ -22,12 +22,23 @@ MAX_RELATIVE = 0.05  # ... for at most this relative rise in perplexity
 import pandas as pd
 
 import linrec
+from linrec.analysis import compression
 from linrec.book import chapter
+from linrec.experiment import measurement, resolve
+from linrec.interventions import perplexity, surgery
+from linrec.plots import compression as compression_plots
+from linrec.report import tables
 
-ch = chapter.begin("05_compression", globals(), name_or_none=["MODEL"], names_or_none=["SIGNAL_MODELS", "KINDS"],
-                   positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"], fraction=["EARLY", "MAX_RELATIVE"],
-                   positive_number=["MIN_RATIO"])
-MODEL, SIGNAL_MODELS, EVAL_TOKENS = linrec.analysis.compression.defaults(ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS)
+ch = chapter.begin(
+    "05_compression",
+    globals(),
+    name_or_none=["MODEL"],
+    names_or_none=["SIGNAL_MODELS", "KINDS"],
+    positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"],
+    fraction=["EARLY", "MAX_RELATIVE"],
+    positive_number=["MIN_RATIO"],
+)
+MODEL, SIGNAL_MODELS, EVAL_TOKENS = compression.defaults(ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS)
 
 # %% [markdown]
 # ## Five replacements
@@ -55,20 +66,23 @@ MODEL, SIGNAL_MODELS, EVAL_TOKENS = linrec.analysis.compression.defaults(ch.prof
 # eighth of the profile's `eval_tokens`; set `EVAL_TOKENS` to the full number for tighter values.
 
 # %%
-m = linrec.experiment.measurement.measurement(ch.profile, MODEL, progress=ch.progress)
+m = measurement.measurement(ch.profile, MODEL, progress=ch.progress)
 table = m.table()
 r2_lin = dict(zip(table.block, table.r2_lin))
-net, tokenizer = linrec.experiment.resolve.load_profile_model(ch.profile, MODEL, progress=ch.progress)
+net, tokenizer = resolve.load_profile_model(ch.profile, MODEL, progress=ch.progress)
 evals = linrec.experiment.swaps.eval_batches(ch.profile, tokenizer, net, EVAL_TOKENS, name=MODEL)
-config = linrec.experiment.resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device)
-sets = linrec.analysis.compression.replacement_sets(m, KINDS, LOW_RANK, config)
-swaps = linrec.analysis.compression.swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
-print(f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "
-      f"perplexity on {evals.n_rows:,} held-out tokens of {ch.profile.eval_corpus_of(MODEL)}: {swaps.base_ppl.iloc[0]:.3f} unmodified")
+config = resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device)
+sets = compression.replacement_sets(m, KINDS, LOW_RANK, config)
+swaps = compression.swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
+print(
+    f"{MODEL}: {len(m.blocks)} FFN blocks, fitted on {m.info.rows:,} rows of {m.info.corpus}; "
+    f"perplexity on {evals.n_rows:,} held-out tokens of {ch.profile.eval_corpus_of(MODEL)}: "
+    f"{swaps.base_ppl.iloc[0]:.3f} unmodified"
+)
 ch.show(swaps.groupby("kind", sort=False)[["params", "original_params", "ratio"]].first())
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Change in perplexity (symmetric-log axis) when one block at a time is replaced by each kind of module, with its 95% bootstrap interval over evaluation windows; the legend gives each kind's parameter ratio to the original FFN.", "name": "fig-compression-swaps"}}
-fig = linrec.plots.compression.swap_figure(swaps)
+fig = compression_plots.swap_figure(swaps)
 ch.figure(fig, swaps, "fig-compression-swaps")
 
 # %% [markdown]
@@ -77,10 +91,13 @@ ch.figure(fig, swaps, "fig-compression-swaps")
 
 # %% tags=["hide-input"]
 grid = swaps.pivot(index="block", columns="kind", values="delta_ppl")[list(sets)]
-cells = swaps.assign(cell=linrec.report.tables.with_interval(swaps, "delta_ppl")).pivot(index="block", columns="kind", values="cell")
-ch.show(cells[list(sets)].rename(columns=lambda kind: f"{kind}: ΔPPL [95% interval]")
-     .assign(**{"R²_lin": grid.index.map(r2_lin)})[["R²_lin", *[f"{kind}: ΔPPL [95% interval]" for kind in sets]]],
-     fold="ΔPPL of every block and kind")
+cells = swaps.assign(cell=tables.with_interval(swaps, "delta_ppl")).pivot(index="block", columns="kind", values="cell")
+ch.show(
+    cells[list(sets)]
+    .rename(columns=lambda kind: f"{kind}: ΔPPL [95% interval]")
+    .assign(**{"R²_lin": grid.index.map(r2_lin)})[["R²_lin", *[f"{kind}: ΔPPL [95% interval]" for kind in sets]]],
+    fold="ΔPPL of every block and kind",
+)
 
 # %% [markdown]
 # ## The single-layer replacement
@@ -95,10 +112,10 @@ ch.show(cells[list(sets)].rename(columns=lambda kind: f"{kind}: ΔPPL [95% inter
 # columns.
 
 # %%
-best = linrec.analysis.compression.best_block(swaps, "affine", EARLY)
-cheapest = linrec.analysis.compression.best_block(swaps, "affine", EARLY, by="delta_ppl")
-early = linrec.analysis.compression.early_blocks(m.blocks, EARLY)
-ch.show(linrec.analysis.compression.early_swap_table(best, cheapest, MODEL, ch.profile.eval_corpus_of(MODEL), early))
+best = compression.best_block(swaps, "affine", EARLY)
+cheapest = compression.best_block(swaps, "affine", EARLY, by="delta_ppl")
+early = compression.early_blocks(m.blocks, EARLY)
+ch.show(compression.early_swap_table(best, cheapest, MODEL, ch.profile.eval_corpus_of(MODEL), early))
 
 # %% [markdown]
 # ## The frontier: swapping several blocks
@@ -109,13 +126,17 @@ ch.show(linrec.analysis.compression.early_swap_table(best, cheapest, MODEL, ch.p
 # {numref}`fig-compression-frontier` counts the numbers saved across all FFN blocks.
 
 # %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
-frontier = linrec.interventions.perplexity.compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress)
-fig = linrec.plots.compression.frontier_figure(frontier)
+frontier = perplexity.compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress)
+fig = compression_plots.frontier_figure(frontier)
 ch.figure(fig, frontier, "fig-compression-frontier")
 
 # %% tags=["hide-input"]
-ch.show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl"]]
-     .assign(**{"ΔPPL [95% interval]": linrec.report.tables.with_interval(frontier, "delta_ppl")}), fold="every step of the frontier")
+ch.show(
+    frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl"]].assign(
+        **{"ΔPPL [95% interval]": tables.with_interval(frontier, "delta_ppl")}
+    ),
+    fold="every step of the frontier",
+)
 
 # %% [markdown]
 # ## Does R²_lin flag the unsafe blocks?
@@ -135,26 +156,37 @@ ch.show(frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction
 # `MODEL` is scored on a quarter of its evaluation tokens per pass, as in chapter 2, whose swaps these are.
 
 # %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
-others = {name: linrec.experiment.measurement.measurement(ch.profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL}
-signal = pd.concat([swaps[swaps.kind == "affine"].assign(model=MODEL, eval_corpus=ch.profile.eval_corpus_of(MODEL),
-                                                          eval_tokens=evals.n_rows),
-                    *[linrec.analysis.compression.affine_signal(ch.profile, [r], (ch.profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True)
-                      for name, r in others.items()]], ignore_index=True)
+others = {
+    name: measurement.measurement(ch.profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL
+}
+signal = pd.concat(
+    [
+        swaps[swaps.kind == "affine"].assign(
+            model=MODEL, eval_corpus=ch.profile.eval_corpus_of(MODEL), eval_tokens=evals.n_rows
+        ),
+        *[
+            compression.affine_signal(
+                ch.profile, [r], (ch.profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True
+            )
+            for name, r in others.items()
+        ],
+    ],
+    ignore_index=True,
+)
 signal = signal[signal.model.isin(SIGNAL_MODELS)]
-rho = linrec.analysis.compression.signal_correlation(signal)
-fig = linrec.plots.compression.signal_figure(signal, rho.combined if rho else None)
+rho = compression.signal_correlation(signal)
+fig = compression_plots.signal_figure(signal, rho.combined if rho else None)
 ch.figure(fig, signal, "fig-compression-signal")
 
 # %% tags=["hide-input"]
-ch.show(linrec.analysis.compression.signal_table(signal, rho)) if rho else None
+ch.show(compression.signal_table(signal, rho)) if rho else None
 
 # %% tags=["hide-input"]
-ch.show(linrec.analysis.compression.flags(signal))
+ch.show(compression.flags(signal))
 
 # %% tags=["remove-cell"]
-agree = linrec.analysis.compression.flags(signal).agree
-ch.glue(signal_reading=linrec.analysis.compression.signal_reading(rho),
-        agree=int(agree.sum()), agree_models=len(agree))
+agree = compression.flags(signal).agree
+ch.glue(signal_reading=compression.signal_reading(rho), agree=int(agree.sum()), agree_models=len(agree))
 
 # %% [markdown]
 # {glue:text}`signal_reading` In {glue:text}`agree` of {glue:text}`agree_models` models the block with the lowest
@@ -173,13 +205,19 @@ ch.glue(signal_reading=linrec.analysis.compression.signal_reading(rho),
 # the same evaluation tokens as its single swaps. {numref}`fig-compression-budget` draws every step.
 
 # %% mystnb={"figure": {"caption": "Greedy choice under the budget: joint change in perplexity as a share of each model's own perplexity (with its 95% bootstrap interval over evaluation windows) against the share of the model's numbers saved, blocks added in order of their own measured swap cost; the line joins the blocks kept, and a hollow marker is a step that broke the budget (dashed): that block was left out and the next one tried.", "name": "fig-compression-budget"}}
-budget = linrec.experiment.swaps.greedy_frontiers(ch.profile, [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS], signal,
-                          f"{100 * MAX_RELATIVE:g}%", progress=ch.progress, cache=True)
-fig = linrec.plots.compression.budget_figure(budget, MAX_RELATIVE)
+budget = linrec.experiment.swaps.greedy_frontiers(
+    ch.profile,
+    [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS],
+    signal,
+    f"{100 * MAX_RELATIVE:g}%",
+    progress=ch.progress,
+    cache=True,
+)
+fig = compression_plots.budget_figure(budget, MAX_RELATIVE)
 ch.figure(fig, budget, "fig-compression-budget")
 
 # %% tags=["hide-input"]
-ch.show(linrec.analysis.compression.budget_summary(budget, frontier, MODEL), fold="what each model gives up to the budget")
+ch.show(compression.budget_summary(budget, frontier, MODEL), fold="what each model gives up to the budget")
 
 # %% [markdown]
 # The last column compares the two orders on `MODEL` at equal size: the R²_lin order of
@@ -194,8 +232,11 @@ ch.show(linrec.analysis.compression.budget_summary(budget, frontier, MODEL), fol
 # ## Paper against this run
 
 # %%
-ch.report(linrec.analysis.compression.compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier), figure="fig-compression-signal",
-          plain=MODEL)
+ch.report(
+    compression.compression_claims(best, rho, MIN_RATIO, MAX_RELATIVE, frontier=frontier),
+    figure="fig-compression-signal",
+    plain=MODEL,
+)
 
 # %% tags=["remove-input"]
 ch.caveat()
@@ -229,15 +270,22 @@ claims = []
 for name in SIGNAL_MODELS:
     rows = signal[signal.model == name]
     if name != MODEL and len(rows):
-        claims += [c.of(name) for c in linrec.analysis.compression.compression_claims(linrec.analysis.compression.best_block(rows, early=EARLY), linrec.analysis.compression.signal_correlation(rows),
-                                                          MIN_RATIO, MAX_RELATIVE)]
+        claims += [
+            c.of(name)
+            for c in compression.compression_claims(
+                compression.best_block(rows, early=EARLY), compression.signal_correlation(rows), MIN_RATIO, MAX_RELATIVE
+            )
+        ]
 ch.report(claims, figure="fig-compression-signal")
-sink = pd.concat([r.table()[["model", "block", "r2_lin_after_first", "first_position_share"]]
-                  for r in (m, *others.values())])
-ch.show(signal.merge(sink, on=["model", "block"])
-     .assign(**{"ΔPPL [95% interval]": lambda t: linrec.report.tables.with_interval(t, "delta_ppl")})
-     [["model", "block", "r2_lin", "r2_lin_after_first", "first_position_share", "ΔPPL [95% interval]", "relative"]],
-     fold="every block's affine swap beside its R²_lin with and without the first position")
+sink = pd.concat(
+    [r.table()[["model", "block", "r2_lin_after_first", "first_position_share"]] for r in (m, *others.values())]
+)
+ch.show(
+    signal.merge(sink, on=["model", "block"]).assign(
+        **{"ΔPPL [95% interval]": lambda t: tables.with_interval(t, "delta_ppl")}
+    )[["model", "block", "r2_lin", "r2_lin_after_first", "first_position_share", "ΔPPL [95% interval]", "relative"]],
+    fold="every block's affine swap beside its R²_lin with and without the first position",
+)
 
 # %% [markdown]
 # Read each model's row as that model's, not as the paper's GPT-2: the early block is the model's
@@ -280,7 +328,9 @@ ch.show(signal.merge(sink, on=["model", "block"])
 # keeps most of it. The code below lists the ΔPPL difference per block.
 
 # %% tags=["solution"]
-ch.show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]})) if {"mean", "zero"} <= set(grid) else None
+ch.show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]})) if {"mean", "zero"} <= set(
+    grid
+) else None
 
 # %% [markdown]
 # :::{solution-end}
@@ -304,11 +354,21 @@ ch.show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["m
 width = int(table.d_in.iloc[0])
 ranks = sorted({min(width, 2**i) for i in range(width.bit_length() + 1)})
 block = int(best.block)
-base = linrec.interventions.perplexity.window_nll(net, evals)
-sweep = pd.concat([linrec.interventions.perplexity.swap_deltas(net, evals, linrec.interventions.surgery.fit_replacements(m.moments, "lowrank", k, [block]), progress=ch.progress,
-                               base=base).assign(rank=k) for k in ranks], ignore_index=True)
-print(f"block {block}: effective rank of the map's predictions {float(table.effective_rank_map[table.block == block].iloc[0]):.2f}; "
-      f"full affine ΔPPL {best.delta_ppl:+.3f}")
+base = perplexity.window_nll(net, evals)
+sweep = pd.concat(
+    [
+        perplexity.swap_deltas(
+            net, evals, surgery.fit_replacements(m.moments, "lowrank", k, [block]), progress=ch.progress, base=base
+        ).assign(rank=k)
+        for k in ranks
+    ],
+    ignore_index=True,
+)
+print(
+    f"block {block}: effective rank of the map's predictions "
+    f"{float(table.effective_rank_map[table.block == block].iloc[0]):.2f}; "
+    f"full affine ΔPPL {best.delta_ppl:+.3f}"
+)
 ch.show(sweep[["rank", "params", "ratio", "delta_ppl"]])
 
 # %% [markdown]
@@ -335,10 +395,19 @@ import transformers
 
 affine_numbers = 768 * 768 + 768
 gpt2_mlp = transformers.models.gpt2.modeling_gpt2.GPT2MLP(3072, transformers.GPT2Config(n_embd=768))
-llama_mlp = transformers.models.llama.modeling_llama.LlamaMLP(transformers.LlamaConfig(hidden_size=768, intermediate_size=3072))
-pd.DataFrame({"FFN numbers": [linrec.interventions.surgery.n_stored(gpt2_mlp), linrec.interventions.surgery.n_stored(llama_mlp)],
-              "ratio to the affine map": [linrec.interventions.surgery.n_stored(gpt2_mlp) / affine_numbers, linrec.interventions.surgery.n_stored(llama_mlp) / affine_numbers]},
-             index=["GPT-2 (GELU)", "Llama (SwiGLU)"])
+llama_mlp = transformers.models.llama.modeling_llama.LlamaMLP(
+    transformers.LlamaConfig(hidden_size=768, intermediate_size=3072)
+)
+pd.DataFrame(
+    {
+        "FFN numbers": [surgery.n_stored(gpt2_mlp), surgery.n_stored(llama_mlp)],
+        "ratio to the affine map": [
+            surgery.n_stored(gpt2_mlp) / affine_numbers,
+            surgery.n_stored(llama_mlp) / affine_numbers,
+        ],
+    },
+    index=["GPT-2 (GELU)", "Llama (SwiGLU)"],
+)
 
 # %% [markdown]
 # :::{solution-end}

@@ -24,14 +24,23 @@ TOLERANCE = 0.01  # a run reaches the ceiling at the first logged step within th
 # %%
 import pandas as pd
 
-import linrec
+from linrec.analysis import pitfall, pitfall_claims, pitfall_controls
 from linrec.book import chapter
+from linrec.experiment import measurement
+from linrec.interventions import baseline
+from linrec.plots import pitfall as pitfall_plots
 
-ch = chapter.begin("06_pitfall", globals(), names_or_none=["MODELS", "OPTIMIZERS", "INPUTS"],
-                   name_or_none=["CURVE_MODEL"], positive_int_or_none=["STEPS"], fraction=["TOLERANCE"])
+ch = chapter.begin(
+    "06_pitfall",
+    globals(),
+    names_or_none=["MODELS", "OPTIMIZERS", "INPUTS"],
+    name_or_none=["CURVE_MODEL"],
+    positive_int_or_none=["STEPS"],
+    fraction=["TOLERANCE"],
+)
 MODELS = list(MODELS or ch.profile.models)
 CURVE_MODEL = CURVE_MODEL or MODELS[0]
-config = linrec.analysis.pitfall.chapter_config(ch.profile, SEED, STEPS, TOLERANCE)
+config = pitfall.chapter_config(ch.profile, SEED, STEPS, TOLERANCE)
 
 # %% [markdown]
 # ## Why a trained map can fall short
@@ -86,18 +95,23 @@ config = linrec.analysis.pitfall.chapter_config(ch.profile, SEED, STEPS, TOLERAN
 # block of a model trained here; every `every`-th and the last of a real one). The budget of this run:
 
 # %%
-measured = {m: linrec.experiment.measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+measured = {m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
 table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
-chosen = linrec.analysis.pitfall.representative_blocks(table[[b in measured[m].sampled_blocks for m, b in zip(table.model, table.block)]])
-ch.show(linrec.analysis.pitfall.run_settings(config, next(iter(measured.values())).info.sample_rows))
+chosen = pitfall.representative_blocks(
+    table[[b in measured[m].sampled_blocks for m, b in zip(table.model, table.block)]]
+)
+ch.show(pitfall.run_settings(config, next(iter(measured.values())).info.sample_rows))
 
 # %% [markdown]
 # The condition numbers of every block's input covariance (over its non-null directions; a
 # LayerNorm's exact null direction is excluded), with the blocks chosen for training:
 
 # %%
-conditioning = table[["model", "block", "r2_lin", "input_condition", "null_dims"]].merge(
-    chosen[["model", "block", "role"]], on=["model", "block"], how="left").fillna({"role": ""})
+conditioning = (
+    table[["model", "block", "r2_lin", "input_condition", "null_dims"]]
+    .merge(chosen[["model", "block", "role"]], on=["model", "block"], how="left")
+    .fillna({"role": ""})
+)
 ch.show(conditioning, fold="every block's R²_lin and input condition number")
 
 # %% [markdown]
@@ -118,8 +132,8 @@ ch.show(conditioning, fold="every block's R²_lin and input condition number")
 # `r2_lin_std`, in chapter 2's table).
 
 # %% mystnb={"figure": {"caption": "Learning curves of linear maps trained by SGD and Adam (each at its tuned learning rate) on raw, centred, standardised and whitened inputs: the gap between the closed-form ceiling and the held-out R² (symmetric log scale: below zero the trained map scores above the closed form on held-out rows) against optimiser steps (top) and training wall time (bottom), for the best- and worst-conditioned block of one model; line style: input arm (raw, centred, standardised, whitened); dashed grey: the tolerance.", "name": "fig-pitfall-curves"}}
-runs, curves = linrec.analysis.pitfall.pitfall_runs(measured, chosen, config, OPTIMIZERS, INPUTS, progress=ch.progress, cache=True)
-fig = linrec.plots.pitfall.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
+runs, curves = pitfall.pitfall_runs(measured, chosen, config, OPTIMIZERS, INPUTS, progress=ch.progress, cache=True)
+fig = pitfall_plots.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
 ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 
 # %% [markdown]
@@ -131,7 +145,7 @@ ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 # runs are cached once computed, so their seconds are those of the build that first trained them.)
 
 # %%
-ch.show(linrec.analysis.pitfall.reach_table(runs).merge(linrec.analysis.pitfall.closed_form_time(measured, chosen, seed=SEED), on=["model", "block"]))
+ch.show(pitfall.reach_table(runs).merge(pitfall.closed_form_time(measured, chosen, seed=SEED), on=["model", "block"]))
 
 # %% [markdown]
 # The learning rates the validation rows chose, and how many of them sit at an end of the grid (where
@@ -139,7 +153,7 @@ ch.show(linrec.analysis.pitfall.reach_table(runs).merge(linrec.analysis.pitfall.
 # limited by its budget rather than its rate):
 
 # %% tags=["hide-input"]
-ch.show(linrec.analysis.pitfall.tuning_table(runs), fold="every learning rate tried, per block, optimiser and inputs")
+ch.show(pitfall.tuning_table(runs), fold="every learning rate tried, per block, optimiser and inputs")
 
 # %% [markdown]
 # ## Against the condition number
@@ -149,7 +163,7 @@ ch.show(linrec.analysis.pitfall.tuning_table(runs), fold="every learning rate tr
 # ceiling).
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Final gap between the closed-form fit and the tuned trained map's held-out R² (symmetric log scale; negative: the trained map scores higher on held-out rows) against the condition number of the block's input covariance (log scale), per optimiser (colour), on raw, centred, standardised and whitened inputs (marker); dashed: the tolerance.", "name": "fig-pitfall-condition"}}
-fig = linrec.plots.pitfall.condition_figure(runs, TOLERANCE)
+fig = pitfall_plots.condition_figure(runs, TOLERANCE)
 ch.figure(fig, runs, "fig-pitfall-condition")
 
 # %% [markdown]
@@ -185,10 +199,14 @@ ch.figure(fig, runs, "fig-pitfall-condition")
 # $\kappa = 10^4$ along the coordinate axes gives "no" for "standardising does not close it".
 
 # %%
-claims = linrec.analysis.pitfall_claims.pitfall_claims(runs, TOLERANCE, condition=table.input_condition)
+claims = pitfall_claims.pitfall_claims(runs, TOLERANCE, condition=table.input_condition)
 for m in MODELS:
-    claims += [c.of(m) for c in linrec.analysis.pitfall_claims.pitfall_claims(runs[runs.model == m], TOLERANCE,
-                                               condition=table[table.model == m].input_condition)]
+    claims += [
+        c.of(m)
+        for c in pitfall_claims.pitfall_claims(
+            runs[runs.model == m], TOLERANCE, condition=table[table.model == m].input_condition
+        )
+    ]
 ch.report(claims, figure="fig-pitfall-condition")
 
 # %% [markdown]
@@ -203,7 +221,7 @@ ch.report(claims, figure="fig-pitfall-condition")
 # perfect.
 
 # %%
-control = linrec.analysis.pitfall_controls.target_control(config, seed=SEED)
+control = pitfall_controls.target_control(config, seed=SEED)
 ch.show(control)
 
 # %% [markdown]
@@ -272,13 +290,25 @@ ch.caveat()
 from dataclasses import replace
 
 tuned = runs[runs.tuned]
-pick = tuned[(tuned.model == CURVE_MODEL) & (tuned.role == "worst-conditioned") & (tuned.optimizer == "adam")
-             & (tuned.inputs == "raw")].iloc[0]
-longer = linrec.interventions.baseline.train_linear(measured[CURVE_MODEL].samples[pick.block], 0, "adam", "raw",
-                      replace(config, steps=10 * config.steps, log_every=10 * config.log_every), int(pick.block),
-                      lr=pick.lr)
-print(f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {longer.status}, final gap "
-      f"{longer.ceiling - longer.log.r2.iloc[-1]:.4f}, {longer.log.seconds.iloc[-1]:.2f} s of training")
+pick = tuned[
+    (tuned.model == CURVE_MODEL)
+    & (tuned.role == "worst-conditioned")
+    & (tuned.optimizer == "adam")
+    & (tuned.inputs == "raw")
+].iloc[0]
+longer = baseline.train_linear(
+    measured[CURVE_MODEL].samples[pick.block],
+    0,
+    "adam",
+    "raw",
+    replace(config, steps=10 * config.steps, log_every=10 * config.log_every),
+    int(pick.block),
+    lr=pick.lr,
+)
+print(
+    f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {longer.status}, final gap "
+    f"{longer.ceiling - longer.log.r2.iloc[-1]:.4f}, {longer.log.seconds.iloc[-1]:.2f} s of training"
+)
 
 # %% [markdown]
 # :::{solution-end}
@@ -302,9 +332,16 @@ print(f"{CURVE_MODEL} block {pick.block}: {10 * config.steps} Adam steps -> {lon
 toy = replace(config, steps=max(config.steps, 300))
 sweep = []
 for c in (0.0, 0.5, 1.0, 1.5, 2.0):
-    run = linrec.interventions.baseline.train_linear(linrec.analysis.pitfall_controls.planted_rows(c, seed=SEED), optimizer="sgd", config=toy)
-    sweep.append({"decades c": c, "condition number κ": 10 ** (2 * c), "ceiling": run.ceiling,
-                  "final gap": run.ceiling - run.log.r2.iloc[-1], "status": run.status})
+    run = baseline.train_linear(pitfall_controls.planted_rows(c, seed=SEED), optimizer="sgd", config=toy)
+    sweep.append(
+        {
+            "decades c": c,
+            "condition number κ": 10 ** (2 * c),
+            "ceiling": run.ceiling,
+            "final gap": run.ceiling - run.log.r2.iloc[-1],
+            "status": run.status,
+        }
+    )
 ch.show(pd.DataFrame(sweep))
 
 # %% [markdown]

@@ -19,10 +19,18 @@ SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except
 import pandas as pd
 
 import linrec
+from linrec.analysis import depth
 from linrec.book import chapter
+from linrec.experiment import measurement, resolve
+from linrec.plots import depth as depth_plots
 
-ch = chapter.begin("07_corpora", globals(), names_or_none=["MODELS", "CORPORA"],
-                   flag_or_none=["SWAP", "SEEDED_POLY"], positive_int_or_none=["SWAP_TOKENS"])
+ch = chapter.begin(
+    "07_corpora",
+    globals(),
+    names_or_none=["MODELS", "CORPORA"],
+    flag_or_none=["SWAP", "SEEDED_POLY"],
+    positive_int_or_none=["SWAP_TOKENS"],
+)
 MODELS = list(MODELS or ch.profile.models)
 CORPORA = list(CORPORA or ch.profile.corpora)
 SWAP = PROFILE != "offline" if SWAP is None else SWAP
@@ -43,22 +51,42 @@ SEEDED_POLY = PROFILE != "offline" if SEEDED_POLY is None else SEEDED_POLY
 # {numref}`fig-corpora-profiles` overlays each model's profiles on the corpora.
 
 # %%
-corpora = {c: linrec.experiment.resolve.profile_corpus(ch.profile, c) for c in CORPORA}
-ch.show(pd.DataFrame([{"corpus": c.name, "domain": c.domain, "fit characters": len(c.fit_text),
-                    "eval characters": len(c.eval_text), "sha256": c.sha256[:12]} for c in corpora.values()]))
+corpora = {c: resolve.profile_corpus(ch.profile, c) for c in CORPORA}
+ch.show(
+    pd.DataFrame(
+        [
+            {
+                "corpus": c.name,
+                "domain": c.domain,
+                "fit characters": len(c.fit_text),
+                "eval characters": len(c.eval_text),
+                "sha256": c.sha256[:12],
+            }
+            for c in corpora.values()
+        ]
+    )
+)
 
 # %%
 # The sweeps below (when on) run first: the one capture each needs also stores its table, so the
 # profiles next are read from the cache and no (model, corpus) is captured twice.
-config = linrec.experiment.resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device) if SEEDED_POLY else None
-sweeps = [linrec.experiment.sweeps.corpus_sweep(ch.profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None,
-                      progress=ch.progress) for m in MODELS for c in CORPORA]
+config = resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device) if SEEDED_POLY else None
+sweeps = [
+    linrec.experiment.sweeps.corpus_sweep(
+        ch.profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None, progress=ch.progress
+    )
+    for m in MODELS
+    for c in CORPORA
+]
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model (one panel per model) on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std, each corpus with its own folds).", "name": "fig-corpora-profiles"}}
-measured = {(m, c): linrec.experiment.measurement.measurement(ch.profile, m, corpus=c, keep="table", progress=ch.progress)
-            for m in MODELS for c in CORPORA}
-table = linrec.analysis.depth.depth_table(measured.values())
-fig = linrec.plots.depth.corpus_figure(table, order=MODELS)
+measured = {
+    (m, c): measurement.measurement(ch.profile, m, corpus=c, keep="table", progress=ch.progress)
+    for m in MODELS
+    for c in CORPORA
+}
+table = depth.depth_table(measured.values())
+fig = depth_plots.corpus_figure(table, order=MODELS)
 ch.figure(fig, table, "fig-corpora-profiles")
 
 # %% [markdown]
@@ -75,9 +103,13 @@ summary = linrec.analysis.corpora.corpus_summary(table)
 ch.show(summary)
 
 # %%
-ch.report(linrec.analysis.corpora.corpus_claims(summary, overlay=0.5) + [c.of(m) for m in MODELS
-                                                 for c in linrec.analysis.corpora.corpus_claims(summary[summary.model == m], overlay=0.5)],
-          figure="fig-corpora-profiles")
+ch.report(
+    linrec.analysis.corpora.corpus_claims(summary, overlay=0.5)
+    + [
+        c.of(m) for m in MODELS for c in linrec.analysis.corpora.corpus_claims(summary[summary.model == m], overlay=0.5)
+    ],
+    figure="fig-corpora-profiles",
+)
 
 # %% tags=["remove-input"]
 ch.caveat()
@@ -103,31 +135,47 @@ ch.caveat()
 # %%
 if SEEDED_POLY:
     probes = pd.concat([s["probes"] for s in sweeps], ignore_index=True)
-    display(ch.show(probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"),
-                 fold="seeded-poly's R² gain per block and corpus"))
+    ch.show(
+        probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"),
+        fold="seeded-poly's R² gain per block and corpus",
+    )
 else:
     print("SEEDED_POLY is off on this profile: the seeded-poly sweep is omitted (see the text above)")
 
 # %% mystnb={"figure": {"caption": "Held-out R² of seeded-poly (the closed form plus a gated rank-$r$ bilinear term) per block of each model on each corpus domain (drawn only when `SEEDED_POLY` is on).", "name": "fig-corpora-seeded-poly"}}
 if SEEDED_POLY:
-    fig = linrec.plots.depth.corpus_figure(probes, order=MODELS, value="r2_seeded", error=None,
-                              ylabel="held-out R² of seeded-poly (test fold)",
-                              title="Seeded-poly (closed form + gated rank-r bilinear term) per block and corpus")
+    fig = depth_plots.corpus_figure(
+        probes,
+        order=MODELS,
+        value="r2_seeded",
+        error=None,
+        ylabel="held-out R² of seeded-poly (test fold)",
+        title="Seeded-poly (closed form + gated rank-r bilinear term) per block and corpus",
+    )
     ch.figure(fig, probes, "fig-corpora-seeded-poly")
 
 # %%
 if SWAP:
     swaps = pd.concat([s["swaps"] for s in sweeps], ignore_index=True)
-    display(ch.show(swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative")
-                 .rename(columns=lambda c: f"{c}: ΔPPL / PPL"), fold="relative ΔPPL per block and corpus"))
+    ch.show(
+        swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative").rename(
+            columns=lambda c: f"{c}: ΔPPL / PPL"
+        ),
+        fold="relative ΔPPL per block and corpus",
+    )
 else:
     print("SWAP is off on this profile: the per-corpus swap is omitted (see the text above)")
 
 # %% mystnb={"figure": {"caption": "Relative change in perplexity (ΔPPL / PPL) when each block alone is swapped for its closed-form affine map, per model and corpus domain, each corpus scored on its own eval split (drawn only when `SWAP` is on).", "name": "fig-corpora-swaps"}}
 if SWAP:
-    fig = linrec.plots.depth.corpus_figure(swaps, order=MODELS, value="relative", error=None,
-                              ylabel="ΔPPL / PPL, block → its affine map",
-                              title="Zero-shot swap per block, each corpus scored on its own eval split")
+    fig = depth_plots.corpus_figure(
+        swaps,
+        order=MODELS,
+        value="relative",
+        error=None,
+        ylabel="ΔPPL / PPL, block → its affine map",
+        title="Zero-shot swap per block, each corpus scored on its own eval split",
+    )
     ch.figure(fig, swaps, "fig-corpora-swaps")
 
 # %% [markdown]
@@ -164,8 +212,9 @@ if SWAP:
 
 # %% tags=["solution"]
 wide = table.pivot_table(index=["model", "block"], columns="corpus", values="r2_lin")
-departure = pd.DataFrame({c: ((wide[c] - wide.drop(columns=c).mean(axis=1)) ** 2).groupby("model").mean() ** 0.5
-                          for c in wide.columns})
+departure = pd.DataFrame(
+    {c: ((wide[c] - wide.drop(columns=c).mean(axis=1)) ** 2).groupby("model").mean() ** 0.5 for c in wide.columns}
+)
 display(departure.assign(departs=departure.idxmax(axis=1)))
 
 # %% [markdown]

@@ -18,17 +18,40 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 # %%
 import pandas as pd
 
-import linrec
+from linrec.analysis import depth, training
 from linrec.book import chapter
+from linrec.experiment import measurement
+from linrec.plots import depth as depth_plots
 
-ch = chapter.begin("08_training", globals(), names_or_none=["MODELS", "CHECKPOINTS"], name_or_none=["LOSS_CORPUS"],
-                   positive_number=["SIGMAS"])
-MODELS = list(MODELS or [m for m in ch.profile.models if m not in ch.profile.packaged and len(linrec.analysis.depth.training_checkpoints(ch.profile, m)) > 1])
+ch = chapter.begin(
+    "08_training",
+    globals(),
+    names_or_none=["MODELS", "CHECKPOINTS"],
+    name_or_none=["LOSS_CORPUS"],
+    positive_number=["SIGMAS"],
+)
+MODELS = list(
+    MODELS
+    or [
+        m
+        for m in ch.profile.models
+        if m not in ch.profile.packaged and len(depth.training_checkpoints(ch.profile, m)) > 1
+    ]
+)
 LOSS_CORPUS = LOSS_CORPUS or ch.profile.eval_corpus
-schedule = {m: [(name, step) for name, step in linrec.analysis.depth.training_checkpoints(ch.profile, m)
-                if CHECKPOINTS is None or name in CHECKPOINTS] for m in MODELS}
-ch.show(pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()})
-     .rename_axis("checkpoint (optimiser step)"))
+schedule = {
+    m: [
+        (name, step)
+        for name, step in depth.training_checkpoints(ch.profile, m)
+        if CHECKPOINTS is None or name in CHECKPOINTS
+    ]
+    for m in MODELS
+}
+ch.show(
+    pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()}).rename_axis(
+        "checkpoint (optimiser step)"
+    )
+)
 
 # %% [markdown]
 # ## Checkpoints
@@ -43,15 +66,18 @@ ch.show(pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in
 # the same numbers against the optimiser step.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block (rows) at every checkpoint (columns, in training order), one heatmap per model.", "name": "fig-training-heatmaps"}}
-measured = [linrec.experiment.measurement.measurement(ch.profile, m, checkpoint=name, keep="table", progress=ch.progress)
-            for m in MODELS for name, _ in schedule[m]]
-table = linrec.analysis.depth.depth_table(measured, ch.profile)
-fig = linrec.plots.depth.training_heatmaps(table, order=MODELS)
+measured = [
+    measurement.measurement(ch.profile, m, checkpoint=name, keep="table", progress=ch.progress)
+    for m in MODELS
+    for name, _ in schedule[m]
+]
+table = depth.depth_table(measured, ch.profile)
+fig = depth_plots.training_heatmaps(table, order=MODELS)
 ch.figure(fig, table, "fig-training-heatmaps")
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the optimiser step (symmetric-log axis, $k$-fold mean ± std), one panel per model; the dashed grey curve is the model's held-out loss while it trained (zoo models).", "name": "fig-training-lines"}}
-losses = pd.concat([linrec.analysis.depth.training_losses(ch.profile, m) for m in MODELS], ignore_index=True)
-fig = linrec.plots.depth.training_lines(table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS)
+losses = pd.concat([depth.training_losses(ch.profile, m) for m in MODELS], ignore_index=True)
+fig = depth_plots.training_lines(table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS)
 ch.figure(fig, {"r2_lin": table, "losses": losses}, "fig-training-lines")
 
 # %% [markdown]
@@ -67,12 +93,12 @@ ch.figure(fig, {"r2_lin": table, "losses": losses}, "fig-training-lines")
 # the distance to the final profile for every checkpoint.
 
 # %%
-summary = linrec.analysis.depth.training_summary(table, sigmas=SIGMAS)
+summary = depth.training_summary(table, sigmas=SIGMAS)
 ch.show(summary)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Root-mean-square distance of each checkpoint's $R^2_\\text{lin}$ profile to the final one, against the optimiser step (symmetric-log axis), one line per model.", "name": "fig-training-drift"}}
-drift = linrec.analysis.depth.drift_table(table)
-fig = linrec.plots.depth.drift_figure(drift, order=MODELS)
+drift = depth.drift_table(table)
+fig = depth_plots.drift_figure(drift, order=MODELS)
 ch.figure(fig, drift, "fig-training-drift")
 
 # %% [markdown]
@@ -85,11 +111,11 @@ ch.figure(fig, drift, "fig-training-drift")
 # expected digit for digit).
 
 # %%
-ch.show(linrec.analysis.training.reference_table(summary, ch.profile))
+ch.show(training.reference_table(summary, ch.profile))
 
 # %%
-ch.report(linrec.analysis.depth.training_claims(summary))
-ch.markdown(linrec.analysis.training.formation_note(summary, PROFILE))
+ch.report(depth.training_claims(summary))
+ch.markdown(training.formation_note(summary, PROFILE))
 
 # %% [markdown]
 # ## What this shows, and what it cannot show
@@ -138,18 +164,29 @@ ch.markdown(linrec.analysis.training.formation_note(summary, PROFILE))
 # The code below counts them per model. Overshoots mean the profile is not simply "grown" toward its
 # final shape: intermediate training can make a block more (or less) linear than it ends up.
 
+
 # %% tags=["solution"]
 def overshoots(g: pd.DataFrame) -> int:
     g = g.sort_values("step")
     first, last = g["r2_lin"].iloc[0], g["r2_lin"].iloc[-1]
     low, high = min(first, last), max(first, last)
     middle = g.iloc[1:-1]
-    return int(((middle["r2_lin"] < low - 2 * middle["r2_lin_std"]) |
-                (middle["r2_lin"] > high + 2 * middle["r2_lin_std"])).any())
+    return int(
+        (
+            (middle["r2_lin"] < low - 2 * middle["r2_lin_std"]) | (middle["r2_lin"] > high + 2 * middle["r2_lin_std"])
+        ).any()
+    )
 
 
-display(table.groupby(["model", "block"]).apply(overshoots).groupby("model").sum().rename("blocks that overshoot")
-        .to_frame().assign(blocks=table.groupby("model")["block"].nunique()))
+display(
+    table.groupby(["model", "block"])
+    .apply(overshoots)
+    .groupby("model")
+    .sum()
+    .rename("blocks that overshoot")
+    .to_frame()
+    .assign(blocks=table.groupby("model")["block"].nunique())
+)
 
 # %% [markdown]
 # :::{solution-end}

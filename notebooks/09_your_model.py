@@ -34,16 +34,33 @@ import torch
 import transformers
 
 import linrec
+from linrec.analysis import your_model
 from linrec.book import chapter
+from linrec.data import corpora
+from linrec.experiment import measurement, replaced, resolve
+from linrec.interventions import ablations, replacement_report
+from linrec.models import loading, packaged, shapes, zoo
+from linrec.plots import your_model as your_model_plots
+from linrec.report import tables
 
-ch = chapter.begin("09_your_model", globals(), name_or_none=["MODEL", "GGUF_BLOCKS"],
-                   positive_int_or_none=["MAX_ROWS", "LOW_RANK"], fraction=["MIN_R2", "MAX_STD"],
-                   positive_int=["TRY_BLOCKS", "REAL_EVAL_ROWS"], ppl_budget=["MAX_PPL_INCREASE"])
+ch = chapter.begin(
+    "09_your_model",
+    globals(),
+    name_or_none=["MODEL", "GGUF_BLOCKS"],
+    positive_int_or_none=["MAX_ROWS", "LOW_RANK"],
+    fraction=["MIN_R2", "MAX_STD"],
+    positive_int=["TRY_BLOCKS", "REAL_EVAL_ROWS"],
+    ppl_budget=["MAX_PPL_INCREASE"],
+)
 name = MODEL or ch.profile.models[0]
 # a zoo model is a local directory like any model you trained yourself; a hub id stays an id
-where = str(linrec.models.zoo.ensure_zoo_model(ch.profile.zoo, name, progress=ch.progress)) if ch.profile.zoo is not None and MODEL is None else name
+where = (
+    str(zoo.ensure_zoo_model(ch.profile.zoo, name, progress=ch.progress))
+    if ch.profile.zoo is not None and MODEL is None
+    else name
+)
 rows = MAX_ROWS or ch.profile.rows_per_block
-corpus = linrec.experiment.resolve.profile_corpus(ch.profile)
+corpus = resolve.profile_corpus(ch.profile)
 print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file below")
 
 # %% [markdown]
@@ -59,12 +76,21 @@ print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.na
 scratch = tempfile.TemporaryDirectory(prefix="linrec-ch9-")  # this chapter's files: removed at its end, or when
 workdir = Path(scratch.name)  # the kernel exits after an error
 if ch.profile.shaped and MODEL is None:  # a shaped model has no hub copy: saved here, it is a local model too
-    where = str(linrec.models.shapes.save_shaped(name, workdir / "model", revision=ch.profile.revision(name)))
+    where = str(shapes.save_shaped(name, workdir / "model", revision=ch.profile.revision(name)))
 text_file = workdir / "my_text.txt"
 text_file.write_text(corpus.fit_text, encoding="utf-8")
-common = ["--seq-len", str(ch.profile.seq_len), "--folds", str(ch.profile.folds), "--seed", str(SEED),
-          "--batch-size", str(ch.profile.batch_size), *(["--device", ch.profile.device] if ch.profile.device else []),
-          *([] if ch.progress else ["--no-progress"])]
+common = [
+    "--seq-len",
+    str(ch.profile.seq_len),
+    "--folds",
+    str(ch.profile.folds),
+    "--seed",
+    str(SEED),
+    "--batch-size",
+    str(ch.profile.batch_size),
+    *(["--device", ch.profile.device] if ch.profile.device else []),
+    *([] if ch.progress else ["--no-progress"]),
+]
 
 
 def run(args: list[str]) -> None:
@@ -74,8 +100,20 @@ def run(args: list[str]) -> None:
         raise linrec.LinrecError(f"linrec {args[0]} failed; its message is printed above")
 
 
-run(["profile", "--model", where, "--text-file", str(text_file), "--max-rows", str(rows), *common,
-     "--out", str(workdir / "table.csv")])
+run(
+    [
+        "profile",
+        "--model",
+        where,
+        "--text-file",
+        str(text_file),
+        "--max-rows",
+        str(rows),
+        *common,
+        "--out",
+        str(workdir / "table.csv"),
+    ]
+)
 table = pd.read_csv(workdir / "table.csv")
 
 # %% [markdown]
@@ -116,19 +154,32 @@ table = pd.read_csv(workdir / "table.csv")
 # {numref}`fig-your-model-candidates` shows which blocks pass them.
 
 # %%
-model, tokenizer = linrec.experiment.resolve.load_profile_model(ch.profile, name, progress=ch.progress) if MODEL is None else \
-    linrec.load_model(MODEL, dtype=ch.profile.dtype, device=ch.profile.device)
-batches = linrec.make_batches(tokenizer, corpus.fit_text, seq_len=ch.profile.seq_len, max_rows=rows,
-                              batch_size=ch.profile.batch_size, max_context=linrec.models.loading.max_context(model))
+model, tokenizer = (
+    resolve.load_profile_model(ch.profile, name, progress=ch.progress)
+    if MODEL is None
+    else linrec.load_model(MODEL, dtype=ch.profile.dtype, device=ch.profile.device)
+)
+batches = linrec.make_batches(
+    tokenizer,
+    corpus.fit_text,
+    seq_len=ch.profile.seq_len,
+    max_rows=rows,
+    batch_size=ch.profile.batch_size,
+    max_context=loading.max_context(model),
+)
 m = linrec.Measurement.capture(model, batches, folds=ch.profile.folds, seed=SEED, progress=ch.progress, name=name)
-print(f"largest |R²_lin (Python) - R²_lin (command)| over {len(table)} blocks: "
-      f"{(m.table().r2_lin - table.r2_lin).abs().max():.2g}")
+print(
+    f"largest |R²_lin (Python) - R²_lin (command)| over {len(table)} blocks: "
+    f"{(m.table().r2_lin - table.r2_lin).abs().max():.2g}"
+)
 candidates = m.candidates(MIN_R2, MAX_STD)
-ch.show(candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]],
-     fold="every block: candidate or not, and why")
+ch.show(
+    candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]],
+    fold="every block: candidate or not, and why",
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the model, green where the block is a replacement candidate ($R^2_\\text{lin}$ at least `MIN_R2`, dashed, and fold spread at most `MAX_STD`), red where it is not.", "name": "fig-your-model-candidates"}}
-fig = linrec.plots.your_model.candidates_figure(candidates, MIN_R2, MAX_STD, name)
+fig = your_model_plots.candidates_figure(candidates, MIN_R2, MAX_STD, name)
 ch.figure(fig, candidates, "fig-your-model-candidates")
 
 # %% [markdown]
@@ -143,20 +194,30 @@ ch.figure(fig, candidates, "fig-your-model-candidates")
 # worst block for contrast, read by the third of the model's depth they sit in.
 
 # %%
-eval_batches = linrec.experiment.resolve.profile_batches(ch.profile, tokenizer, corpus, split="eval", model=model)
+eval_batches = resolve.profile_batches(ch.profile, tokenizer, corpus, split="eval", model=model)
 ranked = candidates.block.tolist()
 chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 width = int(table.d_in.iloc[0])
 kinds = ["zero", "mean", "affine", f"lowrank:{LOW_RANK or max(1, width // 8)}"]
-ablated = linrec.interventions.ablations.ablations(model, eval_batches, m, kinds, chosen, progress=ch.progress).merge(table[["block", "r2_lin"]])
-ch.show(ablated.groupby("ablation", sort=False)[["params", "original_params", "ratio"]].first()
-     .rename_axis("kind").reset_index())
+ablated = ablations.ablations(model, eval_batches, m, kinds, chosen, progress=ch.progress).merge(
+    table[["block", "r2_lin"]]
+)
+ch.show(
+    ablated.groupby("ablation", sort=False)[["params", "original_params", "ratio"]]
+    .first()
+    .rename_axis("kind")
+    .reset_index()
+)
 
 # %% tags=["hide-input"]
-cells = ablated.assign(cell=linrec.report.tables.with_interval(ablated, "delta_ppl"))
-ch.show(cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", values="cell")[kinds]
-     .rename(columns=lambda k: f"{k}: ΔPPL [95% interval]").reset_index()
-     .sort_values("block"), fold="ΔPPL of each candidate and kind")
+cells = ablated.assign(cell=tables.with_interval(ablated, "delta_ppl"))
+ch.show(
+    cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", values="cell")[kinds]
+    .rename(columns=lambda k: f"{k}: ΔPPL [95% interval]")
+    .reset_index()
+    .sort_values("block"),
+    fold="ΔPPL of each candidate and kind",
+)
 
 # %% [markdown]
 # ## From a table to a smaller model
@@ -175,14 +236,32 @@ ch.show(cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", valu
 
 # %%
 out = workdir / "replaced"
-run(["replace", "--model", where, "--text-file", str(text_file), "--max-ppl-increase", MAX_PPL_INCREASE,
-     "--kind", "affine", "--refit", "--max-rows", str(rows), "--eval-rows", str(eval_batches.n_rows), *common,
-     "--out", str(out)])
+run(
+    [
+        "replace",
+        "--model",
+        where,
+        "--text-file",
+        str(text_file),
+        "--max-ppl-increase",
+        MAX_PPL_INCREASE,
+        "--kind",
+        "affine",
+        "--refit",
+        "--max-rows",
+        str(rows),
+        "--eval-rows",
+        str(eval_batches.n_rows),
+        *common,
+        "--out",
+        str(out),
+    ]
+)
 record = json.loads((out / "linrec-replacement.json").read_text())
 steps = pd.DataFrame(record["steps"]).astype({"block": "Int64"})
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "The greedy choice of `linrec replace` on this chapter's model: joint change in perplexity after each step with its 95% bootstrap interval over evaluation windows (circles: the re-fitted maps that were kept, grey: a step that broke the budget, its block left out and the next one tried; squares: the same step with maps fitted on the unmodified model), and the numbers saved.", "name": "fig-your-model-replace"}}
-ch.figure(linrec.interventions.replacement_report.report_figure(record), steps, "fig-your-model-replace")
+ch.figure(replacement_report.report_figure(record), steps, "fig-your-model-replace")
 
 # %% [markdown]
 # ## Loading it back
@@ -196,12 +275,19 @@ ch.figure(linrec.interventions.replacement_report.report_figure(record), steps, 
 # %%
 loaded, loaded_tokenizer = linrec.load_model(str(out))
 held_out = text_file.read_text(encoding="utf-8")
-held_out = held_out[held_out.index("\n", round(0.8 * len(held_out))) + 1:]  # the command's rule: from the first line break after 80 %
-held = linrec.make_batches(loaded_tokenizer, held_out, seq_len=ch.profile.seq_len, batch_size=ch.profile.batch_size,
-                           max_context=linrec.models.loading.max_context(loaded)).first(record["eval_text"]["rows"])
+held_out = held_out[
+    held_out.index("\n", round(0.8 * len(held_out))) + 1 :
+]  # the command's rule: from the first line break after 80 %
+held = linrec.make_batches(
+    loaded_tokenizer,
+    held_out,
+    seq_len=ch.profile.seq_len,
+    batch_size=ch.profile.batch_size,
+    max_context=loading.max_context(loaded),
+).first(record["eval_text"]["rows"])
 assert held.sha256 == record["eval_text"]["tokens_sha256"], "not the tokens the report scored"
-ppl = linrec.analysis.your_model.own_loss_perplexity(loaded, held)
-ch.report(linrec.analysis.your_model.replaced_claims(record, ppl, name), plain=name)
+ppl = your_model.own_loss_perplexity(loaded, held)
+ch.report(your_model.replaced_claims(record, ppl, name), plain=name)
 prompt = held.input_ids[:1, :16].to(next(loaded.parameters()).device)  # the start of the held-out text
 continued = loaded.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False)
 print(f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_tokenizer.decode(continued[0, 16:])!r}")
@@ -225,9 +311,8 @@ run(["export", str(out), "--out", str(shipped)])
 plain_ppl = None
 if json.loads((shipped / "linrec-export.json").read_text())["form"] == "plain":
     plain = transformers.AutoModelForCausalLM.from_pretrained(shipped).eval()
-    plain_ppl = linrec.analysis.your_model.own_loss_perplexity(plain, held)
-ch.show(pd.DataFrame([linrec.analysis.your_model.shipped_summary(shipped, record, plain_ppl)]),
-        {"size (MB)": ",.1f"})
+    plain_ppl = your_model.own_loss_perplexity(plain, held)
+ch.show(pd.DataFrame([your_model.shipped_summary(shipped, record, plain_ppl)]), {"size (MB)": ",.1f"})
 
 # %% [markdown]
 # ## What the measurement costs
@@ -243,20 +328,30 @@ ch.show(pd.DataFrame([linrec.analysis.your_model.shipped_summary(shipped, record
 
 # %%
 timing = linrec.commands.benchmark.capture_overhead(model, batches)
-cost = pd.DataFrame({
-    "tokens": [timing["tokens"]],
-    "bare forward (tokens/s)": [timing["tokens"] / timing["bare_s"]],
-    "forward + capture + moments (tokens/s)": [timing["tokens"] / timing["capture_s"]],
-    "time ratio": [timing["capture_s"] / timing["bare_s"]],
-    "device": [str(next(model.parameters()).device)],
-})
-ch.report(linrec.analysis.your_model.your_model_claims(ablated[ablated.ablation == "affine"], timing, name), plain=name)
+cost = pd.DataFrame(
+    {
+        "tokens": [timing["tokens"]],
+        "bare forward (tokens/s)": [timing["tokens"] / timing["bare_s"]],
+        "forward + capture + moments (tokens/s)": [timing["tokens"] / timing["capture_s"]],
+        "time ratio": [timing["capture_s"] / timing["bare_s"]],
+        "device": [str(next(model.parameters()).device)],
+    }
+)
+ch.report(your_model.your_model_claims(ablated[ablated.ablation == "affine"], timing, name), plain=name)
 ch.show(cost, {"bare forward (tokens/s)": ",.0f", "forward + capture + moments (tokens/s)": ",.0f"})
 
 # %%
-ch.show(linrec.analysis.your_model.cost_table({f"this model ({name})": (width, len(table)), "GPT-2 / Pythia-160m / llama-160m": (768, 12),
-            "a 1B model (width 2048, 24 blocks)": (2048, 24), "a 7B model (width 4096, 32 blocks)": (4096, 32)},
-           folds=ch.profile.folds))
+ch.show(
+    your_model.cost_table(
+        {
+            f"this model ({name})": (width, len(table)),
+            "GPT-2 / Pythia-160m / llama-160m": (768, 12),
+            "a 1B model (width 2048, 24 blocks)": (2048, 24),
+            "a 7B model (width 4096, 32 blocks)": (4096, 32),
+        },
+        folds=ch.profile.folds,
+    )
+)
 
 # %% [markdown]
 # ## A GGUF file, and the real models made smaller
@@ -284,39 +379,67 @@ ch.show(linrec.analysis.your_model.cost_table({f"this model ({name})": (width, l
 # that message).
 
 # %%
-code = linrec.data.corpora.load_corpus("stdlib-code")  # the second text: another domain
+code = corpora.load_corpus("stdlib-code")  # the second text: another domain
 replaced_rows = []
 
 
 def windows(tokenizer, model, text: str, n: int) -> linrec.TokenBatches:
     """``n`` token rows of ``text`` in the profile's windows."""
-    return linrec.make_batches(tokenizer, text, seq_len=ch.profile.seq_len, max_rows=n, batch_size=ch.profile.batch_size,
-                               max_context=linrec.models.loading.max_context(model))
+    return linrec.make_batches(
+        tokenizer,
+        text,
+        seq_len=ch.profile.seq_len,
+        max_rows=n,
+        batch_size=ch.profile.batch_size,
+        max_context=loading.max_context(model),
+    )
 
 
 for real in ch.profile.packaged:
     budget = ch.profile.budget(real)
-    run(["profile", "--model", str(linrec.models.packaged.packaged_file(real)), "--text-file", str(text_file), "--max-rows", str(rows),
-         *(["--blocks", GGUF_BLOCKS] if GGUF_BLOCKS else []), *common, "--out", str(workdir / "gguf.csv")])
-    print(f"weights ({linrec.models.packaged.PACKAGED[real].description}):", pd.read_csv(workdir / "gguf.csv")["revision"].iloc[0])
-    net, real_tokenizer = linrec.experiment.resolve.load_profile_model(ch.profile, real, progress=ch.progress)
-    real_text = linrec.experiment.resolve.profile_corpus(ch.profile, budget.corpus)
+    run(
+        [
+            "profile",
+            "--model",
+            str(packaged.packaged_file(real)),
+            "--text-file",
+            str(text_file),
+            "--max-rows",
+            str(rows),
+            *(["--blocks", GGUF_BLOCKS] if GGUF_BLOCKS else []),
+            *common,
+            "--out",
+            str(workdir / "gguf.csv"),
+        ]
+    )
+    print(f"weights ({packaged.PACKAGED[real].description}):", pd.read_csv(workdir / "gguf.csv")["revision"].iloc[0])
+    net, real_tokenizer = resolve.load_profile_model(ch.profile, real, progress=ch.progress)
+    real_text = resolve.profile_corpus(ch.profile, budget.corpus)
     held_out = windows(real_tokenizer, net, real_text.eval_text, REAL_EVAL_ROWS)
-    result = linrec.experiment.replaced.cached_replace(net, windows(real_tokenizer, net, real_text.fit_text, budget.rows_per_block), held_out,
-                            blocks=[int(b) for b in GGUF_BLOCKS.split(",")] if GGUF_BLOCKS else None,
-                            max_ppl_increase=MAX_PPL_INCREASE, folds=ch.profile.folds, seed=SEED, progress=ch.progress,
-                            name=real, second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS),
-                            weights=linrec.experiment.measurement.weights_id(ch.profile, real, "final"))
+    result = replaced.cached_replace(
+        net,
+        windows(real_tokenizer, net, real_text.fit_text, budget.rows_per_block),
+        held_out,
+        blocks=[int(b) for b in GGUF_BLOCKS.split(",")] if GGUF_BLOCKS else None,
+        max_ppl_increase=MAX_PPL_INCREASE,
+        folds=ch.profile.folds,
+        seed=SEED,
+        progress=ch.progress,
+        name=real,
+        second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS),
+        weights=measurement.weights_id(ch.profile, real, "final"),
+    )
     loaded_ppl = None
     if result.none_fits is None:
         real_model, _ = linrec.load_model(str(result.save(workdir / f"replaced-{real}")))
-        loaded_ppl = linrec.analysis.your_model.own_loss_perplexity(real_model, held_out)
-        ch.report(linrec.analysis.your_model.replaced_claims(result.record, loaded_ppl, real), plain=real)
+        loaded_ppl = your_model.own_loss_perplexity(real_model, held_out)
+        ch.report(your_model.replaced_claims(result.record, loaded_ppl, real), plain=real)
         del real_model
-    replaced_rows.append(linrec.analysis.your_model.replaced_summary(result.record, loaded_ppl, real))
+    replaced_rows.append(your_model.replaced_summary(result.record, loaded_ppl, real))
     del net
-ch.show(pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace did to each real model") \
-    if replaced_rows else None
+ch.show(
+    pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace did to each real model"
+) if replaced_rows else None
 
 # %% [markdown]
 # ## What this shows, and what it cannot show

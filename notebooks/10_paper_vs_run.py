@@ -12,8 +12,11 @@
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
 
 # %%
-import linrec
-from linrec.book import chapter
+from linrec.analysis import depth
+from linrec.book import chapter, ledger, provenance
+from linrec.experiment import measurement
+from linrec.plots import depth as depth_plots
+from linrec.report import paper
 
 ch = chapter.begin("10_paper_vs_run", globals())
 print(f"profile {PROFILE}: {ch.profile.description}")
@@ -22,7 +25,7 @@ print(f"profile {PROFILE}: {ch.profile.description}")
 # ## What the paper reports
 
 # %%
-ch.show(linrec.report.paper.reported_table())
+ch.show(paper.reported_table())
 
 # %% [markdown]
 # ## What this run measured
@@ -33,12 +36,12 @@ ch.show(linrec.report.paper.reported_table())
 # One table per chapter, numbers to three significant digits.
 
 # %% tags=["hide-input"]
-recorded = linrec.book.ledger.ledger(PROFILE)
+recorded = ledger.ledger(PROFILE)
 if recorded.empty:
-    display(ch.markdown(linrec.book.ledger.empty_note(PROFILE, linrec.book.provenance.on_colab())))
-for name, entries in linrec.book.ledger.by_chapter(recorded).items():
+    display(ch.markdown(ledger.empty_note(PROFILE, provenance.on_colab())))
+for name, entries in ledger.by_chapter(recorded).items():
     display(ch.markdown(f"**Chapter {name[:2].lstrip('0')}** (`{name}`)"))
-    display(ch.show(entries, fold=f"{len(entries)} entries of {name}: click to show"))
+    ch.show(entries, fold=f"{len(entries)} entries of {name}: click to show")
 
 # %% [markdown]
 # ## Each model beside the others
@@ -48,9 +51,9 @@ for name, entries in linrec.book.ledger.by_chapter(recorded).items():
 
 # %% tags=["hide-input"]
 for m in ch.profile.models if not recorded.empty else []:
-    paired = linrec.book.ledger.side_by_side(recorded, m)
+    paired = ledger.side_by_side(recorded, m)
     if len(paired):
-        display(ch.show(paired.assign(chapter=paired.chapter.str[:2]), fold=f"{m}: {len(paired)} claims beside the pooled ones"))
+        ch.show(paired.assign(chapter=paired.chapter.str[:2]), fold=f"{m}: {len(paired)} claims beside the pooled ones")
 
 # %% [markdown]
 # ## The headline figure side by side
@@ -60,10 +63,9 @@ for m in ch.profile.models if not recorded.empty else []:
 # paper's reported range drawn as dashed lines: its trained blocks span from above 0.99 to below 0.3.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of this run's profile, real and trained here, each on its own main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-appendix-profiles"}}
-runs = [linrec.experiment.measurement.measurement(ch.profile, model, keep="table", progress=ch.progress)
-        for model in ch.profile.models]
-fig = linrec.plots.depth.heterogeneity_reference_figure(linrec.analysis.depth.depth_table(runs))
-ch.figure(fig, linrec.analysis.depth.depth_table(runs), "fig-appendix-profiles")
+runs = [measurement.measurement(ch.profile, model, keep="table", progress=ch.progress) for model in ch.profile.models]
+fig = depth_plots.heterogeneity_reference_figure(depth.depth_table(runs))
+ch.figure(fig, depth.depth_table(runs), "fig-appendix-profiles")
 
 # %% [markdown]
 # ## Why the numbers differ
@@ -88,7 +90,7 @@ ch.figure(fig, linrec.analysis.depth.depth_table(runs), "fig-appendix-profiles")
 # ## Citation
 
 # %% tags=["remove-input"]
-ch.markdown(f"Cite the paper as: {linrec.report.paper.CITATION}")
+ch.markdown(f"Cite the paper as: {paper.CITATION}")
 
 # %%
 ch.provenance()

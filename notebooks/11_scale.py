@@ -20,11 +20,19 @@ SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of each m
 KEEPS = 0.5  # heterogeneity persists when the largest model keeps this share of the smallest's spread (sd)
 
 # %%
-import linrec
+from linrec.analysis import depth, scale
 from linrec.book import chapter
+from linrec.experiment import measurement, sizes
+from linrec.plots import scale as scale_plots
 
-ch = chapter.begin("11_scale", globals(), names_or_none=["MODELS"], flag=["SWAP"],
-                   positive_int_or_none=["SWAP_TOKENS"], fraction=["KEEPS"])
+ch = chapter.begin(
+    "11_scale",
+    globals(),
+    names_or_none=["MODELS"],
+    flag=["SWAP"],
+    positive_int_or_none=["SWAP_TOKENS"],
+    fraction=["KEEPS"],
+)
 series = ch.profile.series_profile()
 MODELS = list(MODELS or series.models)
 
@@ -43,12 +51,15 @@ MODELS = list(MODELS or series.models)
 # input embedding, 151,936 × width numbers more than their published counts, where the two are one.
 
 # %%
-measured = {m: linrec.experiment.measurement.measurement(series, m, progress=ch.progress) for m in MODELS}
-parameters = {m: linrec.experiment.sizes.parameter_count(series, m, progress=ch.progress) for m in MODELS}
-table = linrec.analysis.scale.with_depth(linrec.analysis.depth.depth_table(measured.values(), series))
-summary = linrec.analysis.scale.scale_summary(table, parameters)
-ch.show(summary, {"parameters": ",d", "rows_per_dim": ".0f"},
-     fold="Each model's size and the statistics of its R²_lin profile, smallest first")
+measured = {m: measurement.measurement(series, m, progress=ch.progress) for m in MODELS}
+parameters = {m: sizes.parameter_count(series, m, progress=ch.progress) for m in MODELS}
+table = scale.with_depth(depth.depth_table(measured.values(), series))
+summary = scale.scale_summary(table, parameters)
+ch.show(
+    summary,
+    {"parameters": ",d", "rows_per_dim": ".0f"},
+    fold="Each model's size and the statistics of its R²_lin profile, smallest first",
+)
 
 # %% [markdown]
 # ## The profiles at relative depth
@@ -58,7 +69,7 @@ ch.show(summary, {"parameters": ",d", "rows_per_dim": ".0f"},
 # hides another.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block against its relative depth, one panel per model, smallest first ($k$-fold mean ± std); dashed: with the first position of every window left out of fit and evaluation (values below the axis are drawn at its floor).", "name": "fig-scale-profiles"}}
-fig = linrec.plots.scale.profiles_figure(table, summary)
+fig = scale_plots.profiles_figure(table, summary)
 ch.figure(fig, table, "fig-scale-profiles")
 
 # %% [markdown]
@@ -73,11 +84,14 @@ ch.figure(fig, table, "fig-scale-profiles")
 
 # %%
 if SWAP:
-    swaps = linrec.analysis.scale.fixed_depth_swaps(series, measured, table, SWAP_TOKENS, progress=ch.progress)
-    display(ch.show(swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]], {"relative": ".2%"},
-                 fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share"))
+    swaps = scale.fixed_depth_swaps(series, measured, table, SWAP_TOKENS, progress=ch.progress)
+    ch.show(
+        swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]],
+        {"relative": ".2%"},
+        fold="Each fixed block swapped alone: its R²_lin, the perplexity before, ΔPPL and its share",
+    )
 else:
-    swaps = linrec.analysis.scale.NO_SWAPS
+    swaps = scale.NO_SWAPS
     print("SWAP = False: the swap panel is left empty")
 
 # %% [markdown]
@@ -86,7 +100,7 @@ else:
 # {numref}`fig-scale-trends` sets each model's statistics against its parameters.
 
 # %% mystnb={"figure": {"caption": "Against parameters (log scale), one point per model. Left: the spread of held-out $R^2_\\text{lin}$ over a model's blocks (range, interquartile range, standard deviation, largest step between adjacent blocks). Middle: the share of a block's output variance carried by the first position of each window (mean over blocks and largest block), and the median $R^2_\\text{lin}$ without it. Right: ΔPPL of swapping the block at each fixed relative depth, as a share of the model's perplexity (symmetric-log axis).", "name": "fig-scale-trends"}}
-fig = linrec.plots.scale.trends_figure(summary, swaps)
+fig = scale_plots.trends_figure(summary, swaps)
 ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 
 # %% [markdown]
@@ -101,7 +115,7 @@ ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 # another set of models would behave.
 
 # %%
-ch.report(linrec.analysis.scale.scale_claims(table, parameters, keeps=KEEPS, seed=SEED), figure="fig-scale-trends")
+ch.report(scale.scale_claims(table, parameters, keeps=KEEPS, seed=SEED), figure="fig-scale-trends")
 
 # %% [markdown]
 # ## What a few models can and cannot show
@@ -129,8 +143,11 @@ ch.report(linrec.analysis.scale.scale_claims(table, parameters, keeps=KEEPS, see
 # table gives these sizes for a few larger open models.
 
 # %%
-ch.show(linrec.analysis.scale.capture_needs(linrec.analysis.scale.LARGER, folds=ch.profile.folds), {"rows": ",d"},
-     fold="Measuring every block of a larger model at 64 rows per input dimension: memory, disk and arithmetic")
+ch.show(
+    scale.capture_needs(scale.LARGER, folds=ch.profile.folds),
+    {"rows": ",d"},
+    fold="Measuring every block of a larger model at 64 rows per input dimension: memory, disk and arithmetic",
+)
 
 # %% [markdown]
 # The forward pass's arithmetic divided by a machine's sustained float32 rate gives most of a

@@ -23,11 +23,20 @@ SINK_MODEL = None  # whose swaps are drawn block by block; None: the first model
 import pandas as pd
 
 import linrec
+from linrec.analysis import pruning
 from linrec.book import chapter
+from linrec.plots import compression as compression_plots
+from linrec.plots import pruning as pruning_plots
 
-ch = chapter.begin("12_pruning", globals(), names_or_none=["MODELS"], name_or_none=["SINK_MODEL"],
-                   positive_int_or_none=["EVAL_TOKENS"], ppl_budget=["BUDGET"])
-MODELS = linrec.analysis.pruning.default_models(ch.profile, MODELS)
+ch = chapter.begin(
+    "12_pruning",
+    globals(),
+    names_or_none=["MODELS"],
+    name_or_none=["SINK_MODEL"],
+    positive_int_or_none=["EVAL_TOKENS"],
+    ppl_budget=["BUDGET"],
+)
+MODELS = pruning.default_models(ch.profile, MODELS)
 
 # %% [markdown]
 # ## The scores
@@ -65,12 +74,22 @@ MODELS = linrec.analysis.pruning.default_models(ch.profile, MODELS)
 # every window kept apart; everything is cached.
 
 # %%
-runs = {m: linrec.experiment.pruning.pruning_costs(ch.profile, m, eval_tokens=EVAL_TOKENS or ch.profile.budget(m).eval_tokens // 4,
-                                                  budget=BUDGET, progress=ch.progress) for m in MODELS}
+runs = {
+    m: linrec.experiment.pruning.pruning_costs(
+        ch.profile,
+        m,
+        eval_tokens=EVAL_TOKENS or ch.profile.budget(m).eval_tokens // 4,
+        budget=BUDGET,
+        progress=ch.progress,
+    )
+    for m in MODELS
+}
 tables, costs, walks = ([run[part] for run in runs.values()] for part in ("table", "costs", "walks"))
-blocks = linrec.analysis.pruning.scored_blocks(tables, costs)
-ch.show(pd.concat(costs).groupby(["model", "kind"], sort=False).delta_ppl.describe()[["min", "50%", "max"]],
-        fold="Each model's ΔPPL per kind of drop: the cheapest block, the median and the costliest")
+blocks = pruning.scored_blocks(tables, costs)
+ch.show(
+    pd.concat(costs).groupby(["model", "kind"], sort=False).delta_ppl.describe()[["min", "50%", "max"]],
+    fold="Each model's ΔPPL per kind of drop: the cheapest block, the median and the costliest",
+)
 
 # %% [markdown]
 # ## The first position apart
@@ -85,15 +104,18 @@ ch.show(pd.concat(costs).groupby(["model", "kind"], sort=False).delta_ppl.descri
 # {numref}`fig-pruning-first` draws every block of `SINK_MODEL`.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "ΔPPL (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) of each block alone swapped for its affine map, and for the map fitted without the first position with the first position's mean or the block's own output there.", "name": "fig-pruning-first"}}
-sinks = linrec.analysis.pruning.sink_swaps(pd.concat(tables), pd.concat(costs))
+sinks = pruning.sink_swaps(pd.concat(tables), pd.concat(costs))
 SINK_MODEL = SINK_MODEL or (sinks.model.iloc[0] if not sinks.empty else MODELS[0])
 drawn = pd.concat(costs).query("model == @SINK_MODEL and kind in ['affine', 'first-apart:mean', 'first-apart:own']")
-fig = linrec.plots.compression.swap_figure(drawn.assign(ratio=drawn.original_params / drawn.params))
+fig = compression_plots.swap_figure(drawn.assign(ratio=drawn.original_params / drawn.params))
 ch.figure(fig, drawn, "fig-pruning-first")
 
 # %%
-ch.show(sinks, {"first_position_share": ".1%"},
-        fold="The sink blocks (the first position carries half the output variance or more) and their swaps")
+ch.show(
+    sinks,
+    {"first_position_share": ".1%"},
+    fold="The sink blocks (the first position carries half the output variance or more) and their swaps",
+)
 
 # %% [markdown]
 # ## Which score orders the blocks by cost?
@@ -105,22 +127,27 @@ ch.show(sinks, {"first_position_share": ".1%"},
 # with every cost.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Spearman ρ of each score, read as a predicted cost, with what dropping each block alone costs (ΔPPL), within each model and combined over the models; 1: the score orders the blocks exactly by cost.", "name": "fig-pruning-rho"}}
-rho = linrec.analysis.pruning.score_correlations(blocks, seed=SEED)
+rho = pruning.score_correlations(blocks, seed=SEED)
 group = "combined" if (rho.group == "combined").any() else (rho.group.iloc[0] if len(rho) else None)
-fig = linrec.plots.pruning.correlation_figure(rho, group)
+fig = pruning_plots.correlation_figure(rho, group)
 ch.figure(fig, rho, "fig-pruning-rho")
 
 # %%
-main = rho[rho.cost.isin(["affine", "layer"]) & (rho.group == group)].sort_values(["cost", "rho"], ascending=[True, False])
-ch.show(main[["cost", "score", "blocks", "rho", "low", "high"]], {"rho": "+.2f", "low": "+.2f", "high": "+.2f"},
-        fold="ρ with the cost of the two mechanisms a practitioner uses, best first, with 95% intervals")
+main = rho[rho.cost.isin(["affine", "layer"]) & (rho.group == group)].sort_values(
+    ["cost", "rho"], ascending=[True, False]
+)
+ch.show(
+    main[["cost", "score", "blocks", "rho", "low", "high"]],
+    {"rho": "+.2f", "low": "+.2f", "high": "+.2f"},
+    fold="ρ with the cost of the two mechanisms a practitioner uses, best first, with 95% intervals",
+)
 
 # %% [markdown]
 # {numref}`fig-pruning-scores` draws each score against the cost of the affine swap, block by block.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Each score against what swapping each block alone for its affine map costs (ΔPPL, symmetric-log axis), one point per block, colour by model.", "name": "fig-pruning-scores"}}
-shown = [s for s in linrec.plots.pruning.LABELS if s in blocks and blocks[s].notna().any()]
-fig = linrec.plots.pruning.scores_figure(blocks, "affine", shown)
+shown = [s for s in pruning_plots.LABELS if s in blocks and blocks[s].notna().any()]
+fig = pruning_plots.scores_figure(blocks, "affine", shown)
 ch.figure(fig, blocks, "fig-pruning-scores")
 
 # %% [markdown]
@@ -135,8 +162,8 @@ ch.figure(fig, blocks, "fig-pruning-scores")
 # order drops.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Blocks each order drops (its number in each cell), one at a time, before the joint ΔPPL passes the budget: each FFN swapped for its affine map (left), each whole block removed (right); 'measured' orders the blocks by their own measured cost.", "name": "fig-pruning-budget"}}
-budget = linrec.analysis.pruning.budget_table(walks)
-fig = linrec.plots.pruning.budget_figure(budget)
+budget = pruning.budget_table(walks)
+fig = pruning_plots.budget_figure(budget)
 ch.figure(fig, budget, "fig-pruning-budget")
 
 # %% [markdown]
@@ -145,10 +172,10 @@ ch.figure(fig, budget, "fig-pruning-budget")
 # The rule was written before any number was computed:
 
 # %%
-ch.markdown(linrec.analysis.pruning.RULE)
+ch.markdown(pruning.RULE)
 
 # %%
-ch.report(linrec.analysis.pruning.pruning_claims(rho, budget, sinks), figure="fig-pruning-rho")
+ch.report(pruning.pruning_claims(rho, budget, sinks), figure="fig-pruning-rho")
 
 # %% [markdown]
 # **For practitioners.** Read the table above before trusting any score: where the best score's

@@ -36,7 +36,6 @@ REPOSITORY_TESTS = {
     "test_layout.py": "this file: the tests mirror the code",
     "test_packaging.py": "pyproject.toml, the pins, CITATION.cff and what the wheel ships",
     "test_resources.py": "book/resources.py, the script that measures the book's memory, disk and time",
-    "test_bookkeeping.py": "book/bookkeeping.py, the script that counts each chapter's bookkeeping lines",
     "test_gpu_check.py": "book/gpu_check.py, the prepared GPU check (make gpu-check)",
     "test_workflows.py": ".ci/run and the GitHub workflows: CI runs the README's commands, pages builds the book",
 }

@@ -25,7 +25,7 @@ VOLATILE = (
     r"it/s|s/it|tok/s|step/s|s/step",  # rates of progress bars
     r"\d+%\|",  # progress bars
     r"0x[0-9a-f]{6,}",  # memory addresses
-    r"wall time|took \d|elapsed",
+    r"wall time|took \d|elapsed|wall_s=",
 )
 """Lines matching any of these (case-insensitive) are left out of the comparison."""
 

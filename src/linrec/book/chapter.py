@@ -156,9 +156,12 @@ class Chapter:
         display(Verdicts(self.profile.name, tuple(claims), plain, self.name))
         return show(claims_table(claims))
 
-    def show(self, table: pd.DataFrame, formats: Mapping[str, str] | None = None, fold: str | None = None) -> Table:
-        """``table`` formatted for reading (:func:`linrec.report.tables.show`), reached from the chapter."""
-        return show(table, formats, fold)
+    def show(self, table: pd.DataFrame, formats: Mapping[str, str] | None = None, fold: str | None = None) -> None:
+        """Show ``table`` formatted for reading (:func:`linrec.report.tables.show`): the one way a chapter shows a
+        table, wherever the call stands (in a loop, under an ``if``, at a cell's end)."""
+        from IPython.display import display
+
+        display(show(table, formats, fold))
 
     def markdown(self, text: str) -> Markdown:
         """``text`` as Markdown, for a cell to end with (so that it shows as the cell's result)."""
