@@ -99,12 +99,12 @@ def test_the_counter_sees_what_makes_a_gpu_wait_and_nothing_else():
 def test_capture_adds_no_sync_per_batch(family, padded, positions, monkeypatch):
     model = tiny_model(family)
     own = []
-    on_host = []  # the layer linearity's fits, on sampled rows in host memory: host work a CPU counter counts too
+    on_host = []  # the layer linearity's fits, once at the end on the rows' device: work a CPU counter counts too
     fits = ResidualSink._linearity
 
-    def counted(self, block):
+    def counted(self, block, device):
         with SyncCounter() as fitting:
-            out = fits(self, block)
+            out = fits(self, block, device)
         on_host.append(fitting.total)
         return out
 
