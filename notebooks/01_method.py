@@ -7,7 +7,9 @@
 # on a real transformer, first untrained and then trained.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 ROWS = 6000  # rows per synthetic ("planted") block
 WIDTH = 16  # input and output width of the planted blocks
@@ -36,7 +38,15 @@ from linrec.plots import method as method_plots
 ch = chapter.begin(
     "01_method",
     globals(),
-    positive_int=["ROWS", "WIDTH", "TINY_LAYERS", "TINY_WIDTH", "TINY_HEADS", "TINY_SEQUENCES", "SEQ_LEN"],
+    positive_int=[
+        "ROWS",
+        "WIDTH",
+        "TINY_LAYERS",
+        "TINY_WIDTH",
+        "TINY_HEADS",
+        "TINY_SEQUENCES",
+        "SEQ_LEN",
+    ],
     folds=["FOLDS"],
     multiple_of=[("TINY_WIDTH", "TINY_HEADS")],
     at_least=[("TINY_SEQUENCES", "FOLDS")],
@@ -88,7 +98,9 @@ for model_type in linrec.SUPPORTED:
             "model_type": model_type,
             "X: input of": block.input,
             "Y: output of": block.output,
-            "hooked": type(ffn).__name__ if block.input == block.output else "first, last Linear",
+            "hooked": type(ffn).__name__
+            if block.input == block.output
+            else "first, last Linear",
         }
     )
 ch.show(pd.DataFrame(where))
@@ -181,12 +193,16 @@ def randn(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-x = randn(ROWS, WIDTH) * torch.logspace(0, 3, WIDTH, dtype=torch.float64)  # scales 1 ... 1000
+x = randn(ROWS, WIDTH) * torch.logspace(
+    0, 3, WIDTH, dtype=torch.float64
+)  # scales 1 ... 1000
 y = torch.tanh(x / 100) + 0.1 * randn(ROWS, WIDTH)
 
 whole = linrec.Moments.from_rows(x, y)
 cut = ROWS // 3
-halves = linrec.Moments.from_rows(x[:cut], y[:cut]) + linrec.Moments.from_rows(x[cut:], y[cut:])
+halves = linrec.Moments.from_rows(x[:cut], y[:cut]) + linrec.Moments.from_rows(
+    x[cut:], y[cut:]
+)
 train, test = slice(0, 4 * ROWS // 5), slice(4 * ROWS // 5, None)
 fit = linrec.fit_affine(linrec.Moments.from_rows(x[train], y[train]))
 from_moments = linrec.core.fit.held_out(fit, linrec.Moments.from_rows(x[test], y[test]))
@@ -199,7 +215,9 @@ pd.Series(
         "merged Cxx vs one-shot Cxx (max rel. diff)": float(
             (halves.cxx - whole.cxx).abs().max() / whole.cxx.abs().max()
         ),
-        "SSE from moments vs rows (max rel. diff)": float(((from_moments.sse - sse_rows).abs() / sse_rows).max()),
+        "SSE from moments vs rows (max rel. diff)": float(
+            ((from_moments.sse - sse_rows).abs() / sse_rows).max()
+        ),
         "R² from moments": from_moments.r2,
         "R² from rows": float(1 - sse_rows.sum() / sst_rows.sum()),
     },
@@ -236,14 +254,22 @@ v_even = float(2 * ((B**2).sum(0) ** 2).sum())  # Var((x b)^2) = 2 |b|^4 for Gau
 
 planted = {
     "affine": (linear_part, 1.0),
-    "affine + noise": (linear_part + sigma * randn(ROWS, WIDTH), v_lin / (v_lin + WIDTH * sigma**2)),
+    "affine + noise": (
+        linear_part + sigma * randn(ROWS, WIDTH),
+        v_lin / (v_lin + WIDTH * sigma**2),
+    ),
     "even (quadratic)": (even_part, 0.0),
 }
-reports = {name: linrec.core.planted.recover_rows(x, y, FOLDS) for name, (y, _) in planted.items()}
+reports = {
+    name: linrec.core.planted.recover_rows(x, y, FOLDS)
+    for name, (y, _) in planted.items()
+}
 ch.show(
     pd.DataFrame(
         {
-            "expected R²_lin": {name: expected for name, (_, expected) in planted.items()},
+            "expected R²_lin": {
+                name: expected for name, (_, expected) in planted.items()
+            },
             "R²_lin (measured)": {name: r.r2_lin for name, r in reports.items()},
             "R²_lin std over folds": {name: r.r2_lin_std for name, r in reports.items()},
         }
@@ -261,12 +287,24 @@ ch.show(
 
 # %%
 alphas = np.linspace(0, 1, 11)
-mixed = [linrec.core.planted.recover_rows(x, (1 - a) * linear_part + a * even_part, FOLDS) for a in alphas]
+mixed = [
+    linrec.core.planted.recover_rows(x, (1 - a) * linear_part + a * even_part, FOLDS)
+    for a in alphas
+]
 sweep = pd.DataFrame(
-    {"alpha": alphas, "r2_lin": [r.r2_lin for r in mixed], "r2_lin_std": [r.r2_lin_std for r in mixed]}
+    {
+        "alpha": alphas,
+        "r2_lin": [r.r2_lin for r in mixed],
+        "r2_lin_std": [r.r2_lin_std for r in mixed],
+    }
 )
 fine = np.linspace(0, 1, 201)
-theory = pd.DataFrame({"alpha": fine, "r2_lin": (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even)})
+theory = pd.DataFrame(
+    {
+        "alpha": fine,
+        "r2_lin": (1 - fine) ** 2 * v_lin / ((1 - fine) ** 2 * v_lin + fine**2 * v_even),
+    }
+)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Planted blocks mixing an affine and an even part: held-out $R^2_\\text{lin}$ measured by `linrec` (points, $k$-fold mean ± std) against the exact population value (line).", "name": "fig-method-mixture"}}
 fig = method_plots.mixture_figure(sweep, theory, FOLDS, ROWS)
@@ -293,21 +331,30 @@ grid = linrec.core.planted.gelu_r2(scales[None, :], offsets[:, None])
 Q, _ = torch.linalg.qr(randn(WIDTH, WIDTH))
 C = randn(WIDTH, WIDTH)
 gelu_table = pd.DataFrame(
-    [(s, b) for s in (0.2, 0.6, 1.5, 4.0) for b in (-3.0, -1.0, 0.0, 1.5)], columns=["scale", "offset"]
+    [(s, b) for s in (0.2, 0.6, 1.5, 4.0) for b in (-3.0, -1.0, 0.0, 1.5)],
+    columns=["scale", "offset"],
 )
 gelu_table["exact"] = linrec.core.planted.gelu_r2(
-    torch.tensor(gelu_table["scale"].to_numpy()), torch.tensor(gelu_table["offset"].to_numpy())
+    torch.tensor(gelu_table["scale"].to_numpy()),
+    torch.tensor(gelu_table["offset"].to_numpy()),
 )
 gelu_table["measured"] = [
-    linrec.core.planted.recover_rows(x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS).r2_lin
+    linrec.core.planted.recover_rows(
+        x, torch.nn.functional.gelu(s * (x @ Q) + b) @ C, FOLDS
+    ).r2_lin
     for s, b in zip(gelu_table["scale"], gelu_table["offset"])
 ]
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Exact $R^2_\\text{lin}$ of a GELU block $y = \\mathrm{GELU}(s\\,xQ + \\beta)\\,C$ with Gaussian inputs, over the scale $s$ and offset $\\beta$ of its pre-activations (Gauss–Hermite quadrature). White dots: the blocks measured on rows in {numref}`fig-method-gelu-check`.", "name": "fig-method-gelu-map"}}
-fig = method_plots.gelu_map_figure(scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table)
+fig = method_plots.gelu_map_figure(
+    scales.numpy(), offsets.numpy(), grid.numpy(), gelu_table
+)
 ch.figure(
     fig,
-    {"map": method_plots.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()), "blocks": gelu_table},
+    {
+        "map": method_plots.gelu_map_table(scales.numpy(), offsets.numpy(), grid.numpy()),
+        "blocks": gelu_table,
+    },
     "fig-method-gelu-map",
 )
 
@@ -345,9 +392,13 @@ ids = torch.randint(0, config.vocab_size, (TINY_SEQUENCES, SEQ_LEN), generator=g
 batches = linrec.TokenBatches(ids, torch.ones_like(ids), batch_size=16)
 
 
-sink = linrec.RowSample(max_rows=batches.n_rows, seed=SEED)  # keeps every row here; measure() keeps only moments
+sink = linrec.RowSample(
+    max_rows=batches.n_rows, seed=SEED
+)  # keeps every row here; measure() keeps only moments
 blocks = linrec.ffn_blocks(gpt)
-linrec.run_capture(gpt, batches, blocks[:1], [sink], batches.folds(FOLDS, SEED), progress=ch.progress)
+linrec.run_capture(
+    gpt, batches, blocks[:1], [sink], batches.folds(FOLDS, SEED), progress=ch.progress
+)
 X0, Y0 = sink.rows(0).x.to(DEVICE), sink.rows(0).y.to(DEVICE)
 mlp0 = dict(gpt.named_modules())[blocks[0].input]
 gap = (mlp0(X0) - Y0).abs().max()
@@ -373,7 +424,9 @@ ch.show(
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
 fig = method_plots.untrained_figure(
-    table, f"random-init GPT-2, {TINY_WIDTH} wide", title="Every block of an untrained GPT-2 is close to linear"
+    table,
+    f"random-init GPT-2, {TINY_WIDTH} wide",
+    title="Every block of an untrained GPT-2 is close to linear",
 )
 ch.figure(fig, table, "fig-method-random-init")
 
@@ -441,11 +494,15 @@ ch.figure(fig, trained_table, "fig-method-trained")
 
 # %%
 runs = {}
-for m in ch.profile.models:  # the trained capture is the one chapters 2 to 7 share (with its row sample)
+for m in (
+    ch.profile.models
+):  # the trained capture is the one chapters 2 to 7 share (with its row sample)
     runs[m, "init"] = measurement.measurement(
         ch.profile, m, checkpoint="init", keep="table", progress=ch.progress
     ).table()
-    runs[m, "final"] = measurement.measurement(ch.profile, m, progress=ch.progress).table()
+    runs[m, "final"] = measurement.measurement(
+        ch.profile, m, progress=ch.progress
+    ).table()
 init_profiles = pd.concat(runs.values(), ignore_index=True)
 ch.show(
     init_profiles.groupby(["model", "checkpoint"], sort=False)["r2_lin"]
@@ -454,7 +511,9 @@ ch.show(
 )
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of every model of the profile, trained (solid) and at initialisation (dashed: a zoo model's first checkpoint, a real model's seeded random initialisation of its architecture), each on its own main corpus ($k$-fold mean ± std).", "name": "fig-method-real"}}
-fig = depth_plots.curves_figure(init_profiles, style="checkpoint", title="Every model against its own initialisation")
+fig = depth_plots.curves_figure(
+    init_profiles, style="checkpoint", title="Every model against its own initialisation"
+)
 ch.figure(fig, init_profiles, "fig-method-real")
 
 # %% [markdown]
@@ -511,7 +570,9 @@ ch.show(
 # depends on the information in $X$, not on its coordinates. The code below verifies it.
 
 # %% tags=["solution"]
-M = randn(WIDTH, WIDTH) + 3 * torch.eye(WIDTH, dtype=torch.float64)  # invertible in practice
+M = randn(WIDTH, WIDTH) + 3 * torch.eye(
+    WIDTH, dtype=torch.float64
+)  # invertible in practice
 t = 10 * randn(WIDTH)
 noisy = planted["affine + noise"][0]
 before, after = (
@@ -539,7 +600,10 @@ shifted = linrec.core.planted.recover_rows(
 )  # this run's measurement: what the answer is checked against
 # tol 0.03: the exact value, 2/3, passes at this run's row count (the solution asserts the same bound)
 exercises.check(
-    answer, shifted.r2_lin, tol=0.03, hint="split (x + 1)² into its linear and its even part; compare their variances"
+    answer,
+    shifted.r2_lin,
+    tol=0.03,
+    hint="split (x + 1)² into its linear and its even part; compare their variances",
 )
 
 # %% [markdown]
@@ -568,11 +632,18 @@ assert abs(shifted.r2_lin - 2 / 3) < 0.03
 # %% tags=["remove-cell"]
 # Exercise "What it costs": put your answer for 20 million rows, in MB (10⁶ bytes), in `answer` and run this cell.
 answer = None
-empty = linrec.Moments.zeros(768, 768)  # the moments this block would hold: what the answer is checked against
-per_fold = sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
+empty = linrec.Moments.zeros(
+    768, 768
+)  # the moments this block would hold: what the answer is checked against
+per_fold = (
+    sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
+)
 # tol 4 MB: an answer in MiB (2^20 bytes, 5 % less, about 3.4 MB here) passes too
 exercises.check(
-    answer, 5 * per_fold / 1e6, tol=4, hint="count the float64 numbers one fold keeps; do they grow with the rows?"
+    answer,
+    5 * per_fold / 1e6,
+    tol=4,
+    hint="count the float64 numbers one fold keeps; do they grow with the rows?",
 )
 
 # %% [markdown]
@@ -584,7 +655,9 @@ exercises.check(
 # Rows only cost forward-pass time. The code below prints it for a real `Moments` object.
 
 # %% tags=["solution"]
-print(f"{per_fold / 1e6:.1f} MB per fold, {5 * per_fold / 1e6:.1f} MB for 5 folds, any row count")
+print(
+    f"{per_fold / 1e6:.1f} MB per fold, {5 * per_fold / 1e6:.1f} MB for 5 folds, any row count"
+)
 
 # %% [markdown]
 # :::{solution-end}
@@ -612,9 +685,9 @@ ch.show(
         {
             "block": table["block"],
             "R²_lin, init std 0.02": table["r2_lin"],
-            "R²_lin, init std 0.2": linrec.measure(wide, batches, folds=FOLDS, seed=SEED, progress=ch.progress)[
-                "r2_lin"
-            ],
+            "R²_lin, init std 0.2": linrec.measure(
+                wide, batches, folds=FOLDS, seed=SEED, progress=ch.progress
+            )["r2_lin"],
         }
     )
 )

@@ -8,12 +8,17 @@
 # what the number means for the model's predictions.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODELS = None  # None: every model of the profile, real and trained here alike
 SWAP = True  # the zero-shot swap ΔPPL beneath the profiles (one perplexity pass per block and model)
 SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of each model's evaluation tokens
-HIGH, LOW = 0.99, 0.3  # the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
+HIGH, LOW = (
+    0.99,
+    0.3,
+)  # the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
 SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
 DEPENDS = 0.05  # a block's headline depends on the first position when leaving it out moves R²_lin this much
 
@@ -53,7 +58,9 @@ MODELS = list(MODELS or ch.profile.models)
 # The measurements are cached, so later chapters reuse them rather than running the models again.
 
 # %%
-measured = {m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+measured = {
+    m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS
+}
 table = depth.depth_table(measured.values(), ch.profile)
 budgets = pd.DataFrame(
     [
@@ -62,7 +69,8 @@ budgets = pd.DataFrame(
             "text": r.info.corpus,
             "rows per block": r.info.rows,
             "input width": int(table[table.model == m].d_in.iloc[0]),
-            "rows per input dimension": r.info.rows / table[table.model == m].d_in.iloc[0],
+            "rows per input dimension": r.info.rows
+            / table[table.model == m].d_in.iloc[0],
             "folds (by document)": r.info.folds,
             "blocks": len(r.blocks),
         }
@@ -103,14 +111,20 @@ ch.show(
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ against the training rows each fit is given, per input dimension (log scale), for every model of the profile: the median over its blocks (solid) and its lowest block (dashed). A curve that has flattened at its right end is measured to convergence.", "name": "fig-heterogeneity-rows"}}
 convergence = pd.concat(
-    [linrec.analysis.convergence.measured_convergence(r) for r in measured.values()], ignore_index=True
+    [linrec.analysis.convergence.measured_convergence(r) for r in measured.values()],
+    ignore_index=True,
 )
 fig = depth_plots.convergence_figure(convergence, order=MODELS)
 ch.figure(fig, convergence, "fig-heterogeneity-rows")
 
 # %%
 ch.report(
-    [linrec.analysis.convergence.convergence_claim(convergence[convergence.model == m]).of(m) for m in MODELS],
+    [
+        linrec.analysis.convergence.convergence_claim(
+            convergence[convergence.model == m]
+        ).of(m)
+        for m in MODELS
+    ],
     figure="fig-heterogeneity-rows",
 )
 
@@ -145,8 +159,18 @@ if SWAP:
     )
     ch.show(
         swaps.groupby("model", sort=False)
-        .agg(text=("eval_corpus", "first"), tokens=("eval_tokens", "first"), ppl=("base_ppl", "first"))
-        .rename(columns={"text": "evaluation text", "tokens": "tokens per pass", "ppl": "PPL, unmodified"})
+        .agg(
+            text=("eval_corpus", "first"),
+            tokens=("eval_tokens", "first"),
+            ppl=("base_ppl", "first"),
+        )
+        .rename(
+            columns={
+                "text": "evaluation text",
+                "tokens": "tokens per pass",
+                "ppl": "PPL, unmodified",
+            }
+        )
     )
     wide = swaps.assign(cell=tables.with_interval(swaps, "delta_ppl")).pivot(
         index="block", columns="model", values="cell"
@@ -185,7 +209,12 @@ claims = depth.heterogeneity_claims(table, high=HIGH, low=LOW, sigmas=SIGMAS) + 
     [depth.swap_range(swaps)] if SWAP else []
 )
 for m in MODELS:
-    claims += [c.of(m) for c in depth.heterogeneity_claims(table[table.model == m], high=HIGH, low=LOW, sigmas=SIGMAS)]
+    claims += [
+        c.of(m)
+        for c in depth.heterogeneity_claims(
+            table[table.model == m], high=HIGH, low=LOW, sigmas=SIGMAS
+        )
+    ]
 ch.report(claims, figure="fig-heterogeneity")
 
 # %% tags=["remove-input"]
@@ -216,7 +245,12 @@ ch.figure(fig, sinks, "fig-heterogeneity-positions")
 # %%
 pooled = positions.position_claims(sinks, DEPENDS)
 ch.report(
-    pooled + [c.of(m) for m in MODELS for c in positions.position_claims(sinks[sinks.model == m], DEPENDS)],
+    pooled
+    + [
+        c.of(m)
+        for m in MODELS
+        for c in positions.position_claims(sinks[sinks.model == m], DEPENDS)
+    ],
     figure="fig-heterogeneity-positions",
 )
 heavy, moved = positions.position_extremes(sinks)
@@ -311,12 +345,12 @@ if SWAP:
     display(
         pd.DataFrame(
             {
-                "highest R²_lin: block": merged.loc[merged.groupby("model")["r2_lin"].idxmax()].set_index("model")[
-                    "block"
-                ],
-                "cheapest swap: block": merged.loc[merged.groupby("model")["delta_ppl"].idxmin()].set_index("model")[
-                    "block"
-                ],
+                "highest R²_lin: block": merged.loc[
+                    merged.groupby("model")["r2_lin"].idxmax()
+                ].set_index("model")["block"],
+                "cheapest swap: block": merged.loc[
+                    merged.groupby("model")["delta_ppl"].idxmin()
+                ].set_index("model")["block"],
                 "cheapest swap: ΔPPL": merged.groupby("model")["delta_ppl"].min(),
             }
         )

@@ -13,14 +13,20 @@
 # FFN.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODELS = None  # None: every model of the profile
 GRID_MODELS = None  # cross-fed models (they must share one width); None: those of MODELS as wide as the first
 GRID_BLOCKS = 3  # blocks per model in the cross-feeding grid, spread evenly over depth; None: every block
 NORMALISATIONS = ("standardise", "whiten")
 SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
-CONTROL_SEEDS = (0, 1, 2)  # seeds of the shuffled-weights control (the verdict needs at least 3)
+CONTROL_SEEDS = (
+    0,
+    1,
+    2,
+)  # seeds of the shuffled-weights control (the verdict needs at least 3)
 
 # %%
 import pandas as pd
@@ -41,7 +47,10 @@ ch = chapter.begin(
     positive_number=["SIGMAS"],
 )
 MODELS = list(MODELS or ch.profile.models)
-GRID_MODELS = list(GRID_MODELS or [m for m in MODELS if ch.profile.width(m) == ch.profile.width(MODELS[0])])
+GRID_MODELS = list(
+    GRID_MODELS
+    or [m for m in MODELS if ch.profile.width(m) == ch.profile.width(MODELS[0])]
+)
 
 # %% [markdown]
 # ## What "learned, not architectural" predicts, and how to test it
@@ -93,9 +102,14 @@ identities = {
     for m in MODELS
 }
 untrained = [m for m in MODELS if len(depth.training_checkpoints(ch.profile, m)) > 1]
-measured = {(m, "final"): measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+measured = {
+    (m, "final"): measurement.measurement(ch.profile, m, progress=ch.progress)
+    for m in MODELS
+}
 measured |= {
-    (m, "init"): measurement.measurement(ch.profile, m, checkpoint="init", keep="table", progress=ch.progress)
+    (m, "init"): measurement.measurement(
+        ch.profile, m, checkpoint="init", keep="table", progress=ch.progress
+    )
     for m in untrained
 }
 profiles = pd.concat(
@@ -105,7 +119,9 @@ ch.show(
     pd.DataFrame(
         {
             "family": {m: i.family for m, i in identities.items()},
-            "activation": {m: identity.ACTIVATIONS.get(i.family, "?") for m, i in identities.items()},
+            "activation": {
+                m: identity.ACTIVATIONS.get(i.family, "?") for m, i in identities.items()
+            },
             "seed": {m: i.seed for m, i in identities.items()},
             "measured at init": {m: m in untrained for m in MODELS},
         }
@@ -122,7 +138,11 @@ ch.show(
 
 # %% mystnb={"figure": {"caption": "Each model's held-out $R^2_\\text{lin}$ per block with its trained weights (thick) and with the entries of every weight matrix shuffled, one thin line per seed ($k$-fold mean ± std); shaded: the 95 % prediction band for one more shuffle; ringed: blocks whose trained value lies outside it.", "name": "fig-activation-learned"}}
 shuffled = pd.concat(
-    [learned.control_profiles(ch.profile, m, CONTROL_SEEDS, progress=ch.progress) for m in MODELS], ignore_index=True
+    [
+        learned.control_profiles(ch.profile, m, CONTROL_SEEDS, progress=ch.progress)
+        for m in MODELS
+    ],
+    ignore_index=True,
 )
 bands = learned.control_bands(shuffled)
 fig = activation_plots.controls_figure(shuffled, bands, order=MODELS)
@@ -169,7 +189,19 @@ ch.figure(fig, profiles, "fig-activation-profiles")
 # %%
 shape = depth.depth_summary(profiles, by=("model", "checkpoint"), sigmas=SIGMAS)
 ch.show(
-    shape[["model", "checkpoint", "r2_min", "r2_max", "r2_range", "max_jump", "jump", "jump_sigma", "non_monotone"]],
+    shape[
+        [
+            "model",
+            "checkpoint",
+            "r2_min",
+            "r2_max",
+            "r2_range",
+            "max_jump",
+            "jump",
+            "jump_sigma",
+            "non_monotone",
+        ]
+    ],
     {"jump": ".3f", "jump_sigma": ".2f"},
 )
 
@@ -189,7 +221,9 @@ ch.figure(fig, distances, "fig-activation-distances")
 
 # %% tags=["hide-input"]
 ch.show(
-    distances.groupby("kind", sort=False)["distance"].agg(["count", "mean", "min", "max"]),
+    distances.groupby("kind", sort=False)["distance"].agg(
+        ["count", "mean", "min", "max"]
+    ),
     {"mean": ".3f", "min": ".3f", "max": ".3f"},
 )
 
@@ -216,7 +250,9 @@ trained_blocks = profiles[profiles["checkpoint"] == "final"]
 if trained_blocks.groupby("model").size().max() >= 4:
     ch.show(activation.predictor_table(trained_blocks))
 else:
-    print(f"Profile '{PROFILE}': no model has the 4 blocks a correlation within it needs.")
+    print(
+        f"Profile '{PROFILE}': no model has the 4 blocks a correlation within it needs."
+    )
 
 # %% [markdown]
 # Each correlation is taken within one model and the models' values are then combined (Fisher's $z$,
@@ -250,7 +286,9 @@ else:
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model on its own captured inputs (solid) and on the same inputs standardised or whitened ($k$-fold mean ± std).", "name": "fig-activation-normalised"}}
 normalised = pd.concat(
     [
-        activation.measured_normalisation(ch.profile, measured[(m, "final")], NORMALISATIONS, progress=ch.progress)
+        activation.measured_normalisation(
+            ch.profile, measured[(m, "final")], NORMALISATIONS, progress=ch.progress
+        )
         for m in MODELS
     ],
     ignore_index=True,
@@ -281,10 +319,15 @@ ch.show(activation.normalisation_summary(normalised))
 # uniform; if it is a property of the weights, each column would.
 
 # %% mystnb={"figure": {"caption": "Cross-feeding: held-out $R^2_\\text{lin}$ of the FFN of each column's block run on the inputs captured at each row's block; white lines separate models, the diagonal is each block on its own inputs.", "name": "fig-activation-crossfeed"}}
-nets = {m: resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0] for m in GRID_MODELS}
+nets = {
+    m: resolve.load_profile_model(ch.profile, m, progress=ch.progress)[0]
+    for m in GRID_MODELS
+}
 depth_of = min(len(measured[(m, "final")].blocks) for m in GRID_MODELS)
 blocks = crossfeed.spread_blocks(depth_of, GRID_BLOCKS)
-print(f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}")
+print(
+    f"cross-feeding blocks {'all' if blocks is None else blocks} of {', '.join(GRID_MODELS)}"
+)
 grid = crossfeed.crossfeed_grid(
     {m: measured[(m, "final")].samples for m in GRID_MODELS},
     {m: nets[m] for m in GRID_MODELS},
@@ -303,7 +346,9 @@ ch.figure(fig, grid, "fig-activation-crossfeed")
 # the paper's own comparison.
 
 # %%
-gelu = [m for m in GRID_MODELS if identity.ACTIVATIONS.get(identities[m].family) == "GELU"]
+gelu = [
+    m for m in GRID_MODELS if identity.ACTIVATIONS.get(identities[m].family) == "GELU"
+]
 shares = {"all models": activation.grid_shares(grid)}
 if len(gelu) >= 2 and len(gelu) < len(GRID_MODELS):
     shares["GELU models"] = activation.grid_shares(grid, models=gelu)
@@ -408,9 +453,14 @@ transposed = grid.rename(
     }
 )
 paired = grid.merge(
-    transposed, on=["input_model", "input_block", "weight_model", "weight_block"], suffixes=("", "_transposed")
+    transposed,
+    on=["input_model", "input_block", "weight_model", "weight_block"],
+    suffixes=("", "_transposed"),
 )
-paired = paired[(paired["input_model"] != paired["weight_model"]) | (paired["input_block"] != paired["weight_block"])]
+paired = paired[
+    (paired["input_model"] != paired["weight_model"])
+    | (paired["input_block"] != paired["weight_block"])
+]
 print(
     f"Pearson r between a cell and its transpose: {paired['r2_lin'].corr(paired['r2_lin_transposed']):+.3f} "
     f"over {len(paired)} off-diagonal cells"

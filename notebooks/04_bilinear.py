@@ -19,16 +19,22 @@
 # claim is true and one where it is false.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODELS = None  # None: every model of the profile (each probed on the blocks its budget names: `every` in the profile)
 RANK = None  # rank r of the bilinear term; None: the profile's probe.rank (16 on paper and offline)
 STEPS = None  # the bilinear probe's Adam step cap (early stopping may end it sooner); None: 10 × the profile's
 #               probe.steps (seeded-poly keeps the profile's own budget, as in chapters 5 and 7)
 TOP_DIMS = 4  # the "few dims": how many of the highest-variance output dims to single out
-PROBE_SEEDS = 2  # the bilinear probe runs with this many seeds per block; its interval spans them
+PROBE_SEEDS = (
+    2  # the bilinear probe runs with this many seeds per block; its interval spans them
+)
 FEW_POINTS = 0.05  # "a few points of R²", read as a median gain of at most 5 points
-NEAR_LINEAR = 0.95  # blocks at or above this R²_lin count as near-linear for the gate question
+NEAR_LINEAR = (
+    0.95  # blocks at or above this R²_lin count as near-linear for the gate question
+)
 LOW_RANK = 1.5  # an output effective rank at or below this counts as "low-rank"
 GAP = 0.05  # global R²_lin above the median per-feature R² by more than this counts as a gap
 
@@ -53,8 +59,12 @@ ch = chapter.begin(
 )
 MODELS = list(MODELS or ch.profile.models)
 probe = ch.profile.probe
-config = resolve.probe_config(probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device)
-seeded_config = resolve.probe_config(probe, seed=SEED, rank=RANK, device=ch.profile.device)
+config = resolve.probe_config(
+    probe, seed=SEED, rank=RANK, steps=STEPS or 10 * probe.steps, device=ch.profile.device
+)
+seeded_config = resolve.probe_config(
+    probe, seed=SEED, rank=RANK, device=ch.profile.device
+)
 
 # %% [markdown]
 # ## The probe, exactly
@@ -100,9 +110,13 @@ seeded_config = resolve.probe_config(probe, seed=SEED, rank=RANK, device=ch.prof
 # block). The settings of this run:
 
 # %%
-measured = {m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+measured = {
+    m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS
+}
 widths = {m: bilinear.block_width({m: r}) for m, r in measured.items()}
-probed = {m: r.sampled_blocks for m, r in measured.items()}  # the blocks whose rows the budget samples
+probed = {
+    m: r.sampled_blocks for m, r in measured.items()
+}  # the blocks whose rows the budget samples
 ch.show(bilinear.measured_table(measured))
 ch.show(bilinear.probe_settings(config, seeded_config, PROBE_SEEDS))
 
@@ -120,7 +134,13 @@ ch.show(bilinear.probe_settings(config, seeded_config, PROBE_SEEDS))
 sweep = pd.concat(
     [
         bilinear.probe_sweep(
-            {m: r}, config, blocks=probed[m], progress=ch.progress, cache=True, seeded=seeded_config, seeds=PROBE_SEEDS
+            {m: r},
+            config,
+            blocks=probed[m],
+            progress=ch.progress,
+            cache=True,
+            seeded=seeded_config,
+            seeds=PROBE_SEEDS,
         )
         for m, r in measured.items()
     ],
@@ -128,7 +148,20 @@ sweep = pd.concat(
 )
 correlations = bilinear.gain_correlations(sweep)
 ch.show(
-    sweep[["model", "block", "r2_lin", "r2_poly", "gain", "r2_seeded", "gain_seeded", "gate", "n_train", "n_test"]],
+    sweep[
+        [
+            "model",
+            "block",
+            "r2_lin",
+            "r2_poly",
+            "gain",
+            "r2_seeded",
+            "gain_seeded",
+            "gate",
+            "n_train",
+            "n_test",
+        ]
+    ],
     fold="both probes' R² and gain over the closed form, block by block",
 )
 
@@ -168,20 +201,30 @@ ch.figure(fig, sweep, "fig-bilinear-gain")
 
 # %%
 controls_at = {
-    w: bilinear_controls.probe_controls(config, d=w, seed=SEED, seeds=PROBE_SEEDS, cache=True)
+    w: bilinear_controls.probe_controls(
+        config, d=w, seed=SEED, seeds=PROBE_SEEDS, cache=True
+    )
     for w in dict.fromkeys(widths.values())
 }
 width = widths[MODELS[0]]
 controls = controls_at[width]
-same = [m for m in MODELS if widths[m] == width]  # the models the controls of this width apply to
+same = [
+    m for m in MODELS if widths[m] == width
+]  # the models the controls of this width apply to
 ch.show(
-    pd.concat([c.assign(width=w) for w, c in controls_at.items()], ignore_index=True).drop(columns="kind"),
+    pd.concat(
+        [c.assign(width=w) for w, c in controls_at.items()], ignore_index=True
+    ).drop(columns="kind"),
     fold="the planted controls at every width of the profile's models",
 )
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Share of what the closed form leaves over that the bilinear probe captures, gain / (1 − $R^2_\\text{lin}$), with 95% intervals (held-out sequences resampled, spanning the probe seeds), against the block's residual nonlinearity; dotted lines: the shares of the planted controls; shaded: the interval of the random-FFN controls at this width.", "name": "fig-bilinear-captured"}}
 fig = bilinear_plots.captured_figure(sweep[sweep.model.isin(same)], controls)
-ch.figure(fig, {"probes": sweep[sweep.model.isin(same)], "controls": controls}, "fig-bilinear-captured")
+ch.figure(
+    fig,
+    {"probes": sweep[sweep.model.isin(same)], "controls": controls},
+    "fig-bilinear-captured",
+)
 
 # %% tags=["remove-cell"]
 at_budget = int(sweep.at_budget.sum())
@@ -266,9 +309,14 @@ ch.show(bilinear.gain_table(sweep, correlations))
 # is "yes" when most near-linear real blocks' gates end below the initial value, and "no" otherwise.
 
 # %%
-references = {w: bilinear_controls.gate_reference(config, seeded_config, d=w, seed=SEED) for w in controls_at}
+references = {
+    w: bilinear_controls.gate_reference(config, seeded_config, d=w, seed=SEED)
+    for w in controls_at
+}
 reference = references[width]
-ch.show(pd.Series(reference, name="planted block, captured quadratic residual").to_frame())
+ch.show(
+    pd.Series(reference, name="planted block, captured quadratic residual").to_frame()
+)
 
 # %% mystnb={"figure": {"caption": "Seeded-poly's gate $|g|$ after fitting (log scale) against the block's $R^2_\\text{lin}$, one point per block; the dashed line is the value every gate started from.", "name": "fig-bilinear-gate"}}
 gates = bilinear.gate_summary(sweep, config.gate_init)
@@ -377,7 +425,11 @@ ch.glue(
 
 # %%
 probed_concentration = pd.concat(
-    [concentration[(concentration.model == m) & concentration.block.isin(probed[m])] for m in MODELS], ignore_index=True
+    [
+        concentration[(concentration.model == m) & concentration.block.isin(probed[m])]
+        for m in MODELS
+    ],
+    ignore_index=True,
 )
 claims = bilinear_claims.bilinear_claims(
     sweep[sweep.model.isin(same)],
@@ -485,7 +537,9 @@ from dataclasses import replace
 worst = sweep.loc[sweep.r2_lin.idxmin()]
 m = measured[worst.model]
 rows, folds = m.samples[int(worst.block)], m.moments[int(worst.block)]
-slow = probes.bilinear_probe(rows, folds, 0, replace(config, lr=probe.lr), int(worst.block))
+slow = probes.bilinear_probe(
+    rows, folds, 0, replace(config, lr=probe.lr), int(worst.block)
+)
 print(
     f"{worst.model} block {int(worst.block)}: gain {worst.gain:+.4f} at lr {config.lr:g}, "
     f"{slow.gain:+.4f} at lr {probe.lr:g} ({slow.steps} steps)"
@@ -517,8 +571,14 @@ import torch
 g = torch.Generator().manual_seed(SEED)
 n, d = 4000, 16
 x = torch.randn(n, d, generator=g)
-u, v, p = torch.randn(4, d, generator=g), torch.randn(4, d, generator=g), torch.randn(d, 4, generator=g) / 2
-y = x @ torch.randn(d, d, generator=g) / d**0.5 + ((x @ u.T) * (x @ v.T)) @ p.T / d  # parts of similar size
+u, v, p = (
+    torch.randn(4, d, generator=g),
+    torch.randn(4, d, generator=g),
+    torch.randn(d, 4, generator=g) / 2,
+)
+y = (
+    x @ torch.randn(d, d, generator=g) / d**0.5 + ((x @ u.T) * (x @ v.T)) @ p.T / d
+)  # parts of similar size
 planted = sample.Rows(x, y, torch.arange(n) // 50 % 5)
 toy = replace(config, rank=4, steps=max(config.steps, 600), eval_every=25)
 plain = probes.bilinear_probe(planted, config=toy)
@@ -551,14 +611,27 @@ print(
 # widest-gap block (no rows needed).
 
 # %% tags=["solution"]
-q, _ = torch.linalg.qr(torch.randn(int(widest.d_out), int(widest.d_out), generator=g, dtype=torch.float64))
+q, _ = torch.linalg.qr(
+    torch.randn(int(widest.d_out), int(widest.d_out), generator=g, dtype=torch.float64)
+)
 folds = measured[widest.model].moments[int(widest.block)]
-rotated = [moments.Moments(f.n, f.mean_x, f.mean_y @ q, f.cxx, f.cxy @ q, q.T @ f.cyy @ q) for f in folds]
+rotated = [
+    moments.Moments(f.n, f.mean_x, f.mean_y @ q, f.cxx, f.cxy @ q, q.T @ f.cyy @ q)
+    for f in folds
+]
 before, after = fit.kfold(0, folds), fit.kfold(0, rotated)
 pd.DataFrame(
     {
-        "original outputs": [before.r2_lin, before.r2_feature_median, before.effective_rank_out],
-        "rotated outputs": [after.r2_lin, after.r2_feature_median, after.effective_rank_out],
+        "original outputs": [
+            before.r2_lin,
+            before.r2_feature_median,
+            before.effective_rank_out,
+        ],
+        "rotated outputs": [
+            after.r2_lin,
+            after.r2_feature_median,
+            after.effective_rank_out,
+        ],
     },
     index=["global R²_lin", "median per-feature R²", "output effective rank"],
 )

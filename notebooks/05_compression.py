@@ -7,7 +7,9 @@
 # ones where such a replacement is unsafe {cite}`whipp2026linear`.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODEL = None  # the model for the full comparison; None: the profile's first (the GPT-2-shaped one)
 SIGNAL_MODELS = None  # models whose affine swaps (every block) test R²_lin as a safety signal; None: every model
@@ -38,7 +40,9 @@ ch = chapter.begin(
     fraction=["EARLY", "MAX_RELATIVE"],
     positive_number=["MIN_RATIO"],
 )
-MODEL, SIGNAL_MODELS, EVAL_TOKENS = compression.defaults(ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS)
+MODEL, SIGNAL_MODELS, EVAL_TOKENS = compression.defaults(
+    ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS
+)
 
 # %% [markdown]
 # ## Five replacements
@@ -70,7 +74,9 @@ m = measurement.measurement(ch.profile, MODEL, progress=ch.progress)
 table = m.table()
 r2_lin = dict(zip(table.block, table.r2_lin))
 net, tokenizer = resolve.load_profile_model(ch.profile, MODEL, progress=ch.progress)
-evals = linrec.experiment.swaps.eval_batches(ch.profile, tokenizer, net, EVAL_TOKENS, name=MODEL)
+evals = linrec.experiment.swaps.eval_batches(
+    ch.profile, tokenizer, net, EVAL_TOKENS, name=MODEL
+)
 config = resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device)
 sets = compression.replacement_sets(m, KINDS, LOW_RANK, config)
 swaps = compression.swap_kinds(net, evals, sets, r2_lin, progress=ch.progress)
@@ -91,11 +97,15 @@ ch.figure(fig, swaps, "fig-compression-swaps")
 
 # %% tags=["hide-input"]
 grid = swaps.pivot(index="block", columns="kind", values="delta_ppl")[list(sets)]
-cells = swaps.assign(cell=tables.with_interval(swaps, "delta_ppl")).pivot(index="block", columns="kind", values="cell")
+cells = swaps.assign(cell=tables.with_interval(swaps, "delta_ppl")).pivot(
+    index="block", columns="kind", values="cell"
+)
 ch.show(
     cells[list(sets)]
     .rename(columns=lambda kind: f"{kind}: ΔPPL [95% interval]")
-    .assign(**{"R²_lin": grid.index.map(r2_lin)})[["R²_lin", *[f"{kind}: ΔPPL [95% interval]" for kind in sets]]],
+    .assign(**{"R²_lin": grid.index.map(r2_lin)})[
+        ["R²_lin", *[f"{kind}: ΔPPL [95% interval]" for kind in sets]]
+    ],
     fold="ΔPPL of every block and kind",
 )
 
@@ -115,7 +125,11 @@ ch.show(
 best = compression.best_block(swaps, "affine", EARLY)
 cheapest = compression.best_block(swaps, "affine", EARLY, by="delta_ppl")
 early = compression.early_blocks(m.blocks, EARLY)
-ch.show(compression.early_swap_table(best, cheapest, MODEL, ch.profile.eval_corpus_of(MODEL), early))
+ch.show(
+    compression.early_swap_table(
+        best, cheapest, MODEL, ch.profile.eval_corpus_of(MODEL), early
+    )
+)
 
 # %% [markdown]
 # ## The frontier: swapping several blocks
@@ -126,15 +140,25 @@ ch.show(compression.early_swap_table(best, cheapest, MODEL, ch.profile.eval_corp
 # {numref}`fig-compression-frontier` counts the numbers saved across all FFN blocks.
 
 # %% mystnb={"figure": {"caption": "Greedy compression frontier: change in perplexity (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the cumulative share of FFN numbers saved, as blocks are swapped for their affine maps in order of decreasing $R^2_\\text{lin}$ (each point labelled with the block it adds).", "name": "fig-compression-frontier"}}
-frontier = perplexity.compression_frontier(net, evals, sets["affine"], r2_lin, progress=ch.progress)
+frontier = perplexity.compression_frontier(
+    net, evals, sets["affine"], r2_lin, progress=ch.progress
+)
 fig = compression_plots.frontier_figure(frontier)
 ch.figure(fig, frontier, "fig-compression-frontier")
 
 # %% tags=["hide-input"]
 ch.show(
-    frontier[["step", "block", "r2_lin", "params_saved", "ffn_saved_fraction", "model_saved_fraction", "ppl"]].assign(
-        **{"ΔPPL [95% interval]": tables.with_interval(frontier, "delta_ppl")}
-    ),
+    frontier[
+        [
+            "step",
+            "block",
+            "r2_lin",
+            "params_saved",
+            "ffn_saved_fraction",
+            "model_saved_fraction",
+            "ppl",
+        ]
+    ].assign(**{"ΔPPL [95% interval]": tables.with_interval(frontier, "delta_ppl")}),
     fold="every step of the frontier",
 )
 
@@ -157,16 +181,24 @@ ch.show(
 
 # %% mystnb={"figure": {"caption": "Change in perplexity when each block alone is swapped for its affine map (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) against the block's $R^2_\\text{lin}$, one point per block of every model (colour: model); the within-model Spearman correlation, combined over models, with its 95% interval is in the title.", "name": "fig-compression-signal"}}
 others = {
-    name: measurement.measurement(ch.profile, name, progress=ch.progress) for name in SIGNAL_MODELS if name != MODEL
+    name: measurement.measurement(ch.profile, name, progress=ch.progress)
+    for name in SIGNAL_MODELS
+    if name != MODEL
 }
 signal = pd.concat(
     [
         swaps[swaps.kind == "affine"].assign(
-            model=MODEL, eval_corpus=ch.profile.eval_corpus_of(MODEL), eval_tokens=evals.n_rows
+            model=MODEL,
+            eval_corpus=ch.profile.eval_corpus_of(MODEL),
+            eval_tokens=evals.n_rows,
         ),
         *[
             compression.affine_signal(
-                ch.profile, [r], (ch.profile.budget(name).eval_tokens or 0) // 4, progress=ch.progress, cache=True
+                ch.profile,
+                [r],
+                (ch.profile.budget(name).eval_tokens or 0) // 4,
+                progress=ch.progress,
+                cache=True,
             )
             for name, r in others.items()
         ],
@@ -186,7 +218,11 @@ ch.show(compression.flags(signal))
 
 # %% tags=["remove-cell"]
 agree = compression.flags(signal).agree
-ch.glue(signal_reading=compression.signal_reading(rho), agree=int(agree.sum()), agree_models=len(agree))
+ch.glue(
+    signal_reading=compression.signal_reading(rho),
+    agree=int(agree.sum()),
+    agree_models=len(agree),
+)
 
 # %% [markdown]
 # {glue:text}`signal_reading` In {glue:text}`agree` of {glue:text}`agree_models` models the block with the lowest
@@ -217,7 +253,10 @@ fig = compression_plots.budget_figure(budget, MAX_RELATIVE)
 ch.figure(fig, budget, "fig-compression-budget")
 
 # %% tags=["hide-input"]
-ch.show(compression.budget_summary(budget, frontier, MODEL), fold="what each model gives up to the budget")
+ch.show(
+    compression.budget_summary(budget, frontier, MODEL),
+    fold="what each model gives up to the budget",
+)
 
 # %% [markdown]
 # The last column compares the two orders on `MODEL` at equal size: the R²_lin order of
@@ -273,17 +312,33 @@ for name in SIGNAL_MODELS:
         claims += [
             c.of(name)
             for c in compression.compression_claims(
-                compression.best_block(rows, early=EARLY), compression.signal_correlation(rows), MIN_RATIO, MAX_RELATIVE
+                compression.best_block(rows, early=EARLY),
+                compression.signal_correlation(rows),
+                MIN_RATIO,
+                MAX_RELATIVE,
             )
         ]
 ch.report(claims, figure="fig-compression-signal")
 sink = pd.concat(
-    [r.table()[["model", "block", "r2_lin_after_first", "first_position_share"]] for r in (m, *others.values())]
+    [
+        r.table()[["model", "block", "r2_lin_after_first", "first_position_share"]]
+        for r in (m, *others.values())
+    ]
 )
 ch.show(
     signal.merge(sink, on=["model", "block"]).assign(
         **{"ΔPPL [95% interval]": lambda t: tables.with_interval(t, "delta_ppl")}
-    )[["model", "block", "r2_lin", "r2_lin_after_first", "first_position_share", "ΔPPL [95% interval]", "relative"]],
+    )[
+        [
+            "model",
+            "block",
+            "r2_lin",
+            "r2_lin_after_first",
+            "first_position_share",
+            "ΔPPL [95% interval]",
+            "relative",
+        ]
+    ],
     fold="every block's affine swap beside its R²_lin with and without the first position",
 )
 
@@ -328,9 +383,9 @@ ch.show(
 # keeps most of it. The code below lists the ΔPPL difference per block.
 
 # %% tags=["solution"]
-ch.show(grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]})) if {"mean", "zero"} <= set(
-    grid
-) else None
+ch.show(
+    grid[["mean", "zero"]].assign(**{"zero − mean": grid["zero"] - grid["mean"]})
+) if {"mean", "zero"} <= set(grid) else None
 
 # %% [markdown]
 # :::{solution-end}
@@ -358,7 +413,11 @@ base = perplexity.window_nll(net, evals)
 sweep = pd.concat(
     [
         perplexity.swap_deltas(
-            net, evals, surgery.fit_replacements(m.moments, "lowrank", k, [block]), progress=ch.progress, base=base
+            net,
+            evals,
+            surgery.fit_replacements(m.moments, "lowrank", k, [block]),
+            progress=ch.progress,
+            base=base,
         ).assign(rank=k)
         for k in ranks
     ],
@@ -394,7 +453,9 @@ ch.show(sweep[["rank", "params", "ratio", "delta_ppl"]])
 import transformers
 
 affine_numbers = 768 * 768 + 768
-gpt2_mlp = transformers.models.gpt2.modeling_gpt2.GPT2MLP(3072, transformers.GPT2Config(n_embd=768))
+gpt2_mlp = transformers.models.gpt2.modeling_gpt2.GPT2MLP(
+    3072, transformers.GPT2Config(n_embd=768)
+)
 llama_mlp = transformers.models.llama.modeling_llama.LlamaMLP(
     transformers.LlamaConfig(hidden_size=768, intermediate_size=3072)
 )

@@ -12,14 +12,25 @@
 # input scale (which make raw runs fall short at any conditioning) have been removed.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
-MODELS = None  # None: every model of the profile (its best- and worst-conditioned block each)
+MODELS = (
+    None  # None: every model of the profile (its best- and worst-conditioned block each)
+)
 CURVE_MODEL = None  # whose learning curves are drawn; None: the profile's first model
 STEPS = None  # optimiser steps per run; None: the profile's probe.steps
 OPTIMIZERS = ["sgd", "adam"]
-INPUTS = ["raw", "centred", "standardised", "whitened"]  # the input arms each optimiser is trained on
-TOLERANCE = 0.01  # a run reaches the ceiling at the first logged step within this of it (in R²)
+INPUTS = [
+    "raw",
+    "centred",
+    "standardised",
+    "whitened",
+]  # the input arms each optimiser is trained on
+TOLERANCE = (
+    0.01  # a run reaches the ceiling at the first logged step within this of it (in R²)
+)
 
 # %%
 import pandas as pd
@@ -95,7 +106,9 @@ config = pitfall.chapter_config(ch.profile, SEED, STEPS, TOLERANCE)
 # block of a model trained here; every `every`-th and the last of a real one). The budget of this run:
 
 # %%
-measured = {m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS}
+measured = {
+    m: measurement.measurement(ch.profile, m, progress=ch.progress) for m in MODELS
+}
 table = pd.concat([m.table() for m in measured.values()], ignore_index=True)
 chosen = pitfall.representative_blocks(
     table[[b in measured[m].sampled_blocks for m, b in zip(table.model, table.block)]]
@@ -132,7 +145,9 @@ ch.show(conditioning, fold="every block's R²_lin and input condition number")
 # `r2_lin_std`, in chapter 2's table).
 
 # %% mystnb={"figure": {"caption": "Learning curves of linear maps trained by SGD and Adam (each at its tuned learning rate) on raw, centred, standardised and whitened inputs: the gap between the closed-form ceiling and the held-out R² (symmetric log scale: below zero the trained map scores above the closed form on held-out rows) against optimiser steps (top) and training wall time (bottom), for the best- and worst-conditioned block of one model; line style: input arm (raw, centred, standardised, whitened); dashed grey: the tolerance.", "name": "fig-pitfall-curves"}}
-runs, curves = pitfall.pitfall_runs(measured, chosen, config, OPTIMIZERS, INPUTS, progress=ch.progress, cache=True)
+runs, curves = pitfall.pitfall_runs(
+    measured, chosen, config, OPTIMIZERS, INPUTS, progress=ch.progress, cache=True
+)
 fig = pitfall_plots.curve_figure(curves[curves.model == CURVE_MODEL], TOLERANCE)
 ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 
@@ -145,7 +160,11 @@ ch.figure(fig, curves[curves.model == CURVE_MODEL], "fig-pitfall-curves")
 # runs are cached once computed, so their seconds are those of the build that first trained them.)
 
 # %%
-ch.show(pitfall.reach_table(runs).merge(pitfall.closed_form_time(measured, chosen, seed=SEED), on=["model", "block"]))
+ch.show(
+    pitfall.reach_table(runs).merge(
+        pitfall.closed_form_time(measured, chosen, seed=SEED), on=["model", "block"]
+    )
+)
 
 # %% [markdown]
 # The learning rates the validation rows chose, and how many of them sit at an end of the grid (where
@@ -153,7 +172,10 @@ ch.show(pitfall.reach_table(runs).merge(pitfall.closed_form_time(measured, chose
 # limited by its budget rather than its rate):
 
 # %% tags=["hide-input"]
-ch.show(pitfall.tuning_table(runs), fold="every learning rate tried, per block, optimiser and inputs")
+ch.show(
+    pitfall.tuning_table(runs),
+    fold="every learning rate tried, per block, optimiser and inputs",
+)
 
 # %% [markdown]
 # ## Against the condition number
@@ -204,7 +226,9 @@ for m in MODELS:
     claims += [
         c.of(m)
         for c in pitfall_claims.pitfall_claims(
-            runs[runs.model == m], TOLERANCE, condition=table[table.model == m].input_condition
+            runs[runs.model == m],
+            TOLERANCE,
+            condition=table[table.model == m].input_condition,
         )
     ]
 ch.report(claims, figure="fig-pitfall-condition")
@@ -332,7 +356,9 @@ print(
 toy = replace(config, steps=max(config.steps, 300))
 sweep = []
 for c in (0.0, 0.5, 1.0, 1.5, 2.0):
-    run = baseline.train_linear(pitfall_controls.planted_rows(c, seed=SEED), optimizer="sgd", config=toy)
+    run = baseline.train_linear(
+        pitfall_controls.planted_rows(c, seed=SEED), optimizer="sgd", config=toy
+    )
     sweep.append(
         {
             "decades c": c,

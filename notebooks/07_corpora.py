@@ -7,12 +7,16 @@
 # a question about the data as much as about the block.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODELS = None  # None: every model of the profile, real and trained here alike
 CORPORA = None  # None: the profile's corpora (every domain)
 SWAP = None  # zero-shot swap ΔPPL on each corpus's own eval split; None: on, except on the offline profile
-SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of the profile's eval_tokens
+SWAP_TOKENS = (
+    None  # eval tokens per perplexity pass; None: a quarter of the profile's eval_tokens
+)
 SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except on the offline profile
 
 # %%
@@ -70,10 +74,19 @@ ch.show(
 # %%
 # The sweeps below (when on) run first: the one capture each needs also stores its table, so the
 # profiles next are read from the cache and no (model, corpus) is captured twice.
-config = resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device) if SEEDED_POLY else None
+config = (
+    resolve.probe_config(ch.profile.probe, seed=SEED, device=ch.profile.device)
+    if SEEDED_POLY
+    else None
+)
 sweeps = [
     linrec.experiment.sweeps.corpus_sweep(
-        ch.profile, m, c, seeded_poly=config, swap_tokens=SWAP_TOKENS if SWAP else None, progress=ch.progress
+        ch.profile,
+        m,
+        c,
+        seeded_poly=config,
+        swap_tokens=SWAP_TOKENS if SWAP else None,
+        progress=ch.progress,
     )
     for m in MODELS
     for c in CORPORA
@@ -81,7 +94,9 @@ sweeps = [
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of each model (one panel per model) on each corpus domain of the profile (one line per corpus, $k$-fold mean ± std, each corpus with its own folds).", "name": "fig-corpora-profiles"}}
 measured = {
-    (m, c): measurement.measurement(ch.profile, m, corpus=c, keep="table", progress=ch.progress)
+    (m, c): measurement.measurement(
+        ch.profile, m, corpus=c, keep="table", progress=ch.progress
+    )
     for m in MODELS
     for c in CORPORA
 }
@@ -106,7 +121,11 @@ ch.show(summary)
 ch.report(
     linrec.analysis.corpora.corpus_claims(summary, overlay=0.5)
     + [
-        c.of(m) for m in MODELS for c in linrec.analysis.corpora.corpus_claims(summary[summary.model == m], overlay=0.5)
+        c.of(m)
+        for m in MODELS
+        for c in linrec.analysis.corpora.corpus_claims(
+            summary[summary.model == m], overlay=0.5
+        )
     ],
     figure="fig-corpora-profiles",
 )
@@ -136,11 +155,15 @@ ch.caveat()
 if SEEDED_POLY:
     probes = pd.concat([s["probes"] for s in sweeps], ignore_index=True)
     ch.show(
-        probes.pivot_table(index=["model", "block"], columns="corpus", values="gain_seeded"),
+        probes.pivot_table(
+            index=["model", "block"], columns="corpus", values="gain_seeded"
+        ),
         fold="seeded-poly's R² gain per block and corpus",
     )
 else:
-    print("SEEDED_POLY is off on this profile: the seeded-poly sweep is omitted (see the text above)")
+    print(
+        "SEEDED_POLY is off on this profile: the seeded-poly sweep is omitted (see the text above)"
+    )
 
 # %% mystnb={"figure": {"caption": "Held-out R² of seeded-poly (the closed form plus a gated rank-$r$ bilinear term) per block of each model on each corpus domain (drawn only when `SEEDED_POLY` is on).", "name": "fig-corpora-seeded-poly"}}
 if SEEDED_POLY:
@@ -158,13 +181,15 @@ if SEEDED_POLY:
 if SWAP:
     swaps = pd.concat([s["swaps"] for s in sweeps], ignore_index=True)
     ch.show(
-        swaps.pivot_table(index=["model", "block"], columns="corpus", values="relative").rename(
-            columns=lambda c: f"{c}: ΔPPL / PPL"
-        ),
+        swaps.pivot_table(
+            index=["model", "block"], columns="corpus", values="relative"
+        ).rename(columns=lambda c: f"{c}: ΔPPL / PPL"),
         fold="relative ΔPPL per block and corpus",
     )
 else:
-    print("SWAP is off on this profile: the per-corpus swap is omitted (see the text above)")
+    print(
+        "SWAP is off on this profile: the per-corpus swap is omitted (see the text above)"
+    )
 
 # %% mystnb={"figure": {"caption": "Relative change in perplexity (ΔPPL / PPL) when each block alone is swapped for its closed-form affine map, per model and corpus domain, each corpus scored on its own eval split (drawn only when `SWAP` is on).", "name": "fig-corpora-swaps"}}
 if SWAP:
@@ -213,7 +238,11 @@ if SWAP:
 # %% tags=["solution"]
 wide = table.pivot_table(index=["model", "block"], columns="corpus", values="r2_lin")
 departure = pd.DataFrame(
-    {c: ((wide[c] - wide.drop(columns=c).mean(axis=1)) ** 2).groupby("model").mean() ** 0.5 for c in wide.columns}
+    {
+        c: ((wide[c] - wide.drop(columns=c).mean(axis=1)) ** 2).groupby("model").mean()
+        ** 0.5
+        for c in wide.columns
+    }
 )
 display(departure.assign(departs=departure.idxmax(axis=1)))
 

@@ -8,7 +8,9 @@
 # every block across checkpoints: the zoo's own (offline) or Pythia-160m's (paper profile).
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODELS = None  # None: every model of the profile that has checkpoints along training (a packaged model has none)
 CHECKPOINTS = None  # None: all of each model's checkpoints (Profile.checkpoints); or a list of names
@@ -35,7 +37,8 @@ MODELS = list(
     or [
         m
         for m in ch.profile.models
-        if m not in ch.profile.packaged and len(depth.training_checkpoints(ch.profile, m)) > 1
+        if m not in ch.profile.packaged
+        and len(depth.training_checkpoints(ch.profile, m)) > 1
     ]
 )
 LOSS_CORPUS = LOSS_CORPUS or ch.profile.eval_corpus
@@ -48,9 +51,9 @@ schedule = {
     for m in MODELS
 }
 ch.show(
-    pd.DataFrame({m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()}).rename_axis(
-        "checkpoint (optimiser step)"
-    )
+    pd.DataFrame(
+        {m: pd.Series({name: step for name, step in s}) for m, s in schedule.items()}
+    ).rename_axis("checkpoint (optimiser step)")
 )
 
 # %% [markdown]
@@ -67,7 +70,9 @@ ch.show(
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block (rows) at every checkpoint (columns, in training order), one heatmap per model.", "name": "fig-training-heatmaps"}}
 measured = [
-    measurement.measurement(ch.profile, m, checkpoint=name, keep="table", progress=ch.progress)
+    measurement.measurement(
+        ch.profile, m, checkpoint=name, keep="table", progress=ch.progress
+    )
     for m in MODELS
     for name, _ in schedule[m]
 ]
@@ -76,8 +81,12 @@ fig = depth_plots.training_heatmaps(table, order=MODELS)
 ch.figure(fig, table, "fig-training-heatmaps")
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every block against the optimiser step (symmetric-log axis, $k$-fold mean ± std), one panel per model; the dashed grey curve is the model's held-out loss while it trained (zoo models).", "name": "fig-training-lines"}}
-losses = pd.concat([depth.training_losses(ch.profile, m) for m in MODELS], ignore_index=True)
-fig = depth_plots.training_lines(table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS)
+losses = pd.concat(
+    [depth.training_losses(ch.profile, m) for m in MODELS], ignore_index=True
+)
+fig = depth_plots.training_lines(
+    table, losses if len(losses) else None, loss_corpus=LOSS_CORPUS, order=MODELS
+)
 ch.figure(fig, {"r2_lin": table, "losses": losses}, "fig-training-lines")
 
 # %% [markdown]
@@ -173,7 +182,8 @@ def overshoots(g: pd.DataFrame) -> int:
     middle = g.iloc[1:-1]
     return int(
         (
-            (middle["r2_lin"] < low - 2 * middle["r2_lin_std"]) | (middle["r2_lin"] > high + 2 * middle["r2_lin_std"])
+            (middle["r2_lin"] < low - 2 * middle["r2_lin_std"])
+            | (middle["r2_lin"] > high + 2 * middle["r2_lin_std"])
         ).any()
     )
 

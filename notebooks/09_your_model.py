@@ -12,7 +12,9 @@
 # The real pretrained models of the profile go through the same two commands at the end.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODEL = None  # a hub id or a local directory; None: the profile's first model
 MAX_ROWS = None  # rows per block; None: the profile's
@@ -61,7 +63,9 @@ where = (
 )
 rows = MAX_ROWS or ch.profile.rows_per_block
 corpus = resolve.profile_corpus(ch.profile)
-print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file below")
+print(
+    f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file below"
+)
 
 # %% [markdown]
 # ## One command
@@ -73,10 +77,16 @@ print(f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.na
 # notebook is self-contained; in a terminal it is the line printed first.
 
 # %%
-scratch = tempfile.TemporaryDirectory(prefix="linrec-ch9-")  # this chapter's files: removed at its end, or when
+scratch = tempfile.TemporaryDirectory(
+    prefix="linrec-ch9-"
+)  # this chapter's files: removed at its end, or when
 workdir = Path(scratch.name)  # the kernel exits after an error
-if ch.profile.shaped and MODEL is None:  # a shaped model has no hub copy: saved here, it is a local model too
-    where = str(shapes.save_shaped(name, workdir / "model", revision=ch.profile.revision(name)))
+if (
+    ch.profile.shaped and MODEL is None
+):  # a shaped model has no hub copy: saved here, it is a local model too
+    where = str(
+        shapes.save_shaped(name, workdir / "model", revision=ch.profile.revision(name))
+    )
 text_file = workdir / "my_text.txt"
 text_file.write_text(corpus.fit_text, encoding="utf-8")
 common = [
@@ -95,7 +105,9 @@ common = [
 
 def run(args: list[str]) -> None:
     """Run a linrec command as a terminal would, printed first (paths by their last part)."""
-    print("$ linrec " + " ".join(Path(a).name if Path(a).is_absolute() else a for a in args))
+    print(
+        "$ linrec " + " ".join(Path(a).name if Path(a).is_absolute() else a for a in args)
+    )
     if linrec.cli.main(args) != 0:
         raise linrec.LinrecError(f"linrec {args[0]} failed; its message is printed above")
 
@@ -167,14 +179,26 @@ batches = linrec.make_batches(
     batch_size=ch.profile.batch_size,
     max_context=loading.max_context(model),
 )
-m = linrec.Measurement.capture(model, batches, folds=ch.profile.folds, seed=SEED, progress=ch.progress, name=name)
+m = linrec.Measurement.capture(
+    model, batches, folds=ch.profile.folds, seed=SEED, progress=ch.progress, name=name
+)
 print(
     f"largest |R²_lin (Python) - R²_lin (command)| over {len(table)} blocks: "
     f"{(m.table().r2_lin - table.r2_lin).abs().max():.2g}"
 )
 candidates = m.candidates(MIN_R2, MAX_STD)
 ch.show(
-    candidates[["block", "r2_lin", "r2_lin_std", "r2_feature_median", "input_condition", "candidate", "reason"]],
+    candidates[
+        [
+            "block",
+            "r2_lin",
+            "r2_lin_std",
+            "r2_feature_median",
+            "input_condition",
+            "candidate",
+            "reason",
+        ]
+    ],
     fold="every block: candidate or not, and why",
 )
 
@@ -194,14 +218,16 @@ ch.figure(fig, candidates, "fig-your-model-candidates")
 # worst block for contrast, read by the third of the model's depth they sit in.
 
 # %%
-eval_batches = resolve.profile_batches(ch.profile, tokenizer, corpus, split="eval", model=model)
+eval_batches = resolve.profile_batches(
+    ch.profile, tokenizer, corpus, split="eval", model=model
+)
 ranked = candidates.block.tolist()
 chosen = list(dict.fromkeys(ranked[:TRY_BLOCKS] + ranked[-1:]))
 width = int(table.d_in.iloc[0])
 kinds = ["zero", "mean", "affine", f"lowrank:{LOW_RANK or max(1, width // 8)}"]
-ablated = ablations.ablations(model, eval_batches, m, kinds, chosen, progress=ch.progress).merge(
-    table[["block", "r2_lin"]]
-)
+ablated = ablations.ablations(
+    model, eval_batches, m, kinds, chosen, progress=ch.progress
+).merge(table[["block", "r2_lin"]])
 ch.show(
     ablated.groupby("ablation", sort=False)[["params", "original_params", "ratio"]]
     .first()
@@ -212,7 +238,9 @@ ch.show(
 # %% tags=["hide-input"]
 cells = ablated.assign(cell=tables.with_interval(ablated, "delta_ppl"))
 ch.show(
-    cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", values="cell")[kinds]
+    cells.pivot(index=["depth", "block", "r2_lin"], columns="ablation", values="cell")[
+        kinds
+    ]
     .rename(columns=lambda k: f"{k}: ΔPPL [95% interval]")
     .reset_index()
     .sort_values("block"),
@@ -285,12 +313,20 @@ held = linrec.make_batches(
     batch_size=ch.profile.batch_size,
     max_context=loading.max_context(loaded),
 ).first(record["eval_text"]["rows"])
-assert held.sha256 == record["eval_text"]["tokens_sha256"], "not the tokens the report scored"
+assert held.sha256 == record["eval_text"]["tokens_sha256"], (
+    "not the tokens the report scored"
+)
 ppl = your_model.own_loss_perplexity(loaded, held)
 ch.report(your_model.replaced_claims(record, ppl, name), plain=name)
-prompt = held.input_ids[:1, :16].to(next(loaded.parameters()).device)  # the start of the held-out text
-continued = loaded.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False)
-print(f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_tokenizer.decode(continued[0, 16:])!r}")
+prompt = held.input_ids[:1, :16].to(
+    next(loaded.parameters()).device
+)  # the start of the held-out text
+continued = loaded.generate(
+    prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False
+)
+print(
+    f"prompt:    {loaded_tokenizer.decode(prompt[0])!r}\ncontinued: {loaded_tokenizer.decode(continued[0, 16:])!r}"
+)
 
 # %% [markdown]
 # ## Shipping it
@@ -312,7 +348,10 @@ plain_ppl = None
 if json.loads((shipped / "linrec-export.json").read_text())["form"] == "plain":
     plain = transformers.AutoModelForCausalLM.from_pretrained(shipped).eval()
     plain_ppl = your_model.own_loss_perplexity(plain, held)
-ch.show(pd.DataFrame([your_model.shipped_summary(shipped, record, plain_ppl)]), {"size (MB)": ",.1f"})
+ch.show(
+    pd.DataFrame([your_model.shipped_summary(shipped, record, plain_ppl)]),
+    {"size (MB)": ",.1f"},
+)
 
 # %% [markdown]
 # ## What the measurement costs
@@ -332,13 +371,21 @@ cost = pd.DataFrame(
     {
         "tokens": [timing["tokens"]],
         "bare forward (tokens/s)": [timing["tokens"] / timing["bare_s"]],
-        "forward + capture + moments (tokens/s)": [timing["tokens"] / timing["capture_s"]],
+        "forward + capture + moments (tokens/s)": [
+            timing["tokens"] / timing["capture_s"]
+        ],
         "time ratio": [timing["capture_s"] / timing["bare_s"]],
         "device": [str(next(model.parameters()).device)],
     }
 )
-ch.report(your_model.your_model_claims(ablated[ablated.ablation == "affine"], timing, name), plain=name)
-ch.show(cost, {"bare forward (tokens/s)": ",.0f", "forward + capture + moments (tokens/s)": ",.0f"})
+ch.report(
+    your_model.your_model_claims(ablated[ablated.ablation == "affine"], timing, name),
+    plain=name,
+)
+ch.show(
+    cost,
+    {"bare forward (tokens/s)": ",.0f", "forward + capture + moments (tokens/s)": ",.0f"},
+)
 
 # %%
 ch.show(
@@ -412,8 +459,13 @@ for real in ch.profile.packaged:
             str(workdir / "gguf.csv"),
         ]
     )
-    print(f"weights ({packaged.PACKAGED[real].description}):", pd.read_csv(workdir / "gguf.csv")["revision"].iloc[0])
-    net, real_tokenizer = resolve.load_profile_model(ch.profile, real, progress=ch.progress)
+    print(
+        f"weights ({packaged.PACKAGED[real].description}):",
+        pd.read_csv(workdir / "gguf.csv")["revision"].iloc[0],
+    )
+    net, real_tokenizer = resolve.load_profile_model(
+        ch.profile, real, progress=ch.progress
+    )
     real_text = resolve.profile_corpus(ch.profile, budget.corpus)
     held_out = windows(real_tokenizer, net, real_text.eval_text, REAL_EVAL_ROWS)
     result = replaced.cached_replace(
@@ -438,7 +490,8 @@ for real in ch.profile.packaged:
     replaced_rows.append(your_model.replaced_summary(result.record, loaded_ppl, real))
     del net
 ch.show(
-    pd.DataFrame(replaced_rows).set_index("model").T, fold="what linrec.replace did to each real model"
+    pd.DataFrame(replaced_rows).set_index("model").T,
+    fold="what linrec.replace did to each real model",
 ) if replaced_rows else None
 
 # %% [markdown]

@@ -9,7 +9,9 @@
 # Pythia-160m or llama-160m on WikiText-2.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 
 # %%
 from linrec.analysis import depth
@@ -53,7 +55,10 @@ for name, entries in ledger.by_chapter(recorded).items():
 for m in ch.profile.models if not recorded.empty else []:
     paired = ledger.side_by_side(recorded, m)
     if len(paired):
-        ch.show(paired.assign(chapter=paired.chapter.str[:2]), fold=f"{m}: {len(paired)} claims beside the pooled ones")
+        ch.show(
+            paired.assign(chapter=paired.chapter.str[:2]),
+            fold=f"{m}: {len(paired)} claims beside the pooled ones",
+        )
 
 # %% [markdown]
 # ## The headline figure side by side
@@ -63,7 +68,10 @@ for m in ch.profile.models if not recorded.empty else []:
 # paper's reported range drawn as dashed lines: its trained blocks span from above 0.99 to below 0.3.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ per block of every model of this run's profile, real and trained here, each on its own main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-appendix-profiles"}}
-runs = [measurement.measurement(ch.profile, model, keep="table", progress=ch.progress) for model in ch.profile.models]
+runs = [
+    measurement.measurement(ch.profile, model, keep="table", progress=ch.progress)
+    for model in ch.profile.models
+]
 fig = depth_plots.heterogeneity_reference_figure(depth.depth_table(runs))
 ch.figure(fig, depth.depth_table(runs), "fig-appendix-profiles")
 

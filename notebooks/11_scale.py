@@ -12,7 +12,9 @@
 # cleanest scale series there is.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODELS = None  # None: the profile's scale series (its series, else its models; larger ones on a GPU)
 SWAP = True  # the zero-shot swap ΔPPL of the blocks at fixed relative depths (one perplexity pass each)
@@ -84,7 +86,9 @@ ch.figure(fig, table, "fig-scale-profiles")
 
 # %%
 if SWAP:
-    swaps = scale.fixed_depth_swaps(series, measured, table, SWAP_TOKENS, progress=ch.progress)
+    swaps = scale.fixed_depth_swaps(
+        series, measured, table, SWAP_TOKENS, progress=ch.progress
+    )
     ch.show(
         swaps[["model", "block", "depth", "r2_lin", "base_ppl", "delta_ppl", "relative"]],
         {"relative": ".2%"},
@@ -115,7 +119,10 @@ ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 # another set of models would behave.
 
 # %%
-ch.report(scale.scale_claims(table, parameters, keeps=KEEPS, seed=SEED), figure="fig-scale-trends")
+ch.report(
+    scale.scale_claims(table, parameters, keeps=KEEPS, seed=SEED),
+    figure="fig-scale-trends",
+)
 
 # %% [markdown]
 # ## What a few models can and cannot show

@@ -12,7 +12,9 @@
 # really costs, and asks which score predicts that cost.
 
 # %% tags=["parameters"]
-PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+PROFILE = (
+    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
+)
 SEED = 0
 MODELS = None  # None: the profile's models (offline: all but Gemma 3, whose passes cost some 20 minutes more)
 EVAL_TOKENS = None  # held-out tokens per perplexity pass; None: a quarter of each model's evaluation tokens
@@ -84,10 +86,14 @@ runs = {
     )
     for m in MODELS
 }
-tables, costs, walks = ([run[part] for run in runs.values()] for part in ("table", "costs", "walks"))
+tables, costs, walks = (
+    [run[part] for run in runs.values()] for part in ("table", "costs", "walks")
+)
 blocks = pruning.scored_blocks(tables, costs)
 ch.show(
-    pd.concat(costs).groupby(["model", "kind"], sort=False).delta_ppl.describe()[["min", "50%", "max"]],
+    pd.concat(costs)
+    .groupby(["model", "kind"], sort=False)
+    .delta_ppl.describe()[["min", "50%", "max"]],
     fold="Each model's ΔPPL per kind of drop: the cheapest block, the median and the costliest",
 )
 
@@ -106,8 +112,12 @@ ch.show(
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "ΔPPL (symmetric-log axis, with its 95% bootstrap interval over evaluation windows) of each block alone swapped for its affine map, and for the map fitted without the first position with the first position's mean or the block's own output there.", "name": "fig-pruning-first"}}
 sinks = pruning.sink_swaps(pd.concat(tables), pd.concat(costs))
 SINK_MODEL = SINK_MODEL or (sinks.model.iloc[0] if not sinks.empty else MODELS[0])
-drawn = pd.concat(costs).query("model == @SINK_MODEL and kind in ['affine', 'first-apart:mean', 'first-apart:own']")
-fig = compression_plots.swap_figure(drawn.assign(ratio=drawn.original_params / drawn.params))
+drawn = pd.concat(costs).query(
+    "model == @SINK_MODEL and kind in ['affine', 'first-apart:mean', 'first-apart:own']"
+)
+fig = compression_plots.swap_figure(
+    drawn.assign(ratio=drawn.original_params / drawn.params)
+)
 ch.figure(fig, drawn, "fig-pruning-first")
 
 # %%
@@ -128,7 +138,11 @@ ch.show(
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Spearman ρ of each score, read as a predicted cost, with what dropping each block alone costs (ΔPPL), within each model and combined over the models; 1: the score orders the blocks exactly by cost.", "name": "fig-pruning-rho"}}
 rho = pruning.score_correlations(blocks, seed=SEED)
-group = "combined" if (rho.group == "combined").any() else (rho.group.iloc[0] if len(rho) else None)
+group = (
+    "combined"
+    if (rho.group == "combined").any()
+    else (rho.group.iloc[0] if len(rho) else None)
+)
 fig = pruning_plots.correlation_figure(rho, group)
 ch.figure(fig, rho, "fig-pruning-rho")
 
