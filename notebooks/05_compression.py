@@ -415,7 +415,7 @@ sweep = pd.concat(
         perplexity.swap_deltas(
             net,
             evals,
-            surgery.fit_replacements(m.moments, "lowrank", k, [block]),
+            linrec.fit_replacements(m.moments, "lowrank", k, [block]),
             progress=ch.progress,
             base=base,
         ).assign(rank=k)

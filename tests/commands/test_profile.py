@@ -173,7 +173,7 @@ def test_skip_first_leaves_positions_out_and_is_checked_before_loading(
     def no_loading(*_args, **_kwargs):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("linrec.models.loading.load_model", no_loading)
+    monkeypatch.setattr("linrec.models.loading.load_pretrained", no_loading)
     _fails([*model, "--skip-first", "16"], capsys, "from 0 to seq_len - 1 = 15")
 
 
@@ -404,13 +404,13 @@ def test_profile_options_are_honoured_or_refused(model_dirs, text_file, monkeypa
         "is a local directory",
     )
     import linrec.data.tokens
-    from linrec.models.loading import load_model
+    from linrec.models.loading import load_pretrained
 
     seen = {}
 
     def load_profile_model(profile, model, checkpoint="final", before_weights=None, **kwargs):
         seen.update(device=profile.device, dtype=profile.dtype)
-        return load_model(str(model_dirs["gpt2"]), before_weights=before_weights)
+        return load_pretrained(str(model_dirs["gpt2"]), before_weights=before_weights)
 
     def make_batches(*args, batch_size, **kwargs):
         seen["batch_size"] = batch_size
@@ -502,7 +502,7 @@ def test_a_memory_budget_is_read_planned_and_refused_before_the_weights(model_di
 
 def test_a_budget_that_groups_the_blocks_gives_the_one_pass_table(model_dirs, text_file, tmp_path, capsys):
     """The plan is printed before the work, and the table is the single pass's to the last digit."""
-    from linrec.models.loading import load_model
+    from linrec.models.loading import load_pretrained
 
     model = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--folds", "8"]
     model += ["--seq-len", "16", "--max-rows", "768"]
@@ -516,7 +516,7 @@ def test_a_budget_that_groups_the_blocks_gives_the_one_pass_table(model_dirs, te
 
     config = AutoConfig.from_pretrained(model_dirs["llama"])
     sizes = {"windows": 48, "seq_len": 16, "batch_size": 8}
-    weights = (sum(p.numel() for p in load_model(str(model_dirs["llama"]))[0].parameters()) * 4, 0)
+    weights = (sum(p.numel() for p in load_pretrained(str(model_dirs["llama"]))[0].parameters()) * 4, 0)
     fp = footprint(config, blocks=2, folds=8, **sizes, dtype=torch.float32, on_gpu=False, weights=weights)
     assert main([*model, "--memory", str(fp.host(1, 2)), "--out", str(tmp_path / "grouped.csv")]) == 0
     assert "plan: 2 groups of 1 block (0, 1)" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from linrec.core.replacements import affine_ffn
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.models.identity import weights_id
-from linrec.models.loading import load_model
+from linrec.models.loading import load_pretrained
 
 
 def test_measure_is_the_measurements_table_and_the_two_halves_it_replaced(measured, batches):
@@ -32,7 +32,7 @@ def test_measure_is_the_measurements_table_and_the_two_halves_it_replaced(measur
 
 
 def test_provenance_names_model_weights_tokens_and_versions(model_dirs, batches, tokenizer, text):
-    model, _ = load_model(str(model_dirs["llama"]))
+    model, _ = load_pretrained(str(model_dirs["llama"]))
     m = Measurement.capture(model, batches, folds=4, progress=False, text="local", text_sha256="abc")
     p = m.provenance
     assert p.model == str(model_dirs["llama"]) and p.weights == weights_id(str(model_dirs["llama"]))

@@ -163,12 +163,12 @@ def test_load_model_loads_the_resolved_commit(monkeypatch):
     monkeypatch.setattr(loading, "resolve_revision", lambda repo, rev, local_files_only: f"{repo}@{rev}")
     monkeypatch.setattr(AutoConfig, "from_pretrained", config)
     with pytest.raises(LinrecError, match="stop here"):
-        loading.load_model("org/model", revision="step1", device="cpu")
+        loading.load_pretrained("org/model", revision="step1", device="cpu")
     assert seen["source"] == "org/model" and seen["revision"] == "org/model@step1"
     assert seen["local_files_only"] is False
     monkeypatch.setattr(loading, "resolve_revision", lambda repo, rev, local_files_only: None)  # unknown offline
     with pytest.raises(LinrecError):
-        loading.load_model("org/model", revision="step1", device="cpu")
+        loading.load_pretrained("org/model", revision="step1", device="cpu")
     assert seen["revision"] == "step1"
 
 

@@ -186,7 +186,7 @@ def test_a_local_model_replaced_in_place_is_measured_afresh(tmp_path, monkeypatc
     from linrec.cache import cache_dir
     from linrec.core.measure import measure
     from linrec.experiment.resolve import profile_batches
-    from linrec.models.loading import load_model
+    from linrec.models.loading import load_pretrained
 
     model_dir = tmp_path / "model"
 
@@ -207,7 +207,7 @@ def test_a_local_model_replaced_in_place_is_measured_afresh(tmp_path, monkeypatc
     save(0, 8.0)
     second = m.measurement(local, str(model_dir), keep="table", progress=False).table()
     assert len(list((cache_dir() / "measurements").glob(f"smoke-*{tmp_path.name}*"))) == 2
-    net, tok = load_model(str(model_dir))
+    net, tok = load_pretrained(str(model_dir))
     truth = measure(net, profile_batches(local, tok, corpus), folds=local.folds, seed=0, progress=False)
     assert (first["r2_lin"] - second["r2_lin"]).min() > 0.05
     assert torch.allclose(torch.tensor(second["r2_lin"]), torch.tensor(truth["r2_lin"]), rtol=0, atol=1e-12)
@@ -219,7 +219,7 @@ def test_a_profile_measurement_is_the_cores_measurement_of_the_same_rows(tmp_pat
     from conftest import tiny_model
     from linrec.core.measure import Measurement
     from linrec.experiment.resolve import profile_batches
-    from linrec.models.loading import load_model
+    from linrec.models.loading import load_pretrained
 
     model_dir = tmp_path / "model"
     tiny_model("llama", 0).save_pretrained(model_dir)
@@ -230,7 +230,7 @@ def test_a_profile_measurement_is_the_cores_measurement_of_the_same_rows(tmp_pat
     local = get_profile("smoke", zoo=None, models=(str(model_dir),), seq_len=32, rows_per_block=640)
     m.measurement(local, str(model_dir), keep="moments", progress=False)
     stored = m.measurement(local, str(model_dir), keep="moments", progress=False)  # read back, lazily
-    net, tok = load_model(str(model_dir))
+    net, tok = load_pretrained(str(model_dir))
     core = Measurement.capture(net, profile_batches(local, tok, corpus), folds=local.folds, seed=0, progress=False)
     assert isinstance(stored, Measurement) and stored.rcond == core.rcond
     assert stored.provenance.tokens_sha256 == core.provenance.tokens_sha256 and stored.provenance.weights

@@ -14,7 +14,7 @@ from linrec.interventions.ablations import ablations, depth_third
 from linrec.interventions.perplexity import swap_deltas
 from linrec.interventions.replace import first_prompt
 from linrec.interventions.surgery import ffn_site, n_stored
-from linrec.models.loading import load_model
+from linrec.models.loading import load_pretrained
 from support.replace import independent_ppl
 
 KINDS = ["zero", "mean", "affine", "lowrank:4", "lowrank:50%"]
@@ -22,7 +22,7 @@ KINDS = ["zero", "mean", "affine", "lowrank:4", "lowrank:50%"]
 
 @pytest.fixture(scope="module")
 def setup(model_dirs, tokenizer, text):
-    model, _ = load_model(str(model_dirs["gpt2"]))
+    model, _ = load_pretrained(str(model_dirs["gpt2"]))
     fit = make_batches(tokenizer, text, seq_len=32, max_rows=1536, batch_size=16)
     evals, second = (
         make_batches(tokenizer, local_text(3000, seed=s), seq_len=32, max_rows=768, batch_size=16) for s in (1, 2)

@@ -12,7 +12,7 @@ import linrec
 from linrec.errors import LinrecError
 from linrec.interventions.replace import replace
 from linrec.interventions.replacement_report import report_figure
-from linrec.models.loading import load_model
+from linrec.models.loading import load_pretrained
 from support.planted_models import planted_model
 from support.replace import independent_ppl
 
@@ -24,7 +24,7 @@ def _equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 
 @pytest.mark.slow
 def test_greedy_replace_records_every_candidate_and_step(base_dir, texts, tmp_path):
-    model, _ = load_model(str(base_dir))
+    model, _ = load_pretrained(str(base_dir))
     result = replace(model, *texts, kind="affine", max_ppl_increase="1000%", folds=4, progress=False)
     record = result.record
     assert record["selection"]["candidates"] == [0, 1]
@@ -52,7 +52,7 @@ def test_greedy_replace_records_every_candidate_and_step(base_dir, texts, tmp_pa
 
 @pytest.mark.slow
 def test_refit_fits_later_blocks_on_what_the_modified_model_feeds_them(base_dir, texts):
-    model, _ = load_model(str(base_dir))
+    model, _ = load_pretrained(str(base_dir))
     fit, evals = texts
     options = {"kind": "affine", "blocks": [0, 1], "folds": 4, "progress": False}
     one_shot = replace(model, fit, evals, **options)
@@ -90,16 +90,16 @@ def test_bad_requests_are_refused_before_the_capture(base_dir, texts, options, m
     from linrec.interventions import replace as module
 
     monkeypatch.setattr(module.Measurement, "capture", lambda *a, **k: pytest.fail("captured"))
-    model, _ = load_model(str(base_dir))
+    model, _ = load_pretrained(str(base_dir))
     with pytest.raises(LinrecError, match=message):
         replace(model, *texts, **{"blocks": [0], **options})
 
 
 def test_an_ffn_of_two_modules_and_fit_text_as_eval_text_are_refused(model_dirs, texts):
-    opt, _ = load_model(str(model_dirs["opt"]))
+    opt, _ = load_pretrained(str(model_dirs["opt"]))
     with pytest.raises(LinrecError, match="'opt' model's FFN spans two modules"):
         replace(opt, *texts, blocks=[0])
-    gpt2, _ = load_model(str(model_dirs["gpt2"]))
+    gpt2, _ = load_pretrained(str(model_dirs["gpt2"]))
     with pytest.raises(LinrecError, match="same tokens"):
         replace(gpt2, texts[0], texts[0], blocks=[0])
 
@@ -125,7 +125,7 @@ def test_whole_block_removal_is_a_kind_and_its_directory_loads_as_a_model_of_few
     from linrec.core.resume import decoder_layers, passing
     from linrec.models.arch import ffn_blocks
 
-    model, _ = load_model(str(base_dir))
+    model, _ = load_pretrained(str(base_dir))
     with passing([decoder_layers(model, ffn_blocks(model))[1]]):
         expected = independent_ppl(model, texts[1])
     result = replace(model, *texts, kind="remove", blocks=[1], folds=4, progress=False, name=str(base_dir))

@@ -17,7 +17,7 @@ from linrec.interventions.replace import replace
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced, read_replaced
 from linrec.interventions.replacement_report import FIGURE
 from linrec.models.identity import weights_id
-from linrec.models.loading import load_model
+from linrec.models.loading import load_pretrained
 from support.replace import independent_ppl
 
 
@@ -110,7 +110,7 @@ def test_the_round_trip_is_exact(replaced, texts):
 
 def test_a_base_given_by_a_relative_path_is_found_from_elsewhere(base_dir, texts, tmp_path, monkeypatch):
     monkeypatch.chdir(base_dir.parent)
-    model, _ = load_model("gpt2")
+    model, _ = load_pretrained("gpt2")
     out = replace(model, *texts, blocks=[0], folds=4, progress=False, name="gpt2").save(tmp_path / "relative")
     monkeypatch.chdir(tmp_path)  # where no "gpt2" is
     loaded, _ = load_replaced(out)
@@ -156,7 +156,7 @@ def test_a_different_base_is_refused_naming_both_hashes(replaced, tmp_path):
 def test_a_damaged_directory_is_refused_before_the_base_loads(replaced, tmp_path, change, message, monkeypatch):
     from linrec.interventions import replaced as module
 
-    monkeypatch.setattr(module.loading, "load_model", lambda *a, **k: pytest.fail("the base was loaded"))
+    monkeypatch.setattr(module.loading, "load_pretrained", lambda *a, **k: pytest.fail("the base was loaded"))
     damaged = _damage(replaced[1], tmp_path, change)
     with pytest.raises(LinrecError, match=message):
         load_replaced(damaged)

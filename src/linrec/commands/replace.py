@@ -216,7 +216,7 @@ def _replace(args: argparse.Namespace) -> int:
     from linrec.files import check_new_directory
     from linrec.interventions.perplexity import parse_budget
     from linrec.interventions.replaced import is_replacement_dir
-    from linrec.models.loading import check_device_map, load_model, pick_device
+    from linrec.models.loading import check_device_map, load_pretrained, pick_device
     from linrec.models.packaged import PACKAGED, packaged_file
 
     Kind.parse(args.kind)
@@ -248,7 +248,7 @@ def _replace(args: argparse.Namespace) -> int:
         args.folds, args.seed = measured.provenance.folds, measured.provenance.seed
     second_text, second_part = _second_text(args)
     batches: list[TokenBatches] = []
-    model, _ = load_model(
+    model, _ = load_pretrained(
         str(packaged_file(args.model)) if args.model in PACKAGED else args.model,
         revision=args.revision,
         dtype=args.dtype,

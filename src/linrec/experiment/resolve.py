@@ -25,7 +25,7 @@ from linrec.hub import hub_offline, hub_reachable, resolve_revision
 from linrec.interventions.baseline import BaselineConfig
 from linrec.interventions.probes import ProbeConfig
 from linrec.models.controls import apply_control
-from linrec.models.loading import load_model, max_context, pick_device
+from linrec.models.loading import load_pretrained, max_context, pick_device
 from linrec.models.packaged import packaged_file
 from linrec.models.shapes import load_shaped
 from linrec.models.zoo import ensure_zoo_model
@@ -65,7 +65,7 @@ def load_profile_model(
     the text into batches, costs no load.
     """
     profile.check_model(model)
-    loader = loader or (load_shaped if profile.shaped else load_model)
+    loader = loader or (load_shaped if profile.shaped else load_pretrained)
     control = profile.control(model, checkpoint)
     if control is not None:
         net, tokenizer = load_profile_model(profile, model, "final", loader=loader, progress=progress,
@@ -78,8 +78,8 @@ def load_profile_model(
         source, revision = str(ensure_zoo_model(profile.zoo, model, checkpoint, progress)), None
     else:
         source, revision = model, profile.hub_revision(model, checkpoint)
-    if loader is load_model:
-        return load_model(source, revision=revision, dtype=profile.dtype, device=profile.device,
+    if loader is load_pretrained:
+        return load_pretrained(source, revision=revision, dtype=profile.dtype, device=profile.device,
                           device_map=profile.device_map, before_weights=before_weights)  # fmt: skip
     if loader is load_shaped:
         return load_shaped(source, revision=revision, dtype=profile.dtype, device=profile.device,

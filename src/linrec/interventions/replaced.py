@@ -16,7 +16,7 @@ A directory holds no copy of the base model, only what differs from it:
 and the base model's hash before any weights load, then loads the base and installs the maps for good
 (:func:`linrec.interventions.surgery.install`): ``generate()`` works, ``linrec profile --model DIR`` measures it,
 and ``save_pretrained`` refuses, since it would write a checkpoint that reloads broken. :func:`load_model` is
-:func:`linrec.models.loading.load_model` for everything else, so ``linrec.load_model(DIR)`` loads a replaced model
+:func:`linrec.models.loading.load_pretrained` for everything else, so ``linrec.load_model(DIR)`` loads a replaced model
 too.
 """
 
@@ -202,7 +202,7 @@ def load_replaced(
 
     The directory and the base model's hash are checked before any weights load (:func:`read_replaced`,
     :func:`check_base`); the base loads in the dtype it was replaced in unless ``dtype`` is given. The other
-    options are :func:`linrec.models.loading.load_model`'s (``revision`` and ``trust_remote_code`` are the
+    options are :func:`linrec.models.loading.load_pretrained`'s (``revision`` and ``trust_remote_code`` are the
     record's, and refused here).
     """
     directory = Path(directory).expanduser()
@@ -231,10 +231,10 @@ def load_base(
 ) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer): the base model a replacement record names, from where it is (:func:`base_source`), at its
     recorded hub commit, in the dtype it was replaced in unless ``dtype`` is given; the other ``options`` are
-    :func:`linrec.models.loading.load_model`'s."""
+    :func:`linrec.models.loading.load_pretrained`'s."""
     base = record["base"]
     name, weights = base_source(base, directory), base["weights"] or ""
-    return loading.load_model(
+    return loading.load_pretrained(
         str(packaged_file(name)) if name in PACKAGED else name,
         revision=weights.rpartition("@")[2] if weights.startswith("hub ") and not base.get("bundled") else None,
         dtype=dtype or base["dtype"],
@@ -244,7 +244,7 @@ def load_base(
 
 def load_model(name_or_path: str, **options: Any) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """``linrec.load_model``: a replacement directory through :func:`load_replaced`, anything else through
-    :func:`linrec.models.loading.load_model` (same options)."""
+    :func:`linrec.models.loading.load_pretrained` (same options)."""
     if is_replacement_dir(name_or_path):
         return load_replaced(name_or_path, **options)
-    return loading.load_model(name_or_path, **options)
+    return loading.load_pretrained(name_or_path, **options)

@@ -34,7 +34,6 @@ from torch import nn
 
 from linrec.core.capture import device_of
 from linrec.core.replacements import RemovedBlock
-from linrec.core.replacements import fit_replacements as fit_replacements  # re-exported: chapters 5 and 9 use it
 from linrec.errors import LinrecError
 from linrec.interventions.removal import layer_list, remove, removed
 from linrec.models.arch import Spec, ffn_blocks, select_blocks

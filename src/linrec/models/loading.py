@@ -231,7 +231,7 @@ def check_device_map(device_map: str | None, device: str | None) -> None:
             ) from None
 
 
-def load_model(
+def load_pretrained(
     name_or_path: str,
     *,
     revision: str | None = None,
