@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linrec.progress",
             "linrec.threads",
             "linrec.distributions",
+            "linrec.versions",
             "linrec._version",
             "linrec._lazy",
         ),

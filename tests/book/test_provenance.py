@@ -87,5 +87,5 @@ def test_provenance_names_the_linrec_that_runs_not_stale_install_metadata(monkey
     import importlib.metadata
 
     real = importlib.metadata.version
-    monkeypatch.setattr(provenance.metadata, "version", lambda n: "0.0.1" if n == "linrec" else real(n))
-    assert provenance.versions()["linrec"] == linrec.__version__
+    monkeypatch.setattr(importlib.metadata, "version", lambda n: "0.0.1" if n == "linrec" else real(n))
+    assert provenance.provenance("offline").versions["linrec"] == linrec.__version__

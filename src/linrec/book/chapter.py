@@ -32,7 +32,7 @@ import torch
 from linrec.book import ledger
 from linrec.book.figures import show_figure
 from linrec.book.params import check_params
-from linrec.book.provenance import Provenance, on_colab, provenance, restart_clock
+from linrec.book.provenance import ChapterProvenance, on_colab, provenance, restart_clock
 from linrec.cache import cache_dir
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import forget_used
@@ -196,7 +196,7 @@ class Chapter:
         figure of the same name."""
         show_figure(fig, data, self.name, name)
 
-    def provenance(self) -> Provenance:
+    def provenance(self) -> ChapterProvenance:
         """The chapter's provenance line so far, from what it measured (:func:`linrec.book.provenance.provenance`)."""
         return provenance(self.profile.name)
 

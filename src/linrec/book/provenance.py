@@ -8,22 +8,21 @@ measurements, the commits hub weights and corpora resolved to and what each wind
 from __future__ import annotations
 
 import hashlib
-import platform
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 
 import numpy as np
 import torch
 
-from linrec._version import __version__
 from linrec.experiment.measurement import MeasurementInfo, used_measurements
 from linrec.models.loading import pick_device
 from linrec.models.packaged import PACKAGED
+from linrec.versions import LIBRARIES, versions
 
-_LIBRARIES = ("linrec", "torch", "transformers", "numpy", "pandas")
+_LIBRARIES = ("python", *LIBRARIES, "numpy", "pandas")
+"""What a chapter's provenance line names: the interpreter, the libraries a measurement records, numpy and pandas."""
 _clock = {"start": time.perf_counter()}
 
 
@@ -50,19 +49,8 @@ def digest(data: str | bytes | torch.Tensor | np.ndarray) -> str:
     return hashlib.sha256(raw).hexdigest()[:12]
 
 
-def versions() -> dict[str, str]:
-    """Installed versions of python and the libraries a result depends on."""
-    found = {"python": platform.python_version(), "linrec": __version__}  # the code running, not install metadata
-    for name in (n for n in _LIBRARIES if n != "linrec"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "absent"
-    return found
-
-
 @dataclass(frozen=True)
-class Provenance:
+class ChapterProvenance:
     """What a chapter ran: printed as one line, shown in a notebook as a wrapped paragraph, kept as fields for
     tables."""
 
@@ -107,7 +95,7 @@ def _describe(device: torch.device) -> str:
     return str(device)
 
 
-def provenance(profile: str, *, wall: bool = True) -> Provenance:
+def provenance(profile: str, *, wall: bool = True) -> ChapterProvenance:
     """The provenance of this chapter's run so far, read from the measurements it used
     (:func:`~linrec.experiment.measurement.used_measurements`): models and checkpoints, corpora and their
     hashes, rows per block, the capture device (the default device when none was used), and the wall time
@@ -119,10 +107,10 @@ def provenance(profile: str, *, wall: bool = True) -> Provenance:
     models = tuple(_model_label(model, list(names)) for model, names in checkpoints.items())
     devices = list(dict.fromkeys(info.device for info in infos))
     rows = {info.rows for info in infos}
-    return Provenance(
+    return ChapterProvenance(
         profile=profile,
         device=_describe(torch.device(devices[0]) if len(devices) == 1 else pick_device()),
-        versions=versions(),
+        versions=versions(_LIBRARIES),
         models=models,
         corpus=", ".join(dict.fromkeys(info.corpus for info in infos)) or None,
         corpus_hash=", ".join(dict.fromkeys(info.corpus_sha256[:12] for info in infos if info.corpus_sha256)) or None,

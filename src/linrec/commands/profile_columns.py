@@ -48,7 +48,7 @@ def version_columns() -> dict[str, str]:
     """The versions that made the table and when (its last columns; see :data:`COLUMNS`)."""
     import datetime
 
-    from linrec.core.measure import versions
+    from linrec.versions import versions
 
     return {
         **{f"{name}_version": version for name, version in versions().items()},

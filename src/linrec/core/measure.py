@@ -46,6 +46,7 @@ from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import new_directory
 from linrec.models.arch import Spec
 from linrec.models.identity import weights_id
+from linrec.versions import versions
 
 FORMAT = 3
 """The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``). 2: ``tails.json``;
@@ -59,15 +60,6 @@ each block's largest rows (:class:`linrec.core.tails.Tails`) and its residual-st
 DIGESTS = "files.json"
 """The sha256 of each of :data:`FILES`, written last: a measurement saved with it refuses to load a file that changed
 since (a directory saved before it existed loads unchecked)."""
-
-
-def versions() -> dict[str, str]:
-    """The linrec, torch and transformers releases at work, for provenance."""
-    import transformers
-
-    from linrec._version import __version__
-
-    return {"linrec": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import torch
 
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key
 from linrec.core.fit import rcond_for
-from linrec.core.measure import FILES, Measurement, Provenance, read_provenance, versions, write_provenance
+from linrec.core.measure import FILES, Measurement, Provenance, read_provenance, write_provenance
 from linrec.core.moment_files import load_moments, save_moments
 from linrec.core.moments import Moments, PositionMoments
 from linrec.core.sample import Rows, RowSample, load_rows, save_rows
@@ -44,7 +44,6 @@ from linrec.data.tokens import TokenBatches, bos_policy
 from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 from linrec.experiment.profiles import Profile
-from linrec.experiment.releases import library_versions
 from linrec.experiment.resolve import load_profile_model, model_revision, profile_batches, profile_corpus
 from linrec.experiment.spill import SPILL_ABOVE, moment_bytes
 from linrec.experiment.stored import NotKept, OnDisk, read_frame, write_frame
@@ -52,6 +51,7 @@ from linrec.models.arch import ffn_blocks
 from linrec.models.loading import local_weights_id
 from linrec.models.packaged import packaged_file, packaged_model
 from linrec.models.zoo import zoo_model_path
+from linrec.versions import releases, versions
 
 FORMAT = 9
 """Bumped whenever what an entry holds changes (it keys the cache). 2: the table stored, ``keep``.
@@ -215,14 +215,14 @@ def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revi
     that determines it: the checkpoint by its canonical name (Pythia's ``step143000`` is ``final``), a hub
     model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo or
     packaged model's weights (:func:`weights_id`), the corpus's sha256 and the versions of torch and
-    transformers (:func:`~linrec.experiment.releases.library_versions`), whose kernels and model code compute the
+    transformers (:func:`~linrec.versions.releases`), whose kernels and model code compute the
     activations."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
     weights = weights_id(profile, model, canonical)
     key = cache_key(
         {
             "format": FORMAT,
-            "libraries": library_versions(),
+            "libraries": releases(),
             "profile": repr(profile),
             "model": model,
             "checkpoint": canonical,

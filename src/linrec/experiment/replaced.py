@@ -18,9 +18,9 @@ from torch import nn
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key
 from linrec.core.measure import Measurement, read_record
 from linrec.data.tokens import TokenBatches
-from linrec.experiment.releases import library_versions
 from linrec.interventions.replace import Replacement, replace
 from linrec.interventions.replaced import read_replaced
+from linrec.versions import releases
 
 FORMAT = 2
 """Bumped whenever what an entry holds changes (it keys the cache): 2, the greedy skips a block over the budget and
@@ -47,7 +47,7 @@ def cached_replace(
     the cache. ``options`` must be JSON values (blocks, budget, folds, seed, kind, refit, ablate)."""
     content = {
         "format": FORMAT,
-        "libraries": library_versions(),
+        "libraries": releases(),
         "weights": weights,
         "name": name,
         "batches": [b.sha256 if b is not None else None for b in (fit_batches, eval_batches, second_batches)],

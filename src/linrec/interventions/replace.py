@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from linrec.core.measure import Measurement, model_weights, versions
+from linrec.core.measure import Measurement, model_weights
 from linrec.core.replacements import Kind
 from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
@@ -44,6 +44,7 @@ from linrec.interventions.perplexity import (
 from linrec.interventions.replaced import save_replaced
 from linrec.interventions.surgery import n_stored, param_table, swapped
 from linrec.models.arch import check_blocks, check_one_module
+from linrec.versions import versions
 
 
 @dataclass(frozen=True)

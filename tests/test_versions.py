@@ -1,5 +1,5 @@
-"""linrec.experiment.releases: The releases of the libraries whose kernels and model code compute the activations, as
-they key the cache."""
+"""linrec.versions: The versions at work, read in one place: for a result's provenance, and the releases that key the
+cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from linrec.data.corpus import Corpus
 from linrec.experiment import measurement as m
 from linrec.experiment.profiles import get_profile
-from linrec.experiment.releases import library_versions
+from linrec.versions import releases, versions
 
 
 def test_the_cache_key_holds_the_torch_and_transformers_releases(tmp_path, monkeypatch):
@@ -26,4 +26,15 @@ def test_the_cache_key_holds_the_torch_and_transformers_releases(tmp_path, monke
     assert key("2.5.1+cu124", "4.57.0") == key("2.5.1+cpu", "4.57.0")
     assert len({key("2.5.1", "4.57.0"), key("2.5.2", "4.57.0"), key("2.5.1", "4.57.1")}) == 3
     key("2.5.1+cu124", "4.57.0.dev0")
-    assert library_versions() == {"torch": "2.5.1", "transformers": "4.57.0"}
+    assert releases() == {"torch": "2.5.1", "transformers": "4.57.0"}
+
+
+def test_the_versions_at_work_name_the_interpreter_the_running_code_and_what_is_absent():
+    import platform
+
+    from linrec._version import __version__
+
+    found = versions(("python", "linrec", "torch", "numpy", "no-such-library-here"))
+    assert found == {"python": platform.python_version(), "linrec": __version__, "torch": torch.__version__,
+                     "numpy": __import__("numpy").__version__, "no-such-library-here": "absent"}  # fmt: skip
+    assert list(versions()) == ["linrec", "torch", "transformers"]
