@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "linrec.files",
             "linrec.progress",
             "linrec.threads",
-            "linrec.distributions",
+            "linrec.installed_files",
             "linrec.versions",
             "linrec._version",
             "linrec._lazy",

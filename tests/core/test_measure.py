@@ -18,8 +18,8 @@ from linrec.core.moments import merge_folds
 from linrec.core.replacements import affine_ffn
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError, LinrecWarning
-from linrec.models.identity import weights_id
 from linrec.models.loading import load_pretrained
+from linrec.models.weights_identity import weights_id
 
 
 def test_measure_is_the_measurements_table_and_the_two_halves_it_replaced(measured, batches):

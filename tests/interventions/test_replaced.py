@@ -16,8 +16,8 @@ from linrec.interventions.ablations import depth_third
 from linrec.interventions.replace import replace
 from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced, read_replaced
 from linrec.interventions.replacement_report import FIGURE
-from linrec.models.identity import weights_id
 from linrec.models.loading import load_pretrained
+from linrec.models.weights_identity import weights_id
 from support.replace import independent_ppl
 
 

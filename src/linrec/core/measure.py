@@ -45,7 +45,7 @@ from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import new_directory
 from linrec.models.arch import Spec
-from linrec.models.identity import weights_id
+from linrec.models.weights_identity import weights_id
 from linrec.versions import versions
 
 FORMAT = 3
@@ -67,7 +67,7 @@ class Provenance:
     """What a measurement is of and how it was taken."""
 
     model: str  # as given (a hub id, path or packaged name), or the model's config._name_or_path
-    weights: str | None  # which weights by content (linrec.models.identity.weights_id); None: unknown
+    weights: str | None  # which weights by content (linrec.models.weights_identity.weights_id); None: unknown
     tokens_sha256: str  # of the captured token ids and mask (TokenBatches.sha256)
     rows: int  # token rows per block
     seq_len: int
@@ -147,7 +147,7 @@ class Measurement:
         (:func:`linrec.core.fit.half_precision_note`); a NaN, infinite or negative one is refused.
         A model in training mode is refused (call ``model.eval()``): its dropout would lower R² at random.
         ``name``, ``weights``, ``text``, ``text_sha256``: provenance as the caller knows it; the model's name and
-        weights default to what its config says it was loaded from (:func:`linrec.models.identity.weights_id`
+        weights default to what its config says it was loaded from (:func:`linrec.models.weights_identity.weights_id`
         for a local directory, the hub commit otherwise). ``extra_sinks`` see the same rows in the same pass (for
         example a :class:`linrec.core.sample.RowSample` of them). ``spill``: a directory under which each fold's
         finished moments wait on disk instead of in memory (a temporary directory, removed with the measurement), for a
@@ -298,7 +298,8 @@ class Measurement:
 
 def model_weights(model: nn.Module) -> str | None:
     """What a loaded model's weights are by content, from what its config says it was loaded from: the local
-    directory's or file's :func:`linrec.models.identity.weights_id`, the hub commit (``hub NAME@COMMIT``), or None."""
+    directory's or file's :func:`linrec.models.weights_identity.weights_id`, the hub commit (``hub NAME@COMMIT``),
+    or None."""
     config = getattr(model, "config", None)
     source, commit = str(getattr(config, "_name_or_path", "") or ""), getattr(config, "_commit_hash", None)
     if source and Path(source).expanduser().exists():

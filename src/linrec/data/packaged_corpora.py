@@ -4,7 +4,7 @@
 it: ``bible/data/kjv.jsonl``, one JSON object per verse (book, chapter, verse, text), 31,103 verses in the
 canonical order of the 66 books. The package itself is never imported (``import bible`` needs
 ``pkg_resources``, which recent setuptools no longer has): the file is found through the distribution's
-metadata and checked against a sha256 pinned here (:func:`linrec.distributions.installed_file`), so a
+metadata and checked against a sha256 pinned here (:func:`linrec.installed_files.installed_file`), so a
 different file is refused, not measured.
 
 The text is running prose: each book is a heading (its name) followed by its chapters, each a heading
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 from linrec.data.corpus import Corpus
 from linrec.data.offline_corpora import in_eval_split, joined
-from linrec.distributions import installed_file
 from linrec.errors import LinrecError
+from linrec.installed_files import installed_file
 
 
 @dataclass(frozen=True)

@@ -228,7 +228,7 @@ def replace(
     ``blocks`` alone: exactly these, in this order. ``max_ppl_increase`` (``2.5``, or ``"5%"`` of the model's
     perplexity): blocks chosen greedily from ``blocks`` (default: all) under that budget (module docstring).
     ``name``, ``weights``: the base model as given and its weights by content
-    (:func:`linrec.models.identity.weights_id`; defaults from the model's config); ``fit_text``, ``eval_text``:
+    (:func:`linrec.models.weights_identity.weights_id`; defaults from the model's config); ``fit_text``, ``eval_text``:
     what the batches were cut from. ``second_batches`` (``second_text``): held-out text of another domain, on which
     the chosen set's ΔPPL is scored too (a block that looks free on one text can cost on another). Greedy decoding
     is timed before and after, in turns (:func:`linrec.interventions.latency.compare_rates`, a prompt from the

@@ -5,7 +5,8 @@ A directory holds no copy of the base model, only what differs from it:
 * ``replacements.safetensors``: each replacement's ``state_dict`` (its numbers, in the dtype it computes in), keys
   ``<block>.<name>``;
 * ``linrec-replacement.json``: the base model as given, its weights by content
-  (:func:`linrec.models.identity.weights_id`), the sha256 of every file of the directory it points to (``files``),
+  (:func:`linrec.models.weights_identity.weights_id`), the sha256 of every file of the directory it points to
+  (``files``),
   the blocks and their kinds in the order they were put in, each step's
   joint ΔPPL with its interval, numbers stored before and after, the fit and evaluation texts and their hashes, the
   measurement's provenance and the versions (:func:`linrec.interventions.replace.replace` builds it);
@@ -37,8 +38,8 @@ from linrec.files import new_directory
 from linrec.interventions.replacement_report import FIGURE, can_draw, report_figure, report_markdown
 from linrec.interventions.surgery import install
 from linrec.models import loading
-from linrec.models.identity import weights_id
 from linrec.models.packaged import PACKAGED, packaged_file
+from linrec.models.weights_identity import weights_id
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase

@@ -59,8 +59,8 @@ from pathlib import Path
 
 from linrec.cache import build_entry, built_entry, cache_dir
 from linrec.digests import file_sha256
-from linrec.distributions import installed_releases
 from linrec.errors import LinrecError
+from linrec.installed_files import installed_releases
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""linrec.distributions: Files inside pinned releases of distributions installed from the package index (models,
+"""linrec.installed_files: Files inside pinned releases of distributions installed from the package index (models,
 texts)."""
 
 from __future__ import annotations
