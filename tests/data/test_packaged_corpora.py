@@ -8,7 +8,7 @@ from importlib import metadata
 
 import pytest
 
-from linrec import LinrecError, distributions
+from linrec import LinrecError, installed_files
 from linrec.data.corpora import load_corpus
 from linrec.data.packaged_corpora import KJV, packaged_corpus
 
@@ -47,7 +47,7 @@ def installed_as(monkeypatch, distribution):
             raise metadata.PackageNotFoundError(name)
         return distribution
 
-    monkeypatch.setattr(distributions.metadata, "distribution", find)
+    monkeypatch.setattr(installed_files.metadata, "distribution", find)
 
 
 def test_kjv_bible_is_running_prose_split_by_whole_book():

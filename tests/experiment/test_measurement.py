@@ -172,11 +172,11 @@ def test_a_zoo_measurement_is_keyed_by_its_weights_not_by_where_the_cache_is(tmp
             where.update(cache=tmp_path / cache, dir=trained)
             monkeypatch.setenv("LINREC_CACHE", str(tmp_path / cache))
             names[cache, trained] = m.entry_path(smoke, "zoo-gpt2", "final", text).name
-            weights[cache, trained] = m.weights_id(smoke, "zoo-gpt2", "final")
+            weights[cache, trained] = m.profile_weights_id(smoke, "zoo-gpt2", "final")
     assert names["here", "zoo-gpt2-1111"] == names["moved", "zoo-gpt2-1111"]
     assert names["here", "zoo-gpt2-1111"] != names["here", "zoo-gpt2-2222"]
     assert weights["moved", "zoo-gpt2-2222"] == "zoo-gpt2-2222/final"
-    assert m.weights_id(get_profile("paper"), "openai-community/gpt2", "final") is None
+    assert m.profile_weights_id(get_profile("paper"), "openai-community/gpt2", "final") is None
 
 
 def test_a_local_model_replaced_in_place_is_measured_afresh(tmp_path, monkeypatch, tokenizer, text):

@@ -42,7 +42,7 @@ def loads(affine_model, tokenizer, monkeypatch) -> list[str]:
         return affine_model.eval(), tokenizer
 
     monkeypatch.setattr(pruning, "load_profile_model", load)
-    monkeypatch.setattr(pruning, "weights_id", lambda profile, model, checkpoint: f"planted {model}")
+    monkeypatch.setattr(pruning, "profile_weights_id", lambda profile, model, checkpoint: f"planted {model}")
     return calls
 
 

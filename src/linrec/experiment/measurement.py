@@ -96,7 +96,7 @@ class MeasurementInfo:
     revision: str | None = None  # the hub commit the weights were loaded at (None: zoo, shaped, or unknown offline)
     bos: str = "no BOS"  # what each window starts with (linrec.data.tokens.bos_policy)
     corpus_source: str = ""  # where the text came from (a hub corpus names its dataset commit)
-    weights: str | None = None  # which weights, by content (weights_id): a zoo checkpoint, a packaged file's sha256
+    weights: str | None = None  # by content (profile_weights_id): a zoo checkpoint, a packaged file's sha256
 
     @property
     def rows_per_fold(self) -> int:
@@ -189,7 +189,7 @@ def _kept(path: Path) -> int:
         return -1
 
 
-def weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
+def profile_weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
     """Which weights ``checkpoint`` of ``model`` is, by content, for cache keys and provenance (None for hub and
     shaped models, which the hub revision and the profile name). A zoo checkpoint is its model directory, named
     by its training key, and its canonical name (not the full path, so a cache that is moved or copied to
@@ -199,7 +199,7 @@ def weights_id(profile: Profile, model: str, checkpoint: str) -> str | None:
     its name to the weights it is built from."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
     if profile.control(model, canonical) is not None:
-        base = weights_id(profile, model, "final")
+        base = profile_weights_id(profile, model, "final")
         return None if base is None else f"{base} {canonical}"
     if model in profile.packaged:
         package = packaged_model(model)
@@ -214,11 +214,11 @@ def entry_path(profile: Profile, model: str, checkpoint: str, text: Corpus, revi
     """Where the measurement of ``model`` at ``checkpoint`` on ``text`` lives in the cache, keyed by everything
     that determines it: the checkpoint by its canonical name (Pythia's ``step143000`` is ``final``), a hub
     model's resolved commit ``revision`` (:func:`~linrec.experiment.resolve.model_revision`), a zoo or
-    packaged model's weights (:func:`weights_id`), the corpus's sha256 and the versions of torch and
+    packaged model's weights (:func:`profile_weights_id`), the corpus's sha256 and the versions of torch and
     transformers (:func:`~linrec.versions.releases`), whose kernels and model code compute the
     activations."""
     canonical = profile.canonical_checkpoint(model, checkpoint)
-    weights = weights_id(profile, model, canonical)
+    weights = profile_weights_id(profile, model, canonical)
     key = cache_key(
         {
             "format": FORMAT,
@@ -317,7 +317,7 @@ def _capture(
     sample_rows = budget.sample_rows or 0
     sampled = budget.sampled(len(ffn_blocks(net)))
     sample = RowSample(sample_rows, seed, sampled) if keep == "samples" else None
-    weights = weights_id(profile, model, checkpoint)
+    weights = profile_weights_id(profile, model, checkpoint)
     spill = cache_dir() / "spill" if moment_bytes(net, profile.folds) > SPILL_ABOVE else None
     captured = Measurement.capture(
         net, batches, folds=profile.folds, seed=seed, progress=progress, name=model, weights=weights,

@@ -30,7 +30,7 @@ from linrec.core.moment_sink import trim_heap
 from linrec.core.resume import decoder_layers, passing
 from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
-from linrec.experiment.measurement import weights_id
+from linrec.experiment.measurement import profile_weights_id
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames
@@ -88,7 +88,7 @@ def pruning_costs(
 
     if not cache:
         return compute()
-    content = {"profile": repr(profile), "model": model, "weights": weights_id(profile, model, "final"),
+    content = {"profile": repr(profile), "model": model, "weights": profile_weights_id(profile, model, "final"),
                "eval_tokens": eval_tokens, "budget": budget, "kinds": list(KINDS),
                "scores": list(COSTLIER)}  # fmt: skip
     return cached_frames("pruning", content, compute)

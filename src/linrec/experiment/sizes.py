@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from linrec.experiment.measurement import weights_id
+from linrec.experiment.measurement import profile_weights_id
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model
 from linrec.experiment.results import cached_frames
@@ -18,5 +18,5 @@ def parameter_count(profile: Profile, model: str, progress: bool = False) -> int
         net, _ = load_profile_model(profile, model, progress=progress)
         return {"parameters": pd.DataFrame({"parameters": [sum(p.numel() for p in net.parameters())]})}
 
-    content = {"model": model, "weights": weights_id(profile, model, "final") or f"{profile!r}"}
+    content = {"model": model, "weights": profile_weights_id(profile, model, "final") or f"{profile!r}"}
     return int(cached_frames("parameters", content, count)["parameters"]["parameters"].iloc[0])
