@@ -393,7 +393,7 @@ batches = linrec.TokenBatches(ids, torch.ones_like(ids), batch_size=16)
 
 
 sink = linrec.RowSample(
-    max_rows=batches.n_rows, seed=SEED
+    sample_rows=batches.n_rows, seed=SEED
 )  # keeps every row here; measure() keeps only moments
 blocks = linrec.ffn_blocks(gpt)
 linrec.run_capture(

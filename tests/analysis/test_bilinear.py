@@ -39,7 +39,7 @@ zoo's 128 they fall on the odd control, and the share verdict is untestable: the
 
 def test_sample_rows_takes_a_row_sample_or_a_mapping():
     rows = linear()
-    sample = RowSample(max_rows=N)
+    sample = RowSample(sample_rows=N)
     sample.start(len(rows))
     sample.add(2, rows.x, rows.y, BatchRows.of_folds(0, 0, rows.fold))
     from_sample, from_mapping = sample_rows(sample), sample_rows({2: rows})

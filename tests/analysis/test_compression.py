@@ -46,7 +46,7 @@ def setup(tokenizer, text):
     model = tiny_model("gpt2")
     model.transformer.h[1].mlp.act = nn.Identity()
     fit = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=16)
-    moments, sample = capture_with_sample(model, fit, max_rows=1000, folds=4, progress=False)
+    moments, sample = capture_with_sample(model, fit, sample_rows=1000, folds=4, progress=False)
     m = ProfileMeasurement.assembled(measurement_info("tiny"), moments, {b: sample.rows(b) for b in sample.blocks})
     evals = make_batches(tokenizer, local_text(3000, seed=1), seq_len=32, max_rows=512, batch_size=16)
     return model, m, evals

@@ -34,7 +34,7 @@ def _planted(fn, n=4000, d=12, folds=5, seed=0):
 def test_agrees_with_sklearn_on_model_rows(family, tokenizer, text):
     model = tiny_model(family)
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=8)
-    keeper, sink = RowSample(max_rows=10**9), MomentSink(5)  # the sample keeps every row
+    keeper, sink = RowSample(sample_rows=10**9), MomentSink(5)  # the sample keeps every row
     run_capture(model, batches, ffn_blocks(model), [keeper, sink], batches.folds(5, 0), progress=False)
     moments = sink.moments()
     for block in (0, 1):

@@ -68,7 +68,7 @@ def norm_families(tokenizer, text):
     out = {}
     for seed, family in enumerate(("gpt2", "gpt_neox", "llama", "gemma3_text")):
         model = spread_norms(tiny_model(family, seed=seed), seed)
-        _, sample = capture_with_sample(model, batches, max_rows=600, folds=FOLDS, progress=False)
+        _, sample = capture_with_sample(model, batches, sample_rows=600, folds=FOLDS, progress=False)
         out[family] = (model, sample.rows(1))
     return out
 

@@ -37,19 +37,19 @@ def test_sample_is_seeded_and_independent_of_batch_size():
     rows = {}
     for batch_size in (3, 8):
         model, batches = _model_and_batches(batch_size)
-        _, sample = capture_with_sample(model, batches, max_rows=100, folds=4, seed=5, progress=False)
+        _, sample = capture_with_sample(model, batches, sample_rows=100, folds=4, seed=5, progress=False)
         rows[batch_size] = sample.rows(1)
     assert len(rows[3]) == 100
     for field in ("x", "y", "fold"):
         assert torch.equal(getattr(rows[3], field), getattr(rows[8], field))
     model, batches = _model_and_batches(8)
-    _, other = capture_with_sample(model, batches, max_rows=100, folds=4, seed=6, progress=False)
+    _, other = capture_with_sample(model, batches, sample_rows=100, folds=4, seed=6, progress=False)
     assert not torch.equal(other.rows(1).x, rows[8].x)
 
 
 def test_a_sample_of_some_blocks_keeps_exactly_their_rows():
     model, batches = _model_and_batches(8)
-    _, every = capture_with_sample(model, batches, max_rows=100, folds=4, seed=5, progress=False)
+    _, every = capture_with_sample(model, batches, sample_rows=100, folds=4, seed=5, progress=False)
     some = RowSample(100, seed=5, blocks=[1])
     capture_moments(model, batches, folds=4, seed=5, extra_sinks=[some], progress=False)
     assert some.blocks == [1] and every.blocks == [0, 1]
@@ -62,7 +62,7 @@ def test_a_sample_of_some_blocks_keeps_exactly_their_rows():
 def test_full_sample_reproduces_the_moments_per_fold():
     """With room for every row, the sample's per-fold moments are the captured ones: same split."""
     model, batches = _model_and_batches(8)
-    moments, sample = capture_with_sample(model, batches, max_rows=10_000, folds=4, progress=False)
+    moments, sample = capture_with_sample(model, batches, sample_rows=10_000, folds=4, progress=False)
     assert len(sample.rows(0)) == batches.n_rows
     for block in (0, 1):
         for mine, theirs in zip(sample.rows(block).fold_moments(4), moments[block], strict=True):
@@ -77,7 +77,7 @@ def test_full_sample_reproduces_the_moments_per_fold():
 
 
 def test_sample_is_uniform_over_the_stream():
-    sample = RowSample(max_rows=2000, seed=0)
+    sample = RowSample(sample_rows=2000, seed=0)
     n = 40_000
     sample.start(n)
     for batch, start in enumerate(range(0, n, 777)):
@@ -100,7 +100,7 @@ def test_minibatches_are_seeded_epochs_of_distinct_rows():
 
 
 def test_row_errors():
-    with pytest.raises(LinrecError, match="max_rows"):
+    with pytest.raises(LinrecError, match="sample_rows"):
         RowSample(0)
     rows = Rows(torch.zeros(4, 2), torch.zeros(4, 2), torch.tensor([0, 0, 1, 1]))
     with pytest.raises(LinrecError, match="folds present"):

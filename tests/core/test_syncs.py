@@ -112,7 +112,7 @@ def test_capture_adds_no_sync_per_batch(family, padded, positions, monkeypatch):
     for n in (3, 6):
         batches = _batches(n, padded)
         with SyncCounter() as counter:
-            sample = RowSample(max_rows=40, seed=0)
+            sample = RowSample(sample_rows=40, seed=0)
             capture_moments(model, batches, folds=2, extra_sinks=[sample], progress=False, positions=positions)
         own.append(counter.total - _forward_syncs(model, batches) - sum(on_host))
         on_host.clear()
@@ -125,7 +125,7 @@ def test_sample_is_the_smallest_priorities_of_the_stream_bit_for_bit():
     model = tiny_model("gpt2")
     batches = _batches(5, padded=True, batch_size=3)
     folds = batches.folds(3, 0)
-    store, sample = _Store(), RowSample(max_rows=50, seed=7)
+    store, sample = _Store(), RowSample(sample_rows=50, seed=7)
     run_capture(model, batches, ffn_blocks(model), [store, sample], folds, progress=False, positions=slice(2, None))
     for block in store.x:
         x, y, fold = torch.cat(store.x[block]), torch.cat(store.y[block]), torch.cat(store.fold[block])
@@ -138,7 +138,7 @@ def test_sample_is_the_smallest_priorities_of_the_stream_bit_for_bit():
 def test_moments_agree_with_a_direct_float64_computation_per_fold():
     model = tiny_model("llama")
     batches = _batches(6, padded=True)
-    moments, sample = capture_with_sample(model, batches, max_rows=10**6, folds=3, progress=False)
+    moments, sample = capture_with_sample(model, batches, sample_rows=10**6, folds=3, progress=False)
     for block, per_fold in moments.items():
         rows = sample.rows(block)  # every row: the model computes in float32, so storing float32 is exact
         for f, got in enumerate(per_fold):
@@ -224,7 +224,7 @@ def test_on_a_gpu_the_batches_run_without_a_synchronising_call():
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
             try:
-                capture_with_sample(model, batches, max_rows=40, folds=2, progress=False)
+                capture_with_sample(model, batches, sample_rows=40, folds=2, progress=False)
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         with warnings.catch_warnings(record=True) as forward:

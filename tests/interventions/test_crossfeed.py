@@ -45,7 +45,7 @@ def test_crossfeeding_into_an_affine_block_is_exactly_linear(gpt2_capture, token
     other = tiny_model("gpt_neox", seed=4)
     other.gpt_neox.layers[1].mlp.act = nn.Identity()
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=1024, batch_size=16)
-    _, sample_b = capture_with_sample(other, batches, max_rows=800, folds=FOLDS, progress=False)
+    _, sample_b = capture_with_sample(other, batches, sample_rows=800, folds=FOLDS, progress=False)
     samples = {"a": {b: sample.rows(b) for b in sample.blocks}, "b": {b: sample_b.rows(b) for b in sample_b.blocks}}
     table = crossfeed_grid(samples, {"a": model, "b": other}, FOLDS)
     cell = table.set_index(["input_model", "input_block", "weight_model", "weight_block"])["r2_lin"]

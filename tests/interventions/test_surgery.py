@@ -49,7 +49,7 @@ def test_an_exactly_affine_block_swaps_for_free(kind, fit_text, eval_text):
 def test_a_seeded_poly_swaps_in(fit_text, eval_text):
     model = tiny_model("gpt2")
     model.transformer.h[1].mlp.act = nn.Identity()
-    moments, sample = capture_with_sample(model, fit_text, max_rows=2000, blocks=[1], folds=4, progress=False)
+    moments, sample = capture_with_sample(model, fit_text, sample_rows=2000, blocks=[1], folds=4, progress=False)
     poly = seeded_poly(sample.rows(1), moments[1], config=ProbeConfig(rank=4, steps=300), block=1).probe
     d, r = 32, 4
     assert n_stored(poly) == (d * d + d) + 1 + r * (2 * d + d) + (2 * d + d + 1)  # affine, gate, U V P, standardisation

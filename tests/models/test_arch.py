@@ -34,7 +34,7 @@ def own_ffn(model, family, i):
 def test_captured_x_through_own_ffn_reproduces_y(family, tokenizer, text):
     model = tiny_model(family)
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=256, batch_size=4)
-    keeper = RowSample(max_rows=10**9)  # keeps every row
+    keeper = RowSample(sample_rows=10**9)  # keeps every row
     blocks = ffn_blocks(model)
     assert len(blocks) == 2 and set(SUPPORTED) >= {family}
     run_capture(model, batches, blocks, [keeper], batches.folds(2, 0), progress=False)
@@ -57,7 +57,7 @@ def test_parallel_residual_mlp_reads_the_normed_block_input(tokenizer, text):
         seen.setdefault("h", args[0] if args else kwargs["hidden_states"])
 
     h = layer.register_forward_pre_hook(observe, with_kwargs=True)
-    keeper = RowSample(max_rows=10**9)  # keeps every row
+    keeper = RowSample(sample_rows=10**9)  # keeps every row
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=64, batch_size=4)
     run_capture(model, batches, ffn_blocks(model)[1:], [keeper], batches.folds(2, 0), progress=False)
     h.remove()
@@ -81,7 +81,7 @@ def test_gemma_ffn_is_read_between_its_two_norms(tokenizer, text):
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=256, batch_size=4)
     residuals, outputs = [], []
     hook = pre.register_forward_hook(lambda _m, args, _out: residuals.append(args[0].flatten(0, 1)))
-    keeper = RowSample(max_rows=10**9)  # keeps every row
+    keeper = RowSample(sample_rows=10**9)  # keeps every row
     run_capture(model, batches, ffn_blocks(model)[1:], [keeper], batches.folds(2, 0), progress=False)
     hook.remove()
 

@@ -15,5 +15,5 @@ FOLDS = 4
 def gpt2_capture(tokenizer, text):
     model = tiny_model("gpt2", seed=3)
     batches = make_batches(tokenizer, text, seq_len=32, max_rows=2048, batch_size=16)
-    _, sample = capture_with_sample(model, batches, max_rows=1500, folds=FOLDS, progress=False)
+    _, sample = capture_with_sample(model, batches, sample_rows=1500, folds=FOLDS, progress=False)
     return model, sample

@@ -24,7 +24,7 @@ def two_models(tokenizer, text, folds: int) -> tuple[dict[str, nn.Module], dict[
                 block.ln_2.bias.copy_(0.2 * torch.randn(block.ln_2.bias.shape, generator=g))
     captured = {}
     for name, model in models.items():
-        moments, sample = capture_with_sample(model, batches, max_rows=800, folds=folds, progress=False)
+        moments, sample = capture_with_sample(model, batches, sample_rows=800, folds=folds, progress=False)
         info = measurement_info(name, folds=folds, rows=batches.n_rows)
         captured[name] = ProfileMeasurement.assembled(info, moments, {b: sample.rows(b) for b in sample.blocks})
     return models, captured

@@ -329,14 +329,14 @@ def capture_moments(
 def capture_with_sample(
     model: nn.Module,
     batches: TokenBatches,
-    max_rows: int,
+    sample_rows: int,
     blocks: Sequence[int] | None = None,
     folds: int = 5,
     seed: int = 0,
     spec: Spec = None,
     progress: bool = True,
 ) -> tuple[BlockMoments, RowSample]:
-    """One pass: the per-fold moments of every row, and a ``max_rows`` sample of rows per block."""
-    sample = RowSample(max_rows, seed)
+    """One pass: the per-fold moments of every row, and a ``sample_rows`` sample of rows per block."""
+    sample = RowSample(sample_rows, seed)
     moments = capture_moments(model, batches, blocks, folds, seed, spec, extra_sinks=[sample], progress=progress)
     return moments, sample

@@ -2,8 +2,8 @@
 
 Moments suffice for the closed-form map; a bilinear probe or an SGD baseline needs rows. A
 :class:`RowSample` is a capture sink (pass it to ``capture_moments(..., extra_sinks=[sample])``, or
-call :func:`linrec.core.capture.capture_with_sample`) that keeps at most ``max_rows`` rows per block. Every row gets a
-priority from a hash of (seed, block, its position in the block's row stream) and the rows with the
+call :func:`linrec.core.capture.capture_with_sample`) that keeps at most ``sample_rows`` rows per block. Every row
+gets a priority from a hash of (seed, block, its position in the block's row stream) and the rows with the
 smallest priorities are kept: a uniform sample without replacement that depends only on the seed
 and the row stream, never on the batch size. Each row keeps its fold, so a probe trains on the
 same sequences as the moments' training split and is scored on the same held-out fold.
@@ -132,7 +132,7 @@ def minibatches(n: int, batch_size: int, seed: int, device: torch.device | str =
 
 
 class RowSample(RowSink):
-    """Capture sink keeping up to ``max_rows`` rows per block (seeded, batch-size independent) of ``blocks`` (None:
+    """Capture sink keeping up to ``sample_rows`` rows per block (seeded, batch-size independent) of ``blocks`` (None:
     of every block).
 
     A row's priority depends only on (seed, block, its stream position), and :func:`run_capture` says
@@ -142,10 +142,10 @@ class RowSample(RowSink):
     places in stream order. Nothing is copied twice and nothing that is not kept leaves the device.
     """
 
-    def __init__(self, max_rows: int, seed: int = 0, blocks: Iterable[int] | None = None) -> None:
-        if max_rows < 1:
-            raise LinrecError(f"max_rows must be at least 1; got {max_rows}")
-        self.max_rows = max_rows
+    def __init__(self, sample_rows: int, seed: int = 0, blocks: Iterable[int] | None = None) -> None:
+        if sample_rows < 1:
+            raise LinrecError(f"sample_rows (rows kept per block) must be at least 1; got {sample_rows}")
+        self.sample_rows = sample_rows
         self.seed = seed
         self.wanted = None if blocks is None else frozenset(blocks)
         self._stream: int | None = None  # rows per block, from start()
@@ -166,13 +166,13 @@ class RowSample(RowSink):
         self._stream = rows_per_block
 
     def kept_positions(self, block: int) -> np.ndarray:
-        """Stream positions of the rows kept for ``block``: the ``max_rows`` smallest priorities, ascending."""
+        """Stream positions of the rows kept for ``block``: the ``sample_rows`` smallest priorities, ascending."""
         if self._stream is None:
             raise LinrecError("RowSample.start(rows_per_block) must run before rows are added (run_capture calls it)")
         if block not in self._kept:
             priority = row_priority(self.seed, block, torch.arange(self._stream)).numpy()
-            if self._stream > self.max_rows:
-                chosen = np.argpartition(priority, self.max_rows - 1)[: self.max_rows]
+            if self._stream > self.sample_rows:
+                chosen = np.argpartition(priority, self.sample_rows - 1)[: self.sample_rows]
             else:
                 chosen = np.arange(self._stream)
             self._kept[block] = np.sort(chosen)
