@@ -42,7 +42,7 @@ try:
 except ImportError:  # before any work: one line, as for a machine without CUDA
     sys.exit(f"gpu-check: torch is not installed for {sys.executable}; run it with a python that has it (PYTHON=...)")
 
-from linrec.commands.benchmark import forward, random_batches, run_bench, seconds  # noqa: E402
+from linrec.core.cost import forward, random_batches, run_bench, seconds  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
 from linrec.models.shapes import build_shaped  # noqa: E402 (the repository's own linrec, from src)

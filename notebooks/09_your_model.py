@@ -366,7 +366,7 @@ ch.show(
 # measure a few blocks per pass (`--blocks`) or use fewer folds.
 
 # %%
-timing = linrec.commands.benchmark.capture_overhead(model, batches)
+timing = linrec.core.cost.capture_overhead(model, batches)
 cost = pd.DataFrame(
     {
         "tokens": [timing["tokens"]],

@@ -13,9 +13,9 @@ from linrec.cli import main
 
 INTERRUPTED = """
 import sys, time
-import linrec.commands.benchmark
+import linrec.core.cost
 from linrec.cli import main
-linrec.commands.benchmark.run_bench = lambda *a, **k: (print("started", flush=True), time.sleep(60))
+linrec.core.cost.run_bench = lambda *a, **k: (print("started", flush=True), time.sleep(60))
 sys.exit(main(["bench"]))
 """
 

@@ -1,5 +1,5 @@
 """linrec.commands.bench: ``linrec bench``: time capture + moments against the bare forward; the timing itself is
-:mod:`linrec.commands.benchmark`."""
+:mod:`linrec.core.cost`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from support.cli import _fails
 
 
 def test_bench_checks_its_arguments_before_timing(tmp_path, capsys, monkeypatch):
-    import linrec.commands.benchmark
+    import linrec.core.cost
 
-    monkeypatch.setattr(
-        linrec.commands.benchmark, "run_bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed"))
-    )
+    monkeypatch.setattr(linrec.core.cost, "run_bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed")))
     (tmp_path / "t.csv").mkdir()
     _fails(["bench", "--out", str(tmp_path / "t.csv")], capsys, "is a directory")
     with pytest.raises(SystemExit):
@@ -23,9 +21,9 @@ def test_bench_checks_its_arguments_before_timing(tmp_path, capsys, monkeypatch)
 
 
 def test_bench_sequence_longer_than_the_context_is_refused_before_timing(capsys, monkeypatch):
-    import linrec.commands.benchmark
+    import linrec.core.cost
 
     monkeypatch.setattr(
-        linrec.commands.benchmark, "shaped_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built"))
+        linrec.core.cost, "shaped_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("built"))
     )
     _fails(["bench", "--seq-len", "5000"], capsys, "seq_len 5000 exceeds the context of 1024")

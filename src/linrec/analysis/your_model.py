@@ -46,7 +46,7 @@ def your_model_claims(swaps: pd.DataFrame, timing: Mapping[str, float], name: st
     """Headline numbers for the measured model: ΔPPL of swapping its highest-R²_lin block of ``swaps`` (a
     :func:`linrec.interventions.perplexity.swap_deltas` table with ``r2_lin``) for its affine map, beside the
     paper's GPT-2 figure, and the capture's time over a bare forward's
-    (:func:`linrec.commands.benchmark.capture_overhead`)."""
+    (:func:`linrec.core.cost.capture_overhead`)."""
     best = swaps.sort_values("r2_lin", ascending=False).iloc[0]
     return [
         Claim.measure(

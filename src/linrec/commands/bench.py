@@ -1,5 +1,5 @@
 """``linrec bench``: time capture + moments against the bare forward; the timing itself is
-:mod:`linrec.commands.benchmark`."""
+:mod:`linrec.core.cost`."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from linrec.commands.benchmark import run_bench
+    from linrec.core.cost import run_bench
 
     if args.out is not None:
         check_output(args.out)

@@ -1,11 +1,12 @@
-"""``linrec bench``: every path on the same batches, the overhead split into its parts, honest settings."""
+"""linrec.core.cost (``linrec bench``): every path on the same batches, the overhead split into its parts, honest
+settings."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-import linrec.commands.benchmark as bench
+import linrec.core.cost as bench
 from linrec.errors import LinrecError
 from linrec.models import shapes
 
