@@ -479,7 +479,7 @@ for real in ch.profile.packaged:
         progress=ch.progress,
         name=real,
         second_batches=windows(real_tokenizer, net, code.eval_text, REAL_EVAL_ROWS),
-        weights=measurement.weights_id(ch.profile, real, "final"),
+        weights=measurement.profile_weights_id(ch.profile, real, "final"),
     )
     loaded_ppl = None
     if result.none_fits is None:

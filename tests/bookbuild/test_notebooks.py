@@ -255,3 +255,53 @@ def test_every_figure_cell_shows_its_figure_with_its_data_under_its_name():
             calls = figure_names(cell.source)
             assert calls and all(c.startswith(name) for c in calls), f"{source.name}: {name} needs ch.figure(fig, ...)"
             assert "plt.show()" not in cell.source, f"{source.name}: {name} is shown by ch.figure"
+
+
+def _library_names(tree: ast.Module) -> dict[str, str]:
+    """The names a chapter binds to linrec by import (``from linrec.analysis import compression`` binds
+    ``compression`` to ``linrec.analysis.compression``), ``linrec`` itself included."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("linrec"):
+            bound.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+        elif isinstance(node, ast.Import):
+            bound.update({a.asname or a.name: a.name for a in node.names if a.name == "linrec"})
+    return bound
+
+
+def _resolved(path: str) -> object:
+    """The module or object a dotted linrec path names."""
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        home, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(home), name)
+
+
+def test_every_library_name_a_chapter_reaches_exists():
+    """Statically, so that a renamed function fails here even where a profile's run never reaches the cell (the
+    smoke book skips some): each ``module.attribute`` chain a chapter writes resolves, module by module."""
+    missing = []
+    for source in notebooks.sources(REPO):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        bound = _library_names(tree)
+        for node in (n for n in ast.walk(tree) if isinstance(n, ast.Attribute)):
+            chain, base = [], node
+            while isinstance(base, ast.Attribute):
+                chain.insert(0, base.attr)
+                base = base.value
+            if not (isinstance(base, ast.Name) and base.id in bound):
+                continue
+            found = _resolved(bound[base.id])
+            for name in chain:
+                if not isinstance(found, types.ModuleType):
+                    break  # past the library: an object's own attributes
+                try:
+                    found = getattr(found, name)
+                except AttributeError:
+                    try:
+                        found = importlib.import_module(f"{found.__name__}.{name}")
+                    except ImportError:
+                        missing.append(f"{source.name}: {base.id}.{'.'.join(chain)}")
+                        break
+    assert not missing, missing
