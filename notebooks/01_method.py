@@ -7,9 +7,7 @@
 # on a real transformer, first untrained and then trained.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 ROWS = 6000  # rows per synthetic ("planted") block
 WIDTH = 16  # input and output width of the planted blocks

@@ -8,17 +8,13 @@
 # what the number means for the model's predictions.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODELS = None  # None: every model of the profile, real and trained here alike
 SWAP = True  # the zero-shot swap ΔPPL beneath the profiles (one perplexity pass per block and model)
 SWAP_TOKENS = None  # eval tokens per perplexity pass; None: a quarter of each model's evaluation tokens
-HIGH, LOW = (
-    0.99,
-    0.3,
-)  # the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
+# the paper's bounds: "near-linear" above HIGH, "strongly nonlinear" below LOW
+HIGH, LOW = 0.99, 0.3
 SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
 DEPENDS = 0.05  # a block's headline depends on the first position when leaving it out moves R²_lin this much
 

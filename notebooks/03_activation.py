@@ -13,20 +13,14 @@
 # FFN.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODELS = None  # None: every model of the profile
 GRID_MODELS = None  # cross-fed models (they must share one width); None: those of MODELS as wide as the first
 GRID_BLOCKS = 3  # blocks per model in the cross-feeding grid, spread evenly over depth; None: every block
 NORMALISATIONS = ("standardise", "whiten")
 SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many k-fold std
-CONTROL_SEEDS = (
-    0,
-    1,
-    2,
-)  # seeds of the shuffled-weights control (the verdict needs at least 3)
+CONTROL_SEEDS = (0, 1, 2)  # shuffled-weights control seeds (the verdict needs 3 or more)
 
 # %%
 import pandas as pd

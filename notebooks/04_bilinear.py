@@ -19,22 +19,18 @@
 # claim is true and one where it is false.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODELS = None  # None: every model of the profile (each probed on the blocks its budget names: `every` in the profile)
 RANK = None  # rank r of the bilinear term; None: the profile's probe.rank (16 on paper and offline)
 STEPS = None  # the bilinear probe's Adam step cap (early stopping may end it sooner); None: 10 × the profile's
 #               probe.steps (seeded-poly keeps the profile's own budget, as in chapters 5 and 7)
 TOP_DIMS = 4  # the "few dims": how many of the highest-variance output dims to single out
-PROBE_SEEDS = (
-    2  # the bilinear probe runs with this many seeds per block; its interval spans them
-)
+# the bilinear probe runs with this many seeds per block; its interval spans them
+PROBE_SEEDS = 2
 FEW_POINTS = 0.05  # "a few points of R²", read as a median gain of at most 5 points
-NEAR_LINEAR = (
-    0.95  # blocks at or above this R²_lin count as near-linear for the gate question
-)
+# blocks at or above this R²_lin count as near-linear for the gate question
+NEAR_LINEAR = 0.95
 LOW_RANK = 1.5  # an output effective rank at or below this counts as "low-rank"
 GAP = 0.05  # global R²_lin above the median per-feature R² by more than this counts as a gap
 

@@ -7,9 +7,7 @@
 # ones where such a replacement is unsafe {cite}`whipp2026linear`.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODEL = None  # the model for the full comparison; None: the profile's first (the GPT-2-shaped one)
 SIGNAL_MODELS = None  # models whose affine swaps (every block) test R²_lin as a safety signal; None: every model

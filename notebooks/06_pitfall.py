@@ -12,25 +12,16 @@
 # input scale (which make raw runs fall short at any conditioning) have been removed.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
-MODELS = (
-    None  # None: every model of the profile (its best- and worst-conditioned block each)
-)
+# None: every model of the profile (its best- and worst-conditioned block each)
+MODELS = None
 CURVE_MODEL = None  # whose learning curves are drawn; None: the profile's first model
 STEPS = None  # optimiser steps per run; None: the profile's probe.steps
 OPTIMIZERS = ["sgd", "adam"]
-INPUTS = [
-    "raw",
-    "centred",
-    "standardised",
-    "whitened",
-]  # the input arms each optimiser is trained on
-TOLERANCE = (
-    0.01  # a run reaches the ceiling at the first logged step within this of it (in R²)
-)
+INPUTS = ["raw", "centred", "standardised", "whitened"]  # each optimiser's input arms
+# a run reaches the ceiling at the first logged step within this of it (in R²)
+TOLERANCE = 0.01
 
 # %%
 import pandas as pd

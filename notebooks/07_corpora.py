@@ -7,16 +7,13 @@
 # a question about the data as much as about the block.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODELS = None  # None: every model of the profile, real and trained here alike
 CORPORA = None  # None: the profile's corpora (every domain)
 SWAP = None  # zero-shot swap ΔPPL on each corpus's own eval split; None: on, except on the offline profile
-SWAP_TOKENS = (
-    None  # eval tokens per perplexity pass; None: a quarter of the profile's eval_tokens
-)
+# eval tokens per perplexity pass; None: a quarter of the profile's eval_tokens
+SWAP_TOKENS = None
 SEEDED_POLY = None  # seeded-poly R² per block on each corpus; None: on, except on the offline profile
 
 # %%

@@ -8,9 +8,7 @@
 # every block across checkpoints: the zoo's own (offline) or Pythia-160m's (paper profile).
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODELS = None  # None: every model of the profile that has checkpoints along training (a packaged model has none)
 CHECKPOINTS = None  # None: all of each model's checkpoints (Profile.checkpoints); or a list of names

@@ -12,9 +12,7 @@
 # The real pretrained models of the profile go through the same two commands at the end.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODEL = None  # a hub id or a local directory; None: the profile's first model
 MAX_ROWS = None  # rows per block; None: the profile's

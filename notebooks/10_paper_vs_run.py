@@ -9,9 +9,7 @@
 # Pythia-160m or llama-160m on WikiText-2.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 
 # %%
 from linrec.analysis import depth

@@ -12,9 +12,7 @@
 # cleanest scale series there is.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODELS = None  # None: the profile's scale series (its series, else its models; larger ones on a GPU)
 SWAP = True  # the zero-shot swap ΔPPL of the blocks at fixed relative depths (one perplexity pass each)

@@ -12,9 +12,7 @@
 # really costs, and asks which score predicts that cost.
 
 # %% tags=["parameters"]
-PROFILE = (
-    None  # None: "paper" on Colab, "offline" elsewhere; the book build injects its own
-)
+PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODELS = None  # None: the profile's models (offline: all but Gemma 3, whose passes cost some 20 minutes more)
 EVAL_TOKENS = None  # held-out tokens per perplexity pass; None: a quarter of each model's evaluation tokens
