@@ -404,21 +404,18 @@ print(f"block 0: X {tuple(X0.shape)}, Y {tuple(Y0.shape)}; max |MLP(X) - Y| = {g
 
 # %%
 table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=ch.progress)
-ch.show(
-    table[
-        [
-            "block",
-            "r2_lin",
-            "r2_lin_std",
-            "r2_feature_median",
-            "effective_rank_out",
-            "input_condition",
-            "null_dims",
-            "n_train",
-            "n_test",
-        ]
-    ]
-)
+SHOWN = [  # the columns read here; linrec.core.fit.COLUMNS says what each means
+    "block",
+    "r2_lin",
+    "r2_lin_std",
+    "r2_feature_median",
+    "effective_rank_out",
+    "input_condition",
+    "null_dims",
+    "n_train",
+    "n_test",
+]
+ch.show(table[SHOWN])
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the randomly initialised tiny GPT-2, read on random token ids ($k$-fold mean ± std).", "name": "fig-method-random-init"}}
 fig = method_plots.untrained_figure(
@@ -450,22 +447,7 @@ trained_run = measurement.measurement(
     ch.profile, trained_name, progress=ch.progress
 )  # cached: later chapters reuse this capture
 trained_table = trained_run.table()
-ch.show(
-    trained_table[
-        [
-            "block",
-            "r2_lin",
-            "r2_lin_std",
-            "r2_feature_median",
-            "effective_rank_out",
-            "input_condition",
-            "null_dims",
-            "n_train",
-            "n_test",
-        ]
-    ],
-    fold="every block of the trained model",
-)
+ch.show(trained_table[SHOWN], fold="every block of the trained model")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block of the profile's first trained model on the profile's main corpus ($k$-fold mean ± std), with the paper's reported range for trained blocks (above 0.99 to below 0.3) dashed.", "name": "fig-method-trained"}}
 fig = depth_plots.heterogeneity_reference_figure(trained_table)
