@@ -7,7 +7,8 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
 
 1. ``cpu_vs_gpu``: a small model's table measured on the GPU and on the CPU, the largest difference of each column;
 2. ``bench_gpt2``: ``linrec bench`` on the GPT-2 small shape (float32, CUDA events): capture + float64 moments
-   against the bare and the truncated forward; ``bench_7b`` the same on the Pythia-6.9b shape in bfloat16;
+   against the bare and the truncated forward; ``bench_7b`` the same on the Pythia-6.9b shape's first 8 layers in
+   bfloat16 (the bench holds every block's moments at once: all 32 do not fit the host of an H200 machine);
 3. ``cuda_tests``: the test suite's GPU tests, where pytest is installed;
 4. ``large``: the Pythia-6.9b shape in bfloat16, drawn on the GPU: the forward stopped after the last block, one
    float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan (5 folds, the
@@ -76,10 +77,13 @@ def cpu_vs_gpu(device: torch.device, name: str, tokens: int) -> dict[str, Any]:
     }
 
 
-def bench(device: torch.device, batches: int, shape: str = "gpt2-small", dtype: str = "float32") -> dict[str, Any]:
-    """``linrec bench`` on ``shape``: its rows (tokens/s and the ratios to the forward passes)."""
+def bench(
+    device: torch.device, batches: int, shape: str = "gpt2-small", dtype: str = "float32", layers: int | None = None
+) -> dict[str, Any]:
+    """``linrec bench`` on ``shape`` (its first ``layers`` layers: the bench holds every block's moments at once, and
+    a 7B shape's 32 do not fit a GPU machine's host): its rows (tokens/s and the ratios to the forward passes)."""
     table = run_bench(device=str(device), n_batches=batches, peak_tokens=(20_000,), shape=shape, dtype=dtype,
-                      naive_batches=1 if shape == "pythia-6.9b" else 2)  # fmt: skip
+                      naive_batches=1 if shape == "pythia-6.9b" else 2, layers=layers)  # fmt: skip
     return {"rows": table[["measure", "value", "unit", "vs_truncated", "vs_full"]].to_dict("records"),
             "device": str(table.device.iloc[0]), "batch": str(table.batch.iloc[0])}  # fmt: skip
 
@@ -136,7 +140,7 @@ def large(
     assert every is not None
     capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, folds=5, seed=0,
                                                             progress=False)], device)  # fmt: skip
-    note(capture_plan=every.describe(), planned_capture_s=capture,
+    note(capture_plan=every.describe(), planned_capture_s=capture, peak_host_gb_after_capture=host_peak() / 1e9,
          capture_vs_truncated_forward=capture / out["truncated_forward_s"])  # fmt: skip
     return out
 
@@ -149,13 +153,15 @@ def cuda_tests() -> dict[str, Any]:
         return {"status": "not run: pytest is not installed on this machine"}
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py") if "cuda" in p.read_text())
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "cuda or gpu or device", *files],
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-k", "cuda or gpu or device", *files],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    return {"files": files, "returncode": run.returncode, "summary": run.stdout.strip().splitlines()[-1:]}
+    lines = run.stdout.strip().splitlines()
+    return {"files": files, "returncode": run.returncode, "summary": lines[-1:],
+            "failed": [line for line in lines if line.startswith(("FAILED", "ERROR"))]}  # fmt: skip
 
 
 def write(out: Path, results: dict[str, Any]) -> None:
@@ -203,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     steps: dict[str, Callable[[], dict[str, Any]]] = {
         "cpu_vs_gpu": lambda: cpu_vs_gpu(device, args.small, 20_480),
         "bench_gpt2": lambda: bench(device, args.bench_batches),
-        "bench_7b": lambda: bench(device, args.bench_batches, "pythia-6.9b", "bfloat16"),
+        "bench_7b": lambda: bench(device, args.bench_batches, "pythia-6.9b", "bfloat16", layers=8),
         "large": lambda: large(device, args.large, args.tokens, args.memory, args.large_blocks, partial("large")),
         "cuda_tests": cuda_tests,
     }

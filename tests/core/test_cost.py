@@ -3,12 +3,16 @@ settings."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 import linrec.core.cost as bench
 from linrec.errors import LinrecError
 from linrec.models import shapes
+
+CPU = torch.device("cpu")
 
 
 @pytest.fixture
@@ -61,3 +65,40 @@ def test_bad_settings_are_refused_before_anything_is_built(monkeypatch):
         bench.run_bench("cpu", peak_tokens=(100,))
     with pytest.raises(LinrecError, match="cannot fill 5 folds"):
         bench.run_bench("cpu", n_batches=2, batch_size=2, peak_tokens=())
+
+
+def test_the_first_layers_of_a_shape_are_its_width_and_fewer_blocks(tiny_shape):
+    table = bench.run_bench("cpu", n_batches=3, batch_size=3, seq_len=16, peak_tokens=(), shape=tiny_shape, layers=2)
+    assert set(table["shape"]) == {"tiny, first 2 layers"}
+    model = bench.shaped_model(tiny_shape, torch.device("cpu"), layers=2)
+    assert len(model.transformer.h) == 2 and model.config.n_embd == 32
+    with pytest.raises(LinrecError, match="the tiny shape has 3 layers, not 4"):
+        bench.run_bench("cpu", shape=tiny_shape, layers=4, peak_tokens=())
+
+
+def test_a_bench_that_cannot_fit_the_machine_is_refused_with_layers_that_do(tiny_shape, monkeypatch):
+    """The H200 check of 2026-11-28 lost its 7B bench to the host's OOM killer: every block's moments at once. Too
+    little memory is refused before anything is built, and the layers it names then run."""
+    settings = {"n_batches": 3, "batch_size": 3, "seq_len": 16, "peak_tokens": (), "shape": tiny_shape}
+    refusals = {}
+    for free in (2**k for k in range(10, 40)):
+        monkeypatch.setattr(bench, "host_available", lambda free=free: free)
+        try:
+            bench._check_memory(bench.layered_config(tiny_shape), tiny_shape, 15, 16, 3, torch.float32, CPU)
+        except LinrecError as e:
+            refusals[free] = str(e)
+        else:
+            break
+    assert any("no layer of it fits" in m for m in refusals.values())
+    free, message = next((f, m) for f, m in refusals.items() if "--layers" in m)
+    layers = int(re.search(r"--layers (\d+)$", message).group(1))
+    assert 1 <= layers < 3 and "holds every block's moments at once" in message
+    monkeypatch.setattr(bench, "host_available", lambda: free)
+    built = []
+    monkeypatch.setattr(bench, "shaped_model", lambda *a, **k: built.append(1) or (_ for _ in ()).throw(KeyError))
+    with pytest.raises(LinrecError, match="--layers"):
+        bench.run_bench("cpu", **settings)
+    assert built == []
+    with pytest.raises(KeyError):  # past the check: the model is built
+        bench.run_bench("cpu", layers=layers, **settings)
+    assert built == [1]

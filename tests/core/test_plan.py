@@ -14,7 +14,16 @@ from linrec.core.accumulator import MomentAccumulator
 from linrec.core.measure import Measurement
 from linrec.core.moment_files import save_moments
 from linrec.core.moments import Moments
-from linrec.core.plan import Footprint, capture_bytes, packed_bytes, parse_memory, plan_capture, sums_bytes
+from linrec.core.plan import (
+    TABLE_WORK,
+    Footprint,
+    capture_bytes,
+    packed_bytes,
+    parse_memory,
+    pinned_bytes,
+    plan_capture,
+    sums_bytes,
+)
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 
@@ -46,6 +55,28 @@ def test_a_fold_on_disk_is_its_packed_bytes(tmp_path: Path):
     save_moments({0: [m]}, tmp_path / "m.safetensors")
     size = (tmp_path / "m.safetensors").stat().st_size
     assert packed_bytes(64, 64) <= size < packed_bytes(64, 64) + 4096  # the values, and a header
+
+
+@pytest.mark.parametrize(("n", "taken"), [(0, 0), (1, 1), (4096, 4096), (4097, 8192), (sums_bytes(4096, 4096), 2**29)])
+def test_a_pinned_allocation_is_counted_at_the_power_of_two_it_takes(n, taken):
+    assert pinned_bytes(n) == taken
+
+
+def test_on_a_gpu_the_host_holds_each_finished_fold_at_its_pinned_size():
+    """The H200 check of 2026-11-28 found the host's peak 36 % over a plan that counted the bytes asked for: at width
+    4,096 a fold's 403 MB of moments take 2**29 bytes of pinned memory."""
+    gpu = _footprint(on_gpu=True, width=4096)
+    assert gpu.host(1, 1) >= gpu.weights_host + gpu.folds * 2**29 + TABLE_WORK * gpu.sums
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_a_pinned_allocation_takes_what_the_plan_counts():
+    before = torch.cuda.host_memory_stats().get("allocated_bytes.current", 0)
+    n = sums_bytes(300, 300)
+    host = torch.empty(n // 8, dtype=torch.float64, pin_memory=True)
+    taken = torch.cuda.host_memory_stats()["allocated_bytes.current"] - before
+    assert taken == pinned_bytes(n), (taken, n)
+    del host
 
 
 def _footprint(blocks: int = 12, on_gpu: bool = False, width: int = 256) -> Footprint:

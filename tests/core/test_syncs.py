@@ -217,6 +217,7 @@ def test_probes_read_the_device_once_per_evaluation():
 def test_on_a_gpu_the_batches_run_without_a_synchronising_call():
     gpu = torch.device("cuda")
     model = tiny_model("gpt2").to(gpu)
+    capture_with_sample(model, _batches(1), sample_rows=40, folds=2, progress=False)  # what a first run sets up
     counts = []
     for n in (3, 6):
         batches = _batches(n)
@@ -241,4 +242,4 @@ def test_on_a_gpu_the_batches_run_without_a_synchronising_call():
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         counts.append(len(caught) - len(forward))
-    assert counts[0] == counts[1], counts
+    assert counts[1] <= counts[0], counts  # three batches more add no sync (the H200 counted 63 and 62)

@@ -42,6 +42,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         metavar="DTYPE",
         help=f"the model's weights and compute, one of: {', '.join(DTYPES)} (the moments are float64 whatever it is)",
     )
+    p.add_argument(
+        "--layers",
+        type=positive_int,
+        help="time the shape's first N layers (same width: a block costs what it does in the whole model); for a "
+        "shape whose every block's moments at once would not fit this machine, which the bench says before it starts",
+    )
     p.add_argument("--device", help="cuda, mps or cpu (default: first available)")
     p.add_argument("--batches", type=positive_int, default=50, help="batches timed per path (after 2 of warm-up)")
     p.add_argument("--batch-size", type=positive_int, help="sequences per batch (default: 32 on a GPU, 2 on a CPU)")
@@ -67,6 +73,7 @@ def _bench(args: argparse.Namespace) -> int:
         peak_tokens=peaks,
         shape=args.shape,
         dtype=args.dtype,
+        layers=args.layers,
     )
     settings = table.iloc[0]
     print(

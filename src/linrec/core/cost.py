@@ -27,6 +27,7 @@ import platform
 import resource
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -36,6 +37,7 @@ from torch import nn
 
 from linrec.core.capture import forward_until_stopped, run_capture, stop_after
 from linrec.core.moment_sink import MomentSink
+from linrec.core.plan import FREE_SHARE, config_weights_bytes, device_free, footprint, gigabytes, host_available
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.syncs import SyncCounter
 from linrec.data.tokens import TokenBatches
@@ -47,20 +49,33 @@ from linrec.models.shapes import bench_config
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
 
-    from transformers import PreTrainedModel
+    from transformers import PretrainedConfig, PreTrainedModel
 
 FOLDS = 5
 WARMUP = 2  # batches each path runs before it is timed
 
 
+def layered_config(shape: str, layers: int | None = None) -> PretrainedConfig:
+    """The bench shape ``shape``'s configuration with its first ``layers`` decoder layers (None: all of them): the
+    same width, heads and vocabulary, so a block costs what it costs in the whole model. More layers than the shape
+    has are refused."""
+    config = bench_config(shape)
+    if layers is not None:
+        if layers > config.num_hidden_layers:
+            raise LinrecError(f"the {shape} shape has {config.num_hidden_layers} layers, not {layers}")
+        config.num_hidden_layers = layers
+    return config
+
+
 def shaped_model(
-    shape: str, device: torch.device, dtype: torch.dtype = torch.float32, seed: int = 0
+    shape: str, device: torch.device, dtype: torch.dtype = torch.float32, seed: int = 0, layers: int | None = None
 ) -> PreTrainedModel:
-    """A causal LM of ``shape`` with seeded random weights, in eval mode, on ``device`` in ``dtype``: drawn there, in
-    ``dtype`` (no float32 copy of a 7B shape, and no minutes of drawing on the host for a GPU)."""
+    """A causal LM of ``shape`` (its first ``layers`` layers, :func:`layered_config`) with seeded random weights, in
+    eval mode, on ``device`` in ``dtype``: drawn there, in ``dtype`` (no float32 copy of a 7B shape, and no minutes of
+    drawing on the host for a GPU)."""
     from transformers import AutoModelForCausalLM
 
-    config = bench_config(shape)
+    config = layered_config(shape, layers)
     torch.manual_seed(seed)
     with device:
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
@@ -190,10 +205,11 @@ def _capture_moments(model: nn.Module, batches: TokenBatches) -> None:
 
 
 def _peak_child(
-    n_tokens: int, batch_size: int, seq_len: int, device: str, shape: str, dtype: str, queue: Queue[int]
-) -> None:
+    n_tokens: int, batch_size: int, seq_len: int, device: str, shape: str, dtype: str, layers: int | None,
+    queue: Queue[int],
+) -> None:  # fmt: skip
     dev = torch.device(device)
-    model = shaped_model(shape, dev, parse_dtype(dtype))
+    model = shaped_model(shape, dev, parse_dtype(dtype), layers=layers)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     _capture_moments(model, random_batches(n_tokens, batch_size, seq_len, model.config.vocab_size))
@@ -212,11 +228,12 @@ def peak_memory(
     device: torch.device,
     shape: str = "gpt2-small",
     dtype: str = "float32",
+    layers: int | None = None,
 ) -> int:
     """Peak bytes (GPU allocations on CUDA, else process RSS) of capture + moments over ``n_tokens``."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    args = (n_tokens, batch_size, seq_len, str(device), shape, dtype, queue)
+    args = (n_tokens, batch_size, seq_len, str(device), shape, dtype, layers, queue)
     proc = ctx.Process(target=_peak_child, args=args)
     proc.start()
     peak = queue.get()
@@ -269,6 +286,47 @@ def default_batch_size(device: torch.device) -> int:
     return 32 if device.type == "cuda" else 2
 
 
+def _check_memory(
+    config: PretrainedConfig, shape: str, windows: int, seq_len: int, batch_size: int, dtype: torch.dtype,
+    dev: torch.device,
+) -> None:  # fmt: skip
+    """Refuse, before any weights are drawn, a bench whose one pass over every layer cannot fit this machine: the
+    bench holds every block's moments at once (no plan), so a 7B shape needs more than a GPU host has. The message
+    names the most layers of the shape that fit (``--layers``)."""
+    on_gpu = dev.type == "cuda"
+    weights = config_weights_bytes(config, dtype)
+
+    def needs(layers: int) -> tuple[int, int]:
+        fp = footprint(config, blocks=layers, folds=FOLDS, windows=windows, seq_len=seq_len, batch_size=batch_size,
+                       dtype=dtype, on_gpu=on_gpu, weights=(0, weights) if on_gpu else (weights, 0))  # fmt: skip
+        fp = replace(fp, layers=layers, weights_host=fp.weights_host * layers // config.num_hidden_layers,
+                     weights_device=fp.weights_device * layers // config.num_hidden_layers)  # fmt: skip
+        merged = FOLDS * fp.sums * layers if on_gpu else 0  # finalised moments, beside the pinned ones freed to a cache
+        return fp.host(layers, 1) + merged, fp.device(layers)
+
+    host_cap = int(FREE_SHARE * host_available())
+    free = device_free(dev)
+    device_cap = None if free is None else int(FREE_SHARE * free)
+
+    def fits(layers: int) -> bool:
+        host, device = needs(layers)
+        return host <= host_cap and (device_cap is None or device <= device_cap)
+
+    total = config.num_hidden_layers
+    if fits(total):
+        return
+    most = next((n for n in range(total - 1, 0, -1) if fits(n)), 0)
+    host, device = needs(total)
+    raise LinrecError(
+        f"linrec bench holds every block's moments at once: the {shape} shape's {total} layers need about "
+        f"{gigabytes(host)} of host memory{'' if device_cap is None else f' and {gigabytes(device)} on the GPU'}, "
+        f"more than the {FREE_SHARE:.0%} of what is free here ({gigabytes(host_cap)}"
+        f"{'' if device_cap is None else f', {gigabytes(device_cap)}'}); "
+        + (f"time its first layers, which cost per block what the whole shape's do: --layers {most}"
+           if most else "no layer of it fits: try a smaller --batch-size or another machine")
+    )  # fmt: skip
+
+
 def run_bench(
     device: str | None = None,
     n_batches: int = 50,
@@ -278,11 +336,13 @@ def run_bench(
     shape: str = "gpt2-small",
     dtype: str = "float32",
     naive_batches: int = 4,
+    layers: int | None = None,
 ) -> pd.DataFrame:
     """One row per measurement: what, its value and unit, and its time as a multiple of the truncated and of the
-    full forward's; the settings in every row. ``seq_len`` beyond the shape's context is refused before anything
-    is built."""
-    config = bench_config(shape)
+    full forward's; the settings in every row. ``layers``: time the shape's first layers only
+    (:func:`layered_config`). Settings that cannot work (a ``seq_len`` beyond the shape's context, too few tokens for
+    the folds, more memory than the machine has) are refused before anything is built."""
+    config = layered_config(shape, layers)
     torch_dtype = parse_dtype(dtype)
     context = getattr(config, "n_positions", None) or config.max_position_embeddings
     if seq_len > context:
@@ -300,8 +360,9 @@ def run_bench(
     batch_size = batch_size or default_batch_size(dev)
     if n_batches * batch_size < FOLDS:
         raise LinrecError(f"{n_batches} batches of {batch_size} sequences cannot fill {FOLDS} folds; time more batches")
-    model = shaped_model(shape, dev, torch_dtype)
     warm_sequences = max(WARMUP * batch_size, FOLDS)
+    _check_memory(config, shape, warm_sequences + n_batches * batch_size, seq_len, batch_size, torch_dtype, dev)
+    model = shaped_model(shape, dev, torch_dtype, layers=layers)
     everything = random_batches(
         (warm_sequences + n_batches * batch_size) * seq_len, batch_size, seq_len, model.config.vocab_size
     )
@@ -313,6 +374,7 @@ def run_bench(
     sinks: dict[str, MomentSink] = {}
 
     def real(b: TokenBatches) -> None:
+        sinks.clear()  # the previous run's moments go first: one capture's worth held at a time
         sinks["last"] = _capture_into(model, b)
 
     paths: dict[str, Callable[[TokenBatches], object]] = {
@@ -331,6 +393,7 @@ def run_bench(
         else:
             times[name] = seconds(functools.partial(path, batches), dev)
     finalise = seconds(sinks["last"].moments, dev)
+    sinks.clear()
     naive = _first(batches, min(naive_batches, n_batches))
     t_naive = seconds(lambda: _naive(model, naive), dev)
     syncs = _syncs_per_batch(model, batch_size, seq_len)
@@ -356,10 +419,10 @@ def run_bench(
         {"measure": "host syncs per batch added by capture + moments", "value": syncs["capture"], "unit": "syncs"},
     ]
     for n in peak_tokens:
-        peak = peak_memory(n, batch_size, seq_len, dev, shape, dtype)
+        peak = peak_memory(n, batch_size, seq_len, dev, shape, dtype, layers)
         rows.append({"measure": f"peak memory, capture + moments, {n} tokens", "value": peak / 2**20, "unit": "MiB"})
     table = pd.DataFrame(rows)
-    table["shape"] = shape
+    table["shape"] = shape if layers is None else f"{shape}, first {layers} layers"
     table["dtype"] = str(torch_dtype).removeprefix("torch.")
     table["device"] = (
         f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"

@@ -16,7 +16,8 @@ What a capture holds (the figures :class:`Footprint` adds up), per block, S bein
 
 - on the device that accumulates (a GPU, or the host): the live folds' sums, 2 S at most (a batch may end one fold
   and start the next), and each window's first row of X and Y until the group ends;
-- on the host: each finished fold's moments, k S (on the CPU the live sums are in this memory too: (k + 2) S);
+- on the host: each finished fold's moments, k S (on the CPU the live sums are in this memory too: (k + 2) S; from
+  a GPU they are pinned, and each pinned allocation takes the power of two above its size, :func:`pinned_bytes`);
 - while its table row is made (:func:`linrec.core.fit.recoverability` with ``consume``), on the device that
   accumulates: its k folds' moments and 4 S more, one block at a time (the layer-linearity sample's fits, likewise);
 
@@ -94,6 +95,13 @@ def sums_bytes(d_in: int, d_out: int) -> int:
     return 8 * (d_in + d_out + d_in * d_in + d_in * d_out + d_out * d_out)
 
 
+def pinned_bytes(n: int) -> int:
+    """What a pinned host allocation of ``n`` bytes takes: torch's caching host allocator, which serves
+    ``pin_memory=True``, rounds every request up to a power of two (a finished fold's moments at width 4,096,
+    403 MB, take 537 MB), so the plan counts what is taken, not what is asked."""
+    return 0 if n <= 0 else 1 << (n - 1).bit_length()
+
+
 def capture_bytes(width: int, blocks: int, folds: int, *, first_apart: bool = False) -> int:
     """The float64 moments a finished capture holds for ``blocks`` blocks of ``width`` and ``folds`` folds (one
     :func:`sums_bytes` each); twice that with the first position of each window kept apart (its rows' moments beside
@@ -129,7 +137,10 @@ class Footprint:
     def host(self, group: int, groups: int, resumes: bool = True) -> int:
         """Peak host bytes with ``group`` blocks at a time in ``groups`` groups (the streams kept between them when
         they ``resume``)."""
-        per_block = (self.folds + (0 if self.on_gpu else 2)) * self.sums + self.first_rows + self.sample
+        if self.on_gpu:  # finished folds and the sample's rows (x and y) in pinned memory, each rounded up
+            per_block = self.folds * pinned_bytes(self.sums) + 2 * pinned_bytes(self.sample // 2) + self.first_rows
+        else:
+            per_block = (self.folds + 2) * self.sums + self.first_rows + self.sample
         streams = 2 * self.stream if groups > 1 and resumes else 0
         forward = 0 if self.on_gpu else self.forward
         return self.weights_host + streams + forward + group * per_block + TABLE_WORK * self.sums
@@ -298,6 +309,15 @@ def sample_rows(width: int) -> int:
     return max(4096, 4 * width)
 
 
+def _stream_bytes(windows: int, seq_len: int, width: int, size: int, batch_size: int, on_gpu: bool) -> int:
+    """One residual stream over every window, as :mod:`linrec.core.resume` keeps it: a pinned allocation per batch
+    from a GPU (:func:`pinned_bytes`), else its plain size."""
+    if not on_gpu:
+        return windows * seq_len * width * size
+    full, rest = divmod(windows, batch_size)
+    return full * pinned_bytes(batch_size * seq_len * width * size) + pinned_bytes(rest * seq_len * width * size)
+
+
 def footprint(
     config: object,
     *,
@@ -324,7 +344,7 @@ def footprint(
         weights_device=weights[1],
         forward=forward_bytes(config, batch_size, seq_len, dtype),
         first_rows=windows * 2 * width * size,
-        stream=windows * seq_len * width * size,
+        stream=_stream_bytes(windows, seq_len, width, size, batch_size, on_gpu),
         on_gpu=on_gpu,
         sample=min(windows * seq_len, sample_rows(width)) * 2 * width * 4,
     )
