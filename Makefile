@@ -43,7 +43,7 @@ test-all: lint
 bench: $(STAMP)
 	$(VENV)/bin/linrec bench
 
-# The book: execute every notebooks/NN_topic.py for $(PROFILE) (offline, smoke, paper; scale: chapters 2 and 11 with
+# The book: execute every notebooks/NN_topic.py for $(PROFILE) (offline, smoke, paper; scale: chapters 2 and 10 with
 # the Qwen models of install-scale), render -W clean.
 book: $(STAMP) $(if $(filter scale,$(PROFILE)),$(SCALE))
 	$(PY) book/build.py all --profile $(PROFILE)

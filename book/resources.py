@@ -50,7 +50,7 @@ REDUCED: dict[str, dict[str, object]] = {
     "fields": {"eval_tokens": 4096, "probe": {"steps": 20}},
     "params": {"GRID_BLOCKS": 2, "CHECKPOINTS": ["init", "step1000", "final"], "TRY_BLOCKS": 1},
     "chapter_fields": {
-        "11_scale": {"budgets": {m: {"rows_per_block": SERIES_ROWS} for m in PYTHIA_SUITE}},
+        "10_scale": {"budgets": {m: {"rows_per_block": SERIES_ROWS} for m in PYTHIA_SUITE}},
     },
 }
 """What the measured run reduces: profile fields (``--set``), chapter parameters (``--param``) and, for some

@@ -76,6 +76,6 @@ def test_a_chapter_measured_again_alone_takes_its_row_dated_and_adds_its_cache(r
     page = resources.page(results)
     assert "Measured later, each alone on an empty cache of its own" in page and "11_c (2026-11-27)" in page
     assert "The whole book's cache: 11.00 GB" in page and "4.00 GB the chapters measured later added" in page
-    assert "for chapter 11_scale only, profile field `budgets`" in page
+    assert "for chapter 10_scale only, profile field `budgets`" in page
     fresh = resources.measure("paper", ["02_b"], offline_pass=False)  # another profile: a record of its own
     assert [r["chapter"] for r in fresh["chapters"]] == ["02_b"] and "The whole book's cache" in resources.page(fresh)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from linrec.experiment.profiles import Profile
 
 EVERY_CHAPTER = "*"
-SERIES_CHAPTER = "11_scale"
+SERIES_CHAPTER = "10_scale"
 """The chapter that measures a profile's scale series (:meth:`~linrec.experiment.profiles.Profile.series_profile`)
 rather than its models, where the profile names one."""
 

@@ -1,5 +1,5 @@
 """linrec.analysis.scale: Across scale: how a model's profile of R²_lin over its blocks changes with the model's size
-(the chapter ``11_scale``)."""
+(the chapter ``10_scale``)."""
 
 from __future__ import annotations
 

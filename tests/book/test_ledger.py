@@ -45,6 +45,16 @@ def test_ledger_records_claims_replaces_them_by_name_and_restarts(tmp_path, monk
     assert ledger.ledger("paper").empty
 
 
+def test_a_renumbered_chapter_leaves_no_stale_entries_under_its_old_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
+    ledger.record("smoke", "11_scale", [Claim.measure("custom", 1.0)])  # the scale chapter's number before 2026-11-28
+    ledger.record("smoke", "10_scale", [Claim.measure("custom", 2.0)])
+    ledger.start("smoke", "11_pruning")
+    assert list(ledger.ledger("smoke").chapter) == ["10_scale"]
+    ledger.start("smoke", "10_scale")  # a chapter's own restart keeps the others of other numbers
+    assert ledger.ledger("smoke").empty and (tmp_path / "results" / "smoke" / "11_pruning.json").exists()
+
+
 def test_claims_page_gives_one_row_per_claim_with_every_verdict_labelled_by_its_subject(tmp_path, monkeypatch):
     monkeypatch.setenv("LINREC_CACHE", str(tmp_path))
     near = Claim.check("near-linear blocks", paper.R2_RANGE, "0.98", False, rule="r")

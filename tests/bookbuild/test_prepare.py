@@ -34,7 +34,7 @@ def test_the_scale_chapter_plans_the_series_of_a_profile_that_has_one_not_its_mo
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     plans = prepare.planned(get_profile("shapes"), ())
-    scale = [p for p in plans if p.wanted_by(["11_scale"])]
+    scale = [p for p in plans if p.wanted_by(["10_scale"])]
     assert [p.model for p in scale] == list(reversed(PYTHIA_SUITE)) and all(p.series for p in scale)
     assert not any(p.series for p in plans if p.wanted_by(["02_heterogeneity"]))
     assert {p.model for p in plans if p.wanted_by(["02_heterogeneity"])} >= {"openai-community/gpt2"}
@@ -44,7 +44,7 @@ def test_the_scale_chapter_plans_the_series_of_a_profile_that_has_one_not_its_mo
     prepare._measure((get_profile("shapes"), scale[0]))
     assert seen == [(PYTHIA_SUITE, "EleutherAI/pythia-1.4b")]
     # a profile without a series plans its own models for the scale chapter
-    assert {p.model for p in prepare.planned(get_profile("smoke"), ()) if p.wanted_by(["11_scale"])} == set(
+    assert {p.model for p in prepare.planned(get_profile("smoke"), ()) if p.wanted_by(["10_scale"])} == set(
         get_profile("smoke").models
     )
 

@@ -58,7 +58,7 @@ def test_a_text_too_short_for_the_rows_fails_before_any_weights_load(tmp_path, m
 
 def test_the_scale_profile_runs_its_chapters_on_four_real_models_at_64_rows_per_dimension():
     profile = PROFILES["scale"]
-    assert profile.chapters == ("02_heterogeneity", "11_scale") and profile.zoo is None
+    assert profile.chapters == ("02_heterogeneity", "10_scale") and profile.zoo is None
     assert profile.models[-1] == "qwen2.5-coder-1.5b" and profile.budget("qwen2.5-coder-1.5b").rows_per_block == 98_304
     assert all(profile.budget(m).rows_per_block == 64 * profile.width(m) for m in profile.models)
     assert profile.budget("qwen2.5-coder-1.5b").sampled(28) == [0, 27]

@@ -1,5 +1,5 @@
 """Across scale: how a model's profile of R²_lin over its blocks changes with the model's size (the
-chapter ``11_scale``).
+chapter ``10_scale``).
 
 Models of different depths are compared at the same *relative* depth (block / (blocks - 1)). Each model's profile
 is summarised by its spread over blocks (range, interquartile range, the largest step between adjacent blocks), its

@@ -33,9 +33,13 @@ def _path(profile: str, chapter: str) -> Path:
 
 
 def start(profile: str, chapter: str) -> None:
-    """Forget what an earlier run of ``chapter`` recorded under ``profile``."""
+    """Forget what an earlier run of ``chapter`` recorded under ``profile``, and what a chapter of another name once
+    recorded under its number (``NN_``): a chapter renumbered leaves no stale entries under its old name."""
     path = _path(profile, chapter)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for old in path.parent.glob(f"{chapter.split('_', 1)[0]}_*.json"):
+        if old != path:
+            old.unlink()
     path.write_text("[]")
 
 

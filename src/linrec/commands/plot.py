@@ -27,7 +27,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--scores",
         action="store_true",
-        help="draw the layer-pruning scores per block instead (one panel per score, one line per model; chapter 12 "
+        help="draw the layer-pruning scores per block instead (one panel per score, one line per model; chapter 11 "
         "of the book says how well each predicts what dropping a block costs)",
     )
     p.set_defaults(handler=_plot)

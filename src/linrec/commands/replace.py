@@ -112,7 +112,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="with --max-ppl-increase, the order the candidates are tried in: 'measured' (the default) swaps each "
         "candidate alone first and tries the cheapest first, one perplexity pass per candidate more; or a score of "
         f"the measurement's table ({', '.join(COSTLIER)}), cheapest by its reading first, no pass of its own. "
-        "Chapter 12 of the book sets every score against the measured cost on the project's models: no score "
+        "Chapter 11 of the book sets every score against the measured cost on the project's models: no score "
         "guarantees the budget the way measuring does, hence the default",
     )
     p.add_argument(

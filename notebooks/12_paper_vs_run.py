@@ -18,7 +18,7 @@ from linrec.experiment import measurement
 from linrec.plots import depth as depth_plots
 from linrec.report import paper
 
-ch = chapter.begin("10_paper_vs_run", globals())
+ch = chapter.begin("12_paper_vs_run", globals())
 print(f"profile {PROFILE}: {ch.profile.description}")
 
 # %% [markdown]

@@ -26,7 +26,7 @@ from linrec.experiment import measurement, sizes
 from linrec.plots import scale as scale_plots
 
 ch = chapter.begin(
-    "11_scale",
+    "10_scale",
     globals(),
     names_or_none=["MODELS"],
     flag=["SWAP"],

@@ -29,7 +29,7 @@ from linrec.plots import compression as compression_plots
 from linrec.plots import pruning as pruning_plots
 
 ch = chapter.begin(
-    "12_pruning",
+    "11_pruning",
     globals(),
     names_or_none=["MODELS"],
     name_or_none=["SINK_MODEL"],
