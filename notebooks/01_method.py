@@ -191,9 +191,8 @@ def randn(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-x = randn(ROWS, WIDTH) * torch.logspace(
-    0, 3, WIDTH, dtype=torch.float64
-)  # scales 1 ... 1000
+# columns at scales 1 ... 1000
+x = randn(ROWS, WIDTH) * torch.logspace(0, 3, WIDTH, dtype=torch.float64)
 y = torch.tanh(x / 100) + 0.1 * randn(ROWS, WIDTH)
 
 whole = linrec.Moments.from_rows(x, y)
@@ -390,9 +389,8 @@ ids = torch.randint(0, config.vocab_size, (TINY_SEQUENCES, SEQ_LEN), generator=g
 batches = linrec.TokenBatches(ids, torch.ones_like(ids), batch_size=16)
 
 
-sink = linrec.RowSample(
-    sample_rows=batches.n_rows, seed=SEED
-)  # keeps every row here; measure() keeps only moments
+# keeps every row here; measure() keeps only moments
+sink = linrec.RowSample(sample_rows=batches.n_rows, seed=SEED)
 blocks = linrec.ffn_blocks(gpt)
 linrec.run_capture(
     gpt, batches, blocks[:1], [sink], batches.folds(FOLDS, SEED), progress=ch.progress
@@ -443,9 +441,8 @@ ch.figure(fig, table, "fig-method-random-init")
 
 # %%
 trained_name = ch.profile.models[0]
-trained_run = measurement.measurement(
-    ch.profile, trained_name, progress=ch.progress
-)  # cached: later chapters reuse this capture
+# cached: later chapters reuse this capture
+trained_run = measurement.measurement(ch.profile, trained_name, progress=ch.progress)
 trained_table = trained_run.table()
 ch.show(trained_table[SHOWN], fold="every block of the trained model")
 
@@ -474,9 +471,8 @@ ch.figure(fig, trained_table, "fig-method-trained")
 
 # %%
 runs = {}
-for m in (
-    ch.profile.models
-):  # the trained capture is the one chapters 2 to 7 share (with its row sample)
+# the trained capture is the one chapters 2 to 7 share (with its row sample)
+for m in ch.profile.models:
     runs[m, "init"] = measurement.measurement(
         ch.profile, m, checkpoint="init", keep="table", progress=ch.progress
     ).table()
@@ -575,9 +571,8 @@ assert abs(before - after) < 1e-8
 # %% tags=["remove-cell"]
 # Exercise "Shifted squares": put your R²_lin of y = (x + 1)² in `answer` and run this cell.
 answer = None
-shifted = linrec.core.planted.recover_rows(
-    x, (x + 1) ** 2, FOLDS
-)  # this run's measurement: what the answer is checked against
+# this run's measurement: what the answer is checked against
+shifted = linrec.core.planted.recover_rows(x, (x + 1) ** 2, FOLDS)
 # tol 0.03: the exact value, 2/3, passes at this run's row count (the solution asserts the same bound)
 exercises.check(
     answer,
@@ -612,9 +607,7 @@ assert abs(shifted.r2_lin - 2 / 3) < 0.03
 # %% tags=["remove-cell"]
 # Exercise "What it costs": put your answer for 20 million rows, in MB (10⁶ bytes), in `answer` and run this cell.
 answer = None
-empty = linrec.Moments.zeros(
-    768, 768
-)  # the moments this block would hold: what the answer is checked against
+empty = linrec.Moments.zeros(768, 768)  # the moments this block would hold: the check
 per_fold = (
     sum(getattr(empty, f).numel() for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")) * 8
 )

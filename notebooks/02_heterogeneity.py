@@ -338,16 +338,15 @@ ch.show(
 # %% tags=["solution"]
 if SWAP:
     merged = table.merge(swaps[["model", "block", "delta_ppl"]], on=["model", "block"])
-    display(
+    by_model = merged.groupby("model")
+    best_fit = merged.loc[by_model["r2_lin"].idxmax()].set_index("model")
+    cheapest = merged.loc[by_model["delta_ppl"].idxmin()].set_index("model")
+    ch.show(
         pd.DataFrame(
             {
-                "highest R²_lin: block": merged.loc[
-                    merged.groupby("model")["r2_lin"].idxmax()
-                ].set_index("model")["block"],
-                "cheapest swap: block": merged.loc[
-                    merged.groupby("model")["delta_ppl"].idxmin()
-                ].set_index("model")["block"],
-                "cheapest swap: ΔPPL": merged.groupby("model")["delta_ppl"].min(),
+                "highest R²_lin: block": best_fit["block"],
+                "cheapest swap: block": cheapest["block"],
+                "cheapest swap: ΔPPL": cheapest["delta_ppl"],
             }
         )
     )
@@ -394,13 +393,8 @@ if SWAP:
 
 # %% tags=["solution"]
 if SWAP:
-    display(
-        merged.groupby("model")[["r2_lin", "delta_ppl"]]
-        .corr(method="spearman")
-        .xs("r2_lin", level=1)["delta_ppl"]
-        .rename("Spearman ρ(R²_lin, ΔPPL)")
-        .to_frame()
-    )
+    rho = by_model[["r2_lin", "delta_ppl"]].corr(method="spearman").xs("r2_lin", level=1)
+    ch.show(rho["delta_ppl"].rename("Spearman ρ(R²_lin, ΔPPL)").to_frame())
 
 # %% [markdown]
 # :::{solution-end}

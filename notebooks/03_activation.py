@@ -106,9 +106,10 @@ measured |= {
     )
     for m in untrained
 }
+# R²_lin and input statistics
 profiles = pd.concat(
     [activation.conditioning_table(m) for m in measured.values()], ignore_index=True
-)  # R²_lin and input statistics
+)
 ch.show(
     pd.DataFrame(
         {

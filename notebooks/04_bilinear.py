@@ -572,9 +572,8 @@ u, v, p = (
     torch.randn(4, d, generator=g),
     torch.randn(d, 4, generator=g) / 2,
 )
-y = (
-    x @ torch.randn(d, d, generator=g) / d**0.5 + ((x @ u.T) * (x @ v.T)) @ p.T / d
-)  # parts of similar size
+# a linear and a bilinear part of similar size
+y = x @ torch.randn(d, d, generator=g) / d**0.5 + ((x @ u.T) * (x @ v.T)) @ p.T / d
 planted = sample.Rows(x, y, torch.arange(n) // 50 % 5)
 toy = replace(config, rank=4, steps=max(config.steps, 600), eval_every=25)
 plain = probes.bilinear_probe(planted, config=toy)

@@ -241,7 +241,7 @@ departure = pd.DataFrame(
         for c in wide.columns
     }
 )
-display(departure.assign(departs=departure.idxmax(axis=1)))
+ch.show(departure.assign(departs=departure.idxmax(axis=1)))
 
 # %% [markdown]
 # :::{solution-end}

@@ -186,10 +186,9 @@ def overshoots(g: pd.DataFrame) -> int:
     )
 
 
-display(
-    table.groupby(["model", "block"])
-    .apply(overshoots)
-    .groupby("model")
+per_block = table.groupby(["model", "block"]).apply(overshoots)
+ch.show(
+    per_block.groupby("model")
     .sum()
     .rename("blocks that overshoot")
     .to_frame()

@@ -75,13 +75,11 @@ print(
 # notebook is self-contained; in a terminal it is the line printed first.
 
 # %%
-scratch = tempfile.TemporaryDirectory(
-    prefix="linrec-ch9-"
-)  # this chapter's files: removed at its end, or when
-workdir = Path(scratch.name)  # the kernel exits after an error
-if (
-    ch.profile.shaped and MODEL is None
-):  # a shaped model has no hub copy: saved here, it is a local model too
+# this chapter's files: removed at its end, or when the kernel exits after an error
+scratch = tempfile.TemporaryDirectory(prefix="linrec-ch9-")
+workdir = Path(scratch.name)
+# a shaped model has no hub copy: saved here, it is a local model too
+if ch.profile.shaped and MODEL is None:
     where = str(
         shapes.save_shaped(name, workdir / "model", revision=ch.profile.revision(name))
     )
@@ -316,9 +314,8 @@ assert held.sha256 == record["eval_text"]["tokens_sha256"], (
 )
 ppl = your_model.own_loss_perplexity(loaded, held)
 ch.report(your_model.replaced_claims(record, ppl, name), plain=name)
-prompt = held.input_ids[:1, :16].to(
-    next(loaded.parameters()).device
-)  # the start of the held-out text
+# the start of the held-out text
+prompt = held.input_ids[:1, :16].to(next(loaded.parameters()).device)
 continued = loaded.generate(
     prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False
 )
