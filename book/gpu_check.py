@@ -43,6 +43,7 @@ try:
 except ImportError:  # before any work: one line, as for a machine without CUDA
     sys.exit(f"gpu-check: torch is not installed for {sys.executable}; run it with a python that has it (PYTHON=...)")
 
+from linrec.core.capture import CaptureOptions  # noqa: E402
 from linrec.core.cost import forward, random_batches, run_bench, seconds  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
@@ -138,8 +139,8 @@ def large(
     )  # fmt: skip
     every = plan_for(model, batches, None, 5, memory=parse_memory(memory))
     assert every is not None
-    capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, folds=5, seed=0,
-                                                            progress=False)], device)  # fmt: skip
+    options = CaptureOptions(folds=5, seed=0, progress=False)
+    capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, options)], device)  # fmt: skip
     note(capture_plan=every.describe(), planned_capture_s=capture, peak_host_gb_after_capture=host_peak() / 1e9,
          capture_vs_truncated_forward=capture / out["truncated_forward_s"])  # fmt: skip
     return out

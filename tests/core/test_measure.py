@@ -11,7 +11,7 @@ import torch
 
 import linrec
 from conftest import tiny_model
-from linrec.core.capture import capture_positions
+from linrec.core.capture import CaptureOptions, capture_positions
 from linrec.core.fit import DEFAULT_RCOND, fit_affine, rcond_for, recoverability, report_table
 from linrec.core.measure import DIGESTS, FILES, Measurement, measure, replacement_candidates
 from linrec.core.moments import merge_folds
@@ -26,7 +26,11 @@ def test_measure_is_the_measurements_table_and_the_two_halves_it_replaced(measur
     model = tiny_model("gpt2")
     table = measure(model, batches, folds=4, progress=False)
     pd.testing.assert_frame_equal(table, measured.table())
-    by_hand = report_table(recoverability(capture_positions(model, batches, folds=4, progress=False), DEFAULT_RCOND))
+    by_hand = report_table(
+        recoverability(
+            capture_positions(model, batches, options=CaptureOptions(folds=4, progress=False)), DEFAULT_RCOND
+        )
+    )
     pd.testing.assert_frame_equal(table, by_hand)  # the same columns and numbers as before the object existed
     assert table.first_position_share.notna().all() and table.r2_lin_half_rows.notna().all()
 

@@ -11,7 +11,7 @@ from sklearn.metrics import r2_score
 
 from conftest import tiny_model
 from linrec.core.accumulator import MomentAccumulator
-from linrec.core.capture import capture_moments, capture_positions
+from linrec.core.capture import CaptureOptions, capture_moments, capture_positions
 from linrec.core.fit import half_training, kfold, recoverability, report_table, variance_share
 from linrec.core.measure import check_skip_first, measure
 from linrec.core.moments import Moments, PositionMoments, merge_folds
@@ -35,7 +35,7 @@ def captured(tokenizer, text):
     """Block 1 of a tiny GPT-NeoX model over 96 windows of 16 tokens, 3 folds: the split capture and its rows."""
     model = tiny_model("gpt_neox")
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=16 * 96, batch_size=8)
-    split = capture_positions(model, batches, blocks=[1], folds=3, seed=0, progress=False)
+    split = capture_positions(model, batches, blocks=[1], options=CaptureOptions(folds=3, seed=0, progress=False))
     x, y = hooked_rows(model, batches, 1)
     fold = batches.folds(3, 0)[batches.seq_index]
     return split, x, y, fold.numpy()
@@ -151,8 +151,8 @@ def test_padding_does_not_move_the_first_position(tokenizer, text):
     ids, mask = batches.input_ids.clone(), batches.attention_mask.clone()
     mask[::2, -3:] = 0  # right padding on every other window: causal rows before it are unchanged
     padded = TokenBatches(ids, mask, 6)
-    split = capture_positions(model, padded, blocks=[0], folds=2, progress=False)
-    plain = capture_positions(model, batches, blocks=[0], folds=2, progress=False)
+    split = capture_positions(model, padded, blocks=[0], options=CaptureOptions(folds=2, progress=False))
+    plain = capture_positions(model, batches, blocks=[0], options=CaptureOptions(folds=2, progress=False))
     for f in range(2):
         assert split.first[0][f].n == plain.first[0][f].n
         assert torch.allclose(split.first[0][f].cyy, plain.first[0][f].cyy, atol=1e-9)

@@ -10,7 +10,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from conftest import tiny_model
-from linrec.core.capture import capture_positions
+from linrec.core.capture import CaptureOptions, capture_positions
 from linrec.core.fit import fit_affine, held_out
 from linrec.core.measure import Measurement
 from linrec.core.moments import Moments, PositionMoments, merge_folds
@@ -252,7 +252,9 @@ def test_first_apart_needs_the_first_position_kept_apart(batches):
         first_apart_replacements(merged, "mean", [0])
     one = TokenBatches(batches.input_ids.reshape(-1, 1), batches.attention_mask.reshape(-1, 1), batch_size=256)
     with pytest.raises(LinrecError, match="one token long"):
-        first_apart_replacements(capture_positions(model, one, folds=2, progress=False), "own", [0])
+        first_apart_replacements(
+            capture_positions(model, one, options=CaptureOptions(folds=2, progress=False)), "own", [0]
+        )
 
 
 def test_generate_decodes_as_one_pass_over_the_growing_sequence_does(bos_measured):

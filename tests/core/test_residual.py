@@ -13,7 +13,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import r2_score
 
 from conftest import tiny_model
-from linrec.core.capture import capture_positions
+from linrec.core.capture import CaptureOptions, capture_positions
 from linrec.core.measure import DIGESTS, Measurement, measure
 from linrec.core.scores import COLUMNS
 from linrec.errors import LinrecError
@@ -132,7 +132,7 @@ def test_the_scores_ask_for_no_later_layer(batches):
     model = tiny_model("llama")
     calls = []
     model.model.layers[1].self_attn.register_forward_hook(lambda *_: calls.append(1))
-    split = capture_positions(model, batches, blocks=[0], folds=FOLDS, progress=False)
+    split = capture_positions(model, batches, blocks=[0], options=CaptureOptions(folds=FOLDS, progress=False))
     assert not calls and sorted(split.scores) == [0]
 
 

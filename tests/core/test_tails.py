@@ -13,7 +13,7 @@ import torch
 
 from conftest import tiny_model
 from linrec.core import tails as tails_module
-from linrec.core.capture import capture_positions
+from linrec.core.capture import CaptureOptions, capture_positions
 from linrec.core.fit import recoverability
 from linrec.core.measure import Measurement
 from linrec.core.rows import BatchRows
@@ -92,7 +92,7 @@ def test_a_captured_model_against_its_own_rows(tokenizer, text, monkeypatch):
     monkeypatch.setattr(tails_module, "POOL", 48)
     model = tiny_model("llama")
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=16 * 200, batch_size=8)
-    split = capture_positions(model, batches, blocks=[0, 1], folds=3, progress=False)
+    split = capture_positions(model, batches, blocks=[0, 1], options=CaptureOptions(folds=3, progress=False))
     reports = recoverability(split)
     for block, report in zip([0, 1], reports, strict=True):
         _, y = hooked_rows(model, batches, block)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,6 +38,28 @@ from linrec.progress import progress_bar
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
     from transformers import PreTrainedModel
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How a capture runs, whichever entry point asked for it (:func:`linrec.measure`,
+    :meth:`linrec.Measurement.capture`, :func:`capture_moments`): made once there and handed down unchanged, through
+    the plan's groups (:mod:`linrec.core.planned`) to each pass (:func:`capture_positions`).
+
+    ``folds``, ``seed``: the k-fold split of the sequences (:meth:`TokenBatches.folds`); ``spec``: the FFN blocks of
+    an architecture the library does not know (:mod:`linrec.models.arch`); ``progress``: a tqdm bar per pass;
+    ``positions``: only the rows at these window positions (:func:`run_capture`; the forward pass is unchanged);
+    ``spill``: a directory where finished folds wait on disk (:class:`linrec.core.moment_files.SpilledMoments`);
+    ``extra_sinks``: more sinks that see the same rows in the same pass (e.g. a
+    :class:`linrec.core.sample.RowSample`)."""
+
+    folds: int = 5
+    seed: int = 0
+    spec: Spec = None
+    progress: bool = True
+    positions: slice | None = None
+    spill: str | Path | None = None
+    extra_sinks: Sequence[RowSink] = ()
 
 
 class StopForward(Exception):
@@ -249,26 +271,22 @@ def capture_positions(
     model: nn.Module,
     batches: TokenBatches,
     blocks: Sequence[int] | None = None,
-    folds: int = 5,
-    seed: int = 0,
-    spec: Spec = None,
-    extra_sinks: Sequence[RowSink] = (),
-    progress: bool = True,
-    positions: slice | None = None,
-    spill: str | Path | None = None,
+    options: CaptureOptions | None = None,
+    *,
     stop: bool = True,
 ) -> PositionMoments:
     """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU), the rows at each window's first
     captured position apart from the later ones (:class:`linrec.core.moment_sink.MomentSink`), with each block's
-    largest rows (:class:`linrec.core.tails.TailSink`); ``positions``: only the rows at these window positions
-    (:func:`run_capture`; the forward pass is unchanged). ``spill``: a directory where each fold's finished moments
-    wait on disk (:class:`linrec.core.moment_files.SpilledMoments`), so that memory holds only the live fold of every
-    block: for models whose moments would not fit. ``stop``: as in :func:`run_capture`.
+    largest rows (:class:`linrec.core.tails.TailSink`), run as ``options`` say (:class:`CaptureOptions`, None: its
+    defaults; with ``spill``, memory holds only the live fold of every block: for models whose moments would not
+    fit). ``stop``: as in :func:`run_capture`.
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
     """
     require_eval(model, "the captured activations")  # before any other work
+    options = options or CaptureOptions()
+    folds, seed, spec, progress = options.folds, options.seed, options.spec, options.progress
     chosen = select_blocks(ffn_blocks(model, spec), blocks)
     width = getattr(getattr(model, "config", None), "hidden_size", None)
     if width is not None:
@@ -282,9 +300,10 @@ def capture_positions(
     if distributed:
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
-    sink, tails, residual = MomentSink(folds, spill=spill), TailSink(), residual_sink(model, chosen, folds, spec, seed)
-    sinks = [sink, tails, *([] if residual is None else [residual]), *extra_sinks]
-    run_capture(model, batches, chosen, sinks, fold_of_sequence, progress, positions, stop)
+    sink, tails = MomentSink(folds, spill=options.spill), TailSink()
+    residual = residual_sink(model, chosen, folds, spec, seed)
+    sinks = [sink, tails, *([] if residual is None else [residual]), *options.extra_sinks]
+    run_capture(model, batches, chosen, sinks, fold_of_sequence, progress, options.positions, stop)
     silent = sorted({b.index for b in chosen} - set(sink.accumulators))
     if silent:
         raise LinrecError(
@@ -322,8 +341,9 @@ def capture_moments(
     positions: slice | None = None,
 ) -> BlockMoments:
     """Per-block, per-fold moments of every row of one pass over ``batches`` (:func:`capture_positions`, its two
-    parts merged)."""
-    return capture_positions(model, batches, blocks, folds, seed, spec, extra_sinks, progress, positions).merge()
+    parts merged); the options are :class:`CaptureOptions`'."""
+    options = CaptureOptions(folds, seed, spec, progress, positions, extra_sinks=extra_sinks)
+    return capture_positions(model, batches, blocks, options).merge()
 
 
 def capture_with_sample(

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from linrec.cache import hash_file
-from linrec.core.capture import capture_positions, input_device
+from linrec.core.capture import CaptureOptions, capture_positions, input_device
 from linrec.core.fit import (
     AffineFit,
     check_rcond,
@@ -160,14 +160,12 @@ class Measurement:
         """
         dtype = _model_dtype(model)
         positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
+        options = CaptureOptions(folds, seed, spec, progress, positions, spill, extra_sinks)
         plan = plan_for(model, batches, blocks, folds, spec, parse_memory(memory), saved=True)
         if plan is None or len(plan.groups) == 1:
-            split = capture_positions(
-                model, batches, blocks, folds, seed, spec, extra_sinks, progress=progress, positions=positions,
-                spill=spill,
-            )  # fmt: skip
+            split = capture_positions(model, batches, blocks, options)
         else:
-            split = capture_to_disk(model, batches, plan, folds, seed, spec, extra_sinks, progress, positions, spill)
+            split = capture_to_disk(model, batches, plan, options)
         source = str(getattr(getattr(model, "config", None), "_name_or_path", "") or "")
         provenance = Provenance(
             model=name or source or type(model).__name__,
@@ -405,20 +403,17 @@ def measure(
     rcond = rcond_for(dtype) if rcond is None else rcond
     device = input_device(model)
     on = device if device.type == "cuda" else None  # the fits where the model is
+    options = CaptureOptions(folds, seed, spec, progress, positions, spill)
     plan = (
         memory
         if isinstance(memory, CapturePlan)
         else plan_for(model, batches, blocks, folds, spec, parse_memory(memory))
     )
     if plan is None:  # a model with no config to size a plan by: one pass
-        parts: Iterable[PositionMoments] = [
-            capture_positions(model, batches, blocks, folds, seed, spec, progress=progress, positions=positions,
-                              spill=spill)
-        ]  # fmt: skip
+        parts: Iterable[PositionMoments] = [capture_positions(model, batches, blocks, options)]
     else:
         announce(plan, progress and not isinstance(memory, CapturePlan))
-        parts = capture_groups(model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress,
-                               positions=positions, spill=spill)  # fmt: skip
+        parts = capture_groups(model, batches, plan, options)
     reports = (
         recoverability(part, rcond, consume=isinstance(part.later, dict), device=on, progress=progress)
         for part in parts

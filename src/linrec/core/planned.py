@@ -13,13 +13,14 @@ import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from linrec.core.capture import capture_positions, input_device
+from linrec.core.capture import CaptureOptions, capture_positions, input_device
 from linrec.core.moment_files import SpilledMoments
 from linrec.core.moment_sink import joined_firsts, trim_heap
 from linrec.core.moments import Moments, PositionMoments
@@ -34,7 +35,6 @@ from linrec.core.plan import (
     weights_bytes,
 )
 from linrec.core.resume import decoder_layers, recording, skipping
-from linrec.core.rows import RowSink
 from linrec.core.scores import StreamScores
 from linrec.core.tails import Tails
 from linrec.data.tokens import TokenBatches
@@ -126,23 +126,13 @@ def _warn_of_passes(plan: CapturePlan, layers: int) -> None:
 
 
 def capture_groups(
-    model: nn.Module,
-    batches: TokenBatches,
-    plan: CapturePlan,
-    *,
-    folds: int,
-    seed: int,
-    spec: Spec = None,
-    progress: bool = True,
-    positions: slice | None = None,
-    extra_sinks: Sequence[RowSink] = (),
-    spill: str | Path | None = None,
+    model: nn.Module, batches: TokenBatches, plan: CapturePlan, options: CaptureOptions
 ) -> Iterator[PositionMoments]:
     """Each group of ``plan`` captured in turn (its :class:`PositionMoments`, on CPU), the next group started only
-    when the caller asks for it: what the caller keeps of one group is all that stays of it. ``extra_sinks`` see
-    every group's rows (each group is a capture of its own: :meth:`RowSink.start` is called once per group);
-    ``spill``: each group's finished folds wait there (:func:`linrec.core.capture.capture_positions`)."""
-    every = ffn_blocks(model, spec)
+    when the caller asks for it: what the caller keeps of one group is all that stays of it. ``options``' extra sinks
+    see every group's rows (each group is a capture of its own: :meth:`RowSink.start` is called once per group); with
+    ``spill``, each group's finished folds wait there (:func:`linrec.core.capture.capture_positions`)."""
+    every = ffn_blocks(model, options.spec)
     layers = decoder_layers(model, every) if plan.resumes else None
     if layers is None and len(plan.groups) > 1:
         _warn_of_passes(plan, len(every))
@@ -156,19 +146,7 @@ def capture_groups(
                 stack.enter_context(skipping(layers[:below], kept))
             if layers is not None and not last:
                 stack.enter_context(recording(layers[group[-1]], recorded))
-            split = capture_positions(
-                model,
-                batches,
-                list(group),
-                folds,
-                seed,
-                spec,
-                extra_sinks,
-                progress=progress,
-                positions=positions,
-                spill=spill,
-                stop=layers is None or last,
-            )
+            split = capture_positions(model, batches, list(group), options, stop=layers is None or last)
         if layers is not None and not last:
             if torch.cuda.is_available():
                 torch.cuda.synchronize()  # the stream's pinned copies have landed
@@ -177,34 +155,21 @@ def capture_groups(
 
 
 def capture_to_disk(
-    model: nn.Module,
-    batches: TokenBatches,
-    plan: CapturePlan,
-    folds: int,
-    seed: int,
-    spec: Spec,
-    extra_sinks: Sequence[RowSink],
-    progress: bool,
-    positions: slice | None,
-    spill: str | Path | None,
+    model: nn.Module, batches: TokenBatches, plan: CapturePlan, options: CaptureOptions
 ) -> PositionMoments:
     """The moments of a capture run by ``plan``'s groups, each group's later rows' moments put on disk under
-    ``spill`` (the system's temporary directory when None) as it ends; the first rows, one per window, stay in
-    memory. The disk's room is checked first (:func:`check_disk`)."""
+    ``options.spill`` (the system's temporary directory when None) as it ends; the first rows, one per window, stay
+    in memory. The disk's room is checked first (:func:`check_disk`)."""
     import tempfile
 
-    where = Path(spill) if spill is not None else Path(tempfile.gettempdir())
+    where = Path(options.spill) if options.spill is not None else Path(tempfile.gettempdir())
     check_disk(where, plan.disk)
-    announce(plan, progress)
-    store = SpilledMoments(where, folds)
+    announce(plan, options.progress)
+    store = SpilledMoments(where, options.folds)
     firsts: list[Mapping[int, list[Moments]]] = []
     tails: dict[int, Tails] = {}
     scores: dict[int, StreamScores] = {}
-    parts = capture_groups(
-        model, batches, plan, folds=folds, seed=seed, spec=spec, progress=progress, positions=positions,
-        extra_sinks=extra_sinks,
-    )  # fmt: skip
-    for part in parts:
+    for part in capture_groups(model, batches, plan, replace(options, spill=None)):
         for block in sorted(part.later):
             for fold, moments in enumerate(part.later[block]):
                 store.put(block, fold, moments)
