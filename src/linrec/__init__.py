@@ -53,9 +53,9 @@ _HOMES = {
     "SUPPORTED": "linrec.models.arch",
     "BlockSpec": "linrec.models.arch",
     "ffn_blocks": "linrec.models.arch",
-    "load_model": "linrec.interventions.replaced",
-    "load_replaced": "linrec.interventions.replaced",
-    "replace": "linrec.interventions.replace",
+    "load_model": "linrec.interventions.replacement.directory",
+    "load_replaced": "linrec.interventions.replacement.directory",
+    "replace": "linrec.interventions.replacement.replace",
     "pick_device": "linrec.models.loading",
 }
 
@@ -71,8 +71,8 @@ if TYPE_CHECKING:
     from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches
     from linrec.interventions.perplexity import perplexity, swap_deltas
-    from linrec.interventions.replace import replace
-    from linrec.interventions.replaced import load_model, load_replaced
+    from linrec.interventions.replacement.directory import load_model, load_replaced
+    from linrec.interventions.replacement.replace import replace
     from linrec.interventions.surgery import swapped
     from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
     from linrec.models.loading import pick_device

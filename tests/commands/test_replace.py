@@ -15,8 +15,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from linrec.cli import main
 from linrec.core.measure import Measurement
 from linrec.data.tokens import make_batches
-from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced
-from linrec.interventions.replacement_report import FIGURE
+from linrec.interventions.replacement.directory import MAPS, RECORD, REPORT, load_replaced
+from linrec.interventions.replacement.report import FIGURE
 
 FAST = ["--max-rows", "384", "--seq-len", "16", "--folds", "3", "--eval-rows", "256", "--no-progress"]
 
@@ -258,7 +258,7 @@ def test_a_low_rank_budget_chooses_the_largest_rank_within_it(model_dirs, text_f
 def test_no_block_within_the_budget_is_one_line_and_writes_nothing(
     model_dirs, text_file, tmp_path, capsys, monkeypatch
 ):
-    from linrec.interventions.replace import Replacement
+    from linrec.interventions.replacement.replace import Replacement
 
     steps = [
         {"block": None, "ppl": 20.0, "delta_ppl": 0.0, "kept": True},
@@ -267,7 +267,7 @@ def test_no_block_within_the_budget_is_one_line_and_writes_nothing(
     ]
     record = {"steps": steps, "selection": {"max_ppl_increase": "5%", "max_delta_ppl": 1.0}, "ppl": {"base": 20.0}}
     none = Replacement({}, record, None)  # type: ignore[arg-type]
-    monkeypatch.setattr("linrec.interventions.replace.replace", lambda *a, **k: none)
+    monkeypatch.setattr("linrec.interventions.replacement.replace.replace", lambda *a, **k: none)
     argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--max-ppl-increase", "5%"]
     assert main([*argv, "--out", str(tmp_path / "o"), *FAST]) == 2
     err = capsys.readouterr().err
@@ -300,7 +300,7 @@ def test_replace_from_a_saved_profile_measurement_is_a_fresh_capture_to_the_last
     import pandas as pd
     from safetensors.torch import load_file
 
-    from linrec.interventions.replaced import MAPS
+    from linrec.interventions.replacement.directory import MAPS
 
     model = str(model_dirs["gpt2"])
     same = ["--model", model, "--corpus", "kjv-bible", "--max-rows", "384", "--seq-len", "16", "--folds", "3"]

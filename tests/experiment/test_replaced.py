@@ -9,7 +9,7 @@ import torch
 from conftest import tiny_model
 from linrec.data.tokens import make_batches
 from linrec.experiment import replaced as cache
-from linrec.interventions import replace as chooser
+from linrec.interventions.replacement import replace as chooser
 
 
 def _batches(tokenizer, text: str, rows: int, offset: int = 0):

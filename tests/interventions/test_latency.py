@@ -39,7 +39,7 @@ def test_two_models_are_timed_in_turns_and_the_speedup_is_read_from_each_pair(mo
     from contextlib import contextmanager
 
     from linrec.interventions import latency
-    from linrec.interventions.replacement_report import speed_words
+    from linrec.interventions.replacement.report import speed_words
 
     state = {"changed": False}
     seconds = iter([9.0, 9.0, 2.0, 1.0, 4.0, 2.0, 2.0, 1.5])  # warm-ups, then (base, changed) pairs

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 
 import linrec
 from conftest import tiny_config
-from linrec.interventions.replace import replace
+from linrec.interventions.replacement.replace import replace
 
 
 def four_layers(family: str) -> torch.nn.Module:

@@ -10,7 +10,7 @@ import torch
 
 from conftest import local_text
 from linrec.data.tokens import make_batches
-from linrec.interventions.replace import TextPart, replace
+from linrec.interventions.replacement.replace import TextPart, replace
 from linrec.models.loading import load_pretrained
 
 

@@ -1,5 +1,5 @@
 """``linrec export``: a replacement directory as one self-contained directory, weights and tokenizer, that loads
-without linrec where the architecture allows (:mod:`linrec.interventions.export`)."""
+without linrec where the architecture allows (:mod:`linrec.interventions.replacement.export`)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace) -> int:
     """Check the input and output before any weights load, export, and say what was written and how to load it."""
     from linrec.files import check_new_directory
-    from linrec.interventions.export import export
-    from linrec.interventions.replaced import is_replacement_dir
+    from linrec.interventions.replacement.directory import is_replacement_dir
+    from linrec.interventions.replacement.export import export
 
     if not is_replacement_dir(args.directory):
         raise LinrecError(f"{args.directory} is no replacement directory (write one with linrec replace --out DIR)")

@@ -163,7 +163,7 @@ def _profile(args: argparse.Namespace) -> int:
     import torch.distributed as dist
 
     from linrec.core.measure import Measurement, check_skip_first, measure
-    from linrec.interventions.replaced import load_model
+    from linrec.interventions.replacement.directory import load_model
     from linrec.models.gguf import gguf_origin
     from linrec.models.loading import check_device_map, pick_device
     from linrec.models.packaged import PACKAGED

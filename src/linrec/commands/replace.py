@@ -4,8 +4,8 @@ The maps are fitted on one part of the text and perplexity is scored on another,
 and eval splits, or, for ``--text-file``, the file's first four fifths and its last fifth (cut at a line break).
 Everything that can be checked before the model loads is (the kind, the budget, ``--out``, the device, the text),
 then, from the model's config and tokenizer before its weights load, the blocks, the kind's rank against the width,
-whether the FFN is one module, and whether the text fills the folds; :func:`linrec.interventions.replace.replace`
-does the work.
+whether the FFN is one module, and whether the text fills the folds;
+:func:`linrec.interventions.replacement.replace.replace` does the work.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
     from linrec.data.tokens import TokenBatches
-    from linrec.interventions.replace import TextPart
+    from linrec.interventions.replacement.replace import TextPart
 
 EVAL_SHARE = 0.2
 """The share of a ``--text-file`` held out for evaluation: its end, from the first line break after 80 % of it."""
@@ -172,7 +172,7 @@ def _sha256(text: str) -> str:
 def split_text_file(path: Path) -> tuple[tuple[str, TextPart], tuple[str, TextPart]]:
     """((fit text, its record), (evaluation text, its record)) of a file: its first four fifths and the rest, cut at
     the first line break after :data:`EVAL_SHARE` of its characters from the end (exactly there when none follows)."""
-    from linrec.interventions.replace import TextPart
+    from linrec.interventions.replacement.replace import TextPart
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -195,7 +195,7 @@ def _texts(
 ) -> tuple[tuple[str, TextPart], tuple[str, TextPart], tuple[int, ...] | None]:
     """The fit and evaluation texts with their records, from --text-file or --corpus, and where the fit text's
     documents start (a corpus's, so folds keep documents whole as ``linrec profile`` keeps them; None for a file)."""
-    from linrec.interventions.replace import TextPart
+    from linrec.interventions.replacement.replace import TextPart
 
     if args.text_file is not None:
         return (*split_text_file(args.text_file), None)
@@ -215,7 +215,7 @@ def _replace(args: argparse.Namespace) -> int:
     from linrec.core.replacements import Kind
     from linrec.files import check_new_directory
     from linrec.interventions.perplexity import parse_budget
-    from linrec.interventions.replaced import is_replacement_dir
+    from linrec.interventions.replacement.directory import is_replacement_dir
     from linrec.models.loading import check_device_map, load_pretrained, pick_device
     from linrec.models.packaged import PACKAGED, packaged_file
 
@@ -259,7 +259,7 @@ def _replace(args: argparse.Namespace) -> int:
             _batches(args, config, tok, (fit_text, documents), eval_text, second_text)
         ),
     )
-    from linrec.interventions.replace import replace
+    from linrec.interventions.replacement.replace import replace
 
     result = replace(
         model,
@@ -291,7 +291,7 @@ def _replace(args: argparse.Namespace) -> int:
 def _second_text(args: argparse.Namespace) -> tuple[str | None, TextPart | None]:
     """The second evaluation text and its record (--second-text-file: all of it; --second-corpus: its eval split), or
     (None, None)."""
-    from linrec.interventions.replace import TextPart
+    from linrec.interventions.replacement.replace import TextPart
 
     if args.second_text_file is not None:
         try:
@@ -320,7 +320,7 @@ def _batches(
     model's config (before its weights)."""
     from linrec.core.capture import check_training_rows
     from linrec.data.tokens import make_batches
-    from linrec.interventions.replace import check_request
+    from linrec.interventions.replacement.replace import check_request
     from linrec.models.loading import max_context
 
     check_request(
@@ -349,7 +349,7 @@ def _print(record: dict, out: Path) -> None:
     """The steps, the numbers stored and the perplexity, as the report gives them, then where they were written."""
     import pandas as pd
 
-    from linrec.interventions.replacement_report import speed_words
+    from linrec.interventions.replacement.report import speed_words
 
     steps = pd.DataFrame(record["steps"])
     columns = ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "kept"]

@@ -30,7 +30,7 @@ b = ȳ - x̄ W_K.
 
 A replacement's numbers are its ``state_dict()``; :func:`empty_replacement` builds a module of a kind and
 shape to load them into, which is how a saved replacement directory is read back
-(:mod:`linrec.interventions.replaced`).
+(:mod:`linrec.interventions.replacement.directory`).
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames
 from linrec.experiment.swaps import eval_batches
-from linrec.interventions.ablations import ablations
 from linrec.interventions.perplexity import budget_ppl, budget_walk, removal_deltas, window_nll
+from linrec.interventions.replacement.ablations import ablations
 from linrec.interventions.surgery import n_stored, swapped
 from linrec.models.arch import ffn_blocks
 

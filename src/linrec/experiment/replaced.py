@@ -3,9 +3,9 @@
 :func:`linrec.replace` on a real model scores perplexity once per candidate and once per step of its choice, which
 is most of a chapter's time; its result depends only on the weights, the token batches, the options and the
 releases of torch and transformers. :func:`cached_replace` keys it by those and keeps what the chapter reads back:
-the replacement directory (:func:`linrec.interventions.replaced.save_replaced`) and the measurement it was fitted
-from (:meth:`linrec.core.measure.Measurement.save`), so a warm build loads them bit for bit instead of choosing
-again. Timings in the record are those of the run that chose.
+the replacement directory (:func:`linrec.interventions.replacement.directory.save_replaced`) and the measurement it
+was fitted from (:meth:`linrec.core.measure.Measurement.save`), so a warm build loads them bit for bit instead of
+choosing again. Timings in the record are those of the run that chose.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from torch import nn
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key
 from linrec.core.measure import Measurement, read_record
 from linrec.data.tokens import TokenBatches
-from linrec.interventions.replace import Replacement, replace
-from linrec.interventions.replaced import read_replaced
+from linrec.interventions.replacement.directory import read_replaced
+from linrec.interventions.replacement.replace import Replacement, replace
 from linrec.versions import releases
 
 FORMAT = 2

@@ -4,7 +4,7 @@ A block's attention and FFN go together: its decoder layer leaves the model's la
 renumbered with it, so the smaller model is an ordinary one of its class: each remaining layer's ``layer_idx`` (the
 slot of the KV cache its attention writes), the config's ``num_hidden_layers`` and every per-layer list of the config
 (Gemma 3's and Qwen2's ``layer_types``). ``generate()`` with a cache then works, and ``save_pretrained`` writes a
-checkpoint of fewer layers that transformers reloads as it is (:mod:`linrec.interventions.export`).
+checkpoint of fewer layers that transformers reloads as it is (:mod:`linrec.interventions.replacement.export`).
 
 :func:`removed` does it within a scope and puts the very same layers, indices and config back after; :func:`remove`
 does it for good. (:func:`linrec.core.resume.passing` instead leaves each layer in place handing its input on: the

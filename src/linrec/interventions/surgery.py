@@ -19,7 +19,7 @@ originals). Either way ``save_pretrained`` raises while FFN replacements are in 
 blocks removed and nothing else is a plain model of fewer layers, and saves as one): transformers would
 write a checkpoint that reloads with the replaced FFNs randomly initialised (a load report, no error, is all
 it says), so a replaced model is saved as a replacement directory instead
-(:mod:`linrec.interventions.replaced`). Surgery needs an FFN that is one module (input == output module in
+(:mod:`linrec.interventions.replacement.directory`). Surgery needs an FFN that is one module (input == output module in
 its :class:`~linrec.models.arch.BlockSpec`: GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, Gemma 3).
 """
 
@@ -111,9 +111,9 @@ class RefuseSaving:
         raise LinrecError(
             f"FFN blocks {', '.join(map(str, self.blocks))} of this model are replaced by linrec, and save_pretrained "
             "would write a checkpoint that reloads with those FFNs randomly initialised. Save a replacement directory "
-            "instead (linrec replace --out DIR, or linrec.interventions.replaced.save_replaced): the base model's "
-            "name and hash, replacements.safetensors and linrec-replacement.json, which linrec.load_replaced(DIR) "
-            "loads exactly"
+            "instead (linrec replace --out DIR, or linrec.interventions.replacement.directory.save_replaced): the base "
+            "model's name and hash, replacements.safetensors and linrec-replacement.json, which "
+            "linrec.load_replaced(DIR) loads exactly"
         )
 
 

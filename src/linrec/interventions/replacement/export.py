@@ -47,7 +47,7 @@ from linrec.core.replacements import AffineFFN, LowRankFFN, MeanFFN, RemovedBloc
 from linrec.errors import LinrecError
 from linrec.files import new_directory
 from linrec.interventions.removal import remove
-from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_base, read_replaced
+from linrec.interventions.replacement.directory import MAPS, RECORD, REPORT, load_base, read_replaced
 from linrec.interventions.surgery import ffn_site, install, swapped
 from linrec.models.packaged import PACKAGED
 
@@ -284,7 +284,7 @@ def _own_dtype(record: dict, directory: Path) -> str:
     config already downloaded), else the one it was replaced in (a GGUF file or packaged model: dequantised)."""
     from transformers import AutoConfig
 
-    from linrec.interventions.replaced import base_source
+    from linrec.interventions.replacement.directory import base_source
 
     source = Path(base_source(record["base"], directory)).expanduser()
     named = None

@@ -1,5 +1,5 @@
-"""linrec.interventions.replaced: A replaced model on disk: the replacement directory that ``linrec replace`` writes and
-:func:`load_replaced` reads."""
+"""linrec.interventions.replacement.directory: a replaced model on disk, the replacement directory that
+``linrec replace`` writes and :func:`load_replaced` reads."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import torch
 
 import linrec
 from linrec.errors import LinrecError, LinrecWarning
-from linrec.interventions.ablations import depth_third
-from linrec.interventions.replace import replace
-from linrec.interventions.replaced import MAPS, RECORD, REPORT, load_replaced, read_replaced
-from linrec.interventions.replacement_report import FIGURE
+from linrec.interventions.replacement.ablations import depth_third
+from linrec.interventions.replacement.directory import MAPS, RECORD, REPORT, load_replaced, read_replaced
+from linrec.interventions.replacement.replace import replace
+from linrec.interventions.replacement.report import FIGURE
 from linrec.models.loading import load_pretrained
 from linrec.models.weights_identity import weights_id
 from support.replace import independent_ppl
@@ -84,7 +84,7 @@ def test_the_directory_records_what_was_done(replaced, base_dir, texts):
 
 def test_without_matplotlib_the_directory_says_how_to_get_the_figure(replaced, tmp_path, monkeypatch):
     result, _ = replaced
-    monkeypatch.setattr("linrec.interventions.replaced.can_draw", lambda: False)
+    monkeypatch.setattr("linrec.interventions.replacement.directory.can_draw", lambda: False)
     out = result.save(tmp_path / "plain")
     assert not (out / FIGURE).exists() and "pip install 'linrec[notebook]'" in (out / REPORT).read_text()
     assert read_replaced(out)[0] == json.loads((out / RECORD).read_text())
@@ -154,7 +154,7 @@ def test_a_different_base_is_refused_naming_both_hashes(replaced, tmp_path):
     ],
 )
 def test_a_damaged_directory_is_refused_before_the_base_loads(replaced, tmp_path, change, message, monkeypatch):
-    from linrec.interventions import replaced as module
+    from linrec.interventions.replacement import directory as module
 
     monkeypatch.setattr(module.loading, "load_pretrained", lambda *a, **k: pytest.fail("the base was loaded"))
     damaged = _damage(replaced[1], tmp_path, change)

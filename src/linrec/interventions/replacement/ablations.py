@@ -4,8 +4,8 @@ a low-rank one, scored on the evaluation text and, for stability, on a text of a
 The practitioner's checklist asks for exactly this before anything is changed for good: removal, mean, linear and
 low-rank replacement as separate ablations of the same blocks, read by lower, middle and upper layers, with the
 numbers each stores and what decoding costs. :func:`ablations` gives one row per (kind, block);
-:func:`block_kinds` and :func:`fitted_maps` are the two steps :func:`linrec.interventions.replace.replace` shares
-with it (a ``lowrank:P%`` kind resolved per block, then every map fitted at the measurement's cutoff).
+:func:`block_kinds` and :func:`fitted_maps` are the two steps :func:`linrec.interventions.replacement.replace.replace`
+shares with it (a ``lowrank:P%`` kind resolved per block, then every map fitted at the measurement's cutoff).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The report of a replacement directory for a reader: ``report.md`` and its figure, both made from the record alone
-(:func:`linrec.interventions.replace.replace` builds it), so a directory's report can always be made again."""
+(:func:`linrec.interventions.replacement.replace.replace` builds it), so a directory's report can always be made
+again."""
 
 from __future__ import annotations
 

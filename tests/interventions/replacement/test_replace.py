@@ -1,5 +1,5 @@
-"""linrec.interventions.replace: Choose FFN blocks to replace, fit their maps and record what they cost: the Python side
-of ``linrec replace``."""
+"""linrec.interventions.replacement.replace: choose FFN blocks to replace, fit their maps and record what they cost,
+the Python side of ``linrec replace``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 
 import linrec
 from linrec.errors import LinrecError
-from linrec.interventions.replace import replace
-from linrec.interventions.replacement_report import report_figure
+from linrec.interventions.replacement.replace import replace
+from linrec.interventions.replacement.report import report_figure
 from linrec.models.loading import load_pretrained
 from support.planted_models import planted_model
 from support.replace import independent_ppl
@@ -87,7 +87,7 @@ def test_refit_fits_later_blocks_on_what_the_modified_model_feeds_them(base_dir,
     ],
 )
 def test_bad_requests_are_refused_before_the_capture(base_dir, texts, options, message, monkeypatch):
-    from linrec.interventions import replace as module
+    from linrec.interventions.replacement import replace as module
 
     monkeypatch.setattr(module.Measurement, "capture", lambda *a, **k: pytest.fail("captured"))
     model, _ = load_pretrained(str(base_dir))

@@ -10,9 +10,9 @@ import linrec
 from conftest import local_text
 from linrec.core.replacements import Kind
 from linrec.data.tokens import make_batches
-from linrec.interventions.ablations import ablations, depth_third
 from linrec.interventions.perplexity import swap_deltas
-from linrec.interventions.replace import first_prompt
+from linrec.interventions.replacement.ablations import ablations, depth_third
+from linrec.interventions.replacement.replace import first_prompt
 from linrec.interventions.surgery import ffn_site, n_stored
 from linrec.models.loading import load_pretrained
 from support.replace import independent_ppl
@@ -68,7 +68,7 @@ def test_the_second_text_thirds_and_speed(setup):
 def test_a_rank_at_the_width_is_refused_before_any_swap(setup):
     model, measured, evals, _, _ = setup
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("linrec.interventions.ablations.swap_deltas", lambda *a, **k: pytest.fail("swapped"))
+        patch.setattr("linrec.interventions.replacement.ablations.swap_deltas", lambda *a, **k: pytest.fail("swapped"))
         with pytest.raises(linrec.LinrecError, match="below the block's width 32"):
             ablations(model, evals, measured, ["affine", "lowrank:32"], progress=False)
 

@@ -1,12 +1,12 @@
-"""linrec.interventions.replacement_report: The report of a replacement directory for a reader: ``report.md`` and its
-figure, both made from the record alone (:func:`linrec.interventions.replace.replace` builds it), so a directory's
-report can always be made again."""
+"""linrec.interventions.replacement.report: The report of a replacement directory for a reader: ``report.md`` and its
+figure, both made from the record alone (:func:`linrec.interventions.replacement.replace.replace` builds it), so a
+directory's report can always be made again."""
 
 from __future__ import annotations
 
 import pytest
 
-from linrec.interventions.replacement_report import report_figure
+from linrec.interventions.replacement.report import report_figure
 
 
 def test_the_report_figure_shows_each_steps_cost_and_saving(replaced):

@@ -8,7 +8,7 @@ by each block's own measured ΔPPL, cheapest first, every step scored jointly). 
 kept one is fitted again on what the model with the kept blocks in place feeds it (:class:`Refitter`), and each step
 is scored with both maps. Only one copy of the model is ever
 held: replacements are swapped in and out (:func:`linrec.interventions.surgery.swapped`). The result saves as a
-replacement directory (:mod:`linrec.interventions.replaced`).
+replacement directory (:mod:`linrec.interventions.replacement.directory`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from linrec.core.replacements import Kind
 from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
-from linrec.interventions.ablations import ablations, block_kinds, depth_third, fitted_maps
 from linrec.interventions.latency import PROMPT_TOKENS, compare_rates
 from linrec.interventions.perplexity import (
     WindowNLL,
@@ -41,7 +40,8 @@ from linrec.interventions.perplexity import (
     swap_deltas,
     window_nll,
 )
-from linrec.interventions.replaced import save_replaced
+from linrec.interventions.replacement.ablations import ablations, block_kinds, depth_third, fitted_maps
+from linrec.interventions.replacement.directory import save_replaced
 from linrec.interventions.surgery import n_stored, param_table, swapped
 from linrec.models.arch import check_blocks, check_one_module
 from linrec.versions import versions
@@ -79,8 +79,8 @@ class Replacement:
         )
 
     def save(self, directory: str | Path, force: bool = False) -> Path:
-        """Write the replacement directory (:func:`linrec.interventions.replaced.save_replaced`); a selection that
-        kept no block has nothing to write and is refused (:attr:`none_fits` says why)."""
+        """Write the replacement directory (:func:`linrec.interventions.replacement.directory.save_replaced`); a
+        selection that kept no block has nothing to write and is refused (:attr:`none_fits` says why)."""
         if self.none_fits is not None:
             raise LinrecError(self.none_fits)
         return save_replaced(directory, self.maps, self.record, force)
@@ -229,24 +229,22 @@ def replace(
     perplexity): blocks chosen greedily from ``blocks`` (default: all) under that budget (module docstring).
     ``name``, ``weights``: the base model as given and its weights by content
     (:func:`linrec.models.weights_identity.weights_id`; defaults from the model's config); ``fit_text``, ``eval_text``:
-    what the batches were cut from. ``second_batches`` (``second_text``): held-out text of another domain, on which
-    the chosen set's ΔPPL is scored too (a block that looks free on one text can cost on another). Greedy decoding
-    is timed before and after, in turns (:func:`linrec.interventions.latency.compare_rates`, a prompt from the
-    evaluation text).
-    When no block fits the budget, the result holds no maps and says why (:attr:`Replacement.none_fits`): the
-    single costs and the step that broke the budget are still in its record.
-    ``refit``: each block above one kept before it is fitted again with the kept blocks in place
-    (:class:`Refitter`), its step scored with both maps (the one-shot one's joint ΔPPL in ``one_shot_delta_ppl``)
-    and the re-fitted one kept; the order is still the one-shot maps' single ΔPPL. ``ablate``: kinds to compare
-    first on every candidate block, each block swapped alone (:func:`linrec.interventions.ablations.ablations`: ΔPPL
-    on both texts, decoding speed with a kind in every candidate), recorded as ``ablations``. ``order``: how the
-    budget's candidates are tried, ``"measured"`` (each swapped alone first, cheapest first) or a score of the
-    measurement's table (:data:`linrec.core.scores.COSTLIER`, :func:`linrec.core.scores.cheapest_first`: no pass of
-    its own; a LinrecError where the table lacks it). ``measurement``: one already made of this model on
-    ``fit_batches`` (``linrec profile --save``, :meth:`Measurement.load`), used instead of capturing again, its folds
-    and seed with it; one of other weights or other tokens, or without a candidate block, is refused
-    (:func:`check_measurement`).
-    The model is left as it was; the maps are in the result.
+    what the batches were cut from. ``second_batches`` (``second_text``): held-out text of another domain, on which the
+    chosen set's ΔPPL is scored too (a block that looks free on one text can cost on another). Greedy decoding is timed
+    before and after, in turns (:func:`linrec.interventions.latency.compare_rates`, a prompt from the evaluation text).
+    When no block fits the budget, the result holds no maps and says why (:attr:`Replacement.none_fits`): the single
+    costs and the step that broke the budget are still in its record. ``refit``: each block above one kept before it is
+    fitted again with the kept blocks in place (:class:`Refitter`), its step scored with both maps (the one-shot one's
+    joint ΔPPL in ``one_shot_delta_ppl``) and the re-fitted one kept; the order is still the one-shot maps' single ΔPPL.
+    ``ablate``: kinds to compare first on every candidate block, each block swapped alone
+    (:func:`linrec.interventions.replacement.ablations.ablations`: ΔPPL on both texts, decoding speed with a kind in
+    every candidate), recorded as ``ablations``. ``order``: how the budget's candidates are tried, ``"measured"`` (each
+    swapped alone first, cheapest first) or a score of the measurement's table (:data:`linrec.core.scores.COSTLIER`,
+    :func:`linrec.core.scores.cheapest_first`: no pass of its own; a LinrecError where the table lacks it).
+    ``measurement``: one already made of this model on ``fit_batches`` (``linrec profile --save``,
+    :meth:`Measurement.load`), used instead of capturing again, its folds and seed with it; one of other weights or
+    other tokens, or without a candidate block, is refused (:func:`check_measurement`). The model is left as it was; the
+    maps are in the result.
     """
     config = getattr(model, "config", None)
     n_blocks, width = getattr(config, "num_hidden_layers", 0), getattr(config, "hidden_size", 0)

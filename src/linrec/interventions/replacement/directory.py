@@ -9,9 +9,9 @@ A directory holds no copy of the base model, only what differs from it:
   (``files``),
   the blocks and their kinds in the order they were put in, each step's
   joint ΔPPL with its interval, numbers stored before and after, the fit and evaluation texts and their hashes, the
-  measurement's provenance and the versions (:func:`linrec.interventions.replace.replace` builds it);
+  measurement's provenance and the versions (:func:`linrec.interventions.replacement.replace.replace` builds it);
 * ``report.md``: the same for a reader, with ``report.png``, the joint ΔPPL and the numbers saved step by step
-  (:mod:`linrec.interventions.replacement_report`; where matplotlib is installed).
+  (:mod:`linrec.interventions.replacement.report`; where matplotlib is installed).
 
 :func:`load_replaced` checks the directory whole (record, every file's sha256, kinds, every tensor's name and shape)
 and the base model's hash before any weights load, then loads the base and installs the maps for good
@@ -35,7 +35,7 @@ from linrec.core.measure import read_record
 from linrec.core.replacements import Kind, empty_replacement
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.files import new_directory
-from linrec.interventions.replacement_report import FIGURE, can_draw, report_figure, report_markdown
+from linrec.interventions.replacement.report import FIGURE, can_draw, report_figure, report_markdown
 from linrec.interventions.surgery import install
 from linrec.models import loading
 from linrec.models.packaged import PACKAGED, packaged_file
@@ -153,8 +153,8 @@ def check_files(directory: Path, record: dict) -> None:
 
 def base_source(base: dict, directory: Path) -> str:
     """Where the base model loads from: the copy inside ``directory`` where it holds one (``bundled``: the linrec
-    form of :mod:`linrec.interventions.export`), else as given, or, for a local path not found from here (a relative
-    one, read from another working directory), the absolute path recorded beside it."""
+    form of :mod:`linrec.interventions.replacement.export`), else as given, or, for a local path not found from here
+    (a relative one, read from another working directory), the absolute path recorded beside it."""
     if base.get("bundled"):
         return str(directory / base["bundled"])
     name = base["model"]

@@ -1,5 +1,6 @@
-"""linrec.interventions.export: a replaced model written as one directory that plain transformers loads, in a process
-that cannot import linrec, with linrec's logits; the linrec form where the class has no room, refused if damaged."""
+"""linrec.interventions.replacement.export: a replaced model written as one directory that plain transformers loads,
+in a process that cannot import linrec, with linrec's logits; the linrec form where the class has no room, refused
+if damaged."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from transformers import AutoModelForCausalLM
 
 import linrec
 from linrec.errors import LinrecError
-from linrec.interventions.export import BUNDLED, EXPORT, _odd_complement, export, probe_ids
-from linrec.interventions.replaced import RECORD, load_replaced
+from linrec.interventions.replacement.directory import RECORD, load_replaced
+from linrec.interventions.replacement.export import BUNDLED, EXPORT, _odd_complement, export, probe_ids
 
 WITHOUT_LINREC = textwrap.dedent(
     """
