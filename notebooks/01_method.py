@@ -28,8 +28,8 @@ from transformers import AutoConfig, AutoModel, GPT2Config, GPT2LMHeadModel
 
 import linrec
 from linrec.analysis import method
-from linrec.book import chapter, exercises
 from linrec.experiment import measurement
+from linrec.notebook import chapter, exercises
 from linrec.plots import depth as depth_plots
 from linrec.plots import method as method_plots
 

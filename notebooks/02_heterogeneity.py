@@ -23,8 +23,8 @@ import pandas as pd
 
 import linrec
 from linrec.analysis import depth, positions
-from linrec.book import chapter
 from linrec.experiment import measurement
+from linrec.notebook import chapter
 from linrec.plots import depth as depth_plots
 from linrec.report import tables
 

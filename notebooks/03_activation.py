@@ -26,9 +26,9 @@ CONTROL_SEEDS = (0, 1, 2)  # shuffled-weights control seeds (the verdict needs 3
 import pandas as pd
 
 from linrec.analysis import activation, depth, identity, learned
-from linrec.book import chapter
 from linrec.experiment import measurement, resolve
 from linrec.interventions import crossfeed
+from linrec.notebook import chapter
 from linrec.plots import activation as activation_plots
 from linrec.plots import depth as depth_plots
 

@@ -38,10 +38,10 @@ GAP = 0.05  # global R²_lin above the median per-feature R² by more than this 
 import pandas as pd
 
 from linrec.analysis import bilinear, bilinear_claims, bilinear_controls, bilinear_outputs
-from linrec.book import chapter
 from linrec.core import fit, moments, sample
 from linrec.experiment import measurement, resolve
 from linrec.interventions import probes
+from linrec.notebook import chapter
 from linrec.plots import bilinear as bilinear_plots
 
 ch = chapter.begin(

@@ -23,9 +23,9 @@ import pandas as pd
 
 import linrec
 from linrec.analysis import compression
-from linrec.book import chapter
 from linrec.experiment import measurement, resolve
 from linrec.interventions import perplexity, surgery
+from linrec.notebook import chapter
 from linrec.plots import compression as compression_plots
 from linrec.report import tables
 

@@ -27,9 +27,9 @@ TOLERANCE = 0.01
 import pandas as pd
 
 from linrec.analysis import pitfall, pitfall_claims, pitfall_controls
-from linrec.book import chapter
 from linrec.experiment import measurement
 from linrec.interventions import baseline
+from linrec.notebook import chapter
 from linrec.plots import pitfall as pitfall_plots
 
 ch = chapter.begin(

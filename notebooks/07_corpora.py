@@ -21,8 +21,8 @@ import pandas as pd
 
 import linrec
 from linrec.analysis import depth
-from linrec.book import chapter
 from linrec.experiment import measurement, resolve
+from linrec.notebook import chapter
 from linrec.plots import depth as depth_plots
 
 ch = chapter.begin(

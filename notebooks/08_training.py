@@ -19,8 +19,8 @@ SIGMAS = 2.0  # a step between adjacent blocks counts when it exceeds this many 
 import pandas as pd
 
 from linrec.analysis import depth, training
-from linrec.book import chapter
 from linrec.experiment import measurement
+from linrec.notebook import chapter
 from linrec.plots import depth as depth_plots
 
 ch = chapter.begin(

@@ -35,12 +35,12 @@ import transformers
 
 import linrec
 from linrec.analysis import your_model
-from linrec.book import chapter
 from linrec.data import corpora
 from linrec.experiment import measurement, replaced, resolve
 from linrec.interventions.replacement import ablations
 from linrec.interventions.replacement import report as replacement_report
 from linrec.models import loading, packaged, shapes, zoo
+from linrec.notebook import chapter
 from linrec.plots import your_model as your_model_plots
 from linrec.report import tables
 

@@ -21,8 +21,8 @@ KEEPS = 0.5  # heterogeneity persists when the largest model keeps this share of
 
 # %%
 from linrec.analysis import depth, scale
-from linrec.book import chapter
 from linrec.experiment import measurement, sizes
+from linrec.notebook import chapter
 from linrec.plots import scale as scale_plots
 
 ch = chapter.begin(

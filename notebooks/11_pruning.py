@@ -24,7 +24,7 @@ import pandas as pd
 
 import linrec
 from linrec.analysis import pruning
-from linrec.book import chapter
+from linrec.notebook import chapter
 from linrec.plots import compression as compression_plots
 from linrec.plots import pruning as pruning_plots
 

@@ -13,8 +13,8 @@ PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets it
 
 # %%
 from linrec.analysis import depth
-from linrec.book import chapter, ledger, provenance
 from linrec.experiment import measurement
+from linrec.notebook import chapter, ledger, provenance
 from linrec.plots import depth as depth_plots
 from linrec.report import paper
 

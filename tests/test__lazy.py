@@ -11,7 +11,7 @@ def test_linrec_reaches_submodules_lazily_and_stays_cheap_to_import():
     code = (
         "import sys, linrec\n"
         "assert 'torch' not in sys.modules and 'linrec.analysis' not in sys.modules\n"
-        "assert {'analysis', 'book', 'plots', 'measure'} <= set(dir(linrec))\n"
+        "assert {'analysis', 'notebook', 'plots', 'measure'} <= set(dir(linrec))\n"
         "assert callable(linrec.analysis.bilinear.probe_sweep) and 'linrec.analysis.bilinear' in sys.modules\n"
         "assert linrec.analysis.bilinear is sys.modules['linrec.analysis.bilinear']\n"
         "assert callable(linrec.plots.use_book_style) and linrec.measure is linrec.core.measure.measure\n"

@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("linrec.report",)),
     ("analysis", ("linrec.analysis",)),
     ("plots", ("linrec.plots",)),
-    ("book", ("linrec.book",)),
+    ("notebook", ("linrec.notebook",)),
     ("top", ("linrec.commands", "linrec.cli", "linrec.__main__", "linrec")),
 ]
 

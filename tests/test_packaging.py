@@ -135,7 +135,7 @@ def test_import_linrec_needs_no_plotting_library():
 
 def test_wheel_ships_the_library_typed_and_licensed_and_not_the_books_build(tmp_path):
     """Build the wheel from a copy of the sources (offline, no isolation) and read what it contains: the library,
-    with what a chapter calls at run time (linrec.book), and not the book's build (book/bookbuild)."""
+    with what a chapter calls at run time (linrec.notebook), and not the book's build (book/bookbuild)."""
     pytest.importorskip("setuptools", minversion="77")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, tmp_path / name)
@@ -152,8 +152,8 @@ def test_wheel_ships_the_library_typed_and_licensed_and_not_the_books_build(tmp_
     assert meta["License-Expression"] == "MIT" and meta["License-File"] == "LICENSE"
     assert meta["Requires-Python"] == ">=3.11"
     assert all(n.startswith(("linrec/", f"{info}/")) for n in names), sorted(names)
-    shipped = {n.removeprefix("linrec/book/") for n in names if n.startswith("linrec/book/")}
-    assert shipped == {p.name for p in (ROOT / "src" / "linrec" / "book").glob("*.py")}
+    shipped = {n.removeprefix("linrec/notebook/") for n in names if n.startswith("linrec/notebook/")}
+    assert shipped == {p.name for p in (ROOT / "src" / "linrec" / "notebook").glob("*.py")}
     assert "chapter.py" in shipped and not shipped & {p.name for p in (ROOT / "book" / "bookbuild").glob("*.py")} - {
         "__init__.py"
     }

@@ -16,7 +16,7 @@ import yaml
 from bookbuild import timing
 from bookbuild.layout import Book
 from bookbuild.notebooks import RESOURCES, colab_link, sources, sync_problems
-from linrec.book.figures import FIGURE_DATA, ILLEGIBLE
+from linrec.notebook.figures import FIGURE_DATA, ILLEGIBLE
 
 
 class _Page(HTMLParser):

@@ -313,9 +313,9 @@ def last_build(book: Book, profile: str) -> dict[str, float]:
 
 
 def add_findings(executed: Path, profile: str, stem: str) -> None:
-    """Open the executed chapter with what it found (:func:`linrec.book.ledger.findings`), after its Colab button:
+    """Open the executed chapter with what it found (:func:`linrec.notebook.ledger.findings`), after its Colab button:
     known only once it ran, so written here, into the page and not into the Colab notebook."""
-    from linrec.book.ledger import findings
+    from linrec.notebook.ledger import findings
 
     box = findings(profile, stem)
     if box is None:
@@ -328,7 +328,7 @@ def add_findings(executed: Path, profile: str, stem: str) -> None:
 
 def write_claims(book: Book, profile: str) -> Path:
     """Write the intro's claims table (:attr:`Book.claims`) from the claims ``profile``'s chapters recorded."""
-    from linrec.book.ledger import claims_page
+    from linrec.notebook.ledger import claims_page
 
     book.claims.parent.mkdir(parents=True, exist_ok=True)
     book.claims.write_text(claims_page(profile))

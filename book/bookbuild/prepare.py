@@ -78,7 +78,7 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
 
 def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     """Capture one planned measurement in a worker, on as many threads as a chapter of the profile computes on (one
-    for a zoo's profile, :func:`linrec.book.chapter.setup`); its wall time. A capture takes minutes, so a line says
+    for a zoo's profile, :func:`linrec.notebook.chapter.setup`); its wall time. A capture takes minutes, so a line says
     it is running every 30 s; transformers' loading bars stay out of the log."""
     import torch
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from bookbuild.layout import Book, BookError
 from bookbuild.notebooks import release_version
 from bookbuild.publish import build_commit, built_profiles, cite_page, footer, partial_toc, render_config, today
-from linrec.book.figures import FIGURE_DATA
+from linrec.notebook.figures import FIGURE_DATA
 
 
 def vendor_mathjax(book: Book) -> None:

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from linrec.analysis.convergence import convergence_claim, row_convergence
-from linrec.book.ledger import side_by_side
 from linrec.core.fit import kfold
 from linrec.core.moments import Moments
 from linrec.errors import LinrecError
+from linrec.notebook.ledger import side_by_side
 from linrec.report.claims import Claim, Verdict
 
 

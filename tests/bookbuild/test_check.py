@@ -15,7 +15,7 @@ import pytest
 from bookbuild import check, notebooks, publish
 from bookbuild.layout import Book
 from conftest import book_script
-from linrec.book import figures
+from linrec.notebook import figures
 from support.book import SOURCE
 from support.publish import executed
 

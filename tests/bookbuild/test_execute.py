@@ -178,8 +178,8 @@ def test_an_interrupted_build_is_one_line_and_status_130(monkeypatch, capsys):
 
 
 def test_the_intro_claims_table_is_written_from_the_ledger(tmp_path, monkeypatch):
-    from linrec.book import ledger
     from linrec.experiment.profiles import get_profile
+    from linrec.notebook import ledger
     from linrec.report import paper
     from linrec.report.claims import Claim
 

@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from linrec.book import ledger
 from linrec.errors import LinrecError
+from linrec.notebook import ledger
 from linrec.report.claims import Claim
 from linrec.report.tables import FOLD_ROWS, MISSING, show, with_interval
 

@@ -6,7 +6,7 @@ axis, axis labels, titles, legends, annotations) with its box in pixels. Two box
 run together. A text's size as read is its size in points
 scaled as the page scales the figure: the book shows a PNG no wider than its column (:data:`COLUMN_PX` at a
 1280-px window), so a figure saved wider is shrunk and its text with it. :func:`problems` is called where a chapter
-shows a figure (:func:`linrec.book.figures.show_figure`, for ``make book-check``) and on every figure the tests
+shows a figure (:func:`linrec.notebook.figures.show_figure`, for ``make book-check``) and on every figure the tests
 draw (``tests/conftest.py``).
 """
 

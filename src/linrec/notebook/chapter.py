@@ -1,7 +1,7 @@
 """What every chapter of the book calls first and last: which profile runs, and what ran where.
 
 ``begin`` is a chapter's one set-up call: it checks the chapter's parameters
-(:func:`linrec.book.params.check_params`) and calls ``start`` with its ``PROFILE`` and ``SEED``. ``start`` runs
+(:func:`linrec.notebook.params.check_params`) and calls ``start`` with its ``PROFILE`` and ``SEED``. ``start`` runs
 :func:`setup`, clears the chapter's ledger and returns a :class:`Chapter`, through which the chapter reports its
 claims (recorded in the ledger, the verdict stated the same way in every chapter) and prints its provenance,
 without repeating its name and profile at every call.
@@ -13,8 +13,8 @@ clock and prints a header; a profile sized for a GPU that is about to run on the
 there, with the way to switch, and so is a zoo that is not cached yet (the chapter will train it first).
 ``Chapter.progress`` says whether long cells show progress bars: yes, unless ``$LINREC_PROGRESS`` is ``0``
 (the book's build sets it, so the built pages stay free of bars). ``Chapter.figure`` shows a figure with its
-data as CSV (:mod:`linrec.book.figures`).
-``Chapter.provenance`` is the line a chapter ends with (:mod:`linrec.book.provenance`).
+data as CSV (:mod:`linrec.notebook.figures`).
+``Chapter.provenance`` is the line a chapter ends with (:mod:`linrec.notebook.provenance`).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from linrec.book import ledger
-from linrec.book.figures import show_figure
-from linrec.book.params import check_params
-from linrec.book.provenance import ChapterProvenance, on_colab, provenance, restart_clock
 from linrec.cache import cache_dir
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.measurement import forget_used
 from linrec.experiment.profiles import Profile, get_profile, profile_names
 from linrec.models.loading import pick_device
+from linrec.notebook import ledger
+from linrec.notebook.figures import show_figure
+from linrec.notebook.params import check_params
+from linrec.notebook.provenance import ChapterProvenance, on_colab, provenance, restart_clock
 from linrec.report.claims import PLAIN, Claim, Verdicts, claims_table
 from linrec.report.tables import Table, show
 
@@ -191,13 +191,14 @@ class Chapter:
 
     def figure(self, fig: Figure, data: pd.DataFrame | Mapping[str, pd.DataFrame] | None, name: str) -> None:
         """Show ``fig`` with the tables it plots (``data``: one, or several by name; None for a diagram) saved as
-        CSV and linked beneath it (:func:`linrec.book.figures.show_figure`); ``name`` is the figure's ``fig-``
+        CSV and linked beneath it (:func:`linrec.notebook.figures.show_figure`); ``name`` is the figure's ``fig-``
         name. Returns nothing: a value would be a second output of the cell, which myst-nb would wrap in a second
         figure of the same name."""
         show_figure(fig, data, self.name, name)
 
     def provenance(self) -> ChapterProvenance:
-        """The chapter's provenance line so far, from what it measured (:func:`linrec.book.provenance.provenance`)."""
+        """The chapter's provenance line so far, from what it measured
+        (:func:`linrec.notebook.provenance.provenance`)."""
         return provenance(self.profile.name)
 
 
@@ -240,7 +241,7 @@ def check(
     at_least: Iterable[tuple[str, str]] = (),
     **rules: Iterable[str],
 ) -> None:
-    """Check a chapter's parameters (``params``: its ``globals()``) as :func:`~linrec.book.params.check_params`
+    """Check a chapter's parameters (``params``: its ``globals()``) as :func:`~linrec.notebook.params.check_params`
     does, ``SEED`` (when the chapter has one) always as an integer: the checking half of :func:`begin`."""
     rules = dict(rules)
     if "SEED" in params and "SEED" not in {n for names in rules.values() for n in names}:
@@ -260,7 +261,7 @@ def begin(
     """A chapter's set-up in one call: check its parameters, start it, and return its :class:`Chapter`.
 
     ``params`` is the chapter's ``globals()``; ``rules``, ``multiple_of`` and ``at_least`` are
-    :func:`~linrec.book.params.check_params`'s (:func:`check`: ``SEED``, when the chapter has one, is always
+    :func:`~linrec.notebook.params.check_params`'s (:func:`check`: ``SEED``, when the chapter has one, is always
     checked as an integer). Then :func:`start` with the chapter's ``PROFILE`` and ``SEED`` (0 without one), and
     ``PROFILE`` in ``params`` becomes the resolved profile's name, so that the chapter reads which profile ran
     (also ``ch.profile.name``) and never resolves it again.

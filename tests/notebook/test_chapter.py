@@ -1,4 +1,5 @@
-"""linrec.book.chapter: What every chapter of the book calls first and last: which profile runs, and what ran where."""
+"""linrec.notebook.chapter: what every chapter of the book calls first and last: which profile runs, and what ran
+where."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from linrec.book import chapter, ledger
-from linrec.book import chapter as book
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.profiles import get_profile
+from linrec.notebook import chapter, ledger
+from linrec.notebook import chapter as book
 from linrec.report import paper
 from linrec.report.claims import Claim
 

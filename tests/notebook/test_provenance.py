@@ -1,5 +1,5 @@
-"""linrec.book.provenance: What ran where: the provenance line every chapter ends with, so each figure can be traced to
-a run."""
+"""linrec.notebook.provenance: what ran where, the provenance line every chapter ends with, so each figure can be
+traced to a run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 import linrec
-from linrec.book import provenance
+from linrec.notebook import provenance
 
 
 def test_digest_depends_on_values_dtype_and_shape_only():

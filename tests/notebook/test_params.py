@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from linrec.book import chapter as book_chapter
-from linrec.book.params import RULES, check_params, require
 from linrec.errors import LinrecError
+from linrec.notebook import chapter as book_chapter
+from linrec.notebook.params import RULES, check_params, require
 
 CHAPTER_1 = ROOT / "notebooks" / "01_method.py"
 

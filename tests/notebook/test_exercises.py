@@ -1,12 +1,12 @@
-"""linrec.book.exercises: What a student calls to check a numeric answer to an exercise, in the chapter's notebook (e.g.
-on Colab)."""
+"""linrec.notebook.exercises: what a student calls to check a numeric answer to an exercise, in the chapter's notebook
+(e.g. on Colab)."""
 
 from __future__ import annotations
 
 import pytest
 
-from linrec.book.exercises import check
 from linrec.errors import LinrecError
+from linrec.notebook.exercises import check
 
 
 def test_check_says_right_wrong_or_how_to_answer(capsys):

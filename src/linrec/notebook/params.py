@@ -1,7 +1,7 @@
 """Chapter parameters checked where they are set, so a bad value fails in one line, not cells later.
 
 A chapter's first code cell after its ``parameters`` cell checks them through
-:func:`linrec.book.chapter.begin` (which also starts the chapter), for example::
+:func:`linrec.notebook.chapter.begin` (which also starts the chapter), for example::
 
     ch = chapter.begin("01_method", globals(), positive_int=["ROWS", "WIDTH"], folds=["FOLDS"],
                        positive_int_or_none=["MAX_ROWS"], fraction=["MIN_R2"])

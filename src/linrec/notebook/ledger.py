@@ -5,7 +5,7 @@ claim already recorded under the same name is replaced); :func:`start` clears a 
 of a run so stale numbers never survive a re-run; :func:`ledger` reads every chapter's entries back as one
 table, :func:`by_chapter` splits it into one short table per chapter for the appendix, and :func:`claims_page`
 writes the tested claims as the intro's table (claim, chapter, the paper's figure, this build's figure, verdict).
-Chapters do not call it: :meth:`linrec.book.chapter.Chapter.report` does.
+Chapters do not call it: :meth:`linrec.notebook.chapter.Chapter.report` does.
 """
 
 from __future__ import annotations

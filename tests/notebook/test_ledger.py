@@ -1,11 +1,12 @@
-"""linrec.book.ledger: A ledger of every chapter's claims and headline numbers, for the "paper vs this run" appendix."""
+"""linrec.notebook.ledger: a ledger of every chapter's claims and headline numbers, for the "paper vs this run"
+appendix."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from bookbuild.colab import raw_myst
-from linrec.book import ledger
+from linrec.notebook import ledger
 from linrec.report import paper
 from linrec.report.claims import Claim, Verdict, Verdicts
 

@@ -1,4 +1,4 @@
-"""linrec.book.figures: A chapter's figure with the data it plots, downloadable as CSV beside it."""
+"""linrec.notebook.figures: A chapter's figure with the data it plots, downloadable as CSV beside it."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from bookbuild import check
 from linrec import LinrecError
-from linrec.book import figures
-from linrec.book.chapter import Chapter
 from linrec.experiment.profiles import get_profile
+from linrec.notebook import figures
+from linrec.notebook.chapter import Chapter
 
 
 def test_a_figure_is_shown_with_its_data_as_csv_beside_it(tmp_path, monkeypatch):
