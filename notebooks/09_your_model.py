@@ -69,9 +69,9 @@ print(
 # %% [markdown]
 # ## One command
 #
-# `linrec profile` loads the model (remote code stays off unless you pass `--trust-remote-code`),
+# `linrec measure` loads the model (remote code stays off unless you pass `--trust-remote-code`),
 # cuts the text into sequences, runs the model once with hooks on every FFN block, and prints one
-# row per block. The same call with `torchrun --nproc-per-node K -m linrec profile ...` shards the
+# row per block. The same call with `torchrun --nproc-per-node K -m linrec measure ...` shards the
 # sequences over K processes and gives the same table. Here it is run from Python so that the
 # notebook is self-contained; in a terminal it is the line printed first.
 
@@ -111,7 +111,7 @@ def run(args: list[str]) -> None:
 
 run(
     [
-        "profile",
+        "measure",
         "--model",
         where,
         "--text-file",
@@ -293,7 +293,7 @@ ch.figure(replacement_report.report_figure(record), steps, "fig-your-model-repla
 #
 # `linrec.load_model(DIR)` (or `linrec.load_replaced(DIR)`) checks the directory and the base
 # model's hash, loads the base model and installs the maps for good: `generate()` works and
-# `linrec profile --model DIR` measures the smaller model. Below, the loaded model's perplexity on
+# `linrec measure --model DIR` measures the smaller model. Below, the loaded model's perplexity on
 # the held-out fifth is computed again from the model's own loss (not from the record) and set
 # beside the report's.
 
@@ -442,7 +442,7 @@ for real in ch.profile.packaged:
     budget = ch.profile.budget(real)
     run(
         [
-            "profile",
+            "measure",
             "--model",
             str(packaged.packaged_file(real)),
             "--text-file",

@@ -139,7 +139,7 @@ ch.report(
 #
 # Larger models are a matter of memory and time, not of method. Every fold's moments are $3d^2$
 # float64 numbers per block; a capture keeps only the live fold of each block in memory and moves
-# finished folds to disk (`linrec profile --spill DIR`; the book does it for any model whose moments
+# finished folds to disk (`linrec measure --spill DIR`; the book does it for any model whose moments
 # exceed 2 GB), so memory is the model's weights plus one fold of moments, and the forward pass over
 # 64 rows per input dimension is the time. Where the moments of every block still do not fit, the
 # capture plans its memory (`--memory`, by default most of what is free): it measures the blocks in

@@ -1,8 +1,8 @@
-"""The ``linrec`` command: ``profile`` measures a model, ``plot`` draws its table, ``replace`` replaces its blocks,
+"""The ``linrec`` command: ``measure`` measures a model, ``plot`` draws its table, ``replace`` replaces its blocks,
 ``export`` writes the result to load without linrec, ``zoo`` builds the offline models, ``bench`` times the core.
 
 This module only assembles the parser and runs a command; each command's options and handler are in
-:mod:`linrec.commands` (``profile``, ``plot``, ``replace``, ``export``, ``zoo``, ``bench``), the helpers they share in
+:mod:`linrec.commands` (``measure``, ``plot``, ``replace``, ``export``, ``zoo``, ``bench``), the helpers they share in
 :mod:`linrec.commands.args`.
 """
 
@@ -17,14 +17,18 @@ from linrec import __version__
 from linrec.errors import LinrecError
 
 COMMANDS = {
-    "profile": "measure per-block linear recoverability of a model",
-    "plot": "draw a linrec profile table: R²_lin per block with its k-fold spread",
+    "measure": "measure per-block linear recoverability of a model",
+    "plot": "draw the table linrec measure wrote: R²_lin per block with its k-fold spread",
     "replace": "replace FFN blocks by fitted maps (given, or chosen under a perplexity budget) and save the result",
     "export": "write a replaced model as one directory that loads without linrec where its class allows",
     "zoo": "train (or find cached) the offline model zoo and print its table",
     "bench": "time capture + moments against the bare forward on a GPT-2-small-sized model",
 }
 """Each command's one-line summary; its module, :mod:`linrec.commands.<name>`, holds its options and handler."""
+
+RENAMED = {"profile": "measure"}
+"""Old command names still read (with a warning) -> their names now: ``profile`` was renamed ``measure`` so that
+"profile" means only a book profile (``--profile offline``)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -45,11 +49,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(prog="linrec", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("--version", action="version", version=f"linrec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    command = RENAMED.get(command or "", command)
     for name, summary in COMMANDS.items():
         if name == command:
             importlib.import_module(f"linrec.commands.{name}").add_cli(sub)
         else:
-            sub.add_parser(name, help=summary)
+            sub.add_parser(name, help=summary, aliases=[old for old, new in RENAMED.items() if new == name])
     return parser
 
 
@@ -87,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
+            if args.command in RENAMED:
+                new = RENAMED[args.command]
+                warnings.warn(f"'linrec {args.command}' is now 'linrec {new}'; the old name goes in a later release",
+                              FutureWarning, stacklevel=1)  # fmt: skip
             if args.command not in ("plot",):  # (the commands that run torch)
                 from linrec.threads import set_threads
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from linrec.errors import LinrecError
 
-OFFLINE_HINT = "The 'offline' profile needs no network: `linrec profile --profile offline` or `make book`."
+OFFLINE_HINT = "The 'offline' profile needs no network: `linrec measure --profile offline` or `make book`."
 
 HUB_TIMEOUT = 5.0
 """Seconds a single hub request may wait for an answer before it fails (metadata requests)."""

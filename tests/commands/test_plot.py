@@ -1,4 +1,4 @@
-"""linrec.commands.plot: ``linrec plot``: draw a table written by ``linrec profile --out`` as the book draws a depth
+"""linrec.commands.plot: ``linrec plot``: draw a table written by ``linrec measure --out`` as the book draws a depth
 profile."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def test_plot_draws_a_profile_table_one_panel_per_model(model_dirs, text_file, t
 
     out = tmp_path / "r.csv"
     assert (
-        main(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
+        main(["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
         == 0
     )
     two = tmp_path / "two.csv"
@@ -38,7 +38,7 @@ def test_plot_scores_draws_every_score_of_a_profile_table(model_dirs, text_file,
     from linrec.plots.pruning import LABELS
 
     out = tmp_path / "r.csv"
-    argv = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
+    argv = ["measure", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
     assert main(argv) == 0
     figure = tmp_path / "scores.png"
     assert main(["plot", str(out), "--scores", "--out", str(figure)]) == 0

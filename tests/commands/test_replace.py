@@ -85,7 +85,7 @@ def test_the_first_position_apart_saves_loads_and_scores_as_recorded(
 
 def test_profile_measures_the_replaced_model(replaced_dir, text_file, tmp_path, capsys):
     out = tmp_path / "t.csv"
-    argv = ["profile", "--model", str(replaced_dir), "--text-file", str(text_file), "--out", str(out)]
+    argv = ["measure", "--model", str(replaced_dir), "--text-file", str(text_file), "--out", str(out)]
     assert main([*argv, "--max-rows", "384", "--seq-len", "16", "--folds", "3", "--no-progress"]) == 0
     table = pd.read_csv(out)
     assert table.r2_lin.tolist() == pytest.approx([1.0, 1.0], abs=1e-6)  # an affine map is exactly linear
@@ -237,7 +237,7 @@ def test_out_model_and_directory_problems_are_one_line(
     damaged = tmp_path / "damaged"
     damaged.mkdir()
     (damaged / RECORD).write_text("{}")
-    assert main(["profile", "--model", str(damaged), "--text-file", str(text_file), "--no-progress"]) == 2
+    assert main(["measure", "--model", str(damaged), "--text-file", str(text_file), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("linrec: error: ") and "lacks replacements.safetensors" in err
 
@@ -284,7 +284,7 @@ def test_replace_on_a_corpus_measures_what_profile_measures_to_the_last_digit(mo
 
     model = str(model_dirs["gpt2"])
     same = ["--model", model, "--corpus", "kjv-bible", "--max-rows", "384", "--seq-len", "16", "--folds", "3"]
-    assert main(["profile", *same, "--no-progress", "--out", str(tmp_path / "t.csv")]) == 0
+    assert main(["measure", *same, "--no-progress", "--out", str(tmp_path / "t.csv")]) == 0
     assert (
         main(["replace", *same, "--blocks", "1,0", "--eval-rows", "256", "--no-progress", "--out", str(tmp_path / "r")])
         == 0
@@ -305,8 +305,8 @@ def test_replace_from_a_saved_profile_measurement_is_a_fresh_capture_to_the_last
     model = str(model_dirs["gpt2"])
     same = ["--model", model, "--corpus", "kjv-bible", "--max-rows", "384", "--seq-len", "16", "--folds", "3"]
     saved, table = tmp_path / "measured", tmp_path / "t.csv"
-    assert main(["profile", *same, "--no-progress", "--out", str(table), "--save", str(saved)]) == 0
-    assert main(["profile", *same, "--no-progress", "--out", str(tmp_path / "plain.csv")]) == 0
+    assert main(["measure", *same, "--no-progress", "--out", str(table), "--save", str(saved)]) == 0
+    assert main(["measure", *same, "--no-progress", "--out", str(tmp_path / "plain.csv")]) == 0
     assert (
         pd.read_csv(table)
         .drop(columns=["measured_at"])

@@ -170,7 +170,7 @@ def test_chapter_9_leaves_no_temporary_directory(tmp_path, monkeypatch, capsys):
     namespace["scratch"].cleanup()  # ... until the chapter's last cell
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(linrec.cli, "main", lambda args: 2)
-    with pytest.raises(LinrecError, match="linrec profile failed"):
+    with pytest.raises(LinrecError, match="linrec measure failed"):
         exec(cell.split("\n", 1)[1], namespace)
     namespace.pop("scratch")  # an error ends the kernel: the directory goes with the object that holds it
     gc.collect()

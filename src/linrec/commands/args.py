@@ -19,7 +19,7 @@ from linrec.files import check_new_file, remove_stale_temporaries, write_atomica
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Appends an option's default to its help, except where it has none (None, or an unset flag); a command's
-    description and epilog keep their line breaks (the column lists of ``linrec profile --help``)."""
+    description and epilog keep their line breaks (the column lists of ``linrec measure --help``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None or action.default is False:
@@ -115,7 +115,7 @@ def write_table(table: pd.DataFrame, path: Path) -> None:
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """A table :func:`write_table` wrote (``linrec profile --out``), by its suffix."""
+    """A table :func:`write_table` wrote (``linrec measure --out``), by its suffix."""
     if path.suffix not in TABLE_SUFFIXES:
         raise LinrecError(f"a table must end in {' or '.join(TABLE_SUFFIXES)}; got '{path}'")
     try:

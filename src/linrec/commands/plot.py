@@ -1,4 +1,4 @@
-"""``linrec plot``: draw a table written by ``linrec profile --out`` as the book draws a depth profile."""
+"""``linrec plot``: draw a table written by ``linrec measure --out`` as the book draws a depth profile."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "plot",
         formatter_class=HelpFormatter,
         description="Draw R²_lin per block (k-fold mean ± std) beside the median over output features, one panel\n"
-        "per model, from a table written by `linrec profile --out`, with the figure code of the book.",
+        "per model, from a table written by `linrec measure --out`, with the figure code of the book.",
     )
-    p.add_argument("table", type=Path, metavar="TABLE", help="a .csv or .json table from linrec profile --out")
+    p.add_argument("table", type=Path, metavar="TABLE", help="a .csv or .json table from linrec measure --out")
     p.add_argument("--out", type=Path, required=True, metavar="FIGURE", help="the figure to write: .png, .pdf or .svg")
     p.add_argument("--model", action="append", metavar="MODEL", help="draw only this model (repeat for several)")
     p.add_argument("--title", help="a title over the figure")

@@ -47,7 +47,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         formatter_class=HelpFormatter,
         description="Replace FFN blocks of a model by maps fitted on a text (the blocks given, or blocks chosen\n"
         "under a perplexity budget), score perplexity on held-out text, and write a directory that\n"
-        "linrec.load_replaced (or linrec.load_model, or linrec profile --model DIR) loads:\n"
+        "linrec.load_replaced (or linrec.load_model, or linrec measure --model DIR) loads:\n"
         "replacements.safetensors, linrec-replacement.json and report.md.",
     )
     p.add_argument(
@@ -125,7 +125,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "--measurement",
         type=Path,
         metavar="DIR",
-        help="a measurement saved by linrec profile --save DIR of this model on this fit text: its moments are used "
+        help="a measurement saved by linrec measure --save DIR of this model on this fit text: its moments are used "
         "instead of capturing again (its folds and seed with them); one of other weights or tokens is refused",
     )
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the directory to write (new or empty)")
@@ -194,7 +194,7 @@ def _texts(
     args: argparse.Namespace,
 ) -> tuple[tuple[str, TextPart], tuple[str, TextPart], tuple[int, ...] | None]:
     """The fit and evaluation texts with their records, from --text-file or --corpus, and where the fit text's
-    documents start (a corpus's, so folds keep documents whole as ``linrec profile`` keeps them; None for a file)."""
+    documents start (a corpus's, so folds keep documents whole as ``linrec measure`` keeps them; None for a file)."""
     from linrec.interventions.replacement.replace import TextPart
 
     if args.text_file is not None:

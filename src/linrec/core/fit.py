@@ -218,7 +218,7 @@ COLUMNS = {
     "r2_lin_after_first_folds": "the same for r2_lin_after_first (an empty list where it is NaN)",
     **{column: f"{meaning} (NaN where the residual stream is not seen)" for column, meaning in SCORES.items()},
 }
-"""What each column of :func:`report_table` means: the one description ``linrec profile --help`` and the docs use."""
+"""What each column of :func:`report_table` means: the one description ``linrec measure --help`` and the docs use."""
 
 
 @dataclass

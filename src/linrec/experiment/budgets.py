@@ -60,7 +60,7 @@ def series_sampled(budget: Budget) -> Budget:
 
 ROWS_PER_DIMENSION = 64
 """Rows per block per input dimension a model is measured with when nothing else says (the real models' budgets,
-``linrec profile`` and ``linrec replace`` without --max-rows): where held-out R²_lin has settled. On SmolLM2-135M,
+``linrec measure`` and ``linrec replace`` without --max-rows): where held-out R²_lin has settled. On SmolLM2-135M,
 against one fixed held-out set, the median over its blocks is 0.04 below its converged value at 14 rows per
 dimension and 0.005 below at 64, and moves by at most 0.003 beyond about 90."""
 

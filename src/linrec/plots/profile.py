@@ -20,7 +20,7 @@ def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     first position's rows (the attention sink) dominate a block's variance, a block to swap only with that position
     kept apart.
 
-    A table of several models (a ``model`` column, as ``linrec profile`` writes) gets one panel per model, titled
+    A table of several models (a ``model`` column, as ``linrec measure`` writes) gets one panel per model, titled
     by the model; ``title`` heads the figure."""
     require(table, ["block", "r2_lin", "r2_lin_std", "r2_feature_median"], "a depth profile")
     models = list(dict.fromkeys(table["model"])) if "model" in table else [None]

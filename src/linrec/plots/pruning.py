@@ -119,7 +119,7 @@ def scores_by_block(table: pd.DataFrame, title: str | None = None) -> Figure:
     require(table, ["block"], "the scores figure")
     scores = [s for s in LABELS if s in table and table[s].notna().any()]
     if not scores:
-        raise LinrecError("the table holds no scores: measure it again with this linrec (linrec profile --out)")
+        raise LinrecError("the table holds no scores: measure it again with this linrec (linrec measure --out)")
     models = list(dict.fromkeys(table.model)) if "model" in table else [""]
     columns = 3
     rows = math.ceil(len(scores) / columns)

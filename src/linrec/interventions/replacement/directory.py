@@ -15,7 +15,7 @@ A directory holds no copy of the base model, only what differs from it:
 
 :func:`load_replaced` checks the directory whole (record, every file's sha256, kinds, every tensor's name and shape)
 and the base model's hash before any weights load, then loads the base and installs the maps for good
-(:func:`linrec.interventions.surgery.install`): ``generate()`` works, ``linrec profile --model DIR`` measures it,
+(:func:`linrec.interventions.surgery.install`): ``generate()`` works, ``linrec measure --model DIR`` measures it,
 and ``save_pretrained`` refuses, since it would write a checkpoint that reloads broken. :func:`load_model` is
 :func:`linrec.models.loading.load_pretrained` for everything else, so ``linrec.load_model(DIR)`` loads a replaced model
 too.

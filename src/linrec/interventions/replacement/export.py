@@ -306,6 +306,6 @@ def _pointer() -> dict:
         "linrec": {
             "what": "a model with FFN blocks replaced by linrec (the base model whole in base/, the maps beside it)",
             "install": "pip install linrec (https://github.com/linrec-book/linrec)",
-            "load": "linrec.load_model(DIR), DIR this directory (or linrec profile --model DIR)",
+            "load": "linrec.load_model(DIR), DIR this directory (or linrec measure --model DIR)",
         },
     }

@@ -241,7 +241,7 @@ def replace(
     every candidate), recorded as ``ablations``. ``order``: how the budget's candidates are tried, ``"measured"`` (each
     swapped alone first, cheapest first) or a score of the measurement's table (:data:`linrec.core.scores.COSTLIER`,
     :func:`linrec.core.scores.cheapest_first`: no pass of its own; a LinrecError where the table lacks it).
-    ``measurement``: one already made of this model on ``fit_batches`` (``linrec profile --save``,
+    ``measurement``: one already made of this model on ``fit_batches`` (``linrec measure --save``,
     :meth:`Measurement.load`), used instead of capturing again, its folds and seed with it; one of other weights or
     other tokens, or without a candidate block, is refused (:func:`check_measurement`). The model is left as it was; the
     maps are in the result.

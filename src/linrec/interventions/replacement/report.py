@@ -178,7 +178,7 @@ def report_markdown(record: dict, name: str, figure: bool = True) -> str:
         f'model, tokenizer = linrec.load_replaced("{name}")   # or linrec.load_model("{name}")',
         "```",
         "",
-        f"`linrec profile --model {name} ...` measures it; `linrec export {name} --out DIR` writes it as one "
+        f"`linrec measure --model {name} ...` measures it; `linrec export {name} --out DIR` writes it as one "
         "directory that loads without linrec where the base model's class can hold every change (else with the base "
         f"model inside). Made by linrec {record['versions']['linrec']} "
         f"(torch {record['versions']['torch']}, transformers {record['versions']['transformers']}) "

@@ -1,7 +1,7 @@
-"""What each column of a ``linrec profile`` table means, and the columns that say which releases made it and when.
+"""What each column of a ``linrec measure`` table means, and the columns that say which releases made it and when.
 
 The table's columns are :data:`linrec.core.fit.COLUMNS` (the measured ones) and :data:`COLUMNS` (where each number
-comes from); ``linrec profile --help`` lists them all (:func:`columns_help`).
+comes from); ``linrec measure --help`` lists them all (:func:`columns_help`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ COLUMNS = {
     "transformers_version": "transformers that built the model",
     "measured_at": "when the table was made (UTC, ISO 8601)",
 }
-"""The columns ``linrec profile`` adds to :data:`linrec.core.fit.COLUMNS`: where each number comes from."""
+"""The columns ``linrec measure`` adds to :data:`linrec.core.fit.COLUMNS`: where each number comes from."""
 
 
 def columns_help() -> str:
-    """The epilog of ``linrec profile --help``: every output column, in the table's order, and what it means."""
+    """The epilog of ``linrec measure --help``: every output column, in the table's order, and what it means."""
     import textwrap
 
     from linrec.core.fit import COLUMNS as MEASURED

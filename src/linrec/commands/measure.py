@@ -1,9 +1,9 @@
-"""``linrec profile``: measure R²_lin of every FFN block of a model, or of a profile's models, on a text.
+"""``linrec measure``: measure R²_lin of every FFN block of a model, or of a profile's models, on a text.
 
 Its options and handler are here; what it measures on (the text, its windows and folds) is
-:mod:`linrec.commands.profile_inputs`, and what each column of its table means :mod:`linrec.commands.profile_columns`.
+:mod:`linrec.commands.measure_inputs`, and what each column of its table means :mod:`linrec.commands.measure_columns`.
 
-``linrec profile`` also runs under ``torchrun --nproc-per-node K -m linrec profile ...``: each
+``linrec measure`` also runs under ``torchrun --nproc-per-node K -m linrec measure ...``: each
 process captures every K-th sequence and the moments are all-reduced, so the table is the same as
 with one process.
 """
@@ -32,8 +32,8 @@ from linrec.commands.args import (
     short_name,
     write_table,
 )
-from linrec.commands.profile_columns import columns_help, version_columns
-from linrec.commands.profile_inputs import check_before_loading, measured_text, seq_len, token_batches
+from linrec.commands.measure_columns import columns_help, version_columns
+from linrec.commands.measure_inputs import check_before_loading, measured_text, seq_len, token_batches
 from linrec.core.plan import parse_memory
 from linrec.errors import LinrecError
 from linrec.experiment.budgets import ROWS_PER_DIMENSION
@@ -48,14 +48,15 @@ if TYPE_CHECKING:
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
-    """Register ``linrec profile``; its handler is ``args.handler``."""
+    """Register ``linrec measure``; its handler is ``args.handler``."""
     from linrec.data.tokens import LAYOUTS
     from linrec.experiment.profiles import profile_names
     from linrec.models.loading import DTYPES
     from linrec.models.packaged import PACKAGED
 
     p = sub.add_parser(
-        "profile",
+        "measure",
+        aliases=["profile"],  # its name until 0.3: still read, with a warning (linrec.cli.RENAMED)
         formatter_class=HelpFormatter,
         description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.",
         epilog=columns_help(),

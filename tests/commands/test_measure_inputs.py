@@ -1,4 +1,4 @@
-"""linrec.commands.profile_inputs: What ``linrec profile`` measures on: the text (a file, a corpus, or a profile model's
+"""linrec.commands.measure_inputs: What ``linrec measure`` measures on: the text (a file, a corpus, or a profile model's
 own) and its token batches, checked against each model's blocks, context and width before its weights load."""
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ def test_profile_spreads_windows_over_a_named_corpus_and_folds_it_by_document(
     )
     out = tmp_path / "kjv.csv"
     model = str(model_dirs["gpt2"])
-    assert main(["profile", "--model", model, "--corpus", "kjv-bible", *ROWS, "--out", str(out)]) == 0
+    assert main(["measure", "--model", model, "--corpus", "kjv-bible", *ROWS, "--out", str(out)]) == 0
     table, corpus = pd.read_csv(out), load_corpus("kjv-bible")
     assert (table.layout == "spread").all() and (table.corpus_sha256 == corpus.sha256).all()
     documents = served[0].document
     assert len(documents) == 384 // 16 and documents[0] == 0 and documents[-1] == len(corpus.fit_documents) - 1
     assert documents.unique().numel() >= 10  # Genesis to 3 John, whole books to folds
     assert (
-        main(["profile", "--model", model, "--text-file", str(text_file), *ROWS, "--layout", "head", "--out", str(out)])
+        main(["measure", "--model", model, "--text-file", str(text_file), *ROWS, "--layout", "head", "--out", str(out)])
         == 0
     )
     assert (pd.read_csv(out).layout == "head").all() and served[1].document is None
@@ -48,7 +48,7 @@ def test_profile_spreads_windows_over_a_named_corpus_and_folds_it_by_document(
 def test_text_blocks_context_and_vocabulary_are_checked_before_the_weights(
     model_dirs, text_file, tmp_path, tokenizer, capsys, no_weights
 ):
-    model = ["profile", "--model", str(model_dirs["gpt2"])]
+    model = ["measure", "--model", str(model_dirs["gpt2"])]
     _fails([*model, "--text-file", str(text_file), *ROWS, "--blocks", "0,5"], capsys, "no FFN block 5", "blocks 0..1")
     _fails([*model, "--text-file", str(text_file), "--seq-len", "65"], capsys, "exceeds the model's context of 64")
     _fails([*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"], capsys, "folds are whole")
@@ -63,4 +63,4 @@ def test_text_blocks_context_and_vocabulary_are_checked_before_the_weights(
     small = tmp_path / "small-vocab"  # its embedding has 100 rows; the saved tokenizer gives ids up to 319
     GPT2Config(vocab_size=100, n_layer=2, n_head=4, n_embd=32, n_positions=64).save_pretrained(small)
     tokenizer.save_pretrained(small)
-    _fails(["profile", "--model", str(small), "--text-file", str(text_file), *ROWS], capsys, "vocabulary has 100 ids")
+    _fails(["measure", "--model", str(small), "--text-file", str(text_file), *ROWS], capsys, "vocabulary has 100 ids")

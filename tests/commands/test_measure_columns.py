@@ -1,4 +1,4 @@
-"""linrec.commands.profile_columns: What each column of a ``linrec profile`` table means, and the columns that say which
+"""linrec.commands.measure_columns: What each column of a ``linrec measure`` table means, and the columns that say which
 releases made it and when."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_profile_table_names_its_versions_prints_short_names_and_help_explains_e
 
     out = tmp_path / "r.csv"
     assert (
-        main(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
+        main(["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
         == 0
     )
     printed = capsys.readouterr().out
@@ -35,7 +35,7 @@ def test_profile_table_names_its_versions_prints_short_names_and_help_explains_e
     age = datetime.datetime.now(datetime.UTC) - datetime.datetime.fromisoformat(table.measured_at.iloc[0])
     assert datetime.timedelta(0) <= age < datetime.timedelta(minutes=10)
     with pytest.raises(SystemExit):
-        main(["profile", "--help"])
+        main(["measure", "--help"])
     help_lines = capsys.readouterr().out.splitlines()
     described = {line.split()[0] for line in help_lines if line.startswith("  ") and not line.startswith("   ")}
     assert set(table.columns) <= described, set(table.columns) - described

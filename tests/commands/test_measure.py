@@ -1,4 +1,4 @@
-"""linrec.commands.profile: ``linrec profile``: measure R²_lin of every FFN block of a model, or of a profile's models,
+"""linrec.commands.measure: ``linrec measure``: measure R²_lin of every FFN block of a model, or of a profile's models,
 on a text."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def nothing_runs(monkeypatch):
 def test_every_architecture_through_the_cli(family, model_dirs, text_file, tmp_path, capsys):
     out = tmp_path / "r.csv"
     assert (
-        main(["profile", "--model", str(model_dirs[family]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
+        main(["measure", "--model", str(model_dirs[family]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
         == 0
     )
     table = pd.read_csv(out)
@@ -71,7 +71,7 @@ def test_block_subset_and_json(model_dirs, text_file, tmp_path, capsys):
     assert (
         main(
             [
-                "profile",
+                "measure",
                 "--model",
                 str(model_dirs["gpt2"]),
                 "--text-file",
@@ -102,7 +102,7 @@ def test_unknown_architecture(tmp_path, tokenizer, text_file, capsys):
     ).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     _fails(
-        ["profile", "--model", str(tmp_path), "--text-file", str(text_file), *ROWS],
+        ["measure", "--model", str(tmp_path), "--text-file", str(text_file), *ROWS],
         capsys,
         "unsupported architecture 'gptj'",
         "gpt2, gpt_neox, llama",
@@ -111,7 +111,7 @@ def test_unknown_architecture(tmp_path, tokenizer, text_file, capsys):
 
 
 def test_bad_inputs_have_clear_errors(model_dirs, text_file, tmp_path, capsys):
-    model = ["profile", "--model", str(model_dirs["gpt2"])]
+    model = ["measure", "--model", str(model_dirs["gpt2"])]
     err = _fails(
         [*model, "--text-file", str(text_file), "--max-rows", "40", "--seq-len", "8"],
         capsys,
@@ -132,13 +132,13 @@ def test_bad_inputs_have_clear_errors(model_dirs, text_file, tmp_path, capsys):
     _fails([*model, "--text-file", str(text_file), "--seq-len", "128"], capsys, "exceeds the model's context of 64")
     _fails([*model, "--text-file", str(tmp_path / "missing.txt")], capsys, "cannot read --text-file")
     _fails([*model, "--text-file", str(text_file), "--out", "r.xlsx"], capsys, "--out must end in .csv or .json")
-    _fails(["profile", "--text-file", str(text_file)], capsys, "give --model")
+    _fails(["measure", "--text-file", str(text_file)], capsys, "give --model")
 
 
 def test_default_rows_follow_the_width_and_a_short_text_warns(model_dirs, text_file, tmp_path, capsys):
     """Without --max-rows the CLI asks for 64 rows per input dimension (2,048 at width 32); a text that has fewer
     gives all it has, with a warning that names both counts."""
-    model = ["profile", "--model", str(model_dirs["gpt2"]), "--seq-len", "16", "--folds", "3", "--no-progress"]
+    model = ["measure", "--model", str(model_dirs["gpt2"]), "--seq-len", "16", "--folds", "3", "--no-progress"]
     out = tmp_path / "r.csv"
     assert main([*model, "--text-file", str(text_file), "--out", str(out)]) == 0
     table = pd.read_csv(out)
@@ -158,7 +158,7 @@ def test_skip_first_leaves_positions_out_and_is_checked_before_loading(
 ):
     """--skip-first 1 measures what the full table's r2_lin_after_first says; one that keeps no position is one
     error line before any model loads."""
-    model = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS]
+    model = ["measure", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), *ROWS]
     full, skipped = tmp_path / "full.csv", tmp_path / "skipped.csv"
     assert main([*model, "--out", str(full)]) == 0 and main([*model, "--skip-first", "1", "--out", str(skipped)]) == 0
     a, b = pd.read_csv(full), pd.read_csv(skipped)
@@ -183,7 +183,7 @@ def test_unreachable_hub_fails_in_seconds(offline, text_file, monkeypatch, capsy
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: unreachable
     start = time.perf_counter()
     _fails(
-        ["profile", "--model", "no-such-org/no-such-model", "--text-file", str(text_file)],
+        ["measure", "--model", "no-such-org/no-such-model", "--text-file", str(text_file)],
         capsys,
         "could not load 'no-such-org/no-such-model'",
         "--profile offline",
@@ -194,7 +194,7 @@ def test_unreachable_hub_fails_in_seconds(offline, text_file, monkeypatch, capsy
 @pytest.mark.slow
 def test_torchrun_two_processes_give_the_single_process_table(model_dirs, text_file, tmp_path):
     args = [
-        "profile",
+        "measure",
         "--model",
         str(model_dirs["llama"]),
         "--text-file",
@@ -242,7 +242,7 @@ def test_device_map_auto_loads_and_measures(model_dirs, text_file, tmp_path):
     assert (
         main(
             [
-                "profile",
+                "measure",
                 "--model",
                 str(model_dirs["llama"]),
                 "--text-file",
@@ -260,7 +260,7 @@ def test_device_map_auto_loads_and_measures(model_dirs, text_file, tmp_path):
     assert (
         main(
             [
-                "profile",
+                "measure",
                 "--model",
                 str(model_dirs["llama"]),
                 "--text-file",
@@ -276,7 +276,7 @@ def test_device_map_auto_loads_and_measures(model_dirs, text_file, tmp_path):
 
 
 def test_bad_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys, no_measuring):
-    model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
+    model = ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
     (tmp_path / "existing.csv").mkdir()
     _fails([*model, "--out", str(tmp_path / "existing.csv")], capsys, "is a directory; give a file in it")
     _fails(
@@ -304,7 +304,7 @@ def full_disk(monkeypatch):
 
 def test_unwritable_out_fails_before_measuring(model_dirs, text_file, tmp_path, capsys, no_measuring, request):
     """Tried, not asked: os.access says yes to root whatever the place, and nothing but a write finds a full disk."""
-    model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
+    model = ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS]
     _fails([*model, "--out", "/proc/nope/x.csv"], capsys, "cannot write --out /proc/nope/x.csv", "choose another")
     long_name = tmp_path / ("x" * 300 + ".csv")
     _fails([*model, "--out", str(long_name)], capsys, "File name too long", "choose another name")
@@ -329,7 +329,7 @@ def test_out_is_written_through_a_fresh_temporary_and_stale_ones_go(model_dirs, 
     live = tmp_path / f".r.csv.{os.getppid()}.abcd_123.tmp"
     stale.write_text("half")
     live.write_text("being written")
-    args = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
+    args = ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
     assert main(args) == 0
     assert target.read_text() == "untouched" and pd.read_csv(out).shape[0] == 2
     assert not stale.exists() and live.exists()
@@ -337,7 +337,7 @@ def test_out_is_written_through_a_fresh_temporary_and_stale_ones_go(model_dirs, 
 
 def test_out_in_a_missing_directory_is_created_and_written_whole(model_dirs, text_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "new" / "dir" / "r.csv"
-    args = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
+    args = ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
     assert main(args) == 0
     before = out.read_text()
     assert [p.name for p in out.parent.iterdir()] == ["r.csv"]  # no temporary file left beside it
@@ -359,7 +359,7 @@ def test_missing_device_fails_first(device, model_dirs, tmp_path, monkeypatch, c
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     _fails(
         [
-            "profile",
+            "measure",
             "--model",
             str(model_dirs["gpt2"]),
             "--text-file",
@@ -378,7 +378,7 @@ def test_model_directory_problems_are_one_message(model_dirs, text_file, tmp_pat
 
     broken = tmp_path / "broken"
     shutil.copytree(model_dirs["gpt2"], broken)
-    args = ["profile", "--model", str(broken), "--text-file", str(text_file), *ROWS]
+    args = ["measure", "--model", str(broken), "--text-file", str(text_file), *ROWS]
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
     _fails(args, capsys, f"{weights} is truncated or corrupt")
@@ -388,17 +388,17 @@ def test_model_directory_problems_are_one_message(model_dirs, text_file, tmp_pat
     bare.mkdir()
     for name in ("config.json", "model.safetensors"):
         shutil.copy(model_dirs["gpt2"] / name, bare / name)
-    _fails(["profile", "--model", str(bare), "--text-file", str(text_file), *ROWS], capsys, "has no usable tokenizer")
-    _fails(["profile", "--model", str(tmp_path / "nope"), "--text-file", str(text_file)], capsys, "no such directory")
+    _fails(["measure", "--model", str(bare), "--text-file", str(text_file), *ROWS], capsys, "has no usable tokenizer")
+    _fails(["measure", "--model", str(tmp_path / "nope"), "--text-file", str(text_file)], capsys, "no such directory")
 
 
 def test_profile_options_are_honoured_or_refused(model_dirs, text_file, monkeypatch, capsys, no_measuring):
     import linrec.experiment.resolve
 
     for option in (["--revision", "step1000"], ["--device-map", "auto"], ["--trust-remote-code"]):
-        _fails(["profile", "--profile", "smoke", *option], capsys, f"{option[0]} apply to --model", "Drop them")
+        _fails(["measure", "--profile", "smoke", *option], capsys, f"{option[0]} apply to --model", "Drop them")
     _fails(
-        ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--revision", "main"],
+        ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--revision", "main"],
         capsys,
         "--revision selects a hub revision",
         "is a local directory",
@@ -419,7 +419,7 @@ def test_profile_options_are_honoured_or_refused(model_dirs, text_file, monkeypa
     monkeypatch.setattr(linrec.experiment.resolve, "load_profile_model", load_profile_model)
     monkeypatch.setattr(linrec.data.tokens, "make_batches", make_batches)
     with pytest.raises(AssertionError, match="stop before"):
-        main(["profile", "--profile", "offline", "--dtype", "bfloat16", "--device", "cpu", "--no-progress"])
+        main(["measure", "--profile", "offline", "--dtype", "bfloat16", "--device", "cpu", "--no-progress"])
     assert seen == {"device": "cpu", "dtype": "bfloat16", "batch_size": 16}  # the offline profile's batch size
 
 
@@ -444,10 +444,10 @@ def test_token_ids_beyond_the_vocabulary_are_refused_by_measure(tokenizer, text)
     ],
 )
 def test_device_map_is_checked_first(option, message, model_dirs, text_file, capsys, no_weights):
-    _fails(["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *option], capsys, message)
+    _fails(["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *option], capsys, message)
 
 
-@pytest.mark.parametrize("argv", [["zoo", "--profile", "smoke"], ["profile", "--profile", "smoke", "--no-progress"]])
+@pytest.mark.parametrize("argv", [["zoo", "--profile", "smoke"], ["measure", "--profile", "smoke", "--no-progress"]])
 def test_a_cache_that_cannot_hold_entries_fails_first(argv, tmp_path, monkeypatch, capsys, nothing_runs, request):
     plain = tmp_path / "plain"
     plain.write_text("a file")
@@ -475,7 +475,7 @@ def test_an_interrupt_is_one_line_and_leaves_the_old_table(model_dirs, text_file
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", interrupted)
-    args = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
+    args = ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), *ROWS, "--out", str(out)]
     assert main(args) == 130
     assert capsys.readouterr().err.splitlines()[-1] == "linrec: interrupted"
     assert out.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.csv"]
@@ -489,13 +489,13 @@ def test_a_profile_s_blocks_and_context_are_checked_from_its_zoo_spec(capsys, no
     assert profile.zoo is not None
     depth = min(profile.zoo.entry(m).depth for m in profile.models)
     context = min(profile.zoo.entry(m).seq_len for m in profile.models)
-    smoke = ["profile", "--profile", "smoke", "--no-progress"]
+    smoke = ["measure", "--profile", "smoke", "--no-progress"]
     _fails([*smoke, "--blocks", str(depth)], capsys, f"no FFN block {depth}")
     _fails([*smoke, "--seq-len", str(context + 1)], capsys, f"exceeds the model's context of {context}")
 
 
 def test_a_memory_budget_is_read_planned_and_refused_before_the_weights(model_dirs, text_file, capsys, no_weights):
-    model = ["profile", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--seq-len", "16"]
+    model = ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--seq-len", "16"]
     _fails([*model, "--memory", "lots"], capsys, "cannot read the memory budget 'lots'", "12GB")
     _fails([*model, "--memory", "1KB"], capsys, "too small for one block at a time", "smallest budget that works")
 
@@ -504,7 +504,7 @@ def test_a_budget_that_groups_the_blocks_gives_the_one_pass_table(model_dirs, te
     """The plan is printed before the work, and the table is the single pass's to the last digit."""
     from linrec.models.loading import load_pretrained
 
-    model = ["profile", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--folds", "8"]
+    model = ["measure", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--folds", "8"]
     model += ["--seq-len", "16", "--max-rows", "768"]
     assert main([*model, "--out", str(tmp_path / "one.csv")]) == 0
     err = capsys.readouterr().err
@@ -537,6 +537,6 @@ def test_a_profile_s_own_model_named_with_model_is_measured_as_the_profile_does(
     monkeypatch.setattr(linrec.experiment.resolve, "load_profile_model", load_profile_model)
     for name in ("EleutherAI/pythia-160m", "EleutherAI/pythia-6.9b"):
         with pytest.raises(AssertionError, match="stop before"):
-            main(["profile", "--profile", "shapes", "--model", name, "--dtype", "bfloat16", "--no-progress"])
+            main(["measure", "--profile", "shapes", "--model", name, "--dtype", "bfloat16", "--no-progress"])
         assert seen["profile"] == "shapes" and seen["model"] == name and name in seen["models"]
         assert seen["dtype"] == "bfloat16"

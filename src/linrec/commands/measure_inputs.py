@@ -1,4 +1,4 @@
-"""What ``linrec profile`` measures on: the text (a file, a corpus, or a profile model's own) and its token
+"""What ``linrec measure`` measures on: the text (a file, a corpus, or a profile model's own) and its token
 batches, checked against each model's blocks, context and width before its weights load.
 
 Its windows are spread evenly over the whole text (``--layout spread``; ``--layout head`` takes the first
