@@ -46,18 +46,6 @@ def test_version_and_plain_help(capsys):
         assert expected in help_text, expected
 
 
-def test_the_old_name_of_measure_still_runs_it_with_a_warning(tmp_path, capsys):
-    """``linrec profile`` was renamed ``linrec measure`` (a "profile" is a book profile): scripts that call the old
-    name reach the same command, told of the new one."""
-    missing = ["--model", str(tmp_path / "no-such-model"), "--text-file", str(tmp_path / "no-such.txt")]
-    assert main(["measure", *missing]) == 2
-    now = capsys.readouterr().err
-    assert main(["profile", *missing]) == 2
-    before = capsys.readouterr().err
-    assert "'linrec profile' is now 'linrec measure'" in before and "is now" not in now
-    assert before.splitlines()[-1] == now.splitlines()[-1] and now.startswith("linrec: error:")
-
-
 def test_top_level_help_imports_no_command_and_no_torch():
     probe = (
         "import sys\nfrom linrec.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"

@@ -7,6 +7,11 @@ and nothing beyond the standard library is needed. A page counts as *settled* on
 MathJax has run its startup typesetting and whatever it queued after it (``StartupHook("End")`` then
 ``Hub.Queue``: MathJax 2's own signal that it is done) and its "Loading ..." message is gone; fixed waits of
 virtual time, which were used before, could photograph the message still in the corner.
+
+Why not a maintained driver (weighed 2026-11-28; CONTRIBUTING.md, "Why the book drives Chromium itself"): Playwright
+would replace only the transport here (about 100 lines) with a 40 MB wheel and a Node.js driver to pin and hash;
+Selenium needs a matching ``chromedriver``, which it downloads; neither knows when MathJax 2 is done, which is most of
+what this module waits for. Playwright stays the choice if the protocol code grows.
 """
 
 from __future__ import annotations

@@ -26,10 +26,6 @@ COMMANDS = {
 }
 """Each command's one-line summary; its module, :mod:`linrec.commands.<name>`, holds its options and handler."""
 
-RENAMED = {"profile": "measure"}
-"""Old command names still read (with a warning) -> their names now: ``profile`` was renamed ``measure`` so that
-"profile" means only a book profile (``--profile offline``)."""
-
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser, its errors one line as the project's are (``linrec: error: ...``), pointing to ``--help``
@@ -49,12 +45,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(prog="linrec", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("--version", action="version", version=f"linrec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    command = RENAMED.get(command or "", command)
     for name, summary in COMMANDS.items():
         if name == command:
             importlib.import_module(f"linrec.commands.{name}").add_cli(sub)
         else:
-            sub.add_parser(name, help=summary, aliases=[old for old, new in RENAMED.items() if new == name])
+            sub.add_parser(name, help=summary)
     return parser
 
 
@@ -92,10 +87,6 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
-            if args.command in RENAMED:
-                new = RENAMED[args.command]
-                warnings.warn(f"'linrec {args.command}' is now 'linrec {new}'; the old name goes in a later release",
-                              FutureWarning, stacklevel=1)  # fmt: skip
             if args.command not in ("plot",):  # (the commands that run torch)
                 from linrec.threads import set_threads
 

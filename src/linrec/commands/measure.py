@@ -56,7 +56,6 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "measure",
-        aliases=["profile"],  # its name until 0.3: still read, with a warning (linrec.cli.RENAMED)
         formatter_class=HelpFormatter,
         description="Measure R²_lin of every FFN block (or --blocks) of a model on a text.",
         epilog=columns_help(),
