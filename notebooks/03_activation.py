@@ -64,7 +64,8 @@ GRID_MODELS = list(
 # before any result: **the claim holds when the trained R²_lin lies outside that band in a majority
 # of the blocks.** If the trained weights were just another draw of the control, each block would
 # leave the band with probability 0.05, and four or more of six blocks would do so by chance with
-# probability about 10⁻⁴. The rule needs at least three seeds (`CONTROL_SEEDS`).
+# probability about 10⁻⁴. The rule needs at least three seeds (`CONTROL_SEEDS`); it is written in
+# `linrec.analysis.learned.learned_claims`.
 #
 # The other comparisons of this chapter are descriptions, not tests of this claim. A random
 # initialisation has the initialiser's scale, not the trained one. Two seeds and two families

@@ -279,7 +279,8 @@ ch.report(
 ch.caveat()
 
 # %% [markdown]
-# The replacement row is read by the rule its verdict states: at least `MIN_RATIO` times fewer
+# The replacement row is read by the rule its verdict states (written in
+# `linrec.analysis.compression.compression_claims`): at least `MIN_RATIO` times fewer
 # numbers, and a rise in perplexity of at most `MAX_RELATIVE` of the original model's. The bound is
 # relative because the paper gives +0.77 as an absolute change at a base perplexity its public
 # sources do not state, and the same absolute change means much more on a model of perplexity 20

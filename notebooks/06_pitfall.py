@@ -130,7 +130,8 @@ ch.show(conditioning, fold="every block's R²_lin and input condition number")
 # rows, exactly; on held-out rows a trained map can score a little above it, because stopping early
 # (and choosing the learning rate on validation rows) regularises the map, which helps most where
 # the fit has few rows per input dimension. Such a gap is negative, and the figures draw it below
-# zero rather than hide it. The rule for "reached" is a final gap of at most the tolerance, so a
+# zero rather than hide it. The rule for "reached" (`linrec.analysis.pitfall_claims.pitfall_claims`, like
+# every verdict of this chapter) is a final gap of at most the tolerance, so a
 # negative gap counts as reached; a run "falls short" only when it ends more than the tolerance
 # *below* the closed form, well beyond the fold-to-fold spread of R²_lin of these blocks (their
 # `r2_lin_std`, in chapter 2's table).

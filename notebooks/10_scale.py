@@ -106,7 +106,8 @@ fig = scale_plots.trends_figure(summary, swaps)
 ch.figure(fig, {"summary": summary, "swaps": swaps}, "fig-scale-trends")
 
 # %% [markdown]
-# Two statements are tested, each by a rule fixed before the numbers: the profile's spread does
+# Two statements are tested, each by a rule fixed before the numbers (both written in
+# `linrec.analysis.scale.scale_claims`): the profile's spread does
 # not shrink toward a uniform profile as models grow (the largest model keeps at least `KEEPS` of
 # the smallest model's standard deviation of R²_lin over blocks, with 95% confidence; of the
 # spreads in the table it is the one every block counts in, so it depends least on which blocks

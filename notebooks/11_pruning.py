@@ -181,7 +181,8 @@ ch.figure(fig, budget, "fig-pruning-budget")
 # %% [markdown]
 # ## The verdict
 #
-# The rule was written before any number was computed:
+# The rule was written before any number was computed (`linrec.analysis.pruning.RULE`, applied by
+# `pruning_claims` in the same module):
 
 # %%
 ch.markdown(pruning.RULE)

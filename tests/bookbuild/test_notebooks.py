@@ -305,3 +305,24 @@ def test_every_library_name_a_chapter_reaches_exists():
                         missing.append(f"{source.name}: {base.id}.{'.'.join(chain)}")
                         break
     assert not missing, missing
+
+
+def test_every_library_name_a_chapter_s_text_names_exists():
+    """A chapter that names where a rule lives (`linrec.analysis.pruning.RULE`) names a place that exists: the text
+    is not run, so a rename would leave it pointing nowhere."""
+    missing = []
+    for source in notebooks.sources(REPO):
+        for dotted in set(re.findall(r"`(linrec(?:\.[A-Za-z_]\w*)+)`", source.read_text(encoding="utf-8"))):
+            parts = dotted.split(".")
+            for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
+                try:
+                    found = importlib.import_module(".".join(parts[:cut]))
+                    break
+                except ImportError:
+                    continue
+            for name in parts[cut:]:
+                if not hasattr(found, name):
+                    missing.append(f"{source.name}: {dotted}")
+                    break
+                found = getattr(found, name)
+    assert not missing, missing
