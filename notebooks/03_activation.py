@@ -135,7 +135,7 @@ ch.show(
 # %% mystnb={"figure": {"caption": "Each model's held-out $R^2_\\text{lin}$ per block with its trained weights (thick) and with the entries of every weight matrix shuffled, one thin line per seed ($k$-fold mean ± std); shaded: the 95 % prediction band for one more shuffle; ringed: blocks whose trained value lies outside it.", "name": "fig-activation-learned"}}
 shuffled = pd.concat(
     [
-        learned.control_profiles(ch.profile, m, CONTROL_SEEDS, progress=ch.progress)
+        learned.control_tables(ch.profile, m, CONTROL_SEEDS, progress=ch.progress)
         for m in MODELS
     ],
     ignore_index=True,

@@ -69,7 +69,7 @@ ch.show(
 # hides another.
 
 # %% mystnb={"figure": {"caption": "Held-out $R^2_\\text{lin}$ of every FFN block against its relative depth, one panel per model, smallest first ($k$-fold mean ± std); dashed: with the first position of every window left out of fit and evaluation (values below the axis are drawn at its floor).", "name": "fig-scale-profiles"}}
-fig = scale_plots.profiles_figure(table, summary)
+fig = scale_plots.depth_curves_figure(table, summary)
 ch.figure(fig, table, "fig-scale-profiles")
 
 # %% [markdown]

@@ -26,7 +26,7 @@ SEEDS = (0, 1, 2)
 
 
 def table_of(trained: list[float], shuffled: list[list[float]], model: str = "m") -> pd.DataFrame:
-    """A control table as control_profiles returns it, from R²_lin per block."""
+    """A control table as control_tables returns it, from R²_lin per block."""
     rows = [{"model": model, "block": b, "r2_lin": r, "r2_lin_std": 0.01, "weights": WEIGHTS["final"], "seed": None}
             for b, r in enumerate(trained)]  # fmt: skip
     rows += [{"model": model, "block": b, "r2_lin": r, "r2_lin_std": 0.01, "weights": MATCHED, "seed": s}

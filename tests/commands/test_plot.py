@@ -10,7 +10,7 @@ from support.cli import ROWS, _fails
 
 
 def test_plot_draws_a_profile_table_one_panel_per_model(model_dirs, text_file, tmp_path, capsys, monkeypatch):
-    import linrec.plots.profile as profile_plots
+    import linrec.plots.measured as measured_plots
 
     out = tmp_path / "r.csv"
     assert (
@@ -20,8 +20,8 @@ def test_plot_draws_a_profile_table_one_panel_per_model(model_dirs, text_file, t
     two = tmp_path / "two.csv"
     table = pd.read_csv(out)
     pd.concat([table, table.assign(model="other/model", r2_lin=0.5)]).to_csv(two, index=False)
-    drawn, real = [], profile_plots.profile_figure
-    monkeypatch.setattr(profile_plots, "profile_figure", lambda t, title: drawn.append(t) or real(t, title))
+    drawn, real = [], measured_plots.measured_figure
+    monkeypatch.setattr(measured_plots, "measured_figure", lambda t, title: drawn.append(t) or real(t, title))
     figure = tmp_path / "fig" / "profile.png"
     assert main(["plot", str(two), "--out", str(figure)]) == 0
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -13,7 +13,7 @@ def test_the_figures_draw_one_panel_per_model_and_three_trends():
 
     table = planted({"small": 0.5, "mid": 0.4, "large": 0.3}, {"small": 0.1, "mid": 0.2, "large": 0.3})
     summary = scale.scale_summary(table, PARAMS)
-    fig = plots.profiles_figure(table, summary)
+    fig = plots.depth_curves_figure(table, summary)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == ["small (1M, 24 blocks)", "mid (100M, 24 blocks)", "large (1.0B, 24 blocks)"]
     swaps = scale.at_fixed_depths(table.assign(relative=0.01), {m: 24 for m in PARAMS}, SCALE_DEPTHS)

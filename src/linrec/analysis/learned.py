@@ -7,7 +7,7 @@ arrangement would score the same R²_lin; if the arrangement was learned, it wou
 :mod:`linrec.models.controls`' ``permuted``: the entries of each matrix shuffled, each matrix keeping its
 exact distribution of values. It is drawn with several seeds, and their spread is the yardstick:
 
-* :func:`control_profiles` measures a model's trained weights and its controls over seeds, on the profile's
+* :func:`control_tables` measures a model's trained weights and its controls over seeds, on the profile's
   main corpus;
 * :func:`control_bands` gives, per block, the controls' mean, seed spread and the prediction interval in
   which the trained value would fall if it were one more draw of the control;
@@ -44,7 +44,7 @@ MIN_SEEDS = 3
 """Fewest control seeds with which a seed spread is estimated at all (two give one difference)."""
 
 
-def control_profiles(
+def control_tables(
     profile: Profile,
     model: str,
     seeds: Sequence[int] | None = None,
@@ -75,7 +75,7 @@ def control_bands(table: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     Columns ``model, block, trained, control_mean, control_sd, seeds, low, high, difference, departs``.
     [low, high] is the prediction interval for one more control seed, mean ± t(n−1)·sd·√(1 + 1/n) with n seeds
     (Student's t: with three seeds the spread itself is uncertain); ``departs`` is True where the trained value
-    lies outside it. ``table``: :func:`control_profiles` (one model, or several with a ``model`` column).
+    lies outside it. ``table``: :func:`control_tables` (one model, or several with a ``model`` column).
     """
     if not 0 < level < 1:
         raise LinrecError(f"the interval's level must lie in (0, 1); got {level}")
@@ -83,7 +83,7 @@ def control_bands(table: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     trained = table[table["weights"] == WEIGHTS["final"]]
     controls = table[table["weights"] == MATCHED]
     if trained.empty or controls.empty:
-        raise LinrecError(f"the table needs the trained weights and the '{MATCHED}' control (control_profiles)")
+        raise LinrecError(f"the table needs the trained weights and the '{MATCHED}' control (control_tables)")
     stats = controls.groupby(["model", "block"])["r2_lin"].agg(control_mean="mean", control_sd="std", seeds="count")
     bands = trained.set_index(["model", "block"])[["r2_lin"]].rename(columns={"r2_lin": "trained"}).join(stats)
     if bands["seeds"].isna().any():
@@ -132,7 +132,7 @@ def _verdict(bands: pd.DataFrame, level: float, min_seeds: int) -> Claim:
 
 
 def learned_claims(table: pd.DataFrame, level: float = LEVEL, min_seeds: int = MIN_SEEDS) -> list[Claim]:
-    """The learned-versus-architectural test on :func:`control_profiles`, and the median R²_lin of each kind of
+    """The learned-versus-architectural test on :func:`control_tables`, and the median R²_lin of each kind of
     weights. With several models (a ``model`` column), the test is applied to all their blocks together and then
     to each model on its own (claims named with :meth:`Claim.of`), since one family can carry the pooled verdict.
 

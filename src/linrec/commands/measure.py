@@ -150,10 +150,10 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "--measurement DIR then fits its maps from it without capturing again",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.set_defaults(handler=_profile)
+    p.set_defaults(handler=_measure)
 
 
-def _profile(args: argparse.Namespace) -> int:
+def _measure(args: argparse.Namespace) -> int:
     """Measure each model named (``--model``, else the profile's), print the table and write ``--out``.
 
     Everything that can be checked before the work is, in this order: the options, ``--out`` and the cache (by

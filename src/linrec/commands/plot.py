@@ -34,7 +34,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    """Read the table, keep ``--model``'s rows, draw them with :func:`linrec.plots.profile.profile_figure` (with
+    """Read the table, keep ``--model``'s rows, draw them with :func:`linrec.plots.measured.measured_figure` (with
     ``--scores``, :func:`linrec.plots.pruning.scores_by_block`)."""
     check_output(args.out, suffixes=FIGURE_SUFFIXES)
     table = read_table(args.table)
@@ -51,11 +51,11 @@ def _plot(args: argparse.Namespace) -> int:
 
     matplotlib.use("Agg")  # a file, never a window
     from linrec.plots import use_book_style
-    from linrec.plots.profile import profile_figure
+    from linrec.plots.measured import measured_figure
     from linrec.plots.pruning import scores_by_block
 
     use_book_style()
-    fig = scores_by_block(table, args.title) if args.scores else profile_figure(table, args.title)
+    fig = scores_by_block(table, args.title) if args.scores else measured_figure(table, args.title)
     write_atomically(args.out, lambda file: fig.savefig(file, format=args.out.suffix[1:], dpi=150), binary=True)
     print(f"wrote {args.out}")
     return 0

@@ -151,7 +151,7 @@ def conditioning_figure(table: pd.DataFrame, order: Sequence[str] | None = None)
 def controls_figure(table: pd.DataFrame, bands: pd.DataFrame, order: Sequence[str] | None = None) -> Figure:
     """One panel per model: R²_lin per block of the trained weights (k-fold mean ± std) against each control at
     each seed (one thin line each), with the scale-matched control's prediction band shaded and the blocks whose
-    trained value leaves it ringed. ``table``: :func:`linrec.analysis.learned.control_profiles` of each model
+    trained value leaves it ringed. ``table``: :func:`linrec.analysis.learned.control_tables` of each model
     (with a ``model`` column); ``bands``: their :func:`linrec.analysis.learned.control_bands`."""
     require(table, ["model", "block", "r2_lin", "r2_lin_std", "weights", "seed"], "a control table")
     require(bands, ["model", "block", "trained", "low", "high", "departs"], "the control bands")

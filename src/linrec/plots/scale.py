@@ -19,7 +19,7 @@ def _size(parameters: float) -> str:
     return f"{parameters / 1e9:.1f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M"
 
 
-def profiles_figure(table: pd.DataFrame, summary: pd.DataFrame) -> Figure:
+def depth_curves_figure(table: pd.DataFrame, summary: pd.DataFrame) -> Figure:
     """Held-out R²_lin of every block against its relative depth, one panel per model, smallest first (k-fold mean
     ± std; dashed: without the first position). ``table``: :func:`~linrec.analysis.scale.with_depth` rows;
     ``summary``: :func:`~linrec.analysis.scale.scale_summary` (the order and the sizes in the titles)."""

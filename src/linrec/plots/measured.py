@@ -13,7 +13,7 @@ from linrec.plots._curves import BLOCK_LABEL
 from linrec.plots._layout import WIDTH, legend_below
 
 
-def profile_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
+def measured_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     """R²_lin per block, variance-weighted with its k-fold std, beside the median over output features: a block
     whose variance sits in a few channels can score high on the first and low on the second. Where the table has
     it, R²_lin of the positions after each sequence's first (``r2_lin_after_first``) too: far from R²_lin where the
