@@ -228,7 +228,7 @@ def test_cli_measures_a_packaged_model_by_name_and_records_its_file(name, block,
     text = tmp_path / "text.txt"
     text.write_text(reference_prose())
     out = tmp_path / "table.json"
-    args = ["profile", "--model", name, "--text-file", str(text), "--max-rows", rows, "--seq-len", "64"]
+    args = ["measure", "--model", name, "--text-file", str(text), "--max-rows", rows, "--seq-len", "64"]
     with user_cache():
         assert main([*args, "--folds", "3", "--blocks", block, "--no-progress", "--out", str(out)]) == 0
     table = pd.read_json(out)
