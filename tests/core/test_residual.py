@@ -181,3 +181,16 @@ def test_blocks_named_by_hand_leave_the_scores_unknown(batches):
         residual_sites(model, [0], spec)
     table = measure(model, batches, folds=FOLDS, spec=spec, progress=False)
     assert table[list(COLUMNS)].isna().all().all()
+
+
+def test_without_the_scores_the_rest_of_the_table_is_the_same_bit_for_bit(batches, tmp_path):
+    """``scores=False`` drops the residual sink only: every other column is unchanged, and the measurement saves and
+    loads with its scores unknown."""
+    model = tiny_model("llama")
+    full = Measurement.capture(model, batches, folds=FOLDS, progress=False)
+    bare = Measurement.capture(model, batches, folds=FOLDS, progress=False, scores=False)
+    others = [c for c in full.table().columns if c not in COLUMNS]
+    assert bare.table()[others].equals(full.table()[others])
+    assert full.table()[list(COLUMNS)].notna().all().all()
+    loaded = Measurement.load(bare.save(tmp_path / "m")).table()
+    assert loaded[list(COLUMNS)].isna().all().all() and loaded[others].equals(full.table()[others])

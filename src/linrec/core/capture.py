@@ -51,7 +51,9 @@ class CaptureOptions:
     ``positions``: only the rows at these window positions (:func:`run_capture`; the forward pass is unchanged);
     ``spill``: a directory where finished folds wait on disk (:class:`linrec.core.moment_files.SpilledMoments`);
     ``extra_sinks``: more sinks that see the same rows in the same pass (e.g. a
-    :class:`linrec.core.sample.RowSample`)."""
+    :class:`linrec.core.sample.RowSample`); ``scores``: compute the residual-stream scores
+    (:class:`linrec.core.residual.ResidualSink`; False leaves them NaN and the rest of the table the same, bit for
+    bit, for about a fifth less work on a CPU)."""
 
     folds: int = 5
     seed: int = 0
@@ -60,6 +62,7 @@ class CaptureOptions:
     positions: slice | None = None
     spill: str | Path | None = None
     extra_sinks: Sequence[RowSink] = ()
+    scores: bool = True
 
 
 class StopForward(Exception):
@@ -301,7 +304,7 @@ def capture_positions(
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
     sink, tails = MomentSink(folds, spill=options.spill), TailSink()
-    residual = residual_sink(model, chosen, folds, spec, seed)
+    residual = residual_sink(model, chosen, folds, spec, seed) if options.scores else None
     sinks = [sink, tails, *([] if residual is None else [residual]), *options.extra_sinks]
     run_capture(model, batches, chosen, sinks, fold_of_sequence, progress, options.positions, stop)
     silent = sorted({b.index for b in chosen} - set(sink.accumulators))

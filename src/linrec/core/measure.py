@@ -137,6 +137,7 @@ class Measurement:
         extra_sinks: Sequence[RowSink] = (),
         spill: str | Path | None = None,
         memory: int | str | None = None,
+        scores: bool = True,
     ) -> Measurement:
         """Run ``model`` over ``batches`` once and keep the moments of every FFN block (or of ``blocks``).
 
@@ -156,11 +157,12 @@ class Measurement:
         None: what is free there now). Where every block's moments do not fit, the blocks are measured in groups that
         do (:mod:`linrec.core.plan`, the plan printed first), each group's moments then waiting on disk under
         ``spill`` (the system's temporary directory by default): the same numbers, bit for bit, for about one
-        forward pass.
+        forward pass. ``scores=False`` skips the residual-stream scores (:mod:`linrec.core.scores`; NaN in the
+        table), for a caller that will not read them.
         """
         dtype = _model_dtype(model)
         positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
-        options = CaptureOptions(folds, seed, spec, progress, positions, spill, extra_sinks)
+        options = CaptureOptions(folds, seed, spec, progress, positions, spill, extra_sinks, scores)
         plan = plan_for(model, batches, blocks, folds, spec, parse_memory(memory), saved=True)
         if plan is None or len(plan.groups) == 1:
             split = capture_positions(model, batches, blocks, options)

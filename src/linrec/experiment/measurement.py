@@ -65,7 +65,8 @@ moments keep the upper triangles of Cxx and Cyy, and the row sample holds the bl
 :meth:`~linrec.experiment.budgets.Budget.sampled` only. 7: the stored table gains ``top_rows_share``,
 ``top_rows_share_after_first`` and ``r2_lin_after_first_folds``. 8: the entry holds the core's provenance
 (:data:`PROVENANCE`) and is read as a :class:`linrec.core.measure.Measurement`. 9: the stored table gains the
-residual-stream scores (:data:`linrec.core.scores.COLUMNS`)."""
+residual-stream scores (:data:`linrec.core.scores.COLUMNS`); since they are no longer computed for an entry (NaN: no
+chapter reads them, chapter 11 captures its own), entries of format 9 that hold them are still read as they are."""
 
 PROVENANCE = FILES[0]
 """The entry's record of the capture as the core writes it (:class:`linrec.core.measure.Provenance`)."""
@@ -319,10 +320,11 @@ def _capture(
     sample = RowSample(sample_rows, seed, sampled) if keep == "samples" else None
     weights = profile_weights_id(profile, model, checkpoint)
     spill = cache_dir() / "spill" if moment_bytes(net, profile.folds) > SPILL_ABOVE else None
+    # No chapter reads a shared measurement's residual-stream scores (chapter 11 captures its own): not computed.
     captured = Measurement.capture(
         net, batches, folds=profile.folds, seed=seed, progress=progress, name=model, weights=weights,
         text=text.name, text_sha256=text.sha256, extra_sinks=[] if sample is None else [sample], spill=spill,
-        memory=profile.memory,
+        memory=profile.memory, scores=False,
     )  # fmt: skip
     samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
     info = MeasurementInfo(
