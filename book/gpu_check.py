@@ -32,6 +32,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,8 @@ def large(
 ) -> dict[str, Any]:  # fmt: skip
     """The large shape in bfloat16: the forward, one float64 eigendecomposition at its width, the profile by plan
     (its first ``blocks`` blocks, None: every block), then the planned capture of every block with its moments (no
-    table) against the forward. What is measured is ``record``-ed as it comes, so a check stopped at its limit keeps
-    it."""
+    table) against the forward, with and without the residual-stream scores. What is measured is ``record``-ed as it
+    comes, so a check stopped at its limit keeps it."""
     import linrec
 
     out: dict[str, Any] = {"model": name, "dtype": "bfloat16"}
@@ -143,6 +144,9 @@ def large(
     capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, options)], device)  # fmt: skip
     note(capture_plan=every.describe(), planned_capture_s=capture, peak_host_gb_after_capture=host_peak() / 1e9,
          capture_vs_truncated_forward=capture / out["truncated_forward_s"])  # fmt: skip
+    bare = replace(options, scores=False)  # what the residual-stream scores add (their fits: 6 eigh per block)
+    capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, bare)], device)  # fmt: skip
+    note(planned_capture_no_scores_s=capture, no_scores_vs_truncated_forward=capture / out["truncated_forward_s"])
     return out
 
 

@@ -71,7 +71,9 @@ MODELS = pruning.default_models(ch.profile, MODELS)
 # apart (below), and with the whole block removed, attention and FFN (`layer`: the layer hands its
 # input on, as layer pruning does). ΔPPL carries a 95 % bootstrap interval over evaluation windows.
 # Each model is measured again here, on exactly the rows of chapter 2, with the first position of
-# every window kept apart; everything is cached.
+# every window kept apart and with the residual-stream scores, which the measurements the other
+# chapters share leave out. The affine swaps alone are chapter 5's, read from the cache: the same
+# maps scored on the same tokens. Everything is cached.
 
 # %%
 runs = {

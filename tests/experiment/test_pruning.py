@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+import linrec.experiment.measurement as measurements
 import linrec.experiment.pruning as pruning
+import linrec.experiment.swaps as swaps
+from linrec.core.measure import Measurement
 from linrec.core.scores import MEASURED
 from linrec.experiment.profiles import Profile
 from linrec.experiment.pruning import KINDS, LAYER, pruning_costs
+from linrec.interventions.perplexity import swap_deltas
 from support import tiny_captures
 
 PROFILE = Profile(
@@ -33,16 +37,27 @@ def affine_model(tokenizer, text):
 
 
 @pytest.fixture
-def loads(affine_model, tokenizer, monkeypatch) -> list[str]:
+def loads(affine_model, tokenizer, monkeypatch, tmp_path) -> list[str]:
+    """The models the chapter's own capture loads; the shared measurement and chapter 5's affine swaps load the same
+    tiny model (no hub, no zoo), into a cache of this test's own."""
     calls: list[str] = []
 
-    def load(profile, model, checkpoint, progress, before_weights):
-        calls.append(model)
-        before_weights(affine_model.config, tokenizer)
-        return affine_model.eval(), tokenizer
+    def loader(record: bool):
+        def load(profile, model, checkpoint, progress, before_weights=None):
+            calls.extend([model] if record else [])
+            if before_weights is not None:
+                before_weights(affine_model.config, tokenizer)
+            return affine_model.eval(), tokenizer
 
-    monkeypatch.setattr(pruning, "load_profile_model", load)
-    monkeypatch.setattr(pruning, "profile_weights_id", lambda profile, model, checkpoint: f"planted {model}")
+        return load
+
+    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
+    weights = lambda profile, model, checkpoint: f"planted {model}"  # noqa: E731
+    for module, record in ((pruning, True), (measurements, False), (swaps, False)):
+        monkeypatch.setattr(module, "load_profile_model", loader(record))
+    for module in (pruning, measurements):
+        monkeypatch.setattr(module, "profile_weights_id", weights)
+    monkeypatch.setattr(measurements, "model_revision", lambda profile, model, checkpoint: None)
     return calls
 
 
@@ -70,3 +85,17 @@ def test_cached_by_model_and_settings(loads):
     assert loads == ["affine"] and one["costs"].equals(again["costs"])
     pruning_costs(PROFILE, "affine", budget="10%", progress=False)
     assert loads == ["affine", "affine"]
+
+
+def test_the_affine_swaps_read_from_chapter_5_s_cache_are_the_chapter_s_own_bit_for_bit(loads, affine_model, tokenizer):
+    """Each block's affine swap alone comes from :func:`linrec.experiment.swaps.affine_swaps` (shared with chapter 5):
+    the same ΔPPL, to the last bit, as the maps of the chapter's own capture scored on its own tokens."""
+    out = pruning_costs(PROFILE, "affine", progress=False, cache=False)
+    shared = out["costs"][out["costs"].kind == "affine"].set_index("block")
+    text = pruning.profile_corpus(PROFILE, "stdlib-prose")
+    fit = pruning.profile_batches(PROFILE, tokenizer, text, model=affine_model.config, name="affine")
+    own = Measurement.capture(affine_model, fit, folds=PROFILE.folds, seed=0, progress=False)
+    evals = pruning.eval_batches(PROFILE, tokenizer, affine_model, None, name="affine")
+    alone = swap_deltas(affine_model, evals, own.replacements("affine"), progress=False).set_index("block")
+    for column in ("ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "params"):
+        assert shared[column].tolist() == alone[column].tolist(), column

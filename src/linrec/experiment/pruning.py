@@ -30,11 +30,11 @@ from linrec.core.moment_sink import trim_heap
 from linrec.core.resume import decoder_layers, passing
 from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
-from linrec.experiment.measurement import profile_weights_id
+from linrec.experiment.measurement import measurement, profile_weights_id
 from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames
-from linrec.experiment.swaps import eval_batches
+from linrec.experiment.swaps import affine_swaps, eval_batches
 from linrec.interventions.perplexity import budget_ppl, budget_walk, removal_deltas, window_nll
 from linrec.interventions.replacement.ablations import ablations
 from linrec.interventions.surgery import n_stored, swapped
@@ -76,11 +76,16 @@ def pruning_costs(
         def fit_text(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> None:
             cut.append(profile_batches(profile, tokenizer, text, model=config, name=model))
 
+        # The affine swaps alone are chapter 5's (:func:`linrec.experiment.swaps.affine_swaps`, cached): the same maps,
+        # fitted on the same rows, scored on the same tokens; read (or computed) there, before this model loads.
+        shared = measurement(profile, model, progress=progress)
+        affine = affine_swaps(profile, [shared], max_tokens=eval_tokens, progress=progress, cache=True)
+        del shared
         net, tokenizer = load_profile_model(profile, model, "final", progress=progress, before_weights=fit_text)
         measured = Measurement.capture(net, cut[0], folds=profile.folds, seed=profile.seeds[0], progress=progress,
                                        name=model, memory=profile.memory)  # fmt: skip
         evals = eval_batches(profile, tokenizer, net, eval_tokens, name=model)
-        out = _costs(net, evals, measured, budget, progress)
+        out = _costs(net, evals, measured, affine, budget, progress)
         del net, measured
         gc.collect()
         trim_heap()
@@ -95,11 +100,14 @@ def pruning_costs(
 
 
 def _costs(
-    net: nn.Module, evals: TokenBatches, measured: Measurement, budget: str, progress: bool
+    net: nn.Module, evals: TokenBatches, measured: Measurement, affine_alone: pd.DataFrame, budget: str, progress: bool
 ) -> dict[str, pd.DataFrame]:
-    """The tables of :func:`pruning_costs` for a loaded model and its measurement."""
+    """The tables of :func:`pruning_costs` for a loaded model and its measurement, each block's affine swap alone
+    given (``affine_alone``: :func:`linrec.experiment.swaps.affine_swaps` on the same tokens)."""
     base = window_nll(net, evals, progress)
-    single = ablations(net, evals, measured, KINDS, base=base, progress=progress)
+    others = ablations(net, evals, measured, [k for k in KINDS if k != "affine"], base=base, progress=progress)
+    alone = {"affine": affine_alone.assign(kind="affine"), **dict(list(others.groupby("ablation", sort=False)))}
+    single = pd.concat([alone[k] for k in KINDS], ignore_index=True)
     removed = removal_deltas(net, evals, measured.blocks, progress=progress, base=base)
     layers = decoder_layers(net, ffn_blocks(net))
     assert layers is not None  # removal_deltas found them
