@@ -8,10 +8,13 @@ import linrec.experiment.measurement as measurements
 import linrec.experiment.pruning as pruning
 import linrec.experiment.swaps as swaps
 from linrec.core.measure import Measurement
+from linrec.core.resume import decoder_layers, passing
 from linrec.core.scores import MEASURED
 from linrec.experiment.profiles import Profile
 from linrec.experiment.pruning import KINDS, LAYER, pruning_costs
-from linrec.interventions.perplexity import swap_deltas
+from linrec.interventions.perplexity import window_nll
+from linrec.interventions.surgery import swapped
+from linrec.models.arch import ffn_blocks
 from support import tiny_captures
 
 PROFILE = Profile(
@@ -87,15 +90,21 @@ def test_cached_by_model_and_settings(loads):
     assert loads == ["affine", "affine"]
 
 
-def test_the_affine_swaps_read_from_chapter_5_s_cache_are_the_chapter_s_own_bit_for_bit(loads, affine_model, tokenizer):
-    """Each block's affine swap alone comes from :func:`linrec.experiment.swaps.affine_swaps` (shared with chapter 5):
-    the same ΔPPL, to the last bit, as the maps of the chapter's own capture scored on its own tokens."""
+def test_the_costs_shared_with_chapter_5_and_with_the_walks_are_full_passes_bit_for_bit(loads, affine_model, tokenizer):
+    """Each block's affine swap alone comes from :func:`linrec.experiment.swaps.affine_swaps` (shared with chapter 5),
+    and a walk's first step is read from the block's own cost, each scored with the layers below replayed: every one
+    equals, to the last bit, a full pass of the model so changed, with the maps of the chapter's own capture."""
     out = pruning_costs(PROFILE, "affine", progress=False, cache=False)
-    shared = out["costs"][out["costs"].kind == "affine"].set_index("block")
+    costs = out["costs"].set_index(["kind", "block"])
     text = pruning.profile_corpus(PROFILE, "stdlib-prose")
     fit = pruning.profile_batches(PROFILE, tokenizer, text, model=affine_model.config, name="affine")
-    own = Measurement.capture(affine_model, fit, folds=PROFILE.folds, seed=0, progress=False)
+    maps = Measurement.capture(affine_model, fit, folds=PROFILE.folds, seed=0, progress=False).replacements("affine")
     evals = pruning.eval_batches(PROFILE, tokenizer, affine_model, None, name="affine")
-    alone = swap_deltas(affine_model, evals, own.replacements("affine"), progress=False).set_index("block")
-    for column in ("ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "params"):
-        assert shared[column].tolist() == alone[column].tolist(), column
+    layers = decoder_layers(affine_model, ffn_blocks(affine_model))
+    dropped = {"affine": lambda b: swapped(affine_model, {b: maps[b]}), LAYER: lambda b: passing([layers[b]])}
+    for (kind, block), row in costs.loc[list(dropped)].iterrows():
+        with dropped[kind](block):
+            assert window_nll(affine_model, evals).ppl == row.ppl, (kind, block)
+    first = out["walks"][out["walks"].step == 1]
+    for step in first.itertuples():
+        assert step.delta_ppl_high == costs.delta_ppl_high[step.mechanism, step.block]

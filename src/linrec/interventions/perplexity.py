@@ -162,6 +162,10 @@ def delta_ppl_interval(
     return percentile_interval(deltas, level)
 
 
+PASS_COLUMNS = ("ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high")
+"""What one perplexity pass of a changed model gives (:func:`_delta_row`): a row of every table that scores one."""
+
+
 def _delta_row(base: WindowNLL, swapped: WindowNLL) -> dict[str, float]:
     low, high = delta_ppl_interval(base, swapped)
     return {"ppl": swapped.ppl, "delta_ppl": swapped.ppl - base.ppl, "delta_ppl_low": low, "delta_ppl_high": high}
@@ -302,7 +306,7 @@ def joint_steps(
         used = replacements[b] if refit is None or min(kept, default=b) >= b else refit(kept, b)
         trial = saved + n_stored(stands_for(model, b, used, spec)) - n_stored(used)
         if not kept and alone is not None and b in alone:
-            row = {k: float(alone[b][k]) for k in ("ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high")}
+            row = {k: float(alone[b][k]) for k in PASS_COLUMNS}
         else:
             with swapped(model, {**kept, b: used}, spec):
                 row = _delta_row(base, window_nll(model, eval_batches))
@@ -403,7 +407,7 @@ def greedy_selection(
         raise LinrecError(f"the single-block table lacks blocks {missing}; measure them with swap_deltas")
     alone = dict(zip(single.block.astype(int), single.delta_ppl))
     order = sorted(replacements, key=lambda b: (alone[b], b))
-    scores = single.set_index(single.block.astype(int))[["ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high"]]
+    scores = single.set_index(single.block.astype(int))[list(PASS_COLUMNS)]
     table = joint_steps(
         model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress, refit,
         scores.to_dict("index"),
