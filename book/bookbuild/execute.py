@@ -290,7 +290,7 @@ def execute(
             }
             run.parameters.write_text(yaml.safe_dump(parameters))
             runs.append(run)
-        took = run_chapters(runs, name, jobs, cwd=book.root, expected=last_build(book, profile))
+        took = run_chapters(runs, name, jobs, cwd=book.root, expected=longest_seen(book, profile))
     timing.record_times(out_dir, profile, took)
     for run in runs:
         add_findings(run.out, profile, run.stem)
@@ -305,11 +305,17 @@ def _parameter(declared: Mapping[str, Mapping[str, str]], name: str, params: dic
     return ast.literal_eval(declared[name]["default"]) if name in declared else None
 
 
-def last_build(book: Book, profile: str) -> dict[str, float]:
-    """Each chapter's wall seconds in the last build of ``profile`` that ``book/resources.json`` records (empty when
-    none is): what the scheduler starts the longest chapters first by."""
+def longest_seen(book: Book, profile: str) -> dict[str, float]:
+    """Each chapter's longest wall seconds over the builds of ``profile`` that ``book/resources.json`` records (empty
+    when none is): what the scheduler starts the longest chapters first by. The longest, not the last: a warm
+    build's times say nothing of which chapters compute most when the cache is cold, and a cold build started in a
+    warm build's order left its costliest chapter running alone at the end."""
     builds = timing.builds(timing.load(book.root / RESOURCES) or {}, profile)
-    return dict(builds[-1]["chapters"]) if builds else {}
+    longest: dict[str, float] = {}
+    for build in builds:
+        for stem, seconds in build["chapters"].items():
+            longest[stem] = max(seconds, longest.get(stem, seconds))
+    return longest
 
 
 def add_findings(executed: Path, profile: str, stem: str) -> None:

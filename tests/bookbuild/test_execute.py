@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -113,12 +114,25 @@ def test_chapters_run_two_at_a_time_and_the_appendix_after_the_rest(tmp_path, ca
 
 
 @pytest.mark.slow
-def test_chapters_start_longest_first_by_the_last_build_and_unmeasured_ones_before_them(tmp_path):
+def test_chapters_start_longest_first_and_unmeasured_ones_before_them(tmp_path):
     runs = [_chapter(tmp_path, stem, RECORD_START.format(me=stem)) for stem in ("01_a", "02_b", "03_c", "98_last")]
     ex.run_chapters(
         runs, ex.kernel(), jobs=1, last=("98_last",), expected={"01_a": 10.0, "02_b": 50.0, "98_last": 99.0}
     )
     assert (tmp_path / "order.txt").read_text().split() == ["03_c", "02_b", "01_a", "98_last"]
+
+
+def test_the_scheduler_expects_each_chapter_s_longest_recorded_time_not_the_last(tmp_path):
+    """A warm build recorded after a cold one must not make the cold build's costliest chapter start last."""
+    builds = [
+        {"profile": "offline", "chapters": {"01_a": 900.0, "02_b": 300.0}},  # cold
+        {"profile": "offline", "chapters": {"01_a": 10.0, "02_b": 150.0, "03_c": 5.0}},  # warm, later
+        {"profile": "smoke", "chapters": {"01_a": 5000.0}},
+    ]
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "resources.json").write_text(json.dumps({"builds": builds}))
+    assert ex.longest_seen(Book(tmp_path), "offline") == {"01_a": 900.0, "02_b": 300.0, "03_c": 5.0}
+    assert ex.longest_seen(Book(tmp_path), "paper") == {}
 
 
 @pytest.mark.parametrize(
