@@ -37,6 +37,10 @@ ch = chapter.begin(
     ppl_budget=["BUDGET"],
 )
 MODELS = pruning.default_models(ch.profile, MODELS)
+print(
+    pruning.left_out(ch.profile, MODELS)
+    or f"Every model of the profile: {', '.join(MODELS)}"
+)
 
 # %% [markdown]
 # ## The scores
