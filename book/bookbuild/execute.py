@@ -290,7 +290,7 @@ def execute(
             }
             run.parameters.write_text(yaml.safe_dump(parameters))
             runs.append(run)
-        took = run_chapters(runs, name, jobs, cwd=book.root, expected=longest_seen(book, profile))
+        took = run_chapters(runs, name, jobs, cwd=book.root, expected=expected_seconds(book, profile))
     timing.record_times(out_dir, profile, took)
     for run in runs:
         add_findings(run.out, profile, run.stem)
@@ -305,17 +305,20 @@ def _parameter(declared: Mapping[str, Mapping[str, str]], name: str, params: dic
     return ast.literal_eval(declared[name]["default"]) if name in declared else None
 
 
-def longest_seen(book: Book, profile: str) -> dict[str, float]:
-    """Each chapter's longest wall seconds over the builds of ``profile`` that ``book/resources.json`` records (empty
-    when none is): what the scheduler starts the longest chapters first by. The longest, not the last: a warm
-    build's times say nothing of which chapters compute most when the cache is cold, and a cold build started in a
-    warm build's order left its costliest chapter running alone at the end."""
+def expected_seconds(book: Book, profile: str) -> dict[str, float]:
+    """What the scheduler starts the longest chapters first by: each chapter's wall seconds in the last build of
+    ``profile`` that ``book/resources.json`` records as cold (one that trained the zoo), the longest any recorded build
+    took for a chapter it lacks (empty when none is recorded). A warm build's times say nothing of which chapters
+    compute most on an empty cache, and a cold build started in a warm build's order left its costliest chapter
+    running alone at the end; the last cold build's own times order its chapters better than the longest of
+    several, which a build run beside other work inflates."""
     builds = timing.builds(timing.load(book.root / RESOURCES) or {}, profile)
     longest: dict[str, float] = {}
     for build in builds:
         for stem, seconds in build["chapters"].items():
             longest[stem] = max(seconds, longest.get(stem, seconds))
-    return longest
+    cold = [b for b in builds if b.get("zoo_s")]
+    return {**longest, **(cold[-1]["chapters"] if cold else {})}
 
 
 def add_findings(executed: Path, profile: str, stem: str) -> None:

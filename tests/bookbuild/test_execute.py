@@ -122,17 +122,20 @@ def test_chapters_start_longest_first_and_unmeasured_ones_before_them(tmp_path):
     assert (tmp_path / "order.txt").read_text().split() == ["03_c", "02_b", "01_a", "98_last"]
 
 
-def test_the_scheduler_expects_each_chapter_s_longest_recorded_time_not_the_last(tmp_path):
-    """A warm build recorded after a cold one must not make the cold build's costliest chapter start last."""
+def test_the_scheduler_expects_the_last_cold_build_s_times_not_the_last_build_s(tmp_path):
+    """A warm build recorded after a cold one must not make the cold build's costliest chapter start last; of two cold
+    builds the later one's times count, and a chapter neither has takes the longest time any build recorded."""
     builds = [
-        {"profile": "offline", "chapters": {"01_a": 900.0, "02_b": 300.0}},  # cold
-        {"profile": "offline", "chapters": {"01_a": 10.0, "02_b": 150.0, "03_c": 5.0}},  # warm, later
-        {"profile": "smoke", "chapters": {"01_a": 5000.0}},
+        {"profile": "offline", "zoo_s": 600.0, "chapters": {"01_a": 900.0, "02_b": 300.0, "04_d": 50.0}},  # cold
+        {"profile": "offline", "zoo_s": 500.0, "chapters": {"01_a": 700.0, "02_b": 800.0}},  # cold, later
+        {"profile": "offline", "zoo_s": None, "chapters": {"01_a": 10.0, "02_b": 150.0, "03_c": 5.0}},  # warm
+        {"profile": "smoke", "zoo_s": 9.0, "chapters": {"01_a": 5000.0}},
     ]
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "resources.json").write_text(json.dumps({"builds": builds}))
-    assert ex.longest_seen(Book(tmp_path), "offline") == {"01_a": 900.0, "02_b": 300.0, "03_c": 5.0}
-    assert ex.longest_seen(Book(tmp_path), "paper") == {}
+    expected = {"01_a": 700.0, "02_b": 800.0, "03_c": 5.0, "04_d": 50.0}
+    assert ex.expected_seconds(Book(tmp_path), "offline") == expected
+    assert ex.expected_seconds(Book(tmp_path), "paper") == {}
 
 
 @pytest.mark.parametrize(
