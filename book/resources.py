@@ -247,16 +247,22 @@ def page(results: dict[str, object]) -> str:
     return "\n".join(lines + build_lines(results.get("builds", [])))
 
 
+SHOWN_BUILDS = 4
+"""Builds the page's table shows, the last ones: a column each."""
+
+
 def build_lines(builds: list[dict]) -> list[str]:
     """The page's table of whole book builds (``--record-build``): what each chapter's run-time note states."""
     if not builds:
         return []
+    earlier, builds = len(builds[:-SHOWN_BUILDS]), builds[-SHOWN_BUILDS:]  # more columns than a page is wide
     lines = [
         "## Whole builds",
         "",
-        "Each chapter states its run time under its title from these builds of the whole book: the measurements "
-        "the chapters share captured first, on every core, then the chapters two at a time, the longest first "
-        "(read from the builds' logs by `book/resources.py --record-build`). Wall time in seconds:",
+        "Each chapter states its run time under its title from the builds of the whole book `book/resources.json` "
+        "records: the measurements the chapters share captured first, on every core, then the chapters two at a "
+        "time, the longest first (read from the builds' logs by `book/resources.py --record-build`). Wall time in "
+        f"seconds of the last {len(builds)}" + (f" ({earlier} earlier in the file)" if earlier else "") + ":",
         "",
         "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}" for b in builds) + " |",
         "|---|" + "---:|" * len(builds),
