@@ -1,11 +1,11 @@
 """Execute chapters with papermill for one profile, two at a time where the profile allows.
 
 :func:`execute` writes each chapter's notebook with an "Open in Colab" button and its parameters (the
-profile, or a dict changing its fields), trains the profile's zoo first, captures the measurements the chapters
-share (:mod:`bookbuild.prepare`), runs the chapters, the longest first, with
-``LINREC_PROGRESS=0`` (no progress bars in the built pages), and then writes the intro's claims table from what
-they recorded (:func:`write_claims`). :func:`run_chapters` is the scheduler: each
-chapter a papermill process in a session of its own, the appendix after the rest, and the first failure
+profile, or a dict changing its fields), trains the profile's zoo first (dequantising its packaged models
+meanwhile), captures the measurements the chapters share (:mod:`bookbuild.prepare`), runs the chapters, the
+longest first, with ``LINREC_PROGRESS=0`` (no progress bars in the built pages), and then writes the intro's
+claims table from what they recorded (:func:`write_claims`). :func:`run_chapters` is the scheduler: each chapter a
+papermill process in a session of its own, the appendix after the rest, and the first failure
 stopping everything with the chapter and cell named.
 """
 
@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,10 +50,12 @@ def kernel() -> str:
 
 def prepare_models(chosen: Profile) -> None:
     """Train the profile's zoo up front, all models in parallel workers, and dequantise its packaged pretrained
-    models, whatever of it is not cached yet.
+    models meanwhile, whatever of it is not cached yet.
 
     Chapters would otherwise train each missing model on first use, one at a time, and the first chapters
-    running side by side would wait for one another's dequantising.
+    running side by side would wait for one another's dequantising. The dequantising runs in a thread of this
+    process while the zoo's workers train (this process only waits for them), so that it fills the cores the
+    zoo leaves idle in its last minutes instead of following it with one core idle.
     """
     from linrec.models.gguf import dequantised
     from linrec.models.packaged import packaged_file
@@ -60,15 +63,27 @@ def prepare_models(chosen: Profile) -> None:
     from linrec.progress import heartbeat, no_library_bars
 
     files = {name: packaged_file(name) for name in chosen.packaged}  # a missing wheel is named before any work
-    start = time.perf_counter()
+    failed: list[BaseException] = []
+
+    def dequantise_all() -> None:
+        try:
+            for name in chosen.packaged:
+                start = time.perf_counter()  # each model its own time, not a running total
+                with heartbeat(f"[book] dequantising '{name}'"), no_library_bars():  # lines, not transformers' bars
+                    dequantised(files[name])
+                print(f"[book] pretrained '{name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
+        except BaseException as err:  # raised in the main thread, after the zoo
+            failed.append(err)
+
+    worker = threading.Thread(target=dequantise_all, name="dequantise", daemon=True)  # Ctrl-C does not wait for it
+    worker.start()
     if chosen.zoo is not None:
+        start = time.perf_counter()
         build_zoo(chosen.zoo, progress=True)
         print(f"[book] zoo '{chosen.zoo.name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
-    for name in chosen.packaged:
-        start = time.perf_counter()  # each stage its own time, not a running total
-        with heartbeat(f"[book] dequantising '{name}'"), no_library_bars():  # lines, not transformers' bars
-            dequantised(files[name])
-        print(f"[book] pretrained '{name}' ready in {time.perf_counter() - start:.1f} s", flush=True)
+    worker.join()
+    if failed:
+        raise failed[0]
 
 
 def assignments(pairs: list[str] | None, what: str) -> dict[str, object]:

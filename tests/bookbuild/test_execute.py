@@ -209,3 +209,42 @@ def test_the_intro_claims_table_is_written_from_the_ledger(tmp_path, monkeypatch
     assert path == book.claims and path.parent.name == "_generated"
     row = "| near-linear blocks | {doc}`2 </book/chapters/02_x>` | abstract; Fig. 2 | {numref}`fig-x` "
     assert row + f"| all models: reproduced; {model}: reproduced |" in path.read_text()
+
+
+def _models_stage(monkeypatch, dequantise):
+    """prepare_models with a zoo whose training waits (up to 10 s) until the dequantising has started: the stages
+    overlap, or training finds it not started."""
+    import threading
+    from types import SimpleNamespace
+
+    import linrec.models.gguf as gguf
+    import linrec.models.packaged as packaged
+    import linrec.models.zoo as zoo
+
+    started, seen = threading.Event(), []
+
+    def dequantised(path):
+        started.set()
+        dequantise(path)
+
+    monkeypatch.setattr(packaged, "packaged_file", lambda name: Path(f"/{name}.gguf"))
+    monkeypatch.setattr(gguf, "dequantised", dequantised)
+    monkeypatch.setattr(zoo, "build_zoo", lambda spec, progress: seen.append(started.wait(10)))
+    ex.prepare_models(SimpleNamespace(packaged=("a", "b"), zoo=SimpleNamespace(name="z")))
+    return seen
+
+
+def test_the_pretrained_models_are_dequantised_while_the_zoo_trains(monkeypatch, capsys):
+    done = []
+    assert _models_stage(monkeypatch, done.append) == [True]
+    assert done == [Path("/a.gguf"), Path("/b.gguf")]  # both, before prepare_models returns
+    out = capsys.readouterr().out
+    assert "[book] pretrained 'a' ready in" in out and "[book] zoo 'z' ready in" in out
+
+
+def test_a_failed_dequantising_fails_the_stage_after_the_zoo(monkeypatch):
+    def fails(path):
+        raise OSError(f"cannot read {path}")
+
+    with pytest.raises(OSError, match="cannot read /a.gguf"):
+        _models_stage(monkeypatch, fails)
