@@ -222,7 +222,7 @@ def default_models(profile: Profile, models: Sequence[str] | None) -> list[str]:
     """``models``, else the profile's, less :data:`SLOW_OFFLINE` under the offline profile."""
     if models:
         return list(models)
-    return [m for m in profile.models if not (profile.name == "offline" and m in SLOW_OFFLINE)]
+    return [m for m in profile.models if m not in _slow(profile)]
 
 
 def left_out(profile: Profile, models: Sequence[str]) -> str | None:
@@ -231,6 +231,11 @@ def left_out(profile: Profile, models: Sequence[str]) -> str | None:
     out = [m for m in profile.models if m not in models]
     if not out:
         return None
-    known = profile.name == "offline"
-    named = [f"{m} ({SLOW_OFFLINE[m]})" if known and m in SLOW_OFFLINE else m for m in out]
+    slow = _slow(profile)
+    named = [f"{m} ({slow[m]})" if m in slow else m for m in out]
     return f"Left out here: {', '.join(named)}. Name a model in MODELS to include it."
+
+
+def _slow(profile: Profile) -> dict[str, str]:
+    """:data:`SLOW_OFFLINE` under the offline profile, nothing under another."""
+    return SLOW_OFFLINE if profile.name == "offline" else {}

@@ -35,7 +35,7 @@ from linrec.experiment.profiles import Profile
 from linrec.experiment.resolve import load_profile_model, profile_batches, profile_corpus
 from linrec.experiment.results import cached_frames
 from linrec.experiment.swaps import affine_swaps, eval_batches
-from linrec.interventions.perplexity import PASS_COLUMNS, budget_ppl, budget_walk, removal_deltas, window_nll
+from linrec.interventions.perplexity import budget_ppl, budget_walk, pass_rows, removal_deltas, window_nll
 from linrec.interventions.replacement.ablations import ablations
 from linrec.interventions.surgery import n_stored, swapped
 from linrec.models.arch import ffn_blocks
@@ -132,8 +132,7 @@ def _costs(
         orders = {MEASURED: [int(b) for b in own.block], **{s: cheapest_first(table, s) for s in _known(table)}}
         # A walk's first step is its block dropped alone: the same model as that block's own cost (scored with the
         # layers below replayed, the same numbers bit for bit), so no walk scores it again.
-        each = own[["block", *PASS_COLUMNS]].to_numpy().tolist()
-        memo = {frozenset([int(b)]): dict(zip(PASS_COLUMNS, map(float, row), strict=True)) for b, *row in each}
+        memo = {frozenset([b]): row for b, row in pass_rows(own).items()}
         for name, order in orders.items():
             walk = budget_walk(net, evals, order, dropped, base, limit, saves, memo)
             walks.append(walk.assign(mechanism=mechanism, order=name))

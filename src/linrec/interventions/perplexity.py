@@ -166,6 +166,13 @@ PASS_COLUMNS = ("ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high")
 """What one perplexity pass of a changed model gives (:func:`_delta_row`): a row of every table that scores one."""
 
 
+def pass_rows(single: pd.DataFrame) -> dict[int, dict[str, float]]:
+    """Each block's :data:`PASS_COLUMNS` from a table of single-block passes (a ``block`` column, one row a block): what
+    a joint step of that block alone reads instead of scoring it again."""
+    values = single[list(PASS_COLUMNS)].to_numpy(dtype=float)
+    return {int(b): dict(zip(PASS_COLUMNS, map(float, row), strict=True)) for b, row in zip(single.block, values)}
+
+
 def _delta_row(base: WindowNLL, swapped: WindowNLL) -> dict[str, float]:
     low, high = delta_ppl_interval(base, swapped)
     return {"ppl": swapped.ppl, "delta_ppl": swapped.ppl - base.ppl, "delta_ppl_low": low, "delta_ppl_high": high}
@@ -407,10 +414,9 @@ def greedy_selection(
         raise LinrecError(f"the single-block table lacks blocks {missing}; measure them with swap_deltas")
     alone = dict(zip(single.block.astype(int), single.delta_ppl))
     order = sorted(replacements, key=lambda b: (alone[b], b))
-    scores = single.set_index(single.block.astype(int))[list(PASS_COLUMNS)]
     table = joint_steps(
         model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress, refit,
-        scores.to_dict("index"),
+        pass_rows(single),
     )  # fmt: skip
     table.insert(2, "single_delta_ppl", [0.0, *(alone[b] for b in table.block[1:])])
     return table
