@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pandas as pd
@@ -18,6 +19,8 @@ from linrec.interventions.probes import (
     gain_correlation,
     probe_table,
     seeded_poly,
+    train_probe,
+    train_probes,
 )
 from linrec.stats import correlation
 
@@ -76,6 +79,29 @@ def test_probe_starts_at_the_closed_form():
     assert n_stored == D * D + D + 4 * (2 * D + D) + 1 + (2 * D + D + 1)
     with pytest.raises(LinrecError, match="scalar, output"):
         PolyProbe(fit, train, rank=4, gate="vector", gate_init=0.0, seed=0)
+
+
+def test_probes_trained_together_are_each_the_probe_trained_alone():
+    """Stacked, each probe's arithmetic is its own, to the bit, and each stops early on its own validation rows."""
+    config = ProbeConfig(rank=4, steps=400, eval_every=10, patience=3)
+    kinds = ("affine", "bilinear", "bilinear")
+    parts = []
+    for seed, kind in enumerate(kinds):
+        train, _ = planted(kind, seed=seed).split(0)
+        fit_rows, val = train.holdout(config.val_fraction, config.seed)
+        parts.append((PolyProbe(closed_form(train), fit_rows, 4, "scalar", 0.1, seed), fit_rows, val))
+    for train_linear in (False, True):
+        alone = [copy.deepcopy(probe) for probe, _, _ in parts]
+        steps_alone = [train_probe(a, f, v, config, train_linear) for a, (_, f, v) in zip(alone, parts, strict=True)]
+        together = [copy.deepcopy(probe) for probe, _, _ in parts]
+        steps = train_probes(together, [f for _, f, _ in parts], [v for _, _, v in parts], config, train_linear)
+        assert steps == steps_alone
+        assert len({s for s, _ in steps}) > 1  # they stopped at different steps
+        for a, t in zip(alone, together, strict=True):
+            assert all(torch.equal(a.state_dict()[k], t.state_dict()[k]) for k in a.state_dict())
+    _, fit_rows, val = parts[0]
+    with pytest.raises(LinrecError, match="of one length"):
+        train_probes([parts[0][0]] * 2, [fit_rows, fit_rows.select(torch.arange(100))], [val, val], config, False)
 
 
 @pytest.mark.slow

@@ -46,9 +46,9 @@ and step budget.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -62,6 +62,8 @@ from linrec.progress import progress_bar
 from linrec.stats import Correlation, Share, captured_share, correlation, r2
 
 GATES = ("scalar", "output")
+_VECTORS = frozenset({"mean_x", "std_x", "mean_y", "scale", "offset", "gate"})
+"""A lone probe's one-dimensional tensors (a stacked probe holds them as (probes, 1, width))."""
 
 
 class PolyProbe(nn.Module):
@@ -101,17 +103,47 @@ class PolyProbe(nn.Module):
         self.p = nn.Parameter(torch.randn(d_out, rank, generator=g))
         self.gate = nn.Parameter(torch.full((1,) if gate == "scalar" else (d_out,), float(gate_init)))
 
+    @classmethod
+    def stacked(cls, probes: Sequence[PolyProbe]) -> PolyProbe:
+        """One probe whose tensors hold ``probes``' (alike in shape) along a new leading dimension, so that one
+        optimiser step trains them all: every operation of the probe acts on the last two dimensions, and each
+        slice's arithmetic is the lone probe's (:func:`train_probes`). Copies; :meth:`unstacked` reads one back."""
+        if len({tuple(p.u.shape) + tuple(p.p.shape) + tuple(p.gate.shape) for p in probes}) != 1:
+            raise LinrecError("probes trained together must share their widths, rank and gate")
+        stack = cls.__new__(cls)
+        nn.Module.__init__(stack)
+        for name, tensor in (*probes[0].named_buffers(), *probes[0].named_parameters()):
+            joined = torch.stack([getattr(p, name).detach() for p in probes])
+            joined = joined.unsqueeze(1) if name in _VECTORS else joined  # (B, 1, width): broadcasts over rows
+            if isinstance(tensor, nn.Parameter):
+                setattr(stack, name, nn.Parameter(joined))
+            else:
+                stack.register_buffer(name, joined)
+        return stack
+
+    def unstacked(self, index: int) -> dict[str, torch.Tensor]:
+        """The state of probe ``index`` of a :meth:`stacked` probe, in the lone probe's shapes (copies)."""
+        return {name: (t[index, 0] if name in _VECTORS else t[index]).clone() for name, t in self.state_dict().items()}
+
     def bilinear(self, xs: torch.Tensor) -> torch.Tensor:
         """g ⊙ P̂((Ûx̃) ⊙ (V̂x̃)) for standardised inputs ``xs``, in output RMS units."""
-        u = self.u / self.u.norm(dim=1, keepdim=True)
-        v = self.v / self.v.norm(dim=1, keepdim=True)
-        p = self.p * (self.p.shape[0] ** 0.5 / self.p.norm())
-        return self.gate * (((xs @ u.T) * (xs @ v.T)) @ p.T)
+        u = self.u / self.u.norm(dim=-1, keepdim=True)
+        v = self.v / self.v.norm(dim=-1, keepdim=True)
+        p = self.p * (self.p.shape[-2] ** 0.5 / self.p.norm(dim=(-2, -1), keepdim=True))
+        return self.gate * (((xs @ u.mT) * (xs @ v.mT)) @ p.mT)
 
     def standardised(self, x: torch.Tensor) -> torch.Tensor:
         """The bracket x̃A + a + g ⊙ P̂(...): the prediction in output RMS units about μ_y."""
-        xs = (x.to(self.linear.dtype) - self.mean_x) / self.std_x
-        return xs @ self.linear + self.offset + self.bilinear(xs)
+        return self.bracket(self.inputs(x))
+
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """x̃, the standardised inputs (fixed while the probe trains, so computed once for all its rows)."""
+        return (x.to(self.linear.dtype) - self.mean_x) / self.std_x
+
+    def bracket(self, xs: torch.Tensor, linear: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`standardised` of standardised inputs ``xs``; ``linear``: their x̃A, where it is already known (A
+        frozen while the probe trains: computed once for all its rows)."""
+        return (xs @ self.linear if linear is None else linear) + self.offset + self.bilinear(xs)
 
     def target(self, y: torch.Tensor) -> torch.Tensor:
         """``y`` in the units of :meth:`standardised`."""
@@ -175,43 +207,131 @@ class ProbeResult:
 def train_probe(probe: PolyProbe, train: Rows, val: Rows, config: ProbeConfig, train_linear: bool) -> tuple[int, int]:
     """Adam on ``train`` with early stopping on ``val``, on ``config.device``; leaves ``probe`` at its best state,
     back on the device it came from. (steps, best step)"""
-    home = probe.mean_x.device
-    device = torch.device(config.device) if config.device is not None else train.x.device
-    probe.to(device)
-    train, val = train.to(device), val.to(device)
-    probe.linear.requires_grad_(train_linear)
-    bilinear = [probe.u, probe.v, probe.p, probe.gate]
+    return train_probes([probe], [train], [val], config, train_linear)[0]
+
+
+def train_probes(
+    probes: Sequence[PolyProbe], trains: Sequence[Rows], vals: Sequence[Rows], config: ProbeConfig, train_linear: bool
+) -> list[tuple[int, int]]:
+    """:func:`train_probe` of several probes at once (each on its own rows, all of one length, so that they draw the
+    same minibatch indices): their tensors are stacked (:meth:`PolyProbe.stacked`) and one optimiser step trains
+    them all, which costs about what one probe's step costs when the probes are small. Each probe's arithmetic is
+    the lone probe's, number for number; each stops early on its own validation rows (it trains on in the stack,
+    but its best state is what it keeps). (steps, best step) per probe."""
+    if len({len(t) for t in trains}) != 1 or not len(probes) == len(trains) == len(vals):
+        raise LinrecError("probes trained together need one set of training and validation rows each, of one length")
+    home = probes[0].mean_x.device
+    device = torch.device(config.device) if config.device is not None else trains[0].x.device
+    stack = PolyProbe.stacked(probes).to(device)
+    with torch.no_grad():  # every row's standardised inputs and targets, (probes, rows, width), and x̃A if A is frozen
+        x, val_x = (stack.inputs(torch.stack([r.x for r in rows]).to(device)) for rows in (trains, vals))
+        y, val_y = (stack.target(torch.stack([r.y for r in rows]).to(device)) for rows in (trains, vals))
+        fixed, val_fixed = (None, None) if train_linear else (x @ stack.linear, val_x @ stack.linear)
+    stack.linear.requires_grad_(train_linear)
+    bilinear = [stack.u, stack.v, stack.p, stack.gate]
     offset_lr = config.lr_linear if train_linear else config.lr
-    groups = [{"params": bilinear, "lr": config.lr}, {"params": [probe.offset], "lr": offset_lr}]
+    groups = [{"params": bilinear, "lr": config.lr}, {"params": [stack.offset], "lr": offset_lr}]
     if train_linear:
-        groups.append({"params": [probe.linear], "lr": config.lr_linear})
+        groups.append({"params": [stack.linear], "lr": config.lr_linear})
     opt = torch.optim.Adam(groups)
-    loss_of = lambda rows: ((probe.standardised(rows.x) - probe.target(rows.y)) ** 2).mean()  # noqa: E731
 
-    def val_loss() -> float:
+    def squared(rows: torch.Tensor | None) -> torch.Tensor:  # of the validation rows, or of the rows ``rows``
+        if rows is None:
+            return (stack.bracket(val_x, val_fixed) - val_y) ** 2
+        linear = None if fixed is None else fixed.index_select(1, rows)
+        return (stack.bracket(x.index_select(1, rows), linear) - y.index_select(1, rows)) ** 2
+
+    def val_losses() -> list[float]:
         with torch.no_grad():
-            return float(loss_of(val))
+            return [float(e.mean()) for e in squared(None)]
 
-    best, best_step, best_state, since = val_loss(), 0, copy.deepcopy(probe.state_dict()), 0
+    n = len(probes)
+    best, best_step, since = val_losses(), [0] * n, [0] * n
+    best_state = [stack.unstacked(i) for i in range(n)]
+    stopped = [0] * n  # the step a probe stopped at (0: still training)
     step = 0
-    batches = minibatches(len(train), config.batch_size, config.seed + 1, device)
+    batches = minibatches(len(trains[0]), config.batch_size, config.seed + 1, device)
     for step, idx in zip(range(1, config.steps + 1), batches, strict=False):  # the host reads nothing until an eval
-        loss = loss_of(train.select(idx))
+        loss = squared(idx).mean(dim=(-2, -1)).sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
         if step % config.eval_every == 0:
-            current = val_loss()
-            if current < best:
-                best, best_step, best_state, since = current, step, copy.deepcopy(probe.state_dict()), 0
-            else:
-                since += 1
-                if since >= config.patience:
-                    break
-    probe.load_state_dict(best_state)
-    probe.requires_grad_(False)
-    probe.to(home)
-    return step, best_step
+            for i, current in enumerate(val_losses()):
+                if stopped[i]:
+                    continue
+                if current < best[i]:
+                    best[i], best_step[i], best_state[i], since[i] = current, step, stack.unstacked(i), 0
+                else:
+                    since[i] += 1
+                    stopped[i] = step if since[i] >= config.patience else 0
+            if all(stopped):
+                break
+    for probe, state in zip(probes, best_state, strict=True):
+        probe.load_state_dict(state)
+        probe.requires_grad_(False)
+        probe.to(home)
+    return [(stopped[i] or step, best_step[i]) for i in range(n)]
+
+
+class _Part(NamedTuple):
+    """One block's probe and rows (:func:`_probes`)."""
+
+    test: Rows
+    fit: AffineFit
+    fit_rows: Rows
+    val: Rows
+    probe: PolyProbe
+
+
+def _probes(
+    rows: Mapping[int, Rows],
+    folds: Mapping[int, list[Moments]] | None,
+    test_fold: int,
+    config: ProbeConfig,
+    train_linear: bool,
+    rcond: float,
+    sequence_rows: int = 1,
+) -> dict[int, ProbeResult]:
+    """One probe per block of ``rows``, the blocks whose fitting rows are alike in number trained together
+    (:func:`train_probes`: each result is the one the block's probe gets alone)."""
+    if sequence_rows < 1:
+        raise LinrecError(f"sequence_rows must be at least 1; got {sequence_rows}")
+    parts = {}
+    for block, block_rows in rows.items():
+        train, test = block_rows.split(test_fold)
+        fit = closed_form(train, None if folds is None else folds[block], test_fold, rcond)
+        fit_rows, val = train.holdout(config.val_fraction, config.seed)
+        probe = PolyProbe(fit, fit_rows, config.rank, config.gate, config.gate_init, config.seed)
+        parts[block] = _Part(test, fit, fit_rows, val, probe)
+    trained: dict[int, tuple[int, int]] = {}
+    for n in dict.fromkeys(len(part.fit_rows) for part in parts.values()):
+        alike = {b: part for b, part in parts.items() if len(part.fit_rows) == n}
+        done = train_probes([p.probe for p in alike.values()], [p.fit_rows for p in alike.values()],
+                            [p.val for p in alike.values()], config, train_linear)  # fmt: skip
+        trained |= dict(zip(alike, done, strict=True))
+    out = {}
+    for block, (test, fit, fit_rows, val, probe) in parts.items():
+        steps, best_step = trained[block]
+        with torch.no_grad():
+            predicted = probe(test.x)
+        y = test.y.to(torch.float64)
+        before, after = [((y - p.to(torch.float64)) ** 2).sum(1) for p in (fit(test.x), predicted)]
+        out[block] = ProbeResult(
+            block,
+            r2(test.y, fit(test.x)),
+            r2(test.y, predicted),
+            probe.gate_value,
+            steps,
+            best_step,
+            len(fit_rows),
+            len(val),
+            len(test),
+            probe,
+            captured_share(before, after, seed=config.seed, clusters=torch.arange(len(test)) // sequence_rows),
+            steps == config.steps and best_step + config.eval_every > config.steps,
+        )
+    return out
 
 
 def _probe(
@@ -224,31 +344,8 @@ def _probe(
     rcond: float,
     sequence_rows: int = 1,
 ) -> ProbeResult:
-    if sequence_rows < 1:
-        raise LinrecError(f"sequence_rows must be at least 1; got {sequence_rows}")
-    train, test = rows.split(test_fold)
-    fit = closed_form(train, folds, test_fold, rcond)
-    fit_rows, val = train.holdout(config.val_fraction, config.seed)
-    probe = PolyProbe(fit, fit_rows, config.rank, config.gate, config.gate_init, config.seed)
-    steps, best_step = train_probe(probe, fit_rows, val, config, train_linear)
-    with torch.no_grad():
-        predicted = probe(test.x)
-    y = test.y.to(torch.float64)
-    before, after = [((y - p.to(torch.float64)) ** 2).sum(1) for p in (fit(test.x), predicted)]
-    return ProbeResult(
-        block,
-        r2(test.y, fit(test.x)),
-        r2(test.y, predicted),
-        probe.gate_value,
-        steps,
-        best_step,
-        len(fit_rows),
-        len(val),
-        len(test),
-        probe,
-        captured_share(before, after, seed=config.seed, clusters=torch.arange(len(test)) // sequence_rows),
-        steps == config.steps and best_step + config.eval_every > config.steps,
-    )
+    return _probes({block: rows}, None if folds is None else {block: folds}, test_fold, config, train_linear, rcond,
+                   sequence_rows)[block]  # fmt: skip
 
 
 def bilinear_probe(
@@ -284,15 +381,25 @@ def bilinear_probes(
     captured shares combined: the mean share, with the interval from the lowest seed's low end to the highest
     seed's high end. The envelope covers both the test sequences (each seed's sequence bootstrap) and the probe's
     own seed (its initialisation, minibatches and validation rows): two seeds' intervals need not overlap."""
-    if seeds < 1:
-        raise LinrecError(f"seeds must be at least 1; got {seeds}")
     results = [
         bilinear_probe(rows, folds, test_fold, replace(config, seed=config.seed + i), block, rcond, sequence_rows)
-        for i in range(seeds)
+        for i in _seeds(seeds)
     ]
+    return results, _combined(results)
+
+
+def _seeds(seeds: int) -> range:
+    if seeds < 1:
+        raise LinrecError(f"seeds must be at least 1; got {seeds}")
+    return range(seeds)
+
+
+def _combined(results: Sequence[ProbeResult]) -> Share:
+    """The captured shares of one block's seeds combined (:func:`bilinear_probes`)."""
+    seeds = len(results)
     shares = [r.captured for r in results]
     value = sum(s.value for s in shares) / seeds
-    return results, Share(value, min(s.low for s in shares), max(s.high for s in shares), shares[0].level)
+    return Share(value, min(s.low for s in shares), max(s.high for s in shares), shares[0].level)
 
 
 def probes_summary(results: Sequence[ProbeResult], share: Share) -> dict[str, float | int | bool]:
@@ -344,12 +451,17 @@ def probe_table(
     budget ran out), ``r2_seeded, gain_seeded, gate`` (seeded-poly, one seed, and its |g| after fitting),
     ``seeded_at_budget``, ``n_train, n_val, n_test``.
     """
+    rows = sample_rows(sample, blocks)
+    trainings = [(replace(config, seed=config.seed + i), False) for i in _seeds(seeds)]
+    trainings.append((config if seeded is None else seeded, True))
+    runs = [
+        _probes(rows, moments, test_fold, c, joint, rcond, 1 if joint else sequence_rows)
+        for c, joint in progress_bar(trainings, desc="probes", disable=not progress)
+    ]
     out = []
-    for b, rows in progress_bar(sample_rows(sample, blocks).items(), desc="probes", disable=not progress):
-        folds = None if moments is None else moments[b]
-        plains, share = bilinear_probes(rows, folds, test_fold, config, b, rcond, sequence_rows, seeds)
-        plain = plains[0]
-        joint = seeded_poly(rows, folds, test_fold, config if seeded is None else seeded, b, rcond)
+    for b in rows:
+        plains, joint = [run[b] for run in runs[:-1]], runs[-1][b]
+        plain, share = plains[0], _combined(plains)
         summary = probes_summary(plains, share)
         out.append(
             {
