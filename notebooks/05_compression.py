@@ -10,7 +10,9 @@
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODEL = None  # the model for the full comparison; None: the profile's first (the GPT-2-shaped one)
-SIGNAL_MODELS = None  # models whose affine swaps (every block) test R²_lin as a safety signal; None: every model
+# models whose affine swaps (every block) test R²_lin as a safety signal; None: every model of the profile but those
+# whose perplexity passes it leaves out (the line under the set-up cell names them, and why)
+SIGNAL_MODELS = None
 KINDS = ["affine", "lowrank", "poly", "mean", "zero"]  # replacements to compare
 LOW_RANK = None  # rank k of the low-rank replacement; None: an eighth of the width
 EVAL_TOKENS = None  # held-out tokens per perplexity pass of MODEL; None: an eighth of its evaluation tokens
@@ -41,6 +43,7 @@ ch = chapter.begin(
 MODEL, SIGNAL_MODELS, EVAL_TOKENS = compression.defaults(
     ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS
 )
+print(ch.profile.left_out(SIGNAL_MODELS, parameter="SIGNAL_MODELS"))
 
 # %% [markdown]
 # ## Five replacements
@@ -298,8 +301,8 @@ ch.caveat()
 # applied below to each other model's affine swaps: its early block of highest R²_lin (chosen from
 # the captured rows alone), what that swap costs, and the verdict named after the model it was
 # tested on. A real model's FFN is gated: SmolLM2's stores $3 \cdot 576 \cdot 1536 =$ 2,654,208 numbers
-# and its affine map $576^2 + 576 =$ 332,352, 8× fewer again; Gemma 3's $3 \cdot 640 \cdot 2048$ against
-# $640^2 + 640$, 9.6× fewer. Beside each swap the table sets the block's R²_lin without the first
+# and its affine map $576^2 + 576 =$ 332,352, 8× fewer again; Gemma 3's (where `SIGNAL_MODELS` has it)
+# $3 \cdot 640 \cdot 2048$ against $640^2 + 640$, 9.6× fewer. Beside each swap the table sets the block's R²_lin without the first
 # position of each window and that position's share of the block's output variance (chapter 2): a
 # block whose R²_lin rests on the first position can be near-perfect by the number and costly to swap.
 

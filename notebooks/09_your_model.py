@@ -23,6 +23,9 @@ MAX_PPL_INCREASE = "5%"  # the budget linrec replace chooses blocks under: absol
 LOW_RANK = None  # rank of the low-rank ablation; None: an eighth of the width
 GGUF_BLOCKS = "0,1,2,3"  # blocks of the GGUF example (the forward pass stops after the deepest one); None: all
 REAL_EVAL_ROWS = 4096  # held-out tokens each perplexity pass of a real model scores
+# the real models replaced at the end; None: the profile's packaged models but those whose perplexity passes it
+# leaves out (the section's first line names them, and why)
+REAL_MODELS = None
 
 # %%
 import json
@@ -48,6 +51,7 @@ ch = chapter.begin(
     "09_your_model",
     globals(),
     name_or_none=["MODEL", "GGUF_BLOCKS"],
+    names_or_none=["REAL_MODELS"],
     positive_int_or_none=["MAX_ROWS", "LOW_RANK"],
     fraction=["MIN_R2", "MAX_STD"],
     positive_int=["TRY_BLOCKS", "REAL_EVAL_ROWS"],
@@ -405,11 +409,11 @@ ch.show(
 # weights), dequantises the weights to float32 once, caches the result under the file's sha256, and
 # measures it like any other model. The table's `revision` column then names the file's sha256 and
 # its quantisation, so a result always says which file it came from. The example below is the GGUF
-# file inside each of the profile's packaged models (installed from the package index; none under
+# file inside each packaged model of `REAL_MODELS` (installed from the package index; none under
 # `smoke`), with `GGUF_BLOCKS` only: the forward pass stops after the deepest block asked for, so
 # the first few blocks of a 30-block model cost a fraction of a full pass.
 #
-# Then each real model goes through the same replacement from Python (`linrec.replace`, what the
+# Then each of these real models goes through the same replacement from Python (`linrec.replace`, what the
 # command calls): the same candidate blocks, its own text (fit split for the maps, evaluation split
 # for the budget), the same budget `MAX_PPL_INCREASE`, and a second text of another domain (Python
 # source) on which the chosen set is scored too, since a block that looks free on one text can cost
@@ -422,6 +426,10 @@ ch.show(
 # that message).
 
 # %%
+REAL_MODELS = ch.profile.scored(REAL_MODELS, among=ch.profile.packaged)
+print(
+    ch.profile.left_out(REAL_MODELS, among=ch.profile.packaged, parameter="REAL_MODELS")
+)
 code = corpora.load_corpus("stdlib-code")  # the second text: another domain
 replaced_rows = []
 
@@ -438,7 +446,7 @@ def windows(tokenizer, model, text: str, n: int) -> linrec.TokenBatches:
     )
 
 
-for real in ch.profile.packaged:
+for real in REAL_MODELS:
     budget = ch.profile.budget(real)
     run(
         [

@@ -36,11 +36,8 @@ ch = chapter.begin(
     positive_int_or_none=["EVAL_TOKENS"],
     ppl_budget=["BUDGET"],
 )
-MODELS = pruning.default_models(ch.profile, MODELS)
-print(
-    pruning.left_out(ch.profile, MODELS)
-    or f"Every model of the profile: {', '.join(MODELS)}"
-)
+MODELS = ch.profile.scored(MODELS)
+print(ch.profile.left_out(MODELS))
 
 # %% [markdown]
 # ## The scores

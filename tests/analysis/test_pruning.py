@@ -86,17 +86,3 @@ def test_the_sink_blocks_and_whether_the_first_position_apart_rescues_them():
     none = linrec_pruning.sink_swaps(*_sink_costs(affine=[1.0], own=[1.0], shares=[0.2]))
     (claim,) = linrec_pruning.pruning_claims(empty, budget, none)[1:]
     assert claim.verdict == "untestable"
-
-
-def test_the_offline_profile_leaves_gemma_out_by_default_and_says_why():
-    from linrec.experiment.profiles import PROFILES
-
-    offline = PROFILES["offline"]
-    models = linrec_pruning.default_models(offline, None)
-    assert "gemma3-270m" not in models and "smollm2-135m" in models
-    note = linrec_pruning.left_out(offline, models)
-    assert note is not None and note.startswith("Left out here: gemma3-270m (its output layer") and "MODELS" in note
-    assert linrec_pruning.left_out(offline, list(offline.models)) is None
-    assert linrec_pruning.default_models(offline, ["gemma3-270m"]) == ["gemma3-270m"]
-    paper = PROFILES["paper"]
-    assert linrec_pruning.left_out(paper, linrec_pruning.default_models(paper, None)) is None

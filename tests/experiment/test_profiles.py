@@ -102,3 +102,19 @@ def test_on_a_gpu_the_paper_series_spreads_its_largest_models_and_keys_them_apar
     )
     with pytest.raises(LinrecError, match="device or device_map"):
         get_profile("paper", device="cpu", device_map="auto")
+
+
+def test_the_offline_profile_leaves_gemmas_perplexity_passes_out_by_default_and_says_why():
+    offline = PROFILES["offline"]
+    models = offline.scored()
+    assert "gemma3-270m" not in models and {"smollm2-135m", "zoo-gpt2"} <= set(models)
+    note = offline.left_out(models, parameter="SIGNAL_MODELS")
+    assert note.startswith("Left out here: gemma3-270m (its output layer") and "SIGNAL_MODELS" in note
+    assert offline.scored(among=offline.packaged) == ["smollm2-135m"]
+    assert offline.scored(["gemma3-270m"], among=offline.packaged) == ["gemma3-270m"]  # named: included
+    assert offline.left_out(list(offline.models)).startswith("Every model of the profile")
+    with pytest.raises(LinrecError, match="choose from smollm2-135m, gemma3-270m"):
+        offline.scored(["zoo-gpt2"], among=offline.packaged)  # not a packaged model: chapter 9 could not load it
+    paper = PROFILES["paper"]
+    assert paper.scored() == list(paper.models)
+    assert repr(dataclasses.replace(offline, slow_passes=())) == repr(offline)  # what runs, not what is measured

@@ -20,7 +20,6 @@ import pandas as pd
 
 from linrec.core.scores import COSTLIER, MEASURED, WHOLE_LAYER
 from linrec.errors import LinrecError
-from linrec.experiment.profiles import Profile
 from linrec.experiment.pruning import LAYER
 from linrec.report.claims import Claim
 from linrec.stats import bootstrap_correlation
@@ -208,34 +207,3 @@ def pruning_claims(correlations: pd.DataFrame, budget: pd.DataFrame, sinks: pd.D
             "perplexity; untestable where no block is a sink block",
         ))  # fmt: skip
     return claims
-
-
-SLOW_OFFLINE = {
-    "gemma3-270m": "its output layer of 262,144 × 640 makes each of its hundred-odd perplexity passes take about 11 s "
-    "on one CPU thread, some 20 minutes in all"
-}
-"""Models the offline profile leaves out of this chapter by default, and why: each would take a cold build of the book
-past the hour it may take on two cores. Name one in MODELS to include it."""
-
-
-def default_models(profile: Profile, models: Sequence[str] | None) -> list[str]:
-    """``models``, else the profile's, less :data:`SLOW_OFFLINE` under the offline profile."""
-    if models:
-        return list(models)
-    return [m for m in profile.models if m not in _slow(profile)]
-
-
-def left_out(profile: Profile, models: Sequence[str]) -> str | None:
-    """A line naming the profile's models that ``models`` leaves out, with the reason where it is known
-    (:data:`SLOW_OFFLINE`); None when every one is in."""
-    out = [m for m in profile.models if m not in models]
-    if not out:
-        return None
-    slow = _slow(profile)
-    named = [f"{m} ({slow[m]})" if m in slow else m for m in out]
-    return f"Left out here: {', '.join(named)}. Name a model in MODELS to include it."
-
-
-def _slow(profile: Profile) -> dict[str, str]:
-    """:data:`SLOW_OFFLINE` under the offline profile, nothing under another."""
-    return SLOW_OFFLINE if profile.name == "offline" else {}

@@ -38,6 +38,7 @@ still biased a little low; every table's ``r2_lin_half_rows`` says how far from 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from linrec.data.offline_corpora import OFFLINE_CORPORA
@@ -105,6 +106,9 @@ class Profile:
     swap_depths: tuple[float, ...] | None = field(default=None, repr=False)  # blocks chapter 2 swaps; None: all
     series: tuple[str, ...] = field(default=(), repr=False)  # the scale chapter's models (:meth:`series_profile`)
     series_gpu: tuple[str, ...] = field(default=(), repr=False)  # ... and the larger ones it adds on a GPU
+    # (model, why): models whose perplexity passes the chapters that score many per model (5's swaps and greedy walk,
+    # 9's replacements of the real models, 11) leave out unless a parameter names them; a catalogue, as budgets is
+    slow_passes: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     # "auto": spread a model too large for one device over the available ones (accelerate); keys the cache when set
     device_map: str | None = field(default=None, repr=False)
     # The most memory a capture may hold ("12GB"; None: what is free), planned by linrec.core.plan: it decides how
@@ -157,6 +161,27 @@ class Profile:
             return dataclasses.replace(self, models=models, budgets=light, series=(), series_gpu=(), device=None,
                                        device_map="auto").validate()  # fmt: skip
         return dataclasses.replace(self, models=models, budgets=light, series=(), series_gpu=()).validate()
+
+    def scored(self, models: Sequence[str] | None = None, among: Sequence[str] | None = None) -> list[str]:
+        """The models a chapter scores perplexity passes of: ``models`` where given, else ``among`` (the profile's
+        models by default) less :attr:`slow_passes`."""
+        choices = self.models if among is None else among
+        if models:
+            if unknown := [m for m in models if m not in choices]:
+                raise LinrecError(f"profile '{self.name}' has no {unknown} here; choose from {', '.join(choices)}")
+            return list(models)
+        slow = dict(self.slow_passes)
+        return [m for m in choices if m not in slow]
+
+    def left_out(self, models: Sequence[str], among: Sequence[str] | None = None, parameter: str = "MODELS") -> str:
+        """A line for a chapter's output: which of ``among`` (the profile's models) ``models`` leaves out, with the
+        reason :attr:`slow_passes` gives, and the ``parameter`` that includes them; or that every one is in."""
+        slow = dict(self.slow_passes)
+        out = [m for m in (self.models if among is None else among) if m not in models]
+        if not out:
+            return f"Every model of the profile: {', '.join(models)}."
+        named = [f"{m} ({slow[m]})" if m in slow else m for m in out]
+        return f"Left out here: {', '.join(named)}. Name a model in {parameter} to include it."
 
     @property
     def packaged(self) -> tuple[str, ...]:
@@ -290,6 +315,14 @@ PYTHIA_SUITE = tuple(PYTHIA_WIDTHS)[:5]
 PYTHIA_LARGE = tuple(PYTHIA_WIDTHS)[5:]
 """The sizes it adds where a GPU is present (2.8b, 6.9b, 12b; spread over devices with ``device_map``)."""
 
+GEMMA_PASSES = (
+    "its output layer of 262,144 × 640 makes each perplexity pass of 2,048 tokens take about 11 s on one CPU thread: "
+    "chapters 5, 9 and 11 would spend some half an hour of a core on its passes, which a cold build of the book on "
+    "two cores cannot afford within its hour"
+)
+"""Why the offline profile leaves Gemma 3's perplexity passes out of the chapters that score many (measured:
+``book/resources.md``); it is measured in every other chapter."""
+
 PROFILES: dict[str, Profile] = {
     "paper": Profile(
         name="paper",
@@ -326,6 +359,7 @@ PROFILES: dict[str, Profile] = {
         device="cpu",
         zoo=ZOOS["offline"],
         budgets=tuple((m, real_budget(m, every)) for m, every in (("smollm2-135m", 10), ("gemma3-270m", 6))),
+        slow_passes=(("gemma3-270m", GEMMA_PASSES),),
     ),
     "smoke": Profile(
         name="smoke",
