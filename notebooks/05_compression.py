@@ -10,9 +10,10 @@
 PROFILE = None  # None: "paper" on Colab, "offline" elsewhere; the build sets its own
 SEED = 0
 MODEL = None  # the model for the full comparison; None: the profile's first (the GPT-2-shaped one)
-# models whose affine swaps (every block) test R²_lin as a safety signal; None: every model of the profile but those
-# whose perplexity passes it leaves out (the line under the set-up cell names them, and why)
-SIGNAL_MODELS = None
+SIGNAL_MODELS = None  # models whose affine swaps (every block) test R²_lin as a safety signal; None: every model
+# models walked under the budget; None: SIGNAL_MODELS but those whose perplexity passes the profile leaves out (the
+# line under the set-up cell names them, and why)
+BUDGET_MODELS = None
 KINDS = ["affine", "lowrank", "poly", "mean", "zero"]  # replacements to compare
 LOW_RANK = None  # rank k of the low-rank replacement; None: an eighth of the width
 EVAL_TOKENS = None  # held-out tokens per perplexity pass of MODEL; None: an eighth of its evaluation tokens
@@ -35,7 +36,7 @@ ch = chapter.begin(
     "05_compression",
     globals(),
     name_or_none=["MODEL"],
-    names_or_none=["SIGNAL_MODELS", "KINDS"],
+    names_or_none=["SIGNAL_MODELS", "BUDGET_MODELS", "KINDS"],
     positive_int_or_none=["LOW_RANK", "EVAL_TOKENS"],
     fraction=["EARLY", "MAX_RELATIVE"],
     positive_number=["MIN_RATIO"],
@@ -43,7 +44,8 @@ ch = chapter.begin(
 MODEL, SIGNAL_MODELS, EVAL_TOKENS = compression.defaults(
     ch.profile, MODEL, SIGNAL_MODELS, EVAL_TOKENS
 )
-print(ch.profile.left_out(SIGNAL_MODELS, parameter="SIGNAL_MODELS"))
+BUDGET_MODELS = ch.profile.scored(BUDGET_MODELS, among=SIGNAL_MODELS)
+print(ch.profile.left_out(BUDGET_MODELS, among=SIGNAL_MODELS, parameter="BUDGET_MODELS"))
 
 # %% [markdown]
 # ## Five replacements
@@ -234,7 +236,7 @@ ch.glue(
 #
 # Since R²_lin need not order the swaps by cost, a practitioner who wants a smaller model should not
 # pick blocks by it. What `linrec replace --max-ppl-increase` does instead (chapter 9 runs the command)
-# is applied here to every model of `SIGNAL_MODELS`: the blocks are ordered by their own measured
+# is applied here to every model of `BUDGET_MODELS`: the blocks are ordered by their own measured
 # affine-swap ΔPPL (the swaps above, cheapest first), added one at a time, and each step is scored
 # with every chosen map in place, since replaced blocks interact and their joint cost is not the sum
 # of their single costs. A block that would take the joint ΔPPL over `MAX_RELATIVE` of the model's
@@ -244,7 +246,7 @@ ch.glue(
 # %% mystnb={"figure": {"caption": "Greedy choice under the budget: joint change in perplexity as a share of each model's own perplexity (with its 95% bootstrap interval over evaluation windows) against the share of the model's numbers saved, blocks added in order of their own measured swap cost; the line joins the blocks kept, and a hollow marker is a step that broke the budget (dashed): that block was left out and the next one tried.", "name": "fig-compression-budget"}}
 budget = linrec.experiment.swaps.greedy_frontiers(
     ch.profile,
-    [r for r in (m, *others.values()) if r.info.model in SIGNAL_MODELS],
+    [r for r in (m, *others.values()) if r.info.model in BUDGET_MODELS],
     signal,
     f"{100 * MAX_RELATIVE:g}%",
     progress=ch.progress,
@@ -301,8 +303,8 @@ ch.caveat()
 # applied below to each other model's affine swaps: its early block of highest R²_lin (chosen from
 # the captured rows alone), what that swap costs, and the verdict named after the model it was
 # tested on. A real model's FFN is gated: SmolLM2's stores $3 \cdot 576 \cdot 1536 =$ 2,654,208 numbers
-# and its affine map $576^2 + 576 =$ 332,352, 8× fewer again; Gemma 3's (where `SIGNAL_MODELS` has it)
-# $3 \cdot 640 \cdot 2048$ against $640^2 + 640$, 9.6× fewer. Beside each swap the table sets the block's R²_lin without the first
+# and its affine map $576^2 + 576 =$ 332,352, 8× fewer again; Gemma 3's $3 \cdot 640 \cdot 2048$ against
+# $640^2 + 640$, 9.6× fewer. Beside each swap the table sets the block's R²_lin without the first
 # position of each window and that position's share of the block's output variance (chapter 2): a
 # block whose R²_lin rests on the first position can be near-perfect by the number and costly to swap.
 

@@ -247,11 +247,7 @@ def test_chapter_5_defaults_come_from_the_profile_and_given_values_win():
     model, signal, tokens = compression.defaults(smoke, None, None, None)
     assert model == smoke.models[0] and signal == list(smoke.models)
     assert tokens == max(smoke.seq_len, (smoke.budget(model).eval_tokens or 0) // 8)
-    assert compression.defaults(smoke, "x", [smoke.models[1]], 7) == ("x", [smoke.models[1]], 7)
-    with pytest.raises(LinrecError, match="has no \\['x'\\] here; choose from"):
-        compression.defaults(smoke, None, ["x"], None)
-    offline = get_profile("offline")  # its models but the one whose perplexity passes it leaves out
-    assert compression.defaults(offline, None, None, None)[1] == [m for m in offline.models if m != "gemma3-270m"]
+    assert compression.defaults(smoke, "x", ["x"], 7) == ("x", ["x"], 7)
 
 
 def test_the_early_swap_table_sets_the_papers_figures_beside_this_runs():

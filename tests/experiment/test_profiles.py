@@ -108,8 +108,8 @@ def test_the_offline_profile_leaves_gemmas_perplexity_passes_out_by_default_and_
     offline = PROFILES["offline"]
     models = offline.scored()
     assert "gemma3-270m" not in models and {"smollm2-135m", "zoo-gpt2"} <= set(models)
-    note = offline.left_out(models, parameter="SIGNAL_MODELS")
-    assert note.startswith("Left out here: gemma3-270m (its output layer") and "SIGNAL_MODELS" in note
+    note = offline.left_out(models, parameter="BUDGET_MODELS")
+    assert note.startswith("Left out here: gemma3-270m (its output layer") and "BUDGET_MODELS" in note
     assert offline.scored(among=offline.packaged) == ["smollm2-135m"]
     assert offline.scored(["gemma3-270m"], among=offline.packaged) == ["gemma3-270m"]  # named: included
     assert offline.left_out(list(offline.models)).startswith("Every model of the profile")

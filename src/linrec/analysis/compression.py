@@ -111,11 +111,10 @@ def defaults(
     profile: Profile, model: str | None, signal_models: Sequence[str] | None, eval_tokens: int | None
 ) -> tuple[str, list[str], int]:
     """Chapter 5's parameters with None resolved by ``profile``: the model (its first), the models of the signal
-    (its models less those whose passes it leaves out, :meth:`~linrec.experiment.profiles.Profile.scored`) and the
-    evaluation tokens (an eighth of the model's budget, at least one sequence)."""
+    (all of its models) and the evaluation tokens (an eighth of the model's budget, at least one sequence)."""
     model = model or profile.models[0]
     tokens = eval_tokens or max(profile.seq_len, (profile.budget(model).eval_tokens or 0) // 8)
-    return model, profile.scored(signal_models), tokens
+    return model, list(signal_models or profile.models), tokens
 
 
 def early_blocks(blocks: Sequence[int], early: float = 0.5) -> list[int]:

@@ -106,8 +106,8 @@ class Profile:
     swap_depths: tuple[float, ...] | None = field(default=None, repr=False)  # blocks chapter 2 swaps; None: all
     series: tuple[str, ...] = field(default=(), repr=False)  # the scale chapter's models (:meth:`series_profile`)
     series_gpu: tuple[str, ...] = field(default=(), repr=False)  # ... and the larger ones it adds on a GPU
-    # (model, why): models whose perplexity passes the chapters that score many per model (5's swaps and greedy walk,
-    # 9's replacements of the real models, 11) leave out unless a parameter names them; a catalogue, as budgets is
+    # (model, why): models whose perplexity passes the chapters that score many per model (5's greedy walk, 9's
+    # replacements of the real models, 11) leave out unless a parameter names them; a catalogue, as budgets is
     slow_passes: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     # "auto": spread a model too large for one device over the available ones (accelerate); keys the cache when set
     device_map: str | None = field(default=None, repr=False)
@@ -317,11 +317,11 @@ PYTHIA_LARGE = tuple(PYTHIA_WIDTHS)[5:]
 
 GEMMA_PASSES = (
     "its output layer of 262,144 × 640 makes each perplexity pass of 2,048 tokens take about 11 s on one CPU thread: "
-    "chapters 5, 9 and 11 would spend some half an hour of a core on its passes, which a cold build of the book on "
-    "two cores cannot afford within its hour"
+    "chapter 5's greedy walk, chapter 9's replacement and chapter 11 would spend some 25 minutes of a core on its "
+    "passes, which a cold build of the book on two cores cannot afford within its hour"
 )
 """Why the offline profile leaves Gemma 3's perplexity passes out of the chapters that score many (measured:
-``book/resources.md``); it is measured in every other chapter."""
+``book/resources.md``); it is measured in every chapter, and its blocks are swapped alone in chapters 2 and 5."""
 
 PROFILES: dict[str, Profile] = {
     "paper": Profile(
