@@ -264,7 +264,7 @@ def build_lines(builds: list[dict]) -> list[str]:
         "time, the longest first (read from the builds' logs by `book/resources.py --record-build`). Wall time in "
         f"seconds of the last {len(builds)}" + (f" ({earlier} earlier in the file)" if earlier else "") + ":",
         "",
-        "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}" for b in builds) + " |",
+        "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}, {_kind(b)}" for b in builds) + " |",
         "|---|" + "---:|" * len(builds),
     ]
     stems = sorted({stem for b in builds for stem in b["chapters"]})
@@ -276,6 +276,11 @@ def build_lines(builds: list[dict]) -> list[str]:
     lines += ["| zoo, before the chapters | " + " | ".join(zoo) + " |"]
     lines += ["| shared measurements, before the chapters | " + " | ".join(measured) + " |", ""]
     return lines
+
+
+def _kind(build: dict) -> str:
+    """Whether a recorded build was cold (it trained the zoo: nothing cached) or warm (read the cache)."""
+    return "warm" if build.get("zoo_s") is None else "cold"
 
 
 BUILD_LINE = re.compile(r"\[book\] (?:(\d\d_\w+): done in|zoo '(\w+)' ready in) ([\d.]+) s$", re.MULTILINE)

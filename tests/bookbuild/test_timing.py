@@ -88,6 +88,7 @@ def test_a_build_log_becomes_a_record_of_chapter_times(tmp_path):
     page = resources.build_lines([record, trained])  # the Resources page's table of whole builds
     assert "| 01_method | 148 | 148 |" in page and "| zoo, before the chapters | not trained | 704 |" in page
     assert "| shared measurements, before the chapters |  | 1234 |" in page
+    assert page[4].endswith(", warm | offline, " + trained["machine"] + ", " + trained["date"] + ", cold |")
     log.write_text("nothing\n")
     with pytest.raises(SystemExit, match="is it the log of a book build"):
         resources.build_record(log, "offline")
