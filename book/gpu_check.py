@@ -9,7 +9,13 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
 2. ``bench_gpt2``: ``linrec bench`` on the GPT-2 small shape (float32, CUDA events): capture + float64 moments
    against the bare and the truncated forward; ``bench_7b`` the same on the Pythia-6.9b shape's first 8 layers in
    bfloat16 (the bench holds every block's moments at once: all 32 do not fit the host of an H200 machine);
+   ``grams`` the float64 products of one chunk of rows at the GPT-2 and the large shape's widths, as the core
+   computes them and two other ways (which is fastest on the card: the moments' arithmetic is what the bench found
+   slow there);
 3. ``cuda_tests``: the test suite's GPU tests, where pytest is installed;
+   ``profile``: where the planned capture's time goes, the large shape's first ``--profile-blocks`` blocks under
+   torch.profiler, twice (first as a fresh process meets it, pinned host memory being allocated, then again): each
+   run's wall time and the operators with the most self time on the device and on the host;
 4. ``large``: the Pythia-6.9b shape in bfloat16, drawn on the GPU: the forward stopped after the last block, one
    float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan (5 folds, the
    first position apart, at least 1e5 tokens; every block, or the first ``--large-blocks``): time, peak device and
@@ -46,9 +52,14 @@ except ImportError:  # before any work: one line, as for a machine without CUDA
 
 from linrec.core.capture import CaptureOptions  # noqa: E402
 from linrec.core.cost import forward, random_batches, run_bench, seconds  # noqa: E402
+from linrec.core.moments import add_gram, symmetric  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
-from linrec.models.shapes import build_shaped  # noqa: E402 (the repository's own linrec, from src)
+from linrec.models.shapes import (  # noqa: E402 (the repository's own linrec, from src)
+    bench_config,
+    build_shaped,
+    shaped_config,
+)
 
 LIMIT_S = 480
 """The check's own time limit: a step that would start after it is skipped (it is reported as such)."""
@@ -88,6 +99,66 @@ def bench(
                       naive_batches=1 if shape == "pythia-6.9b" else 2, layers=layers)  # fmt: skip
     return {"rows": table[["measure", "value", "unit", "vs_truncated", "vs_full"]].to_dict("records"),
             "device": str(table.device.iloc[0]), "batch": str(table.batch.iloc[0])}  # fmt: skip
+
+
+def grams(device: torch.device, widths: list[int], rows: int = 4096, repeats: int = 10) -> dict[str, Any]:
+    """Tokens per second of the float64 product sums of one chunk of ``rows`` rows (X and Y of one width, already cast
+    and shifted), three ways: as the core adds them (:func:`linrec.core.moments.add_gram`: XᵀX and YᵀY on and above
+    the diagonal in column blocks; XᵀY whole), three whole products, and one product of [X | Y] with itself (more
+    arithmetic in one large product; the cast could write X and Y into one buffer, so joining them is not counted).
+    With the largest difference of their XᵀX sums, relative to its largest entry: the three ways agree."""
+    out: dict[str, Any] = {"rows": rows}
+    for width in widths:
+        x, y = (torch.randn(rows, width, dtype=torch.float64, device=device) for _ in range(2))
+        z = torch.cat([x, y], 1)
+        core, whole = ([torch.zeros(width, width, dtype=torch.float64, device=device) for _ in range(3)] for _ in "ab")
+        joined = torch.zeros(2 * width, 2 * width, dtype=torch.float64, device=device)
+        ways: dict[str, Callable[[], object]] = {
+            "core": lambda: (add_gram(core[0], x), core[1].addmm_(x.T, y), add_gram(core[2], y)),  # noqa: B023
+            "whole": lambda: (whole[0].addmm_(x.T, x), whole[1].addmm_(x.T, y), whole[2].addmm_(y.T, y)),  # noqa: B023
+            "joined": lambda: joined.addmm_(z.T, z),  # noqa: B023
+        }
+        for way, fn in ways.items():
+            fn()  # warm-up: the library's workspace
+            took = seconds(lambda: [fn() for _ in range(repeats)], device)  # noqa: B023 (called at once, here)
+            out[f"{way}_{width}_tokens_per_s"] = rows * repeats / took
+        xx = symmetric(core[0])
+        differences = [(whole[0] - xx).abs().max(), (joined[:width, :width] - xx).abs().max()]
+        out[f"largest_difference_{width}"] = float(max(differences) / xx.abs().max())
+    return out
+
+
+def profile(
+    device: torch.device, name: str, tokens: int, memory: str | None, blocks: int, top: int = 12
+) -> dict[str, Any]:
+    """The large shape's planned capture of its first ``blocks`` blocks (moments and scores, no table) under
+    torch.profiler, twice: the first run allocates the pinned host memory the finished folds go to, the second finds
+    it in torch's cache. Per run: the wall time and the ``top`` operators by self time on the device and on the host
+    (seconds, calls): where the capture's twenty-fold excess over the forward goes."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiled
+
+    model = build_shaped(name, dtype=torch.bfloat16, device=device)
+    batches = random_batches(tokens, 16, 128, model.config.vocab_size)
+    plan = plan_for(model, batches, list(range(blocks)), 5, memory=parse_memory(memory))
+    assert plan is not None
+    options = CaptureOptions(folds=5, seed=0, progress=False)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    out: dict[str, Any] = {"model": name, "tokens": batches.n_rows, "plan": plan.describe()}
+    for run in ("first", "second"):
+        with profiled(activities=activities) as prof:
+            wall = seconds(lambda: [None for _ in capture_groups(model, batches, plan, options)], device)
+        events = list(prof.key_averages())
+        out[run] = {"wall_s": wall, "host": _busiest(events, "self_cpu_time_total", top)}
+        if device.type == "cuda":
+            out[run]["device"] = _busiest(events, "self_device_time_total", top)
+    return out
+
+
+def _busiest(events: list[Any], attribute: str, top: int) -> list[dict[str, Any]]:
+    """The ``top`` profiler events by ``attribute`` (microseconds): operator, seconds, calls."""
+    ranked = sorted(events, key=lambda e: getattr(e, attribute), reverse=True)[:top]
+    return [{"op": e.key, "self_s": getattr(e, attribute) / 1e6, "calls": e.count} for e in ranked]
 
 
 def eigh_seconds(device: torch.device, width: int) -> float:
@@ -193,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=100_000, help="tokens of the large profile")
     parser.add_argument("--memory", default="40GB", help="the large profile's memory budget (--memory)")
     parser.add_argument("--large-blocks", type=int, help="profile only the large shape's first N blocks")
+    parser.add_argument("--profile-blocks", type=int, default=8, help="blocks of the large shape the profile captures")
+    parser.add_argument("--gram-rows", type=int, default=4096, help="rows of the chunk the grams step multiplies")
     parser.add_argument("--bench-batches", type=int, default=20, help="batches linrec bench times per path")
-    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,bench_7b,cuda_tests,large",
+    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,grams,bench_7b,cuda_tests,profile,large",
                         help="which steps, in order")  # fmt: skip
     args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -215,6 +288,10 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_vs_gpu": lambda: cpu_vs_gpu(device, args.small, 20_480),
         "bench_gpt2": lambda: bench(device, args.bench_batches),
         "bench_7b": lambda: bench(device, args.bench_batches, "pythia-6.9b", "bfloat16", layers=8),
+        "grams": lambda: grams(
+            device, [bench_config("gpt2-small").hidden_size, shaped_config(args.large).hidden_size], args.gram_rows
+        ),
+        "profile": lambda: profile(device, args.large, args.tokens, args.memory, args.profile_blocks),
         "large": lambda: large(device, args.large, args.tokens, args.memory, args.large_blocks, partial("large")),
         "cuda_tests": cuda_tests,
     }

@@ -39,11 +39,22 @@ def test_without_cuda_it_says_so_in_one_line_and_does_nothing(tmp_path):
 def test_its_steps_run_and_write_what_they_measured(tmp_path):
     out = tmp_path / "out"
     small = ["--device", "cpu", "--large", "EleutherAI/pythia-70m", "--small", "EleutherAI/pythia-70m"]
-    code = _module().main([str(out), *small, "--tokens", "8192", "--memory", "2GB", "--steps", "cpu_vs_gpu,large"])
+    steps = ["--steps", "cpu_vs_gpu,grams,profile,large", "--gram-rows", "256", "--profile-blocks", "2"]
+    code = _module().main([str(out), *small, "--tokens", "8192", "--memory", "2GB", *steps])
     results = json.loads((out / "gpu-check.json").read_text())
     assert code == 0, results
     same = results["steps"]["cpu_vs_gpu"]
     assert same["status"] == "ok" and same["r2_lin_max_abs_difference"] == 0  # the CPU against itself
+    products = results["steps"]["grams"]
+    assert products["status"] == "ok" and products["rows"] == 256
+    for width in (768, 512):  # GPT-2's width and the large shape's: the three ways give the same sums
+        assert products[f"largest_difference_{width}"] < 1e-12
+        assert all(products[f"{way}_{width}_tokens_per_s"] > 0 for way in ("core", "whole", "joined"))
+    profiled = results["steps"]["profile"]
+    assert profiled["status"] == "ok" and profiled["plan"].startswith("plan: ")
+    for run in ("first", "second"):
+        assert profiled[run]["wall_s"] > 0
+        assert "aten::addmm" in [e["op"] for e in profiled[run]["host"]]  # the moments' products, on the CPU
     large = results["steps"]["large"]
     assert large["status"] == "ok" and large["r2_lin"]["blocks"] == 6 and large["tokens"] >= 8192
     assert large["plan"].startswith("plan: ") and large["peak_host_gb"] > 0
