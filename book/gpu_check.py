@@ -156,9 +156,10 @@ def profile(
 
 
 def _busiest(events: list[Any], attribute: str, top: int) -> list[dict[str, Any]]:
-    """The ``top`` profiler events by ``attribute`` (microseconds): operator, seconds, calls."""
+    """The ``top`` profiler events by ``attribute`` (microseconds): operator (a kernel's name cut to 160 characters),
+    seconds, calls."""
     ranked = sorted(events, key=lambda e: getattr(e, attribute), reverse=True)[:top]
-    return [{"op": e.key, "self_s": getattr(e, attribute) / 1e6, "calls": e.count} for e in ranked]
+    return [{"op": e.key[:160], "self_s": getattr(e, attribute) / 1e6, "calls": e.count} for e in ranked]
 
 
 def eigh_seconds(device: torch.device, width: int) -> float:
