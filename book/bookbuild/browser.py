@@ -143,9 +143,8 @@ class Browser:
         """``page`` in a new tab of ``width`` x ``height`` px, loaded and settled."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        tab = Tab(self, session, page)
-        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
-        self.send("Emulation.setDeviceMetricsOverride", metrics, session)
+        tab = Tab(self, session, page, width, height)
+        tab.window(height)
         self.send("Emulation.setFocusEmulationEnabled", {"enabled": True}, session)  # else a new tab's timers wait
         uri = page.resolve().as_uri()
         self.send("Page.navigate", {"url": uri}, session)
@@ -161,9 +160,15 @@ class Browser:
 class Tab:
     """A page open in :class:`Browser`: run JavaScript in it, photograph it, print it."""
 
-    def __init__(self, browser: Browser, session: str, page: Path) -> None:
+    def __init__(self, browser: Browser, session: str, page: Path, width: int, height: int) -> None:
         self.browser, self.session, self.page = browser, session, page
+        self.width, self.height = width, height
         self.settled = ""
+
+    def window(self, height: int) -> None:
+        """Make the window ``height`` px tall at the tab's width (no mobile emulation, one pixel per CSS px)."""
+        metrics = {"width": self.width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+        self.browser.send("Emulation.setDeviceMetricsOverride", metrics, self.session)
 
     def evaluate(self, expression: str) -> Any:
         """The value of ``expression`` (awaited when it is a promise), as JSON gives it back."""
@@ -178,12 +183,18 @@ class Tab:
         return reply["result"].get("value")
 
     def screenshot(self, out: Path, height: int | None = None) -> Path:
-        """A PNG of the page's top ``height`` px (the whole page when None) at the tab's width."""
+        """A PNG of the page's top ``height`` px (the whole page when None) at the tab's width, as a window that tall
+        shows it: the window is made that tall for the shot, then given its height back. (Chromium's capture beyond
+        the window instead showed a page whose wide table scrolls in its box shifted left, its sidebar cut off.)"""
         width, full = self.evaluate("[document.documentElement.clientWidth, document.documentElement.scrollHeight]")
-        clip = {"x": 0, "y": 0, "width": width, "height": min(height or full, full), "scale": 1}
-        shot = self.browser.send(
-            "Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True}, self.session
-        )
+        tall = min(height or full, full)
+        self.window(tall)
+        try:
+            self.evaluate("new Promise(drawn => requestAnimationFrame(() => requestAnimationFrame(drawn)))")
+            clip = {"x": 0, "y": 0, "width": width, "height": tall, "scale": 1}
+            shot = self.browser.send("Page.captureScreenshot", {"format": "png", "clip": clip}, self.session)
+        finally:
+            self.window(self.height)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(base64.b64decode(shot["data"]))
         return out
