@@ -14,7 +14,8 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
    slow there);
 3. ``cuda_tests``: the test suite's GPU tests, where pytest is installed;
    ``profile``: where the planned capture's time goes, the large shape's first ``--profile-blocks`` blocks under
-   torch.profiler, twice (first as a fresh process meets it, pinned host memory being allocated, then again): each
+   torch.profiler, three times (the finished folds sent to pinned host memory as a fresh process meets it, that
+   memory being allocated, then again; and kept on the GPU, as a table's plan keeps them where there is room): each
    run's wall time and the operators with the most self time on the device and on the host;
 4. ``large``: the Pythia-6.9b shape in bfloat16, drawn on the GPU: the forward stopped after the last block, one
    float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan (5 folds, the
@@ -55,6 +56,7 @@ from linrec.core.cost import forward, random_batches, run_bench, seconds  # noqa
 from linrec.core.moments import add_gram, symmetric  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
+from linrec.data.tokens import TokenBatches  # noqa: E402
 from linrec.models.shapes import (  # noqa: E402 (the repository's own linrec, from src)
     bench_config,
     build_shaped,
@@ -128,28 +130,40 @@ def grams(device: torch.device, widths: list[int], rows: int = 4096, repeats: in
     return out
 
 
+def large_shape(device: torch.device, name: str, tokens: int) -> tuple[Any, TokenBatches, float]:
+    """The large shape in bfloat16, drawn on ``device`` (seconds on a GPU, minutes on its host), its random batches
+    of at least ``tokens`` tokens, and the seconds the drawing took."""
+    built = time.perf_counter()
+    model = build_shaped(name, dtype=torch.bfloat16, device=device)
+    return model, random_batches(tokens, 16, 128, model.config.vocab_size), time.perf_counter() - built
+
+
 def profile(
     device: torch.device, name: str, tokens: int, memory: str | None, blocks: int, top: int = 12
 ) -> dict[str, Any]:
     """The large shape's planned capture of its first ``blocks`` blocks (moments and scores, no table) under
-    torch.profiler, twice: the first run allocates the pinned host memory the finished folds go to, the second finds
-    it in torch's cache. Per run: the wall time and the ``top`` operators by self time on the device and on the host
-    (seconds, calls): where the capture's twenty-fold excess over the forward goes."""
+    torch.profiler, three times: with the finished folds sent to pinned host memory (``first``, which allocates that
+    memory, then ``second``, which finds it in torch's cache), and kept on the GPU as a table's plan keeps them
+    (``kept``, where the budget has the room). Per run: the plan, the wall time and the ``top`` operators by self
+    time on the device and on the host (seconds, calls): where the capture's twenty-fold excess over the forward
+    goes, and what keeping the folds on the GPU saves of it."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiled
 
-    model = build_shaped(name, dtype=torch.bfloat16, device=device)
-    batches = random_batches(tokens, 16, 128, model.config.vocab_size)
-    plan = plan_for(model, batches, list(range(blocks)), 5, memory=parse_memory(memory))
-    assert plan is not None
+    model, batches, _ = large_shape(device, name, tokens)
+    chosen, budget = list(range(blocks)), parse_memory(memory)
+    sent, kept = (plan_for(model, batches, chosen, 5, memory=budget, table=table) for table in (False, True))
+    assert sent is not None and kept is not None
     options = CaptureOptions(folds=5, seed=0, progress=False)
+    runs = {"first": (sent, options), "second": (sent, options),
+            "kept": (kept, replace(options, keep_on_gpu=kept.footprint.kept_on_gpu))}  # fmt: skip
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    out: dict[str, Any] = {"model": name, "tokens": batches.n_rows, "plan": plan.describe()}
-    for run in ("first", "second"):
+    out: dict[str, Any] = {"model": name, "tokens": batches.n_rows}
+    for run, (plan, how) in runs.items():
         with profiled(activities=activities) as prof:
-            wall = seconds(lambda: [None for _ in capture_groups(model, batches, plan, options)], device)
+            wall = seconds(lambda: [None for _ in capture_groups(model, batches, plan, how)], device)  # noqa: B023
         events = list(prof.key_averages())
-        out[run] = {"wall_s": wall, "host": _busiest(events, "self_cpu_time_total", top)}
+        out[run] = {"plan": plan.describe(), "wall_s": wall, "host": _busiest(events, "self_cpu_time_total", top)}
         if device.type == "cuda":
             out[run]["device"] = _busiest(events, "self_device_time_total", top)
     return out
@@ -187,15 +201,13 @@ def large(
         out.update(values)
         record(out)
 
-    built = time.perf_counter()
-    model = build_shaped(name, dtype=torch.bfloat16, device=device)  # drawn there: seconds, not minutes
-    batches = random_batches(tokens, 16, 128, model.config.vocab_size)
-    note(build_s=time.perf_counter() - built, tokens=batches.n_rows)
+    model, batches, build_s = large_shape(device, name, tokens)
+    note(build_s=build_s, tokens=batches.n_rows)
     forward(model, random_batches(2048, 16, 128, model.config.vocab_size), truncated=True)  # warm-up
     note(truncated_forward_s=seconds(lambda: forward(model, batches, truncated=True), device))
     note(eigh_float64_s=eigh_seconds(device, model.config.hidden_size))
     chosen = None if blocks is None else list(range(blocks))
-    plan = plan_for(model, batches, chosen, 5, memory=parse_memory(memory))
+    plan = plan_for(model, batches, chosen, 5, memory=parse_memory(memory), table=True)  # as measure() plans
     assert plan is not None
     note(profile_blocks=sum(len(g) for g in plan.groups), plan=plan.describe(),
          planned_peak_host_gb=plan.peak_host / 1e9, planned_peak_device_gb=plan.peak_device / 1e9)  # fmt: skip
@@ -263,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", default="EleutherAI/pythia-6.9b", help="the large shape (linrec.models.shapes)")
     parser.add_argument("--small", default="EleutherAI/pythia-160m", help="the shape measured on both devices")
     parser.add_argument("--tokens", type=int, default=100_000, help="tokens of the large profile")
-    parser.add_argument("--memory", default="40GB", help="the large profile's memory budget (--memory)")
+    parser.add_argument("--memory", help="the large shape's memory budget (--memory; default: what is free, as a "
+                        "user's measurement plans by)")  # fmt: skip
     parser.add_argument("--large-blocks", type=int, help="profile only the large shape's first N blocks")
     parser.add_argument("--profile-blocks", type=int, default=8, help="blocks of the large shape the profile captures")
     parser.add_argument("--gram-rows", type=int, default=4096, help="rows of the chunk the grams step multiplies")

@@ -51,9 +51,9 @@ def test_its_steps_run_and_write_what_they_measured(tmp_path):
         assert products[f"largest_difference_{width}"] < 1e-12
         assert all(products[f"{way}_{width}_tokens_per_s"] > 0 for way in ("core", "whole", "joined"))
     profiled = results["steps"]["profile"]
-    assert profiled["status"] == "ok" and profiled["plan"].startswith("plan: ")
-    for run in ("first", "second"):
-        assert profiled[run]["wall_s"] > 0
+    assert profiled["status"] == "ok"
+    for run in ("first", "second", "kept"):  # on the CPU the folds stay in host memory either way
+        assert profiled[run]["plan"].startswith("plan: ") and profiled[run]["wall_s"] > 0
         assert "aten::addmm" in [e["op"] for e in profiled[run]["host"]]  # the moments' products, on the CPU
     large = results["steps"]["large"]
     assert large["status"] == "ok" and large["r2_lin"]["blocks"] == 6 and large["tokens"] >= 8192

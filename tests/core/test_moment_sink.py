@@ -51,3 +51,10 @@ def test_folds_finish_as_the_capture_goes_on_with_documents_or_without(documents
     model = tiny_model("gpt2")
     run_capture(model, batches, ffn_blocks(model), [sink], batches.folds(5, 0), progress=False)
     assert max(live) <= 2 and max(live[1::2]) == 1  # after each batch: one fold left open
+
+
+def test_finished_folds_go_to_disk_or_stay_on_the_gpu_not_both(tmp_path):
+    from linrec.core.moment_sink import MomentSink
+
+    with pytest.raises(ValueError, match="not both"):
+        MomentSink(3, spill=tmp_path, keep_on_gpu=True)

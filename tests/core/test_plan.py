@@ -4,6 +4,7 @@ code allocates, and groups that are the fewest that fit, refused with the smalle
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,42 @@ def test_the_groups_are_the_fewest_that_fit_and_as_even_as_can_be(budget, on_gpu
         largest = -(-12 // fewer)
         assert fp.host(largest, fewer) > budget or fp.device(largest) > budget
     assert plan.forward_passes == 1.0  # resumed: one forward pass whatever the groups
+
+
+def test_a_table_on_a_gpu_keeps_its_finished_folds_there_and_none_on_the_host():
+    """Where only the table is wanted and the GPU has the room, the folds wait there for the fits that run there:
+    no pinned copy out and back, and the host holds none of them."""
+    fp = _footprint(on_gpu=True, width=1024)
+    host_way = plan_capture(fp, list(range(12)), 10**12)
+    kept = plan_capture(fp, list(range(12)), 10**12, table=True)
+    assert kept.groups == host_way.groups == (tuple(range(12)),)
+    assert kept.footprint.kept_on_gpu and not host_way.footprint.kept_on_gpu
+    assert host_way.peak_host - kept.peak_host == 12 * fp.folds * pinned_bytes(fp.sums)
+    # on the GPU: every block's k finished folds and one live (k + 1 in all), where the host way holds 2 live folds
+    # and brings one block's k folds back for its fits
+    assert kept.peak_device - host_way.peak_device == (12 * (fp.folds + 1 - 2) - fp.folds) * fp.sums
+    assert "finished folds kept on the GPU" in kept.describe()
+    assert "finished folds in pinned host memory" in host_way.describe()
+    assert "finished folds" not in plan_capture(_footprint(), list(range(12)), 10**12, table=True).describe()
+
+
+def test_a_table_sends_its_folds_to_the_host_where_keeping_them_takes_more_groups():
+    fp = _footprint(on_gpu=True, width=1024)
+    device = fp.device(4) + 1  # room on the GPU for 4 blocks' live sums, not for 12 blocks' finished folds
+    plan = plan_capture(fp, list(range(12)), host_budget=10**12, device_budget=int(device / 0.85) + 1, table=True)
+    kept = replace(fp, kept_on_gpu=True)
+    assert not plan.footprint.kept_on_gpu
+    assert len(plan.groups) < len(plan_capture(kept, list(range(12)), device, host_budget=device).groups)
+
+
+def test_a_budget_too_small_for_a_table_names_the_smallest_in_either_way():
+    fp = _footprint(on_gpu=True, width=1024)
+    with pytest.raises(LinrecError, match="too small") as err:
+        plan_capture(fp, list(range(12)), 10**8, table=True)
+    smallest = parse_memory(re.search(r"--memory (\S+)", str(err.value)).group(1))
+    assert len(plan_capture(fp, list(range(12)), smallest, table=True).groups) == 12
+    with pytest.raises(LinrecError, match="too small"):
+        plan_capture(fp, list(range(12)), smallest - 10**6, table=True)
 
 
 def test_groups_that_cannot_resume_say_what_they_cost():

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
+from linrec.core.capture import CaptureOptions, capture_positions
 from linrec.core.measure import Measurement, measure
 from linrec.core.planned import check_disk, plan_for
 from linrec.core.sample import RowSample
@@ -67,6 +68,41 @@ def test_a_planned_measurement_holds_the_one_pass_moments(family, tokenizer, tex
     assert {b: t for b, t in one.positions.tails.items()} == dict(grouped.positions.tails)
     saved = Measurement.load(grouped.save(tmp_path / "saved"))
     pd.testing.assert_frame_equal(saved.table(), one.table(), check_exact=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_a_table_s_folds_wait_there_and_give_the_same_table_bit_for_bit(tokenizer, text):
+    """Where only the table is wanted, the plan keeps the finished folds on the GPU for the fits that run there: they
+    hold what the pinned host copies hold, so the table is the same to the last bit, in one group or in several."""
+    model = tiny_model("llama").to("cuda")
+    batches = _batches(tokenizer, text, documents=False)
+    kept, sent = plan_for(model, batches, None, FOLDS, table=True), plan_for(model, batches, None, FOLDS)
+    assert kept.footprint.kept_on_gpu and not sent.footprint.kept_on_gpu
+    on_gpu = capture_positions(model, batches, options=CaptureOptions(FOLDS, progress=False, keep_on_gpu=True))
+    assert all(m.cxx.is_cuda for folds in on_gpu.later.values() for m in folds)
+    on_host = capture_positions(model, batches, options=CaptureOptions(FOLDS, progress=False))
+    assert all(m.cxx.is_pinned() for folds in on_host.later.values() for m in folds)
+    one = measure(model, batches, folds=FOLDS, progress=False, memory=sent)
+    pd.testing.assert_frame_equal(measure(model, batches, folds=FOLDS, progress=False, memory=kept), one,
+                                  check_exact=True)  # fmt: skip
+    fp = kept.footprint
+    grouped = plan_for(model, batches, None, FOLDS, memory=max(fp.host(1, fp.blocks), fp.device(1)), table=True)
+    assert grouped.footprint.kept_on_gpu and len(grouped.groups) == 2
+    pd.testing.assert_frame_equal(measure(model, batches, folds=FOLDS, progress=False, memory=grouped), one,
+                                  check_exact=True)  # fmt: skip
+
+
+def test_measure_plans_for_a_table_and_a_saved_measurement_for_its_moments(tokenizer, text, monkeypatch):
+    """measure() wants only the table (its moments may stay on a GPU); Measurement.capture keeps the moments."""
+    from linrec.core import measure as measuring
+
+    asked = []
+    monkeypatch.setattr(measuring, "plan_for", lambda *a, **k: asked.append(k) or plan_for(*a, **k))
+    model = tiny_model("gpt2")
+    batches = _batches(tokenizer, text, documents=False)
+    measure(model, batches, folds=FOLDS, progress=False)
+    Measurement.capture(model, batches, folds=FOLDS, progress=False)
+    assert [k.get("table", False) for k in asked] == [True, False]
 
 
 def test_each_layer_runs_once_per_batch_in_all(tokenizer, text):

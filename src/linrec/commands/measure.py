@@ -308,7 +308,8 @@ def _preparer(
         torch_dtype = parse_dtype(dtype) or torch.float32  # (the checkpoint's own, else float32, as loading does)
         device = own.device if own else args.device
         target = torch.device(pick_device(device)) if args.device_map is None else torch.device("cpu")
-        plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory)
+        table = args.save is None and args.spill is None  # only the table: its moments may stay on a GPU
+        plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory, table=table)
         if not args.no_progress:
             print(plan.describe(), file=sys.stderr)
         into.append((batches, plan))

@@ -29,11 +29,15 @@ class MomentAccumulator:
     A fold's sums are allocated when its first rows come and freed by :meth:`close`, which keeps its
     finished moments (on a GPU, in pinned host memory): when folds come one after the other, as
     :func:`linrec.core.capture.run_capture` hands them over, only the live fold's sums take device
-    memory, not all ``folds`` of them.
+    memory, not all ``folds`` of them. ``keep_on_gpu`` keeps them on the GPU instead, for a caller
+    that fits them there and has planned the room (:class:`linrec.core.plan.Footprint`): no copy out
+    and back, no pinned memory.
     """
 
-    def __init__(self, d_in: int, d_out: int, device: torch.device | str = "cpu", folds: int = 1) -> None:
-        self.d_in, self.d_out, self.device = d_in, d_out, torch.device(device)
+    def __init__(
+        self, d_in: int, d_out: int, device: torch.device | str = "cpu", folds: int = 1, keep_on_gpu: bool = False
+    ) -> None:
+        self.d_in, self.d_out, self.device, self.keep_on_gpu = d_in, d_out, torch.device(device), keep_on_gpu
         self.n = [0] * folds
         self.shift_x: torch.Tensor | None = None
         self.shift_y: torch.Tensor | None = None
@@ -122,12 +126,13 @@ class MomentAccumulator:
 
     def close(self, fold: int) -> None:
         """No more rows for ``fold``: keep its moments and free its sums. From a GPU the moments go to pinned host
-        memory without the host waiting (:meth:`Moments.to_pinned`): synchronise before reading them."""
+        memory without the host waiting (:meth:`Moments.to_pinned`): synchronise before reading them; with
+        ``keep_on_gpu`` they stay on the GPU."""
         if fold in self._closed or fold in self._released:
             return
         if fold in self._sums:
             sx, sy = self._sums[fold][:2]
             self._closed_finite.append(torch.isfinite(sx).all() & torch.isfinite(sy).all())
         m = self.moments(fold)
-        self._closed[fold] = m.to_pinned() if self.device.type == "cuda" else m
+        self._closed[fold] = m.to_pinned() if self.device.type == "cuda" and not self.keep_on_gpu else m
         self._sums.pop(fold, None)

@@ -53,7 +53,9 @@ class CaptureOptions:
     ``extra_sinks``: more sinks that see the same rows in the same pass (e.g. a
     :class:`linrec.core.sample.RowSample`); ``scores``: compute the residual-stream scores
     (:class:`linrec.core.residual.ResidualSink`; False leaves them NaN and the rest of the table the same, bit for
-    bit, for about a fifth less work on a CPU)."""
+    bit, for about a fifth less work on a CPU); ``keep_on_gpu``: finished folds' moments stay on the GPU that
+    summed them, not in pinned host memory (for a table whose fits run there, as its plan chose:
+    :attr:`linrec.core.plan.Footprint.kept_on_gpu`; not with ``spill``)."""
 
     folds: int = 5
     seed: int = 0
@@ -63,6 +65,7 @@ class CaptureOptions:
     spill: str | Path | None = None
     extra_sinks: Sequence[RowSink] = ()
     scores: bool = True
+    keep_on_gpu: bool = False
 
 
 class StopForward(Exception):
@@ -278,7 +281,8 @@ def capture_positions(
     *,
     stop: bool = True,
 ) -> PositionMoments:
-    """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU), the rows at each window's first
+    """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU, or on the GPU with
+    ``options.keep_on_gpu``), the rows at each window's first
     captured position apart from the later ones (:class:`linrec.core.moment_sink.MomentSink`), with each block's
     largest rows (:class:`linrec.core.tails.TailSink`), run as ``options`` say (:class:`CaptureOptions`, None: its
     defaults; with ``spill``, memory holds only the live fold of every block: for models whose moments would not
@@ -303,7 +307,7 @@ def capture_positions(
     if distributed:
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
-    sink, tails = MomentSink(folds, spill=options.spill), TailSink()
+    sink, tails = MomentSink(folds, spill=options.spill, keep_on_gpu=options.keep_on_gpu), TailSink()
     residual = residual_sink(model, chosen, folds, spec, seed) if options.scores else None
     sinks = [sink, tails, *([] if residual is None else [residual]), *options.extra_sinks]
     run_capture(model, batches, chosen, sinks, fold_of_sequence, progress, options.positions, stop)

@@ -386,8 +386,10 @@ def measure(
     :meth:`Measurement.capture` (whose docstring says what each argument does). Only the table is kept: where the
     capture runs in groups (``memory``), each group's rows are made as it ends and its moments let go, so nothing
     goes to disk. On a GPU the fits run there too, in float64 (the same arithmetic as :meth:`Measurement.table`'s on
-    the host, to rounding). ``memory`` may also be the plan itself, made and shown by the caller before the model loaded
-    (:func:`linrec.core.planned.plan_before_loading`; the command line's way): its groups are run as they are.
+    the host, to rounding), and the finished moments wait there for them where the plan finds the room (no copy to
+    host memory and back; the same numbers, bit for bit). ``memory`` may also be the plan itself, made and shown by
+    the caller before the model loaded (:func:`linrec.core.planned.plan_before_loading`; the command line's way): its
+    groups are run as they are.
 
     Columns: ``block, r2_lin`` (k-fold mean held-out R², variance-weighted), ``r2_lin_std``
     (its std over folds), ``r2_feature_median`` (median per-output-dim R²),
@@ -405,12 +407,13 @@ def measure(
     rcond = rcond_for(dtype) if rcond is None else rcond
     device = input_device(model)
     on = device if device.type == "cuda" else None  # the fits where the model is
-    options = CaptureOptions(folds, seed, spec, progress, positions, spill)
     plan = (
         memory
         if isinstance(memory, CapturePlan)
-        else plan_for(model, batches, blocks, folds, spec, parse_memory(memory))
+        else plan_for(model, batches, blocks, folds, spec, parse_memory(memory), table=spill is None)
     )
+    keep = plan is not None and plan.footprint.kept_on_gpu and spill is None  # the fits are where the moments are
+    options = CaptureOptions(folds, seed, spec, progress, positions, spill, keep_on_gpu=keep)
     if plan is None:  # a model with no config to size a plan by: one pass
         parts: Iterable[PositionMoments] = [capture_positions(model, batches, blocks, options)]
     else:

@@ -72,10 +72,18 @@ class MomentSink(RowSink):
     NaN/Inf activations are looked for in the sums, not the rows (a non-finite row makes its fold's
     sums non-finite): once every ``check_every`` batches and in :meth:`moments`, one host read for
     all blocks, naming the first bad block and the batches since the last check.
+
+    ``spill``: a directory where finished folds wait on disk; ``keep_on_gpu``: they stay on the GPU
+    that summed them (:class:`MomentAccumulator`; not with ``spill``).
     """
 
-    def __init__(self, k: int, check_every: int = 64, spill: str | Path | None = None) -> None:
+    def __init__(
+        self, k: int, check_every: int = 64, spill: str | Path | None = None, keep_on_gpu: bool = False
+    ) -> None:
+        if spill is not None and keep_on_gpu:
+            raise ValueError("finished folds either go to disk (spill) or stay on the GPU (keep_on_gpu), not both")
         self.k = k
+        self.keep_on_gpu = keep_on_gpu
         self.check_every = check_every
         self.accumulators: dict[int, MomentAccumulator] = {}
         self._spilled = None if spill is None else SpilledMoments(spill, k)  # finished folds on disk
@@ -101,7 +109,9 @@ class MomentSink(RowSink):
             x, y = x.cpu(), y.cpu()
         acc = self.accumulators.get(block)
         if acc is None:
-            acc = self.accumulators[block] = MomentAccumulator(x.shape[1], y.shape[1], x.device, self.k)
+            acc = self.accumulators[block] = MomentAccumulator(
+                x.shape[1], y.shape[1], x.device, self.k, self.keep_on_gpu
+            )
             self._dtypes[block] = y.dtype
             self._firsts[block] = []
         runs = rows.runs
@@ -162,8 +172,8 @@ class MomentSink(RowSink):
         self._checked = self._batches
 
     def positions(self) -> PositionMoments:
-        """Centred moments per block and fold, on CPU, of the first rows and of the later rows apart (every fold
-        is closed: no more rows can be added)."""
+        """Centred moments per block and fold of the first rows and of the later rows apart (every fold is closed:
+        no more rows can be added): on CPU, but for the later rows' with ``keep_on_gpu``, left on their GPU."""
         self.check()
         if self._spilled is not None:
             self._spill(range(self.k))  # block by block, as at a fold's end

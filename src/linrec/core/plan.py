@@ -20,6 +20,9 @@ What a capture holds (the figures :class:`Footprint` adds up), per block, S bein
   a GPU they are pinned, and each pinned allocation takes the power of two above its size, :func:`pinned_bytes`);
 - while its table row is made (:func:`linrec.core.fit.recoverability` with ``consume``), on the device that
   accumulates: its k folds' moments and 4 S more, one block at a time (the layer-linearity sample's fits, likewise);
+- or, where only the table is wanted and the GPU has the room (:attr:`Footprint.kept_on_gpu`), the finished folds
+  stay on the GPU beside the live ones, (k + 1) S at most (a fold's sums and its moments meet as it closes), and
+  the host holds none of them: no copy out to pinned memory and back for the fits, which run there;
 
 and once for the capture: the weights, one batch's forward pass and, between groups, the residual stream twice (the
 one a group resumes from and the one it keeps for the next), n_windows × seq_len × width at the model's dtype.
@@ -30,7 +33,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -127,8 +130,9 @@ class Footprint:
     forward: int  # one batch's forward pass, at most (an estimate: activations, attention scores, float64 rows)
     first_rows: int  # per block: each window's first row of X and Y, at the model's dtype
     stream: int  # one residual stream over every batch, at the model's dtype
-    on_gpu: bool  # sums live on a GPU, finished moments in host memory
+    on_gpu: bool  # sums live on a GPU, finished moments in host memory (unless kept_on_gpu)
     sample: int = 0  # per block: the layer-linearity sample of the residual stream (linrec.core.residual), float32
+    kept_on_gpu: bool = False  # finished moments stay on the GPU (a table made there), none in host memory
 
     @property
     def sums(self) -> int:
@@ -138,7 +142,8 @@ class Footprint:
         """Peak host bytes with ``group`` blocks at a time in ``groups`` groups (the streams kept between them when
         they ``resume``)."""
         if self.on_gpu:  # finished folds and the sample's rows (x and y) in pinned memory, each rounded up
-            per_block = self.folds * pinned_bytes(self.sums) + 2 * pinned_bytes(self.sample // 2) + self.first_rows
+            folds = 0 if self.kept_on_gpu else self.folds * pinned_bytes(self.sums)
+            per_block = folds + 2 * pinned_bytes(self.sample // 2) + self.first_rows
         else:
             per_block = (self.folds + 2) * self.sums + self.first_rows + self.sample
         streams = 2 * self.stream if groups > 1 and resumes else 0
@@ -149,8 +154,9 @@ class Footprint:
         """Peak bytes on the GPU that accumulates (0 on the CPU, whose memory :meth:`host` counts)."""
         if not self.on_gpu:
             return 0
-        fits = (self.folds + TABLE_WORK) * self.sums + self.sample  # a block's table row and layer fit, made there
-        return self.weights_device + self.forward + group * (2 * self.sums + self.first_rows) + fits
+        held, moved = (self.folds + 1, 0) if self.kept_on_gpu else (2, self.folds)  # sums per block; folds brought in
+        fits = (moved + TABLE_WORK) * self.sums + self.sample  # a block's table row and layer fit, made there
+        return self.weights_device + self.forward + group * (held * self.sums + self.first_rows) + fits
 
     def disk(self, saved: bool) -> int:
         """Bytes written to disk when the moments are kept (``saved``) and the capture runs in groups: every block's
@@ -193,7 +199,9 @@ class CapturePlan:
             f"  peak host memory {gigabytes(self.peak_host)} of {gigabytes(self.budget_host)}"
             + ("" if self.budget_device is None else
                f", device {gigabytes(self.peak_device)} of {gigabytes(self.budget_device)}")
-            + (f"; {gigabytes(self.disk)} to disk" if self.disk else "; nothing to disk"),
+            + (f"; {gigabytes(self.disk)} to disk" if self.disk else "; nothing to disk")
+            + ("" if not self.footprint.on_gpu else
+               f"; finished folds {'kept on the GPU' if self.footprint.kept_on_gpu else 'in pinned host memory'}"),
         ]  # fmt: skip
         return "\n".join(lines)
 
@@ -205,6 +213,7 @@ def plan_capture(
     *,
     resumes: bool = True,
     saved: bool = False,
+    table: bool = False,
     host_budget: int | None = None,
     device_budget: int | None = None,
 ) -> CapturePlan:
@@ -213,7 +222,9 @@ def plan_capture(
     free there: ``host_budget``, ``device_budget``, else what is free now). A budget below what one block needs is
     a LinrecError naming the smallest that works. ``resumes``: whether a group can start from the stream the
     previous one stopped at (else each runs the layers below it again, and the plan says what that costs).
-    ``saved``: the moments are written to disk."""
+    ``saved``: the moments are written to disk. ``table``: only the table is wanted, so on a GPU the finished moments
+    may stay there for its fits (:attr:`Footprint.kept_on_gpu`), as they do unless that takes more groups than
+    sending them to the host."""
     if not blocks:
         raise LinrecError("no FFN blocks selected")
     free_host = host_budget if host_budget is not None else host_available()
@@ -222,27 +233,22 @@ def plan_capture(
     if footprint.on_gpu:
         device_cap = budget if budget is not None or device_budget is None else int(FREE_SHARE * device_budget)
     n = len(blocks)
+    ways = [replace(footprint, kept_on_gpu=True), footprint] if table and footprint.on_gpu else [footprint]
 
-    def fits(group: int, groups: int) -> bool:
-        return footprint.host(group, groups, resumes) <= host_cap and (
-            device_cap is None or footprint.device(group) <= device_cap
-        )
+    def largest(fp: Footprint) -> int:
+        """The largest group of ``fp``'s capture that fits (0: not even one block)."""
 
-    size = next((g for g in range(n, 0, -1) if fits(g, math.ceil(n / g))), 0)
+        def fits(group: int) -> bool:
+            groups = math.ceil(n / group)
+            return fp.host(group, groups, resumes) <= host_cap and (
+                device_cap is None or fp.device(group) <= device_cap
+            )
+
+        return next((g for g in range(n, 0, -1) if fits(g)), 0)
+
+    size, footprint = max(((largest(fp), fp) for fp in ways), key=lambda way: way[0])  # a tie: the first way
     if size == 0:
-        g = min(range(1, n + 1), key=lambda g: max(footprint.host(g, math.ceil(n / g), resumes), footprint.device(g)))
-        need_host, need_device = footprint.host(g, math.ceil(n / g), resumes), footprint.device(g)
-        need = max(need_host, need_device)
-        where = "on the GPU" if footprint.on_gpu and need_device >= need_host else "in host memory"
-        weights = footprint.weights_device if where == "on the GPU" else footprint.weights_host
-        raise LinrecError(
-            f"a memory budget of {gigabytes(device_cap if where == 'on the GPU' and device_cap else host_cap)} "
-            f"{where} is too small for one block at a time: the weights take {gigabytes(weights)}, one block's "
-            f"moments {gigabytes(footprint.folds * footprint.sums)} ({footprint.folds} folds of width "
-            f"{footprint.width}), a batch's forward about {gigabytes(footprint.forward)} and the kept residual "
-            f"streams {gigabytes(2 * footprint.stream * resumes)}; the smallest budget that works is "
-            f"--memory {_rounded_up(need)} (or fewer rows per batch: --batch-size)"
-        )
+        raise _too_small(ways, n, resumes, host_cap, device_cap)
     count = math.ceil(n / size)
     base, extra = divmod(n, count)
     groups, start = [], 0
@@ -261,6 +267,29 @@ def plan_capture(
         budget_host=host_cap,
         budget_device=device_cap,
         footprint=footprint,
+    )
+
+
+def _too_small(ways: list[Footprint], n: int, resumes: bool, host_cap: int, device_cap: int | None) -> LinrecError:
+    """The error of a budget too small for one block at a time of ``n`` blocks in any of ``ways``, naming the
+    smallest budget that works (in the way that needs least)."""
+
+    def needs(fp: Footprint) -> tuple[int, int]:  # (host, device) at its least demanding group size
+        g = min(range(1, n + 1), key=lambda g: max(fp.host(g, math.ceil(n / g), resumes), fp.device(g)))
+        return fp.host(g, math.ceil(n / g), resumes), fp.device(g)
+
+    footprint = min(ways, key=lambda fp: max(needs(fp)))
+    need_host, need_device = needs(footprint)
+    need = max(need_host, need_device)
+    where = "on the GPU" if footprint.on_gpu and need_device >= need_host else "in host memory"
+    weights = footprint.weights_device if where == "on the GPU" else footprint.weights_host
+    return LinrecError(
+        f"a memory budget of {gigabytes(device_cap if where == 'on the GPU' and device_cap else host_cap)} "
+        f"{where} is too small for one block at a time: the weights take {gigabytes(weights)}, one block's "
+        f"moments {gigabytes(footprint.folds * footprint.sums)} ({footprint.folds} folds of width "
+        f"{footprint.width}), a batch's forward about {gigabytes(footprint.forward)} and the kept residual "
+        f"streams {gigabytes(2 * footprint.stream * resumes)}; the smallest budget that works is "
+        f"--memory {_rounded_up(need)} (or fewer rows per batch: --batch-size)"
     )
 
 

@@ -53,10 +53,12 @@ def plan_for(
     spec: Spec = None,
     memory: int | None = None,
     saved: bool = False,
+    table: bool = False,
 ) -> CapturePlan | None:
     """The plan of capturing ``blocks`` (all by default) of the loaded ``model`` over ``batches`` within ``memory``
     bytes (None: what is free on the host and on the GPU that accumulates); None for a model without a transformers
-    config to size it by (one pass over every block, unplanned)."""
+    config to size it by (one pass over every block, unplanned). ``saved``, ``table``: as for
+    :func:`linrec.core.plan.plan_capture`."""
     config = getattr(model, "config", None)
     if not getattr(config, "hidden_size", None):
         return None
@@ -65,7 +67,7 @@ def plan_for(
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     resumes = decoder_layers(model, every) is not None
     return _plan(config, batches, chosen, folds, dtype, input_device(model), weights_bytes(model), memory, resumes,
-                 saved)  # fmt: skip
+                 saved, table)  # fmt: skip
 
 
 def plan_before_loading(
@@ -77,6 +79,7 @@ def plan_before_loading(
     device: torch.device,
     memory: int | None = None,
     saved: bool = False,
+    table: bool = False,
 ) -> CapturePlan:
     """:func:`plan_for` from ``config`` alone, before any weights load (their bytes counted on a model built on the
     meta device, all on ``device``), for an architecture :func:`linrec.models.arch.ffn_blocks` knows: a budget that
@@ -84,7 +87,7 @@ def plan_before_loading(
     chosen = list(range(config.num_hidden_layers)) if blocks is None else sorted(blocks)
     weight = config_weights_bytes(config, dtype)
     weights = (0, weight) if device.type == "cuda" else (weight, 0)
-    return _plan(config, batches, chosen, folds, dtype, device, weights, memory, True, saved)
+    return _plan(config, batches, chosen, folds, dtype, device, weights, memory, True, saved, table)
 
 
 def _plan(
@@ -98,13 +101,16 @@ def _plan(
     memory: int | None,
     resumes: bool,
     saved: bool,
+    table: bool,
 ) -> CapturePlan:
     """The plan of :func:`plan_for` and :func:`plan_before_loading`, from what both know."""
     windows, seq_len = batches.attention_mask.shape
     sizes = {"windows": windows, "seq_len": seq_len, "batch_size": batches.batch_size}
     fp = footprint(config, blocks=len(chosen), folds=folds, **sizes, dtype=dtype, on_gpu=device.type == "cuda",
                    weights=weights)  # fmt: skip
-    return plan_capture(fp, chosen, memory, resumes=resumes, saved=saved, device_budget=device_free(device))
+    return plan_capture(
+        fp, chosen, memory, resumes=resumes, saved=saved, table=table, device_budget=device_free(device)
+    )
 
 
 def announce(plan: CapturePlan, progress: bool) -> None:
@@ -128,7 +134,8 @@ def _warn_of_passes(plan: CapturePlan, layers: int) -> None:
 def capture_groups(
     model: nn.Module, batches: TokenBatches, plan: CapturePlan, options: CaptureOptions
 ) -> Iterator[PositionMoments]:
-    """Each group of ``plan`` captured in turn (its :class:`PositionMoments`, on CPU), the next group started only
+    """Each group of ``plan`` captured in turn (its :class:`PositionMoments`: on CPU, or the later rows' on the GPU
+    with ``options.keep_on_gpu``), the next group started only
     when the caller asks for it: what the caller keeps of one group is all that stays of it. ``options``' extra sinks
     see every group's rows (each group is a capture of its own: :meth:`RowSink.start` is called once per group); with
     ``spill``, each group's finished folds wait there (:func:`linrec.core.capture.capture_positions`)."""
