@@ -132,7 +132,15 @@ def grams(device: torch.device, widths: list[int], rows: int = 4096, repeats: in
 
 def large_shape(device: torch.device, name: str, tokens: int) -> tuple[Any, TokenBatches, float]:
     """The large shape in bfloat16, drawn on ``device`` (seconds on a GPU, minutes on its host), its random batches
-    of at least ``tokens`` tokens, and the seconds the drawing took."""
+    of at least ``tokens`` tokens, and the seconds the drawing took. First, what the steps before left in torch's
+    caches (device memory, pinned host memory) is given back, so that a plan made next sees what a fresh process
+    would, and pinned memory is allocated anew."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        memory = getattr(torch.accelerator, "memory", None)  # its empty_host_cache is new in 2026; before, torch 2.5 on
+        empty_host = getattr(memory, "empty_host_cache", None) or getattr(torch._C, "_host_emptyCache", None)
+        if empty_host is not None:
+            empty_host()
     built = time.perf_counter()
     model = build_shaped(name, dtype=torch.bfloat16, device=device)
     return model, random_batches(tokens, 16, 128, model.config.vocab_size), time.perf_counter() - built

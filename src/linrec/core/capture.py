@@ -282,11 +282,10 @@ def capture_positions(
     stop: bool = True,
 ) -> PositionMoments:
     """Per-block, per-fold moments of one pass over ``batches`` (returned on CPU, or on the GPU with
-    ``options.keep_on_gpu``), the rows at each window's first
-    captured position apart from the later ones (:class:`linrec.core.moment_sink.MomentSink`), with each block's
-    largest rows (:class:`linrec.core.tails.TailSink`), run as ``options`` say (:class:`CaptureOptions`, None: its
-    defaults; with ``spill``, memory holds only the live fold of every block: for models whose moments would not
-    fit). ``stop``: as in :func:`run_capture`.
+    ``options.keep_on_gpu``), the rows at each window's first captured position apart from the later ones
+    (:class:`linrec.core.moment_sink.MomentSink`), with each block's largest rows (:class:`linrec.core.tails.TailSink`),
+    run as ``options`` say (:class:`CaptureOptions`, None: its defaults; with ``spill``, memory holds only the live
+    fold of every block: for models whose moments would not fit). ``stop``: as in :func:`run_capture`.
 
     Under ``torch.distributed`` (e.g. ``torchrun``), each rank takes every world-th sequence and
     the moments are all-reduced, so every rank returns the moments of the whole set.
