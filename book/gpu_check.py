@@ -21,8 +21,8 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
    float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan (5 folds, the
    first position apart, at least 1e5 tokens; every block, or the first ``--large-blocks``): time, peak device and
    host memory, the plan's own figures beside them; then the planned capture of every block with its moments and
-   the residual-stream scores (no table, CUDA events) against the forward. Last, as the longest: what it measured
-   is written as it comes, so a check stopped at its limit keeps it.
+   the residual-stream scores (no table, planned as the table's; CUDA events) against the forward. Last, as the
+   longest: what it measured is written as it comes, so a check stopped at its limit keeps it.
 
 Where no CUDA device is visible it says so in one line and exits 1 before any work. ``--device cpu`` with small
 settings runs the same steps on the host (how the test suite checks this script).
@@ -199,7 +199,8 @@ def large(
 ) -> dict[str, Any]:  # fmt: skip
     """The large shape in bfloat16: the forward, one float64 eigendecomposition at its width, the profile by plan
     (its first ``blocks`` blocks, None: every block), then the planned capture of every block with its moments (no
-    table) against the forward, with and without the residual-stream scores. What is measured is ``record``-ed as it
+    table; planned as a table's, so the profile's time less this is its fits' when it covers every block) against
+    the forward, with and without the residual-stream scores. What is measured is ``record``-ed as it
     comes, so a check stopped at its limit keeps it."""
     import linrec
 
@@ -230,9 +231,9 @@ def large(
         r2_lin={"min": float(table.r2_lin.min()), "median": float(table.r2_lin.median()),
                 "max": float(table.r2_lin.max()), "blocks": len(table)},
     )  # fmt: skip
-    every = plan_for(model, batches, None, 5, memory=parse_memory(memory))
+    every = plan_for(model, batches, None, 5, memory=parse_memory(memory), table=True)  # as measure() captures
     assert every is not None
-    options = CaptureOptions(folds=5, seed=0, progress=False)
+    options = CaptureOptions(folds=5, seed=0, progress=False, keep_on_gpu=every.footprint.kept_on_gpu)
     capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, options)], device)  # fmt: skip
     note(capture_plan=every.describe(), planned_capture_s=capture, peak_host_gb_after_capture=host_peak() / 1e9,
          capture_vs_truncated_forward=capture / out["truncated_forward_s"])  # fmt: skip
