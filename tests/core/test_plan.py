@@ -115,8 +115,7 @@ def test_a_table_on_a_gpu_keeps_its_finished_folds_there_and_none_on_the_host():
     # and brings one block's k folds back for its fits
     assert kept.peak_device - host_way.peak_device == (12 * (fp.folds + 1 - 2) - fp.folds) * fp.sums
     assert "finished folds kept on the GPU" in kept.describe()
-    assert "finished folds in pinned host memory" in host_way.describe()
-    assert "finished folds" not in plan_capture(_footprint(), list(range(12)), 10**12, table=True).describe()
+    assert "kept on the GPU" not in host_way.describe()  # (sent to pinned memory, or to disk with --spill)
 
 
 def test_a_table_sends_its_folds_to_the_host_where_keeping_them_takes_more_groups():

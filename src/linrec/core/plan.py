@@ -200,8 +200,7 @@ class CapturePlan:
             + ("" if self.budget_device is None else
                f", device {gigabytes(self.peak_device)} of {gigabytes(self.budget_device)}")
             + (f"; {gigabytes(self.disk)} to disk" if self.disk else "; nothing to disk")
-            + ("" if not self.footprint.on_gpu else
-               f"; finished folds {'kept on the GPU' if self.footprint.kept_on_gpu else 'in pinned host memory'}"),
+            + ("; finished folds kept on the GPU" if self.footprint.kept_on_gpu else ""),
         ]  # fmt: skip
         return "\n".join(lines)
 
