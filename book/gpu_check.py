@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu, to try the check itself")
     parser.add_argument("--large", default="EleutherAI/pythia-6.9b", help="the large shape (linrec.models.shapes)")
     parser.add_argument("--small", default="EleutherAI/pythia-160m", help="the shape measured on both devices")
+    parser.add_argument("--small-tokens", type=int, default=20_480, help="tokens of the shape measured on both")
     parser.add_argument("--tokens", type=int, default=100_000, help="tokens of the large profile")
     parser.add_argument("--memory", help="the large shape's memory budget (--memory; default: what is free, as a "
                         "user's measurement plans by)")  # fmt: skip
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": {},
     }
     steps: dict[str, Callable[[], dict[str, Any]]] = {
-        "cpu_vs_gpu": lambda: cpu_vs_gpu(device, args.small, 20_480),
+        "cpu_vs_gpu": lambda: cpu_vs_gpu(device, args.small, args.small_tokens),
         "bench_gpt2": lambda: bench(device, args.bench_batches),
         "bench_7b": lambda: bench(device, args.bench_batches, "pythia-6.9b", "bfloat16", layers=8),
         "grams": lambda: grams(
