@@ -1,4 +1,4 @@
-# One command each: `make test` lints (ruff), type-checks (mypy) then runs the fast tests (under 3 minutes on 2 cores),
+# One command each: `make test` lints (ruff), type-checks (mypy) then runs the fast tests (about 4 minutes on 2 cores),
 # `make test-all` every test (what CI runs), `make book` builds the book.
 # Both create .venv when it is missing and install the pinned environment.
 PYTHON ?= python3
@@ -34,11 +34,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests book/*.py book/bookbuild book/_ext notebooks/*.py
 	$(VENV)/bin/mypy
 
+# The tests run on every core (at most 8 workers: each imports torch and builds its own tiny models), the slow ones
+# started first, an idle worker taking tests queued on a busy one; JOBS=0 runs them in this one process.
+JOBS   ?= auto
+PYTEST := $(PY) -m pytest -q -n $(JOBS) --maxprocesses 8 --dist worksteal
+
 test: lint
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PYTEST) -m "not slow" tests
 
 test-all: lint
-	$(PY) -m pytest -q tests
+	$(PYTEST) tests
 
 bench: $(STAMP)
 	$(VENV)/bin/linrec bench

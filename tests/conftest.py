@@ -43,6 +43,12 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (otherwise in collection order): with ``-n`` (``make test-all``) the long ones start
+    early and the short ones fill the workers' gaps, rather than one long test starting last and running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 USER_CACHE = os.environ.get("LINREC_CACHE")
 """The user's ``$LINREC_CACHE`` as the tests started (None: unset, so ~/.cache/linrec)."""
 
