@@ -34,10 +34,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests book/*.py book/bookbuild book/_ext notebooks/*.py
 	$(VENV)/bin/mypy
 
-# The tests run on every core (at most 8 workers: each imports torch and builds its own tiny models), the slow ones
-# started first, an idle worker taking tests queued on a busy one; JOBS=0 runs them in this one process.
-JOBS   ?= auto
-PYTEST := $(PY) -m pytest -q -n $(JOBS) --maxprocesses 8 --dist worksteal
+# The tests run on every core this process may use (at most 8 workers: each imports torch and builds its own tiny
+# models), the slow ones started first, an idle worker taking tests queued on a busy one; JOBS=0 runs them in this
+# one process.
+CORES   = import os; print(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+JOBS   ?= $(shell $(PYTHON) -c '$(CORES)' | awk '{ print ($$1 < 8 ? $$1 : 8) }')
+PYTEST  = $(PY) -m pytest -q -n $(JOBS) --dist worksteal
 
 test: lint
 	$(PYTEST) -m "not slow" tests
