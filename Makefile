@@ -37,8 +37,8 @@ lint: $(STAMP)
 # The tests run on every core this process may use (at most 8 workers: each imports torch and builds its own tiny
 # models), the slow ones started first, an idle worker taking tests queued on a busy one; JOBS=0 runs them in this
 # one process.
-CORES   = import os; print(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-JOBS   ?= $(shell $(PYTHON) -c '$(CORES)' | awk '{ print ($$1 < 8 ? $$1 : 8) }')
+CORES   = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+JOBS   ?= $(shell $(PYTHON) -c 'import os; print(min(8, $(CORES)))')
 PYTEST  = $(PY) -m pytest -q -n $(JOBS) --dist worksteal
 
 test: lint
