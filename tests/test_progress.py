@@ -72,3 +72,23 @@ def test_a_heartbeat_writes_a_line_while_the_block_runs_and_none_after(capsys):
     )
     time.sleep(0.2)
     assert capsys.readouterr().out == ""  # stopped with the block
+
+
+def test_in_a_log_a_stage_waiting_on_a_long_step_writes_its_line_again_and_stops_when_closed(monkeypatch):
+    import time
+
+    log = _Log()
+    monkeypatch.setattr(sys, "stderr", log)
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.05)
+    bar = progress.progress_bar(total=2, desc="fit", unit="block")
+    clock = itertools.count(10, 10)  # each reading of its clock 10 s later, so that each line says a new time
+    bar._time, bar.start_t, bar.last_print_t = lambda: float(next(clock)), 0.0, 0.0
+    time.sleep(0.4)  # one block's fits: no update for eight intervals
+    waiting = log.getvalue().splitlines()
+    assert len(waiting) >= 4 and all(line.startswith("fit: 0/2 block after ") for line in waiting)
+    assert len(set(waiting)) == len(waiting)  # each with its own elapsed time
+    bar.update(2)
+    bar.close()
+    closed = log.getvalue()
+    time.sleep(0.3)
+    assert log.getvalue() == closed and closed.splitlines()[-1].startswith("fit: 2/2 block after")
