@@ -17,12 +17,12 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
    torch.profiler, three times (the finished folds sent to pinned host memory as a fresh process meets it, that
    memory being allocated, then again; and kept on the GPU, as a table's plan keeps them where there is room): each
    run's wall time and the operators with the most self time on the device and on the host;
-4. ``large``: the Pythia-6.9b shape in bfloat16, drawn on the GPU: the forward stopped after the last block, one
-   float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan (5 folds, the
-   first position apart, at least 1e5 tokens; every block, or the first ``--large-blocks``): time, peak device and
-   host memory, the plan's own figures beside them; then the planned capture of every block with its moments and
-   the residual-stream scores (no table, planned as the table's; CUDA events) against the forward. Last, as the
-   longest: what it measured is written as it comes, so a check stopped at its limit keeps it.
+4. ``large``: the Pythia-6.9b shape in bfloat16 (``--large-dtype``), drawn on the GPU: the forward stopped after the
+   last block, one float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan
+   (5 folds, the first position apart, at least 1e5 tokens; every block, or the first ``--large-blocks``): time, peak
+   device and host memory, the plan's own figures beside them; then the planned capture of every block with its
+   moments and the residual-stream scores (no table, planned as the table's; CUDA events) against the forward. Last,
+   as the longest: what it measured is written as it comes, so a check stopped at its limit keeps it.
 
 Where no CUDA device is visible it says so in one line and exits 1 before any work. ``--device cpu`` with small
 settings runs the same steps on the host (how the test suite checks this script).
@@ -57,6 +57,7 @@ from linrec.core.moments import add_gram, symmetric  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
 from linrec.data.tokens import TokenBatches  # noqa: E402
+from linrec.models.loading import DTYPES, parse_dtype  # noqa: E402
 from linrec.models.shapes import (  # noqa: E402 (the repository's own linrec, from src)
     bench_config,
     build_shaped,
@@ -130,8 +131,8 @@ def grams(device: torch.device, widths: list[int], rows: int = 4096, repeats: in
     return out
 
 
-def large_shape(device: torch.device, name: str, tokens: int) -> tuple[Any, TokenBatches, float]:
-    """The large shape in bfloat16, drawn on ``device`` (seconds on a GPU, minutes on its host), its random batches
+def large_shape(device: torch.device, name: str, tokens: int, dtype: torch.dtype) -> tuple[Any, TokenBatches, float]:
+    """The large shape in ``dtype``, drawn on ``device`` (seconds on a GPU, minutes on its host), its random batches
     of at least ``tokens`` tokens, and the seconds the drawing took. First, what the steps before left in torch's
     caches (device memory, pinned host memory) is given back, so that a plan made next sees what a fresh process
     would, and pinned memory is allocated anew."""
@@ -142,12 +143,12 @@ def large_shape(device: torch.device, name: str, tokens: int) -> tuple[Any, Toke
         if empty_host is not None:
             empty_host()
     built = time.perf_counter()
-    model = build_shaped(name, dtype=torch.bfloat16, device=device)
+    model = build_shaped(name, dtype=dtype, device=device)
     return model, random_batches(tokens, 16, 128, model.config.vocab_size), time.perf_counter() - built
 
 
 def profile(
-    device: torch.device, name: str, tokens: int, memory: str | None, blocks: int, top: int = 12
+    device: torch.device, name: str, dtype: torch.dtype, tokens: int, memory: str | None, blocks: int, top: int = 12
 ) -> dict[str, Any]:
     """The large shape's planned capture of its first ``blocks`` blocks (moments and scores, no table) under
     torch.profiler, three times: with the finished folds sent to pinned host memory (``first``, which allocates that
@@ -158,7 +159,7 @@ def profile(
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiled
 
-    model, batches, _ = large_shape(device, name, tokens)
+    model, batches, _ = large_shape(device, name, tokens, dtype)
     chosen, budget = list(range(blocks)), parse_memory(memory)
     sent, kept = (plan_for(model, batches, chosen, 5, memory=budget, table=table) for table in (False, True))
     assert sent is not None and kept is not None
@@ -194,23 +195,23 @@ def eigh_seconds(device: torch.device, width: int) -> float:
 
 
 def large(
-    device: torch.device, name: str, tokens: int, memory: str | None, blocks: int | None,
+    device: torch.device, name: str, dtype: torch.dtype, tokens: int, memory: str | None, blocks: int | None,
     record: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:  # fmt: skip
-    """The large shape in bfloat16: the forward, one float64 eigendecomposition at its width, the profile by plan
+    """The large shape in ``dtype``: the forward, one float64 eigendecomposition at its width, the profile by plan
     (its first ``blocks`` blocks, None: every block), then the planned capture of every block with its moments (no
     table; planned as a table's, so the profile's time less this is its fits' when it covers every block) against
     the forward, with and without the residual-stream scores. What is measured is ``record``-ed as it
     comes, so a check stopped at its limit keeps it."""
     import linrec
 
-    out: dict[str, Any] = {"model": name, "dtype": "bfloat16"}
+    out: dict[str, Any] = {"model": name, "dtype": str(dtype).removeprefix("torch.")}
 
     def note(**values: Any) -> None:
         out.update(values)
         record(out)
 
-    model, batches, build_s = large_shape(device, name, tokens)
+    model, batches, build_s = large_shape(device, name, tokens, dtype)
     note(build_s=build_s, tokens=batches.n_rows)
     forward(model, random_batches(2048, 16, 128, model.config.vocab_size), truncated=True)  # warm-up
     note(truncated_forward_s=seconds(lambda: forward(model, batches, truncated=True), device))
@@ -282,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="folder for gpu-check.json and gpu-check.md (made if missing)")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu, to try the check itself")
     parser.add_argument("--large", default="EleutherAI/pythia-6.9b", help="the large shape (linrec.models.shapes)")
+    parser.add_argument("--large-dtype", default="bfloat16", choices=list(DTYPES),
+                        help="the large shape's weights and activations (float32 for a try on a CPU without bfloat16 "
+                        "instructions, where its products are some 6 times slower)")  # fmt: skip
     parser.add_argument("--small", default="EleutherAI/pythia-160m", help="the shape measured on both devices")
     parser.add_argument("--small-tokens", type=int, default=20_480, help="tokens of the shape measured on both")
     parser.add_argument("--tokens", type=int, default=100_000, help="tokens of the large profile")
@@ -298,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu-check: no CUDA device is visible here; run it on a machine with a GPU", file=sys.stderr)
         return 1
     device = torch.device(args.device)
+    dtype = parse_dtype(args.large_dtype)
     args.out.mkdir(parents=True, exist_ok=True)
     import transformers
 
@@ -315,8 +320,10 @@ def main(argv: list[str] | None = None) -> int:
         "grams": lambda: grams(
             device, [bench_config("gpt2-small").hidden_size, shaped_config(args.large).hidden_size], args.gram_rows
         ),
-        "profile": lambda: profile(device, args.large, args.tokens, args.memory, args.profile_blocks),
-        "large": lambda: large(device, args.large, args.tokens, args.memory, args.large_blocks, partial("large")),
+        "profile": lambda: profile(device, args.large, dtype, args.tokens, args.memory, args.profile_blocks),
+        "large": lambda: large(
+            device, args.large, dtype, args.tokens, args.memory, args.large_blocks, partial("large")
+        ),
         "cuda_tests": cuda_tests,
     }
     began = time.perf_counter()

@@ -39,6 +39,7 @@ def test_without_cuda_it_says_so_in_one_line_and_does_nothing(tmp_path):
 def test_its_steps_run_and_write_what_they_measured(tmp_path):
     out = tmp_path / "out"
     small = ["--device", "cpu", "--large", "EleutherAI/pythia-70m", "--small", "EleutherAI/pythia-70m"]
+    small += ["--large-dtype", "float32"]  # a CPU without bfloat16 instructions: 175 s, 89 here
     steps = ["--steps", "cpu_vs_gpu,grams,profile,large", "--gram-rows", "256", "--profile-blocks", "2"]
     sizes = ["--small-tokens", "4096", "--tokens", "4096", "--memory", "2GB"]  # the fewest the sample and folds need
     code = _module().main([str(out), *small, *sizes, *steps])
@@ -58,6 +59,7 @@ def test_its_steps_run_and_write_what_they_measured(tmp_path):
         assert "aten::addmm" in [e["op"] for e in profiled[run]["host"]]  # the moments' products, on the CPU
     large = results["steps"]["large"]
     assert large["status"] == "ok" and large["r2_lin"]["blocks"] == 6 and large["tokens"] >= 4096
+    assert large["dtype"] == "float32"
     assert large["plan"].startswith("plan: ") and large["peak_host_gb"] > 0
     assert large["capture_vs_truncated_forward"] > 0 and large["no_scores_vs_truncated_forward"] > 0
     assert "## large" in (out / "gpu-check.md").read_text()
