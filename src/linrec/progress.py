@@ -99,7 +99,7 @@ def progress_bar(iterable: Iterable[_T] | None = None, **options: Any) -> text_b
     if options.get("disable") or in_place():
         return auto_bar(iterable, **options)
     # miniters=1: every update checks the clock, and tqdm's monitor thread (which refreshes a bar whose miniters it
-    # raised, every maxinterval) never prints between two lines
+    # raised, every maxinterval) never prints between two lines; only _LogBar's beat does, while a step runs long
     lines = {"mininterval": LOG_EVERY, "maxinterval": LOG_EVERY, "miniters": 1, "bar_format": LINE, "unit": "it"}
     return _LogBar(iterable, file=_Lines(sys.stderr), **{**lines, **options})
 
