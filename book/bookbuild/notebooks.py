@@ -1,14 +1,21 @@
 """Chapter sources to Colab notebooks: ``notebooks/NN_topic.py`` -> ``notebooks/NN_topic.ipynb``.
 
 The percent-format ``.py`` files are the sources. :func:`sync` turns each into a plain, unexecuted
-notebook (committed, so Colab can open it) with an install cell added after the title. That cell installs
-the release the book was built from: ``linrec`` at the git tag ``v<version>``, the version being
-pyproject.toml's (:func:`release_version`). A release is a tag (CONTRIBUTING.md), so the committed notebooks
-change only when a chapter's source or the version does; :func:`sync_problems` names a stale one.
+notebook (committed, so Colab can open it) with an install cell added after the title, and writes the digest of
+every source into the package (:data:`DIGESTS`, ``linrec/notebook/chapter_sources.json``).
+
+The install cell installs ``linrec`` from ``REF`` of the repository, by default the branch the Colab button opens
+(``_config.yml``'s ``repository.branch``), so a chapter opened from the button gets the code it was written for; a
+teacher pins a tag or commit for a course in that one line. It then checks that the linrec it imports was built
+from this very chapter source (its digest in the installed package's ``chapter_sources.json``), and otherwise fails
+there, saying what to do, instead of with an ImportError cells later. ``$LINREC_REPO`` points it at another clone
+(``file://localhost/PATH``: how the tests simulate Colab). The committed notebooks change only when a chapter's
+source does; :func:`sync_problems` names a stale one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from pathlib import Path
@@ -26,6 +33,7 @@ INSTALL_EXTRAS = "paper,notebook,gguf"
 COLAB = "https://colab.research.google.com"
 BIBLIOGRAPHY = "book/references.bib"  # the citations a Colab notebook spells out as (Author, year)
 RESOURCES = "book/resources.json"  # the measured run times each chapter states at its top
+DIGESTS = "src/linrec/notebook/chapter_sources.json"  # each chapter source's sha256, shipped with the package
 NOTEBOOK_METADATA = {
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
     "language_info": {"name": "python"},
@@ -56,40 +64,59 @@ def colab_link(book: Book, stem: str) -> str:
 
 
 def release_version(book: Book) -> str:
-    """The version in the book's pyproject.toml: the release (git tag ``v<version>``) its install cells install."""
+    """The version in the book's pyproject.toml: the release the book's footer and citation name."""
     try:
         version = tomllib.loads((book.root / "pyproject.toml").read_text())["project"]["version"]
     except (OSError, KeyError, tomllib.TOMLDecodeError) as err:
-        raise BookError(f"the install cells need [project] version in {book.root / 'pyproject.toml'}: {err}") from None
+        raise BookError(f"the book needs [project] version in {book.root / 'pyproject.toml'}: {err}") from None
     return str(version)
 
 
-def install_cell_source(slug: str, version: str) -> str:
-    """The install cell's code: install ``linrec`` at tag ``v<version>`` of github.com/``slug`` unless some
-    linrec is importable already (a local checkout is used as it is), then check the version imported."""
-    spec = f"linrec[{INSTALL_EXTRAS}] @ git+https://github.com/{slug}@v{version}"
-    return f"""\
-# Installs linrec {version}, the release this book was built from (on Colab); a local checkout is used as it is.
-import importlib.util, subprocess, sys
+def source_digest(source: Path) -> str:
+    """The sha256 of a chapter source: what an install cell and the installed package must agree on."""
+    return hashlib.sha256(source.read_bytes()).hexdigest()
 
-VERSION, SPEC = "{version}", "{spec}"
+
+def digests_text(book: Book) -> str:
+    """The contents of :data:`DIGESTS`: every chapter's source digest by its stem."""
+    return json.dumps({s.stem: source_digest(s) for s in sources(book)}, indent=1) + "\n"
+
+
+def install_cell_source(repo_url: str, ref: str, chapter: str, digest: str, release: str) -> str:
+    """The install cell's code: install ``linrec`` from ``ref`` of ``repo_url`` unless some linrec is importable
+    already (a local checkout is used as it is), then check that it was built from this chapter's source. ``release``
+    is the version the comment gives as an example of a pinned tag."""
+    spec = f"linrec[{INSTALL_EXTRAS}] @ git+{{REPO}}@{{REF}}"
+    return f"""\
+# Installs linrec from REF, the branch this notebook opens from (on Colab; a local checkout is used as it is), and
+# checks that it is the linrec this notebook was written for. A course pins a tag or commit, e.g. REF = "v{release}".
+REF = "{ref}"
+import importlib.util, json, os, subprocess, sys
+
+REPO = os.environ.get("LINREC_REPO", "{repo_url}")
+SPEC, CHAPTER, DIGEST = f"{spec}", "{chapter}", "{digest}"
 if importlib.util.find_spec("linrec") is None:
     print("pip install", SPEC)
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", SPEC], capture_output=True, text=True)
     if pip.returncode != 0:
-        raise RuntimeError(f"pip could not install {{SPEC}}. Likely causes: github.com/{slug} or its tag "
-                           f"v{{VERSION}} is not published, or this runtime has no network. pip said:\\n{{pip.stderr}}")
+        raise RuntimeError(f"pip could not install {{SPEC}}: REF must be a branch, tag or commit of {{REPO}}, and "
+                           f"this runtime needs a network. pip said:\\n{{pip.stderr}}")
     importlib.invalidate_caches()
 import linrec
+from importlib.resources import files
 
-if linrec.__version__ != VERSION:
-    raise RuntimeError(f"this book needs linrec {{VERSION}}, not {{linrec.__version__}} ({{linrec.__file__}}): run "
-                       f"pip install --force-reinstall '{{SPEC}}', restart the runtime and run this cell again")"""
+known = files("linrec.notebook").joinpath("chapter_sources.json")
+if (json.loads(known.read_text()) if known.is_file() else {{}}).get(CHAPTER) != DIGEST:
+    raise RuntimeError(f"linrec {{linrec.__version__}} ({{linrec.__file__}}) was not built from this notebook's "
+                       f"source ({{CHAPTER}}): set REF to the branch, tag or commit the notebook came from, run pip "
+                       "uninstall -y linrec, restart the runtime and run this cell again (in a checkout: make notebooks)")"""
 
 
-def _install_cell(book: Book) -> nbformat.NotebookNode:
-    source = install_cell_source(repository(book)[0], release_version(book))
-    return nbformat.v4.new_code_cell(source, metadata={"tags": ["hide-input"]})
+def _install_cell(book: Book, source: Path) -> nbformat.NotebookNode:
+    slug, branch = repository(book)
+    url = f"https://github.com/{slug}"
+    code = install_cell_source(url, branch, source.stem, source_digest(source), release_version(book))
+    return nbformat.v4.new_code_cell(code, metadata={"tags": ["hide-input"]})
 
 
 def paired_notebook(book: Book, source: Path, colab: bool = False) -> nbformat.NotebookNode:
@@ -114,7 +141,7 @@ def paired_notebook(book: Book, source: Path, colab: bool = False) -> nbformat.N
     if (resources := timing.load(book.root / RESOURCES)) is not None:  # under the title, before the text
         title, _, text = cells[0].source.partition("\n")
         cells[0].source = f"{title}\n\n{timing.run_time_note(resources, source.stem)}\n{text}"
-    nb.cells = [cells[0], _install_cell(book), *cells[1:]]
+    nb.cells = [cells[0], _install_cell(book, source), *cells[1:]]
     for i, cell in enumerate(nb.cells):
         cell.id = f"{source.stem}-{i:03d}"  # stable ids keep the committed notebook diff-free
     nb.metadata = json.loads(json.dumps(NOTEBOOK_METADATA))
@@ -124,22 +151,24 @@ def paired_notebook(book: Book, source: Path, colab: bool = False) -> nbformat.N
 
 
 def sync(book: Book, write: bool = True) -> list[Path]:
-    """Regenerate notebooks/NN_topic.ipynb; return those that were stale (written when ``write``)."""
+    """Regenerate notebooks/NN_topic.ipynb and :data:`DIGESTS`; return those that were stale (written when
+    ``write``)."""
     stale = []
-    for source in sources(book):
-        target = source.with_suffix(".ipynb")
-        text = nbformat.writes(paired_notebook(book, source, colab=True)) + "\n"
+    wanted = [
+        (s.with_suffix(".ipynb"), nbformat.writes(paired_notebook(book, s, colab=True)) + "\n") for s in sources(book)
+    ]
+    for target, text in [*wanted, (book.root / DIGESTS, digests_text(book))]:
         if not target.exists() or target.read_text() != text:
             stale.append(target)
             if write:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text)
     return stale
 
 
 def sync_problems(book: Book) -> list[str]:
-    """Each committed notebook that differs from what ``sync`` would write, with the fix."""
+    """Each committed notebook (or the digests file) that differs from what ``sync`` would write, with the fix."""
     return [
-        f"{path.relative_to(book.root)} is out of date with its .py source or the version: "
-        "run `make notebooks` and commit"
+        f"{path.relative_to(book.root)} is out of date with the chapter sources: run `make notebooks` and commit"
         for path in sync(book, write=False)
     ]

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import hashlib
 import importlib.machinery
 import importlib.util
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -31,9 +36,14 @@ NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?([^`>]+)>?`")
 OPTIONAL_FIGURES = {"fig-corpora-seeded-poly", "fig-corpora-swaps"}  # drawn only when their sweep is on
 
 
+CHAPTER = notebooks.sources(REPO)[0]
+"""A real chapter source: the install cell run here checks this checkout's digest of it."""
+
+
 @pytest.fixture
 def install_cell(monkeypatch):
-    """Run the install cell as Colab would, pip replaced by a recorder (set ``pip.fail`` to make it fail)."""
+    """Run the install cell of :data:`CHAPTER` as Colab would, pip replaced by a recorder (set ``pip.fail`` to make
+    it fail, ``run.digest`` to give the cell another digest)."""
     calls = []
 
     def pip(cmd, **kwargs):
@@ -41,13 +51,13 @@ def install_cell(monkeypatch):
         return subprocess.CompletedProcess(cmd, 1 if pip.fail else 0, "", "ERROR: Could not find a tag v0.1.0")
 
     pip.fail, pip.calls = False, calls
-    source = notebooks.install_cell_source("o/n", linrec.__version__)
     monkeypatch.setattr(subprocess, "run", pip)
 
     def run():
+        source = notebooks.install_cell_source("https://github.com/o/n", "main", CHAPTER.stem, run.digest, "1.0.0")
         exec(compile(source, "install-cell", "exec"), {})
 
-    run.pip = pip
+    run.pip, run.digest = pip, notebooks.source_digest(CHAPTER)
     return run
 
 
@@ -74,7 +84,9 @@ def test_paired_notebook_adds_an_install_cell_from_the_configured_repository(tmp
     nb = notebooks.paired_notebook(REPO, source)
     slug, branch = notebooks.repository(REPO)
     assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code", "code"]
-    assert f"git+https://github.com/{slug}@v{notebooks.release_version(REPO)}" in nb.cells[1].source
+    cell = nb.cells[1].source
+    assert f'REF = "{branch}"' in cell and f'"LINREC_REPO", "https://github.com/{slug}"' in cell
+    assert f'"07_demo", "{notebooks.source_digest(source)}"' in cell
     assert nb.cells[1].metadata["tags"] == ["hide-input"]
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert nbformat.writes(nb) == nbformat.writes(notebooks.paired_notebook(REPO, source))  # stable ids, no random ones
@@ -105,19 +117,26 @@ def test_only_github_repositories_can_be_opened_in_colab(tmp_path, monkeypatch):
         notebooks.repository(Book(tmp_path))
 
 
-def test_sync_writes_stale_notebooks_and_then_reports_none(tmp_path, monkeypatch):
+def test_sync_writes_stale_notebooks_and_digests_and_then_reports_none(tmp_path, monkeypatch):
     monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
     monkeypatch.setattr(notebooks, "release_version", lambda book: "1.2.3")
     demo = Book(tmp_path)
     demo.notebooks.mkdir()
     (demo.notebooks / "01_demo.py").write_text(SOURCE)
-    target = demo.notebooks / "01_demo.ipynb"
-    assert notebooks.sync(demo, write=False) == [target]
-    assert not target.exists()
-    assert notebooks.sync(demo) == [target]
+    target, digests = demo.notebooks / "01_demo.ipynb", tmp_path / notebooks.DIGESTS
+    assert notebooks.sync(demo, write=False) == [target, digests]
+    assert not target.exists() and not digests.exists()
+    assert notebooks.sync(demo) == [target, digests]
+    assert json.loads(digests.read_text()) == {"01_demo": hashlib.sha256(SOURCE.encode()).hexdigest()}
     assert notebooks.sync(demo, write=False) == []
     (demo.notebooks / "01_demo.py").write_text(SOURCE.replace("print(PROFILE)", "print(1)"))
-    assert notebooks.sync(demo, write=False) == [target]
+    assert notebooks.sync(demo, write=False) == [target, digests]
+    (problem, _) = notebooks.sync_problems(demo)
+    assert "notebooks/01_demo.ipynb is out of date" in problem and "make notebooks" in problem
+
+
+def test_the_committed_notebooks_and_digests_match_the_chapter_sources():
+    assert notebooks.sync_problems(REPO) == []
 
 
 def test_every_figure_is_captioned_named_and_referenced():
@@ -141,42 +160,31 @@ def test_every_figure_is_captioned_named_and_referenced():
     assert not referenced & OPTIONAL_FIGURES, "a figure that may be absent cannot be referenced (the build would fail)"
 
 
-def test_the_install_cell_installs_the_release_tag_of_the_project_version():
-    version = notebooks.release_version(REPO)
-    assert version == linrec.__version__ and re.fullmatch(r"\d+\.\d+\.\d+", version)
-    slug, _ = notebooks.repository(REPO)
-    cell = notebooks._install_cell(REPO).source
-    assert f'"linrec[{notebooks.INSTALL_EXTRAS}] @ git+https://github.com/{slug}@v{version}"' in cell
-    assert len(cell.splitlines()) <= 16  # one short hidden cell
+def test_the_install_cell_is_short_and_names_the_release_as_the_example_of_a_pinned_tag():
+    cell = notebooks._install_cell(REPO, CHAPTER).source
+    assert f'e.g. REF = "v{notebooks.release_version(REPO)}"' in cell
+    assert len(cell.splitlines()) <= 22  # one short hidden cell
 
 
-def test_a_version_bump_makes_the_notebooks_stale_and_names_the_fix(tmp_path, monkeypatch):
-    monkeypatch.setattr(notebooks, "repository", lambda book: ("owner/name", "main"))
-    demo = Book(tmp_path)
-    demo.notebooks.mkdir()
-    (demo.notebooks / "01_demo.py").write_text(SOURCE)
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\nversion = "1.0.0"\n')
-    notebooks.sync(demo)
-    assert notebooks.sync_problems(demo) == []
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\nversion = "1.0.1"\n')
-    (problem,) = notebooks.sync_problems(demo)
-    assert "notebooks/01_demo.ipynb is out of date" in problem and "make notebooks" in problem
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "linrec"\n')
-    with pytest.raises(BookError, match="version"):
-        notebooks.release_version(demo)
-
-
-def test_install_cell_keeps_a_local_checkout(install_cell):
-    install_cell()  # linrec is this source tree, at the book's version: nothing is installed
+def test_install_cell_keeps_a_local_checkout_built_from_this_chapter(install_cell):
+    install_cell()  # linrec is this source tree, its digests those of these chapters: nothing is installed
     assert install_cell.pip.calls == []
 
 
-def test_install_cell_installs_the_release_tag_when_linrec_is_missing(install_cell, monkeypatch):
+def test_install_cell_installs_the_ref_when_linrec_is_missing(install_cell, monkeypatch):
     without_linrec(monkeypatch)
     install_cell()
     ((cmd, _),) = install_cell.pip.calls
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
-    assert cmd[-1] == f"linrec[{notebooks.INSTALL_EXTRAS}] @ git+https://github.com/o/n@v{linrec.__version__}"
+    assert cmd[-1] == f"linrec[{notebooks.INSTALL_EXTRAS}] @ git+https://github.com/o/n@main"
+
+
+def test_install_cell_installs_from_the_clone_linrec_repo_names(install_cell, monkeypatch):
+    without_linrec(monkeypatch)
+    monkeypatch.setenv("LINREC_REPO", "file://localhost/srv/linrec")
+    install_cell()
+    ((cmd, _),) = install_cell.pip.calls
+    assert cmd[-1].endswith(" @ git+file://localhost/srv/linrec@main")
 
 
 def test_install_cell_names_the_likely_causes_when_pip_fails(install_cell, monkeypatch):
@@ -185,17 +193,27 @@ def test_install_cell_names_the_likely_causes_when_pip_fails(install_cell, monke
     with pytest.raises(RuntimeError) as err:
         install_cell()
     message = str(err.value)
-    assert f"github.com/o/n or its tag v{linrec.__version__} is not published" in message
-    assert "no network" in message and "ERROR: Could not find a tag v0.1.0" in message  # pip's own words
+    assert "REF must be a branch, tag or commit of https://github.com/o/n" in message
+    assert "needs a network" in message and "ERROR: Could not find a tag v0.1.0" in message  # pip's own words
 
 
-def test_install_cell_rejects_a_linrec_of_another_version(monkeypatch):
-    other = types.ModuleType("linrec")
-    other.__spec__, other.__file__, other.__version__ = importlib.machinery.ModuleSpec("linrec", None), "/x.py", "9.9"
-    monkeypatch.setitem(sys.modules, "linrec", other)
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip must not run for an importable linrec"))
-    with pytest.raises(RuntimeError, match=r"needs linrec 0\.1\.0, not 9\.9 \(/x\.py\).*force-reinstall"):
-        exec(notebooks.install_cell_source("o/n", "0.1.0"), {})
+def test_install_cell_rejects_a_linrec_built_from_another_source_of_the_chapter(install_cell):
+    install_cell.digest = "0" * 64  # the notebook was made from a source this linrec was not
+    with pytest.raises(RuntimeError, match=rf"was not built from this notebook's source \({CHAPTER.stem}\).*set REF"):
+        install_cell()
+    assert install_cell.pip.calls == []
+
+
+@pytest.mark.slow
+def test_install_cell_rejects_a_linrec_that_predates_the_digests(tmp_path):
+    """An old release (no chapter_sources.json): the cell fails there, naming what to do, in a fresh interpreter."""
+    (tmp_path / "linrec" / "notebook").mkdir(parents=True)
+    (tmp_path / "linrec" / "__init__.py").write_text('__version__ = "0.2.0"\n')
+    (tmp_path / "linrec" / "notebook" / "__init__.py").write_text("")
+    digest = notebooks.source_digest(CHAPTER)
+    cell = notebooks.install_cell_source("https://github.com/o/n", "main", CHAPTER.stem, digest, "1.0.0")
+    run = subprocess.run([sys.executable, "-c", cell], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 1 and "linrec 0.2.0" in run.stderr and "pip uninstall -y linrec" in run.stderr
 
 
 def test_every_colab_notebook_is_plain_and_runs_no_solution():
@@ -244,6 +262,17 @@ def test_version_and_repository_agree_across_pyproject_package_citation_and_conf
     owner, name = slug.split("/")
     assert cff["url"] == f"https://{owner}.github.io/{name}/"  # where pages.yml publishes the book
     dt.date.fromisoformat(str(cff["date-released"]))
+
+
+def test_the_changelog_s_latest_release_is_the_version_and_its_day_the_citation_s():
+    """Keep a Changelog: an Unreleased section first, then the releases, the newest the package's version."""
+    headings = re.findall(r"^## \[([^]]+)\](?: - (\S+))?$", (REPO.root / "CHANGELOG.md").read_text(), re.MULTILINE)
+    assert headings[0] == ("Unreleased", ""), headings[:2]
+    version, day = headings[1]
+    assert version == linrec.__version__ and day == str(publish.read_citation(REPO)["date-released"])
+    assert [dt.date.fromisoformat(d) for _, d in headings[1:]] == sorted(
+        (dt.date.fromisoformat(d) for _, d in headings[1:]), reverse=True
+    )
 
 
 def test_every_figure_cell_shows_its_figure_with_its_data_under_its_name():
@@ -326,3 +355,55 @@ def test_every_library_name_a_chapter_s_text_names_exists():
                     break
                 found = getattr(found, name)
     assert not missing, missing
+
+
+COLAB_BRINGS = ("torch", "transformers", "ipykernel")
+"""What a Colab runtime has before a chapter's install cell runs (at this environment's pinned versions): no linrec."""
+
+
+def _clone_of_the_working_tree(root: Path, to: Path) -> str:
+    """A git repository at ``to`` whose branch ``main`` holds this working tree's files (tracked and untracked, not
+    ignored): what pip installs from as Colab installs from GitHub. Returns its ``git+file`` URL's base."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True,
+                            check=True).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        if (root / name).is_file():
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, to / name)
+    git = ["git", "-c", "user.name=colab", "-c", "user.email=colab@localhost", "-C", str(to)]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "the working tree"]):
+        subprocess.run([*git, *args], check=True)
+    return f"file://localhost{to}"
+
+
+@pytest.mark.slow
+def test_chapters_opened_in_colab_install_the_linrec_they_were_written_for_and_run(tmp_path):
+    """Colab, simulated: a fresh environment with only what Colab brings, each committed Colab notebook executed by
+    papermill as it stands (smoke profile), its install cell pip-installing linrec from a clone of this tree."""
+    url = _clone_of_the_working_tree(REPO.root, tmp_path / "linrec")
+    env_dir = tmp_path / "colab"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+    python = str(env_dir / "bin" / "python")
+    pinned = [
+        line for line in (REPO.root / "requirements.txt").read_text().split() if line.split("==")[0] in COLAB_BRINGS
+    ]
+    assert len(pinned) == len(COLAB_BRINGS), pinned
+    subprocess.run([python, "-m", "pip", "install", "-q", "--progress-bar", "off", *pinned], check=True)
+    kernels = tmp_path / "jupyter" / "kernels" / "colab"
+    kernels.mkdir(parents=True)
+    argv = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (kernels / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Colab", "language": "python"}))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env |= {"LINREC_REPO": url, "JUPYTER_PATH": str(tmp_path / "jupyter"), "LINREC_PROGRESS": "0"}
+    (tmp_path / "content").mkdir()
+    for stem in ("01_method", "02_heterogeneity"):
+        out = tmp_path / f"{stem}.ipynb"
+        command = [sys.executable, "-m", "papermill", str(REPO.notebooks / f"{stem}.ipynb"), str(out), "-k", "colab",
+                   "-p", "PROFILE", "smoke", "--cwd", str(tmp_path / "content"), "--no-progress-bar"]  # fmt: skip
+        run = subprocess.run(command, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, f"{stem} failed on the simulated Colab:\n{run.stderr[-4000:]}"
+        install = nbformat.read(out, as_version=4).cells[1]
+        printed = "".join(o.get("text", "") for o in install.outputs)
+        assert ("pip install linrec[" in printed) == (stem == "01_method")  # the first installs, the next checks it
+    shown = subprocess.run([python, "-m", "pip", "show", "linrec"], capture_output=True, text=True, check=True)
+    assert f"Version: {linrec.__version__}" in shown.stdout
