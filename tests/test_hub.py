@@ -148,6 +148,8 @@ def test_a_failing_hub_falls_back_on_the_recorded_commit_else_names_the_offline_
     with pytest.raises(LinrecError, match="TimeoutError: read timed out") as err:
         resolve_revision("org/model", "step1", cache_dir=tmp_path)
     assert OFFLINE_HINT in str(err.value)
+    with pytest.raises(LinrecError, match=r"read timed out\nrun something else$"):  # a caller's own hint instead
+        resolve_revision("org/model", "step1", cache_dir=tmp_path, hint="run something else")
     assert resolve_revision("org/model", "step1", cache_dir=tmp_path, local_files_only=True) is None
 
 

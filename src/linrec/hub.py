@@ -105,6 +105,7 @@ def resolve_revision(
     timeout: float = HUB_TIMEOUT,
     local_files_only: bool = False,
     cache_dir: str | Path | None = None,
+    hint: str = OFFLINE_HINT,
 ) -> str | None:
     """The commit sha that ``revision`` of a hub repo resolves to (None: the default branch).
 
@@ -114,7 +115,7 @@ def resolve_revision(
     Otherwise the hub is asked, within ``timeout`` seconds, and the answer is recorded in the local
     cache as ``huggingface_hub`` does, so that an offline run finds it later. A hub that fails or
     does not answer falls back on that record, and without one raises a :class:`LinrecError`
-    naming the offline profile.
+    ending in ``hint``: what runs without the hub (by default the offline profile).
     """
     if repo_type not in ("model", "dataset"):
         raise LinrecError(f"unknown repo_type '{repo_type}'; choose 'model' or 'dataset'")
@@ -137,7 +138,7 @@ def resolve_revision(
             return cached
         raise LinrecError(
             f"could not resolve revision '{name}' of {repo_type} '{repo_id}' on the hub ({_endpoint()}): "
-            f"{type(err).__name__}: {err}\n{OFFLINE_HINT}"
+            f"{type(err).__name__}: {err}\n{hint}"
         ) from err
     if not commit:
         raise LinrecError(f"the hub gave no commit for revision '{name}' of {repo_type} '{repo_id}'")

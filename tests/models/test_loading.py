@@ -8,7 +8,9 @@ import torch
 
 from conftest import tiny_model
 from linrec.errors import LinrecError
+from linrec.hub import OFFLINE_HINT
 from linrec.models.loading import available_devices, load_pretrained, pick_device
+from linrec.models.packaged import installed_models, offline_hint
 
 
 @pytest.fixture
@@ -121,3 +123,15 @@ def test_device_map_is_checked_before_loading(kwargs, message, no_accelerator, t
 def test_a_device_map_naming_this_machine_s_device_loads(gpt2_dir):
     model, _ = load_pretrained(str(gpt2_dir), device_map="cpu")
     assert next(model.parameters()).device == torch.device("cpu")
+
+
+@pytest.mark.parametrize("offline", ["1", ""])
+def test_a_hub_model_out_of_reach_names_the_packaged_models_installed_here(offline, monkeypatch):
+    """Offline, or with the hub unreachable, the error ends by naming what runs without a network: the packaged
+    models this environment has installed, then the offline profile."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: unreachable
+    with pytest.raises(LinrecError, match="could not load 'no-such-org/no-such-model' from the hub") as err:
+        load_pretrained("no-such-org/no-such-model")
+    assert str(err.value).endswith(f"\n{offline_hint()}") and OFFLINE_HINT in str(err.value)
+    assert all(f" {name}" in offline_hint() for name in installed_models())

@@ -19,6 +19,7 @@ from linrec.cache import cache_dir
 from linrec.experiment.measurement import profile_weights_id
 from linrec.experiment.profiles import get_profile
 from linrec.experiment.resolve import load_profile_model
+from linrec.hub import OFFLINE_HINT
 from linrec.models import gguf as gguf_module
 from linrec.models import packaged
 from linrec.models.gguf import dequantised, file_sha256, gguf_origin
@@ -210,6 +211,26 @@ def test_smollm2_blocks_differ_in_linearity(real):
     assert r2[11] > 0.5 and r2[0] < 0 and np.isfinite(table["r2_lin"]).all()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [SMOL, GEMMA])
+def test_the_cached_weights_are_a_fresh_dequantisation_bit_for_bit(name, real):
+    """The model loaded by name from the cache equals transformers' own dequantisation of the packaged file, not
+    through linrec: every tensor of its state (names, float32, every bit) and the logits of a short input."""
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer, _ = real(name)
+    with user_cache():
+        path = packaged_file(name)
+    fresh = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    ours, theirs = model.state_dict(), fresh.state_dict()
+    assert list(ours) == list(theirs)
+    for key, tensor in theirs.items():
+        assert ours[key].dtype == tensor.dtype == torch.float32 and torch.equal(ours[key], tensor), key
+    ids = tokenizer("The capital of France is", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, fresh(ids).logits)
+
+
 def test_gguf_dequantised_once_then_read_from_the_cache(real, monkeypatch):
     """A second load of the same file reads the cached directory (it must not dequantise again)."""
     _, _, directory = real(SMOL)
@@ -314,6 +335,20 @@ def test_a_file_that_is_no_gguf_is_refused(tmp_path, monkeypatch):
     with pytest.raises(LinrecError, match="not a readable GGUF file"):
         load_pretrained(str(bad))
     assert not (tmp_path / "cache" / "gguf").exists() or not any((tmp_path / "cache" / "gguf").iterdir())
+
+
+def test_the_offline_hint_names_the_packaged_models_installed_else_all_of_them(site, monkeypatch):
+    """Only what this environment has installed at the pinned release is named (here a fake model, the real ones
+    being outside ``site``); with none installed every packaged model is, the offline profile always."""
+    assert packaged.installed_models() == []
+    everything = ", ".join(list(PACKAGED)[:-1]) + f" or {list(PACKAGED)[-1]}"
+    assert (
+        packaged.offline_hint()
+        == f"Without a network, use a packaged model instead: --model {everything}. {OFFLINE_HINT}"
+    )
+    use(monkeypatch, fake_packages(site, [b"GGUF"]))
+    assert packaged.installed_models() == ["fake"]
+    assert packaged.offline_hint().startswith("Without a network, use a packaged model instead: --model fake. The")
 
 
 def test_unknown_packaged_model_lists_them():

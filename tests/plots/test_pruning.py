@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -47,3 +48,17 @@ def test_the_budget_panels_count_the_blocks_of_each_order_and_model():
     assert [t.get_text() for t in left.get_xticklabels()] == ["a", "b"]
     assert [t.get_text() for t in left.texts] == ["3", "2", "1", "2"] and left.get_title() == "affine swap"
     assert [t.get_text() for t in right.texts] == ["1", "1", "0", "1"] and right.get_title() == "whole block removed"
+
+
+def test_the_scores_by_block_break_where_the_table_skips_blocks():
+    """Every score's line, for each model, has NaN on the blocks that model's rows skip: no segment crosses them."""
+    table = pd.concat([
+        pd.DataFrame({"model": "a", "block": [0, 1, 4], "r2_lin": [0.9, 0.8, 0.2], "output_energy": [1.0, 2.0, 3.0]}),
+        pd.DataFrame({"model": "b", "block": [0, 1, 2, 3], "r2_lin": 0.5, "output_energy": 1.0}),
+    ])  # fmt: skip
+    fig = figures.scores_by_block(table)
+    for ax, score in zip(fig.axes, ["r2_lin", "output_energy"], strict=True):
+        a, b = ax.lines
+        assert list(a.get_xdata()) == [0, 1, 2, 3, 4] and np.isnan(a.get_ydata()[[2, 3]]).all()
+        assert list(a.get_ydata()[[0, 1, 4]]) == list(table[table.model == "a"][score])
+        assert list(b.get_xdata()) == [0, 1, 2, 3] and not np.isnan(b.get_ydata()).any()

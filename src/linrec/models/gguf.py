@@ -1,18 +1,26 @@
 """GGUF files (llama.cpp's single-file checkpoints) as float32 transformers models, dequantised once.
 
 transformers reads a GGUF file with the ``gguf`` package and dequantises every tensor to the dtype
-asked for, which takes tens of seconds. :func:`dequantised` does it once per file and keeps the
-float32 model and its tokenizer as an ordinary model directory in the cache, keyed by the file's
-sha256, with ``gguf.json`` recording where the weights came from (file, sha256, quantisation).
-The architecture is read from the file's metadata first, so an unsupported model is refused
+asked for, which takes tens of seconds (reading the file's metadata three times, for the tokenizer, the config and
+the weights). :func:`dequantised` does it once per file, saying so in one line on stderr (transformers' own bars
+hidden meanwhile), and keeps the float32 model (``model.safetensors``) and its tokenizer as an ordinary model
+directory in the cache (:mod:`linrec.cache`: built atomically, every file's size and sha256 in its marker), keyed by
+the file's sha256, with ``gguf.json`` recording where the weights came from (file, sha256, quantisation). A later
+load reads that directory, which :func:`linrec.cache.current_entry` hashes first: a damaged or truncated file is
+reported in one warning and the entry rebuilt, never loaded. The saved tensors are the dequantised ones, bit for
+bit. The architecture is read from the file's metadata first, so an unsupported model is refused
 before anything is dequantised. A GGUF architecture is the ``model_type`` transformers gives the model, except
 where transformers renames it (:data:`MODEL_TYPES`: a ``gemma3`` file holds Gemma 3's text model only).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +29,8 @@ from linrec.cache import build_entry, cache_dir, current_entry
 from linrec.digests import file_sha256
 from linrec.errors import LinrecError
 from linrec.models.arch import SUPPORTED
+from linrec.models.packaged import PACKAGED
+from linrec.progress import no_library_bars
 
 MODEL_TYPES = {"gemma3": "gemma3_text"}
 """The ``model_type`` transformers gives the model of a GGUF architecture, where the two names differ."""
@@ -100,11 +110,39 @@ def check_gguf_architecture(info: GgufInfo) -> None:
         )
 
 
+@contextmanager
+def _no_unpacking_bars() -> Iterator[None]:
+    """transformers' progress bars hidden inside the block: those its switch reaches (:func:`no_library_bars`) and
+    its GGUF reader's, which draws a plain tqdm bar that the switch does not."""
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    drawn = reader.tqdm
+    reader.tqdm = functools.partial(drawn, disable=True)  # type: ignore[assignment]  # it is only called
+    try:
+        with no_library_bars():
+            yield
+    finally:
+        reader.tqdm = drawn
+
+
+def _announce(path: Path, info: GgufInfo, target: Path) -> None:
+    """The one line on stderr that says a GGUF file is being dequantised, once, and where the result is kept: the
+    packaged model's name where the file is one (by its sha256), else the file's."""
+    name = next((m.name for m in PACKAGED.values() if m.sha256 == info.sha256), path.name)
+    print(
+        f"linrec: {name}: unpacking the GGUF file ({info.quantisation.removeprefix('MOSTLY_')}, "
+        f"{path.stat().st_size / 1e6:.1f} MB) into float32 weights, once; cached in {target}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def dequantised(path: str | Path, *, refresh: bool = False) -> tuple[Path, GgufInfo]:
     """(a model directory of the float32 weights and tokenizer of the GGUF file ``path``, its :class:`GgufInfo`).
 
-    Dequantised on first use (tens of seconds) and cached under ``<cache>/gguf``, keyed by the file's
-    sha256, so a changed file is dequantised again and an unchanged one never is.
+    Dequantised on first use (tens of seconds; :func:`_announce` says so) and cached under ``<cache>/gguf``, keyed by
+    the file's sha256, so a changed file is dequantised again and an unchanged one never is; a damaged entry is
+    rebuilt (see the module docstring).
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -123,13 +161,15 @@ def dequantised(path: str | Path, *, refresh: bool = False) -> tuple[Path, GgufI
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-        # The weights are plain float32 now; transformers still marks the model as GGUF-quantised and refuses
-        # to save it until that mark is dropped.
-        model.hf_quantizer = None  # type: ignore[assignment]  # a plain attribute, typed as a module by torch
-        model.config.__dict__.pop("quantization_config", None)
-        model.save_pretrained(tmp)
+        _announce(path, info, target)
+        with _no_unpacking_bars():
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+            # The weights are plain float32 now; transformers still marks the model as GGUF-quantised and refuses
+            # to save it until that mark is dropped.
+            model.hf_quantizer = None  # type: ignore[assignment]  # a plain attribute, typed as a module by torch
+            model.config.__dict__.pop("quantization_config", None)
+            model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "gguf.json").write_text(json.dumps(asdict(info), indent=1))
 

@@ -2,7 +2,8 @@
 
 Remote code stays off unless asked for (``trust_remote_code=True``), weights load from
 safetensors when the checkpoint has them, and a hub that cannot be reached is reported within
-seconds (``HF_HUB_OFFLINE=1`` is respected), naming the offline profile that needs no network.
+seconds (``HF_HUB_OFFLINE=1`` is respected), naming what needs no network: the packaged models installed here
+and the offline profile.
 A ``.gguf`` file is dequantised to float32 once and loaded from the cache (:mod:`linrec.models.gguf`), and so is
 a packaged model named as such (``smollm2-135m``, ``gemma3-270m``: :mod:`linrec.models.packaged`).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
@@ -23,7 +25,8 @@ from linrec.errors import LinrecError
 from linrec.hub import OFFLINE_HINT, hub_offline, hub_reachable, resolve_revision, use_hub_timeouts
 from linrec.models.arch import CAUSAL, check_supported
 from linrec.models.gguf import dequantised
-from linrec.models.packaged import PACKAGED, packaged_file
+from linrec.models.packaged import PACKAGED, offline_hint, packaged_file
+from linrec.progress import no_library_bars
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -261,7 +264,8 @@ def load_pretrained(
     torch_dtype = parse_dtype(dtype)
     if name_or_path in PACKAGED:
         name_or_path = str(packaged_file(name_or_path))
-    if name_or_path.lower().endswith(".gguf"):
+    unpacked = name_or_path.lower().endswith(".gguf")  # its weights read from the cache in a second: no bar
+    if unpacked:
         name_or_path = str(dequantised(name_or_path)[0])
     local = _local_dir(name_or_path)
     source = str(local) if local is not None else name_or_path
@@ -269,9 +273,10 @@ def load_pretrained(
     local_only = local is not None or hub_offline()
     if not local_only and not hub_reachable():
         local_only = True  # a copy in the local cache still works; otherwise fail below, in seconds
+    hint = OFFLINE_HINT if local is not None else offline_hint()  # what runs without the hub
     if local is None:  # load the commit the revision resolves to, when known, so config and weights agree
         use_hub_timeouts()
-        revision = resolve_revision(name_or_path, revision, local_files_only=local_only) or revision
+        revision = resolve_revision(name_or_path, revision, local_files_only=local_only, hint=hint) or revision
     common = {"revision": revision, "trust_remote_code": trust_remote_code, "local_files_only": local_only}
     try:
         config = AutoConfig.from_pretrained(source, **common)
@@ -282,7 +287,7 @@ def load_pretrained(
             if local
             else ("the hub (unreachable or offline), nor in the local cache" if local_only else "the hub")
         )
-        raise LinrecError(f"could not load '{name_or_path}' from {where}: {err}\n{OFFLINE_HINT}") from err
+        raise LinrecError(f"could not load '{name_or_path}' from {where}: {err}\n{hint}") from err
     if supported_only:
         check_supported(config.model_type)
     _check_tokenizer(tokenizer, name_or_path)
@@ -293,7 +298,8 @@ def load_pretrained(
     if device_map:
         kwargs["device_map"] = device_map
     try:
-        model: nn.Module = auto.from_pretrained(source, **kwargs)
+        with no_library_bars() if unpacked else nullcontext():
+            model: nn.Module = auto.from_pretrained(source, **kwargs)
     except (OSError, SafetensorError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
         raise _weights_error(name_or_path, local, err) from err
     if target is not None:

@@ -60,6 +60,7 @@ from pathlib import Path
 from linrec.cache import build_entry, built_entry, cache_dir
 from linrec.digests import file_sha256
 from linrec.errors import LinrecError
+from linrec.hub import OFFLINE_HINT
 from linrec.installed_files import installed_releases
 
 
@@ -196,6 +197,27 @@ def packaged_model(name: str) -> PackagedModel:
     if name not in PACKAGED:
         raise LinrecError(f"no packaged model '{name}'; choose one of {', '.join(PACKAGED)}")
     return PACKAGED[name]
+
+
+def installed_models() -> list[str]:
+    """The packaged models whose distributions are all installed at their pinned releases (metadata only, nothing
+    read or hashed): those that load here without a network."""
+    found = []
+    for model in PACKAGED.values():
+        try:
+            installed_releases(model.name, model.pins)
+        except LinrecError:
+            continue
+        found.append(model.name)
+    return found
+
+
+def offline_hint() -> str:
+    """What to run instead of a hub model that cannot be had: the packaged models installed here (all of them where
+    none is, whose error then says what to install), then the offline profile (:data:`linrec.hub.OFFLINE_HINT`)."""
+    names = installed_models() or list(PACKAGED)
+    listed = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    return f"Without a network, use a packaged model instead: --model {listed}. {OFFLINE_HINT}"
 
 
 def _installed_parts(model: PackagedModel) -> list[Path]:

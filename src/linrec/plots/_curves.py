@@ -28,6 +28,14 @@ def ordered(table: pd.DataFrame, column: str, order: Sequence[str] | None) -> li
     return [v for v in order if v in present] if order is not None else present
 
 
+def every_block(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (of one line) on every block from their first to their last, in block order, NaN where a block was not
+    measured: a line drawn through them breaks at a gap (matplotlib draws no segment to a NaN point) instead of
+    crossing unmeasured blocks, and its markers stay on the measured ones."""
+    blocks = pd.DataFrame({"block": range(int(rows["block"].min()), int(rows["block"].max()) + 1)})
+    return blocks.merge(rows, on="block", how="left")
+
+
 def panel_grid(
     n: int, height: float = 3.6, cols: int = 2, sharey: bool = True, width: float = WIDTH
 ) -> tuple[Figure, list[Axes]]:

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from linrec.plots._columns import require
-from linrec.plots._curves import BLOCK_LABEL
+from linrec.plots._curves import BLOCK_LABEL, every_block
 from linrec.plots._layout import WIDTH, legend_below
 
 
@@ -18,7 +18,7 @@ def measured_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     whose variance sits in a few channels can score high on the first and low on the second. Where the table has
     it, R²_lin of the positions after each sequence's first (``r2_lin_after_first``) too: far from R²_lin where the
     first position's rows (the attention sink) dominate a block's variance, a block to swap only with that position
-    kept apart.
+    kept apart. Blocks the table skips (a subset measured, ``--blocks 0,5,11``) are gaps in the lines, not crossed.
 
     A table of several models (a ``model`` column, as ``linrec measure`` writes) gets one panel per model, titled
     by the model; ``title`` heads the figure."""
@@ -29,7 +29,7 @@ def measured_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     height = (4.6 if len(models) == 1 else 2.6 * len(models) + 1.2) + 0.35 * after  # (a third line in the legend)
     fig, axes = plt.subplots(len(models), 1, figsize=(WIDTH, height), sharey=True, squeeze=False)
     for ax, model in zip(axes[:, 0], models, strict=True):
-        rows = (table if model is None else table[table["model"] == model]).sort_values("block")
+        rows = every_block(table if model is None else table[table["model"] == model])  # gaps left open
         ax.errorbar(rows["block"], rows["r2_lin"], yerr=rows["r2_lin_std"], capsize=3, marker="o", ms=4, color=blue,
                     label="R²_lin, variance-weighted (k-fold mean ± std)")  # fmt: skip
         ax.plot(rows["block"], rows["r2_feature_median"], marker="s", ms=4, ls="--", color=orange,

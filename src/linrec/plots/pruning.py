@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from linrec.analysis.pruning import TRUTHS
 from linrec.errors import LinrecError
 from linrec.plots._columns import require
+from linrec.plots._curves import every_block
 from linrec.plots._layout import SMALL, WIDTH, symlog_axis
 
 LABELS = {
@@ -114,8 +115,8 @@ def budget_figure(budget: pd.DataFrame) -> Figure:
 
 def scores_by_block(table: pd.DataFrame, title: str | None = None) -> Figure:
     """Every score a measurement table holds (:data:`LABELS`), one panel each, against the block, one line per model
-    (``linrec plot --scores``). A LinrecError where the table holds none (a table measured before them, or of a
-    stream the library cannot see)."""
+    (``linrec plot --scores``), broken where the table skips blocks. A LinrecError where the table holds none (a
+    table measured before them, or of a stream the library cannot see)."""
     require(table, ["block"], "the scores figure")
     scores = [s for s in LABELS if s in table and table[s].notna().any()]
     if not scores:
@@ -126,7 +127,7 @@ def scores_by_block(table: pd.DataFrame, title: str | None = None) -> Figure:
     fig, axes = plt.subplots(rows, columns, figsize=(WIDTH, 2.3 * rows + 0.9), sharex=True, squeeze=False)
     for ax, score in zip(axes.flat, scores):
         for model, colour in zip(models, sns.color_palette(n_colors=len(models)), strict=True):
-            part = table if model == "" else table[table.model == model]
+            part = every_block(table if model == "" else table[table.model == model])  # gaps left open
             ax.plot(part.block, part[score], marker="o", ms=3, color=colour, label=model or None)
         ax.set_title(LABELS[score], fontsize=SMALL)
         ax.tick_params(labelsize=SMALL)
