@@ -15,6 +15,10 @@ rows in place of the recorded ones, dated.
 
 Peak resident memory is read two ways: the largest single process (``ru_maxrss`` of the chapter's
 process tree, the Jupyter kernel in practice), and the sum over the tree sampled twice a second.
+
+The page also holds what was measured elsewhere, so that the book's instructions need quote no dated figure: the
+whole builds ``--record-build`` adds (with a ``note`` per build where one was written), and ``sections``, each a
+labelled heading the other pages link to and its paragraphs and tables, every figure with its date and machine.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-from bookbuild.timing import this_machine  # noqa: E402 (the repository's own linrec)
+from bookbuild.timing import is_cold, this_machine  # noqa: E402 (the repository's own linrec)
 from linrec.experiment.profiles import PYTHIA_SUITE  # noqa: E402
 
 OUT = ROOT / "_build" / "resources"
@@ -237,50 +241,73 @@ def page(results: dict[str, object]) -> str:
         f"budget {budgets['peak_rss_gb']:.0f} GB per chapter "
         f"({'met' if max(worst, worst_tree) <= budgets['peak_rss_gb'] else '**not met**'}).",
         f"- The whole book's cache: {whole:.2f} GB; budget {budgets['cache_gb']:.0f} GB "
-        f"({'met' if whole <= budgets['cache_gb'] else '**not met**'}). By part, in the whole run: "
+        f"({'met' if whole <= budgets['cache_gb'] else '**not met**'}). By part, in the whole run "
+        f"({results['cache_gb']:.2f} GB): "
         + ", ".join(f"{k} {v:.2f} GB" for k, v in results["cache_parts_gb"].items())
         + (f"; and {whole - results['cache_gb']:.2f} GB the chapters measured later added." if since else "."),
         f"- Total: {sum(r['cpu_s'] for r in results['chapters']) / 60:.0f} CPU minutes, "
         f"{sum(r['wall_s'] for r in results['chapters']) / 60:.0f} minutes of wall time.",
         "",
     ]
-    return "\n".join(lines + build_lines(results.get("builds", [])))
+    return "\n".join(lines + build_lines(results.get("builds", [])) + section_lines(results.get("sections", [])))
+
+
+def section_lines(sections: list[dict]) -> list[str]:
+    """The page's sections of measurements taken outside the run above (``sections`` in ``book/resources.json``), each
+    dated where it was taken: a heading with the label the book's other pages link to (``[text](label)``), then its
+    blocks, each a paragraph or a list of lines kept together (a table, a list)."""
+    lines = []
+    for section in sections:
+        lines += [f"({section['label']})=", f"## {section['title']}", ""]
+        for block in section["text"]:
+            lines += [*(block if isinstance(block, list) else [block]), ""]
+    return lines
 
 
 SHOWN_BUILDS = 4
 """Builds the page's table shows, the last ones: a column each."""
 
+BUILDS_LABEL = "resources-builds"
+"""The label of the page's section of whole builds, which the book's other pages link to."""
+
 
 def build_lines(builds: list[dict]) -> list[str]:
-    """The page's table of whole book builds (``--record-build``): what each chapter's run-time note states."""
+    """The page's table of whole book builds (``--record-build``), from which each chapter's run-time note states its
+    time (:func:`bookbuild.timing.stated`), and what the builds that carry a ``note`` ran."""
     if not builds:
         return []
-    earlier, builds = len(builds[:-SHOWN_BUILDS]), builds[-SHOWN_BUILDS:]  # more columns than a page is wide
+    earlier, shown = len(builds[:-SHOWN_BUILDS]), builds[-SHOWN_BUILDS:]  # more columns than a page is wide
     lines = [
+        f"({BUILDS_LABEL})=",
         "## Whole builds",
         "",
         "Each chapter states its run time under its title from the builds of the whole book `book/resources.json` "
-        "records: the measurements the chapters share captured first, on every core, then the chapters two at a "
-        "time, the longest first (read from the builds' logs by `book/resources.py --record-build`). Wall time in "
-        f"seconds of the last {len(builds)}" + (f" ({earlier} earlier in the file)" if earlier else "") + ":",
+        "records, the last cold one and the last warm one: the measurements the chapters share captured first, on "
+        "every core, then the chapters two at a time, the longest first (read from the builds' logs by "
+        f"`book/resources.py --record-build`). Wall time in seconds of the last {len(shown)}"
+        + (f" ({earlier} earlier in the file)" if earlier else "")
+        + ":",
         "",
-        "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}, {_kind(b)}" for b in builds) + " |",
-        "|---|" + "---:|" * len(builds),
+        "| chapter | " + " | ".join(f"{b['profile']}, {b['machine']}, {b['date']}, {_kind(b)}" for b in shown) + " |",
+        "|---|" + "---:|" * len(shown),
     ]
-    stems = sorted({stem for b in builds for stem in b["chapters"]})
+    stems = sorted({stem for b in shown for stem in b["chapters"]})
     for stem in stems:
-        cells = [f"{b['chapters'][stem]:.0f}" if stem in b["chapters"] else "" for b in builds]
+        cells = [f"{b['chapters'][stem]:.0f}" if stem in b["chapters"] else "" for b in shown]
         lines.append(f"| {stem} | " + " | ".join(cells) + " |")
-    zoo = ["not trained" if b.get("zoo_s") is None else f"{b['zoo_s']:.0f}" for b in builds]
-    measured = ["" if b.get("measure_s") is None else f"{b['measure_s']:.0f}" for b in builds]
+    zoo = ["not trained" if b.get("zoo_s") is None else f"{b['zoo_s']:.0f}" for b in shown]
+    measured = ["" if b.get("measure_s") is None else f"{b['measure_s']:.0f}" for b in shown]
     lines += ["| zoo, before the chapters | " + " | ".join(zoo) + " |"]
     lines += ["| shared measurements, before the chapters | " + " | ".join(measured) + " |", ""]
+    if notes := [b["note"] for b in builds if b.get("note")]:
+        lines += ["What the builds described here ran, oldest first, and what changed from one to the next:", ""]
+        lines += [*(f"- {note}" for note in notes), ""]
     return lines
 
 
 def _kind(build: dict) -> str:
     """Whether a recorded build was cold (it trained the zoo: nothing cached) or warm (read the cache)."""
-    return "warm" if build.get("zoo_s") is None else "cold"
+    return "cold" if is_cold(build) else "warm"
 
 
 BUILD_LINE = re.compile(r"\[book\] (?:(\d\d_\w+): done in|zoo '(\w+)' ready in) ([\d.]+) s$", re.MULTILINE)

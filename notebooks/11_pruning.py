@@ -5,9 +5,9 @@
 # field offers several. The paper's own candidate is $R^2_\text{lin}$: a block whose output an affine
 # map recovers well should be safe to swap for that map {cite}`whipp2026linear`. Layer-pruning work
 # uses scores of the residual stream instead: ShortGPT's Block Influence {cite}`men2024shortgpt`,
-# the angular distance of {cite:t}`gromov2024unreasonable`, the linearity score of
-# {cite:t}`razzhigaev2024secretly`, and ReplaceMe's cosine distance {cite}`shopkhoev2025replaceme`,
-# which for a span of one layer is Block Influence. This chapter is not in the paper. It computes
+# the angular distance of {cite:t}`gromov2024unreasonable`, which ReplaceMe
+# {cite}`shopkhoev2025replaceme` also selects its blocks by, and the linearity score of
+# {cite:t}`razzhigaev2024secretly`. This chapter is not in the paper. It computes
 # every one of these scores on the same tokens, for every block, measures what dropping each block
 # really costs, and asks which score predicts that cost.
 
@@ -61,9 +61,21 @@ print(ch.profile.left_out(MODELS))
 # | `angular_distance` | mean $\arccos(\cos(h, h'))/\pi$ {cite}`gromov2024unreasonable` | costly |
 # | `layer_linearity` | held-out share of $h'$ (centred) an affine map from $h$ explains {cite}`razzhigaev2024secretly` | cheap to drop |
 #
-# Gromov et al. compare the last token of each text; here every captured row counts, as for Block
-# Influence. The layer linearity is fitted on a seeded sample of the rows, since its own moments
-# would be as large as the block's.
+# Three conventions differ from the peers' own code, and each moves their numbers a little:
+#
+# - **Which tokens.** Gromov et al. compare the last token of each text, and so do PruneMe and
+#   ReplaceMe, which ranks spans of layers by that token's angular distance (its `distance.py`), not
+#   by Block Influence. Here every captured row counts, for every score.
+# - **The last block.** ShortGPT's and PruneMe's code read the model's list of hidden states, whose
+#   last entry comes after the final norm, so for the last block they compare its input with a
+#   normalised output. Here $h'$ is the layer's own output in every block, the last included: the
+#   final norm stays when a block is dropped, so the score should see what the block itself writes.
+# - **In sample or held out.** Razzhigaev et al.'s LLM-Microscope scores the layer linearity in
+#   sample, on every row. Its moments would be as large as the block's own, so here it is fitted on a
+#   seeded sample of the rows (4,096 at these models' widths): `layer_linearity` holds the sample's
+#   folds out, and `layer_linearity_in_sample`, the score as the paper defines it, read up to 0.027
+#   above LLM-Microscope's all-rows score where the two were compared, since an in-sample fit on
+#   fewer rows overfits more.
 #
 # ## What dropping a block costs
 #

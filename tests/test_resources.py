@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 
 import pytest
 
-from conftest import book_script
+from conftest import ROOT, book_script
 
 
 @pytest.fixture
@@ -79,3 +81,26 @@ def test_a_chapter_measured_again_alone_takes_its_row_dated_and_adds_its_cache(r
     assert "for chapter 10_scale only, profile field `budgets`" in page
     fresh = resources.measure("paper", ["02_b"], offline_pass=False)  # another profile: a record of its own
     assert [r["chapter"] for r in fresh["chapters"]] == ["02_b"] and "The whole book's cache" in resources.page(fresh)
+
+
+def test_a_section_keeps_its_label_and_blocks_and_a_build_its_note(resources):
+    table = ["| a |", "| --- |", "| 1 |"]
+    lines = resources.section_lines(
+        [{"label": "resources-x", "title": "X, measured", "text": ["On 2026-11-28: 5 s.", table]}]
+    )
+    assert lines == ["(resources-x)=", "## X, measured", "", "On 2026-11-28: 5 s.", "", *table, ""]
+    build = {"profile": "offline", "machine": "m", "date": "d", "zoo_s": 500.0, "chapters": {"01_a": 10.0}}
+    described = [{**build, "note": "The first build, described."}, *[build] * resources.SHOWN_BUILDS]
+    page = resources.build_lines(described)  # the described build is older than the columns shown: its note stays
+    assert page[0] == f"({resources.BUILDS_LABEL})=" and "- The first build, described." in page
+    assert page[5].count("offline, m, d, cold") == resources.SHOWN_BUILDS  # the last columns only
+
+
+def test_the_committed_page_is_the_json_s_and_every_link_to_one_of_its_sections_lands(resources):
+    results = json.loads(resources.RESULTS.read_text())
+    assert resources.PAGE.read_text() == resources.page(results), "run book/resources.py --page-only"
+    labels = [s["label"] for s in results["sections"]] + [resources.BUILDS_LABEL]
+    assert len(labels) == len(set(labels))
+    pages = "".join(page.read_text() for page in (ROOT / "book").glob("*.md"))
+    linked = set(re.findall(r"\]\((resources-[\w-]+)\)", pages))
+    assert linked and linked <= set(labels), sorted(linked - set(labels))

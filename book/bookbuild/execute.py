@@ -332,7 +332,7 @@ def expected_seconds(book: Book, profile: str) -> dict[str, float]:
     for build in builds:
         for stem, seconds in build["chapters"].items():
             longest[stem] = max(seconds, longest.get(stem, seconds))
-    cold = [b for b in builds if b.get("zoo_s")]
+    cold = [b for b in builds if timing.is_cold(b)]
     return {**longest, **(cold[-1]["chapters"] if cold else {})}
 
 

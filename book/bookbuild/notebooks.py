@@ -91,7 +91,7 @@ def install_cell_source(repo_url: str, ref: str, chapter: str, digest: str, rele
 # Installs linrec from REF, the branch this notebook opens from (on Colab; a local checkout is used as it is), and
 # checks that it is the linrec this notebook was written for. A course pins a tag or commit, e.g. REF = "v{release}".
 REF = "{ref}"
-import importlib.util, json, os, subprocess, sys
+import importlib.resources, importlib.util, json, os, subprocess, sys
 
 REPO = os.environ.get("LINREC_REPO", "{repo_url}")
 SPEC, CHAPTER, DIGEST = f"{spec}", "{chapter}", "{digest}"
@@ -103,13 +103,13 @@ if importlib.util.find_spec("linrec") is None:
                            f"this runtime needs a network. pip said:\\n{{pip.stderr}}")
     importlib.invalidate_caches()
 import linrec
-from importlib.resources import files
 
-known = files("linrec.notebook").joinpath("chapter_sources.json")
+known = importlib.resources.files("linrec.notebook").joinpath("chapter_sources.json")
 if (json.loads(known.read_text()) if known.is_file() else {{}}).get(CHAPTER) != DIGEST:
     raise RuntimeError(f"linrec {{linrec.__version__}} ({{linrec.__file__}}) was not built from this notebook's "
                        f"source ({{CHAPTER}}): set REF to the branch, tag or commit the notebook came from, run pip "
-                       "uninstall -y linrec, restart the runtime and run this cell again (in a checkout: make notebooks)")"""
+                       "uninstall -y linrec, restart the runtime and run this cell again (in a checkout of linrec: "
+                       "make notebooks)")"""
 
 
 def _install_cell(book: Book, source: Path) -> nbformat.NotebookNode:

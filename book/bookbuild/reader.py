@@ -3,9 +3,10 @@
 :data:`READER` runs in each page (:mod:`bookbuild.browser`) and lists
 
 - **clipped content**: a table, code cell, output or formula wider than the box that shows it, unless that box
-  scrolls sideways with a visible cue that there is more to the side (its right edge fading out, a ``mask-image``
-  gradient: ``book/static/linrec.css``) and is no taller than the window, so that the cue and the scroll bar are
-  in view with what they scroll; code wraps at the column instead (the same stylesheet);
+  scrolls sideways with a visible cue that there is more to the side (its edge fading out, a ``mask-image``
+  gradient; ``book/static/linrec.css`` fades the right edge while more lies to the right, and keeps the scroll bar
+  out of the fade) and is no taller than the window, so that the cue and the scroll bar are in view with what they
+  scroll; code wraps at the column instead (the same stylesheet);
 - **row numbers printed as data**: a table whose first column is pandas' default index (0, 1, 2, ...), a sign that
   it was displayed raw instead of through :func:`linrec.report.show`;
 - **a link within the page that lands nowhere** (a chapter's summary links each verdict);

@@ -251,7 +251,9 @@ def test_exercise_labels_are_unique_and_every_solution_names_an_exercise():
 def test_every_chapter_states_its_run_time_under_its_title():
     for source in notebooks.sources(REPO):
         title = notebooks.paired_notebook(REPO, source).cells[0].source
-        assert title.split("\n\n")[1].startswith("**Run time.** On a CPU"), source.name
+        note = title.split("\n\n")[1]
+        assert note.startswith("**Run time.** On "), source.name
+        assert "in a first build of the book" in note and "in a rebuild that finds" in note, source.name
 
 
 def test_version_and_repository_agree_across_pyproject_package_citation_and_config():

@@ -69,6 +69,35 @@ def test_the_book_stylesheet_scrolls_wide_outputs_with_a_cue_and_wraps_code(tmp_
     assert len(page_problems([page(tmp_path, outputs, css=False)], tmp_path)) == 3  # the same page unstyled
 
 
+FADES = """(async (id, left) => {
+  const box = document.getElementById(id);
+  box.scrollLeft = left;
+  await new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)));  // the timeline moved
+  const style = getComputedStyle(box);
+  return ["--linrec-fade-left", "--linrec-fade-right", "--linrec-bar"].map(p => style.getPropertyValue(p).trim());
+})"""
+"""How far a box of the page fades at its left and right edges, and the strip kept for a vertical bar, once scrolled
+``left`` px from its start."""
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_book_stylesheet_fades_an_edge_only_while_more_of_the_table_lies_beyond_it(tmp_path):
+    outputs = (
+        f'<div class="cell_output"><div class="output text_html" id="wide">{table(CELLS, ["a", "b"])}</div></div>'
+        f'<div class="cell_output"><div class="output text_html" id="long">{table(CELLS, list("ab" * 60))}</div></div>'
+        f'<div class="cell_output"><div class="output text_html" id="narrow">{table("1.0", ["a", "b"])}</div></div>'
+    )
+    with Browser() as browser:
+        tab = browser.open(page(tmp_path, outputs, css=True))
+        assert tab.evaluate(f'{FADES}("narrow", 0)') == ["0px", "0px", "0px"]  # nothing to scroll: no fade
+        left, right, bar = tab.evaluate(f'{FADES}("wide", 0)')
+        assert left == "0px" and right != "0px" and bar == "0px"  # at the start: more to the right only
+        left, right, _ = tab.evaluate(f'{FADES}("wide", 100000)')
+        assert left != "0px" and right == "0px"  # at the end: more to the left only
+        assert tab.evaluate(f'{FADES}("long", 0)')[2] == "10px"  # taller than its box: its vertical bar kept clear
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_a_page_read_before_mathjax_is_done_is_a_problem(tmp_path):

@@ -7,10 +7,16 @@ layer, h' the stream leaving it and a what the FFN adds to it (so h' − a is th
 
 * **Block Influence** (ShortGPT, Men et al. 2024): 1 − the mean over rows of cos(h, h'), of the whole layer
   (``block_influence``) and of the FFN sublayer alone, cos(h' − a, h') (``ffn_block_influence``).
-* **Angular distance** (Gromov et al. 2024, "The Unreasonable Ineffectiveness of the Deeper Layers"; what PruneMe cuts
-  by): the mean of arccos(cos)/π over the same pairs (``angular_distance``, ``ffn_angular_distance``). Gromov et al.
-  read the last token of each text; here every captured row counts, as for Block Influence. ReplaceMe's cosine
-  distance over a span of one layer is ``block_influence``.
+* **Angular distance** (Gromov et al. 2024, "The Unreasonable Ineffectiveness of the Deeper Layers"): the mean of
+  arccos(cos)/π over the same pairs (``angular_distance``, ``ffn_angular_distance``). Gromov et al. read the last
+  token of each text, and so do the tools that select blocks by it: PruneMe, and ReplaceMe (Shopkhoev et al. 2025),
+  whose ``distance.py`` ranks spans of layers by the last non-padded token's arccos(cos)/π, not by Block Influence.
+  Here every captured row counts, for both scores.
+* **The last block.** Here h' is always the layer's own output. ShortGPT's and PruneMe's code (and ReplaceMe's, which
+  follows PruneMe's) read transformers' ``hidden_states``, whose last entry is the stream after the model's final
+  norm, so for the last block they compare its input with a normalised output and their numbers differ from these
+  there (only there). The raw output is the sounder choice: the final norm stays when the block goes, and what the
+  score should see is what the block writes.
 * **Output energy**: Σ‖a‖² / Σ‖h' − a‖², how much the block writes next to the stream it writes into
   (``output_energy``); the table's ``unexplained_energy`` is (1 − R²_lin) Σ‖a − ā‖² / Σ‖h' − a‖², the energy the
   affine map leaves for a swap to perturb (exact where a is the FFN's own output, as in every family but Gemma 3,
@@ -20,7 +26,11 @@ layer, h' the stream leaving it and a what the FFN adds to it (so h' − a is th
   the centred total (their normalisation by the Frobenius norm cancels in the ratio). Its moments would be as large
   as the block's own, so it is fitted on a seeded sample of the rows (:class:`linrec.core.sample.RowSample`, about
   an eighth of what the moments of a block hold for five folds), held out by the capture's folds
-  (``layer_linearity``) and in sample as the paper defines it (``layer_linearity_in_sample``).
+  (``layer_linearity``) and in sample as the paper defines it (``layer_linearity_in_sample``). LLM-Microscope's own
+  code scores in sample on every row; an in-sample fit on the sample's 4,096 rows (four per input dimension above a
+  width of 1,024: :func:`linrec.core.plan.sample_rows`) has fewer rows per parameter and overfits a little more, so
+  ``layer_linearity_in_sample`` reads somewhat above that all-rows score: by up to 0.027, as reported when the two
+  were compared. ``layer_linearity``, held out, has no such optimism.
 
 The capture's sink that computes them is :class:`linrec.core.residual.ResidualSink`; every sum is float64, kept on
 the device the rows are on, and read once at the end.
@@ -39,9 +49,10 @@ if TYPE_CHECKING:
 
 COLUMNS = {
     "block_influence": "ShortGPT's Block Influence of the whole layer: 1 − the mean cosine between the residual "
-    "stream entering and leaving it (0: the layer changes no direction)",
+    "stream entering and leaving it, the layer's own output even for the last block, before the final norm (0: the "
+    "layer changes no direction)",
     "angular_distance": "Gromov et al.'s angular distance of the whole layer: the mean of arccos(that cosine)/π "
-    "over rows (their choice of layers to cut; PruneMe's)",
+    "over rows (they, PruneMe and ReplaceMe read the last token of each text only)",
     "ffn_block_influence": "Block Influence of the FFN sublayer alone: 1 − the mean cosine between the residual "
     "stream before and after the FFN's output is added",
     "ffn_angular_distance": "angular distance of the FFN sublayer alone, as for the whole layer",
@@ -50,7 +61,8 @@ COLUMNS = {
     "stream a swap perturbs (approximate for Gemma 3, whose norm after the FFN rescales a)",
     "layer_linearity": "the Secretly-Linear score of the whole layer: held-out share of its centred output that an "
     "affine map from its input explains, on a seeded sample of the rows (k-fold mean)",
-    "layer_linearity_in_sample": "the same fitted and scored on the whole sample, as Razzhigaev et al. define it",
+    "layer_linearity_in_sample": "the same fitted and scored on the whole sample, as Razzhigaev et al. define it "
+    "(in sample on a sample: it reads a little above their score on every row)",
 }
 """What each score column of the measurement table means (:func:`score_columns`)."""
 
