@@ -56,6 +56,50 @@ def test_top_level_help_imports_no_command_and_no_torch():
     assert all(name in done.stdout for name in ("measure", "plot", "zoo", "bench"))
 
 
+BEFORE_TORCH = """
+import json, sys
+from linrec.cli import main
+for argv in json.loads(sys.argv[1]):
+    code = main(argv)
+    print(json.dumps([code, sorted({"torch", "transformers", "pandas"} & set(sys.modules))]), flush=True)
+"""
+
+
+def test_bad_options_files_budgets_and_outputs_fail_before_torch_is_imported(tmp_path):
+    """Each a one-line error (status 2) from a fresh process that has not imported torch, transformers or pandas: the
+    options, the text file, the budgets and the output place are checked before any of them loads."""
+    import json
+
+    text, a_file = tmp_path / "notes.txt", tmp_path / "a-file"
+    text.write_text("some words\n" * 50, encoding="utf-8")
+    a_file.write_text("not a directory")
+    measure = ["measure", "--model", "smollm2-135m", "--text-file", str(text)]  # (--no-progress loads transformers')
+    replace = ["replace", "--model", "smollm2-135m", "--text-file", str(text), "--out", str(tmp_path / "r")]
+    missing = str(tmp_path / "missing.txt")
+    cases = [
+        ("cannot read --text-file", ["measure", "--model", "m", "--text-file", missing]),
+        ("cannot read the memory budget 'lots'", [*measure, "--memory", "lots"]),
+        ("is a file, not a directory", [*measure, "--out", str(a_file / "table.csv")]),
+        ("is a directory; give a file in it", [*measure, "--out", str(tmp_path)]),
+        ("--folds must be at least 2", [*measure, "--folds", "1"]),
+        ("a perplexity budget (--max-ppl-increase) must be", [*replace, "--max-ppl-increase", "5 percent"]),
+        ("the rank K of 'lowrank:0'", [*replace, "--blocks", "0", "--kind", "lowrank:0"]),
+        ("--ablate must name each kind once", [*replace, "--blocks", "0", "--ablate", "zero,zero"]),
+        ("cannot read --text-file", [*replace[:4], missing, *replace[5:], "--blocks", "0"]),
+        (f"--out {a_file} is a file", [*replace[:-1], str(a_file), "--blocks", "0"]),
+        ("cannot read --second-text-file", [*replace, "--blocks", "0", "--second-text-file", missing]),
+        (f"--out {a_file} is a file", ["export", str(tmp_path), "--out", str(a_file)]),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", BEFORE_TORCH, json.dumps([argv for _, argv in cases])], capture_output=True, text=True
+    )
+    errors = done.stderr.splitlines()
+    assert len(errors) == len(cases), done.stderr
+    for (message, _), line, result in zip(cases, errors, done.stdout.splitlines()):
+        assert line.startswith("linrec: error: ") and message in line, (message, line)
+        assert json.loads(result) == [2, []], (message, result)
+
+
 @pytest.mark.slow
 def test_sigterm_stops_a_command_with_130_and_no_traceback():
     """SIGTERM as a scheduler or `kill` sends it, to a real process (Ctrl-C's KeyboardInterrupt is tested above)."""

@@ -79,7 +79,11 @@ def _negative_values(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``linrec`` on ``argv`` (default: the process's); a ``LinrecError`` prints as ``linrec: error: ...``
-    and exits with status 2, Ctrl-C or SIGTERM as ``linrec: interrupted`` with status 130 (no traceback)."""
+    and exits with status 2, Ctrl-C or SIGTERM as ``linrec: interrupted`` with status 130 (no traceback).
+
+    Neither the parser nor this imports torch (a second or more): each command that runs it checks what it can
+    first, then imports it and sets its threads (:func:`linrec.threads.set_threads`), so that a bad option, file or
+    budget is one line within a fraction of a second."""
     from linrec.files import sigterm_interrupts
 
     argv = _negative_values(sys.argv[1:] if argv is None else argv)
@@ -87,10 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
-            if args.command not in ("plot",):  # (the commands that run torch)
-                from linrec.threads import set_threads
-
-                set_threads()
             if getattr(args, "no_progress", False):
                 from linrec.progress import no_library_bars
 

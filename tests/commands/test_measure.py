@@ -352,21 +352,14 @@ def test_out_in_a_missing_directory_is_created_and_written_whole(model_dirs, tex
 
 
 @pytest.mark.parametrize("device", ["cuda", "mps", "tpu"])
-def test_missing_device_fails_first(device, model_dirs, tmp_path, monkeypatch, capsys, no_measuring):
+def test_missing_device_fails_before_the_model_loads(device, model_dirs, text_file, monkeypatch, capsys, no_weights):
+    """Once torch is in (it says which devices there are), and after what is checked without it (the text)."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     _fails(
-        [
-            "measure",
-            "--model",
-            str(model_dirs["gpt2"]),
-            "--text-file",
-            str(tmp_path / "not-read.txt"),
-            "--device",
-            device,
-        ],
+        ["measure", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--device", device],
         capsys,
         f"device '{device}' is not available on this machine; available: cpu",
     )

@@ -165,16 +165,6 @@ def test_skip_first_must_leave_a_position(skip):
         check_skip_first(skip, 16)
 
 
-def test_report_table_has_every_new_column_described():
-    from linrec.core.fit import COLUMNS
-
-    g = torch.Generator().manual_seed(2)
-    rows = lambda: Moments.from_rows(torch.randn(60, 5, generator=g), torch.randn(60, 2, generator=g))  # noqa: E731
-    table = report_table(recoverability({3: [rows(), rows(), rows()]}))
-    assert list(table.columns) == list(COLUMNS)
-    assert table.first_position_share.isna().all()  # not kept apart: unknown, never a made-up 0
-
-
 def test_matches_direct_computation():
     x, y = _rows()
     m = Moments.from_rows(x, y)

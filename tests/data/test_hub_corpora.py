@@ -160,13 +160,13 @@ def test_load_model_loads_the_resolved_commit(monkeypatch):
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(loading, "hub_reachable", lambda: True)
-    monkeypatch.setattr(loading, "resolve_revision", lambda repo, rev, local_files_only: f"{repo}@{rev}")
+    monkeypatch.setattr(loading, "resolve_revision", lambda repo, rev, local_files_only, hint: f"{repo}@{rev}")
     monkeypatch.setattr(AutoConfig, "from_pretrained", config)
     with pytest.raises(LinrecError, match="stop here"):
         loading.load_pretrained("org/model", revision="step1", device="cpu")
     assert seen["source"] == "org/model" and seen["revision"] == "org/model@step1"
     assert seen["local_files_only"] is False
-    monkeypatch.setattr(loading, "resolve_revision", lambda repo, rev, local_files_only: None)  # unknown offline
+    monkeypatch.setattr(loading, "resolve_revision", lambda repo, rev, local_files_only, hint: None)  # unknown offline
     with pytest.raises(LinrecError):
         loading.load_pretrained("org/model", revision="step1", device="cpu")
     assert seen["revision"] == "step1"

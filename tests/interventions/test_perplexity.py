@@ -17,11 +17,9 @@ from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from linrec.interventions.perplexity import (
     WindowNLL,
-    budget_ppl,
     compression_frontier,
     delta_ppl_interval,
     greedy_selection,
-    parse_budget,
     perplexity,
     removal_deltas,
     swap_deltas,
@@ -106,8 +104,6 @@ def test_a_relative_budget_is_a_share_of_the_models_perplexity(setup):
     relative = greedy_selection(model, evals, maps, "100%", progress=False, base=base)
     absolute = greedy_selection(model, evals, maps, base.ppl, progress=False, base=base)
     assert relative.equals(absolute)
-    assert budget_ppl("5%", 200.0) == pytest.approx(10.0) and budget_ppl(2.5, 200.0) == 2.5
-    assert parse_budget(" 5% ") == (5.0, True) and parse_budget("0.5") == (0.5, False)
 
 
 @pytest.mark.parametrize("budget", [0, -1, "0%", "nan", float("nan"), "inf", "x%", "", "5%%"])

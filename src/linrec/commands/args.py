@@ -1,6 +1,9 @@
-"""What the ``linrec`` commands share: the help format, argparse types, and checking and writing ``--out`` tables.
+"""What the ``linrec`` commands share: the help format, argparse types and choices, and checking and writing ``--out``
+tables.
 
-One home for these keeps each command's module down to its own parser and handler.
+One home for these keeps each command's module down to its own parser and handler. Nothing here imports torch or
+pandas before it is needed, so that a command's options are read and checked in a fraction of a second, before any of
+its work (torch alone takes a second or more to import).
 """
 
 from __future__ import annotations
@@ -8,13 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from linrec.errors import LinrecError, LinrecWarning
 from linrec.experiment.budgets import ROWS_PER_DIMENSION
 from linrec.files import check_new_file, remove_stale_temporaries, write_atomically
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -25,6 +31,33 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
         if action.default is None or action.default is False:
             return action.help
         return super()._get_help_string(action)
+
+
+class Deferred:
+    """An option's choices: the names ``module.attribute`` holds (a collection, or a function that returns one),
+    imported only when a given value is checked against them or ``--help`` lists them (as ``%(choices)s``). The
+    dtypes, profiles and layouts live in modules that import torch; an option needs a metavar with these choices
+    (argparse lists a choice-like metavar, and so imports them, when it adds the option)."""
+
+    def __init__(self, module: str, attribute: str) -> None:
+        self.module, self.attribute = module, attribute
+
+    def names(self) -> list[str]:
+        """The choices, imported on first use (then cached by the import system)."""
+        import importlib
+
+        value = getattr(importlib.import_module(self.module), self.attribute)
+        return list(value() if callable(value) else value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.names()
+
+
+DTYPES = Deferred("linrec.models.loading", "DTYPES")
+"""The ``--dtype`` choices: :data:`linrec.models.loading.DTYPES`, read when ``--dtype`` is given."""
 
 
 def add_text_options(parser: argparse.ArgumentParser, required: bool, file_help: str, corpus_help: str) -> None:
@@ -105,6 +138,17 @@ def check_output(path: Path, option: str = "--out", suffixes: tuple[str, ...] = 
     remove_stale_temporaries(path)
 
 
+def block_spans(blocks: Iterable[int]) -> str:
+    """Block indices as a reader takes them in: runs of neighbours as spans, ``0-11, 14, 20-23``."""
+    spans: list[list[int]] = []
+    for block in sorted(set(blocks)):
+        if spans and block == spans[-1][-1] + 1:
+            spans[-1].append(block)
+        else:
+            spans.append([block])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in spans)
+
+
 def write_table(table: pd.DataFrame, path: Path) -> None:
     """Write ``table`` as JSON records for a .json suffix, else as CSV (full float precision), whole or not at all
     (:func:`linrec.files.write_atomically`)."""
@@ -116,6 +160,8 @@ def write_table(table: pd.DataFrame, path: Path) -> None:
 
 def read_table(path: Path) -> pd.DataFrame:
     """A table :func:`write_table` wrote (``linrec measure --out``), by its suffix."""
+    import pandas as pd
+
     if path.suffix not in TABLE_SUFFIXES:
         raise LinrecError(f"a table must end in {' or '.join(TABLE_SUFFIXES)}; got '{path}'")
     try:

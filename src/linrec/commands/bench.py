@@ -61,9 +61,11 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
 def _bench(args: argparse.Namespace) -> int:
     from linrec.core.cost import run_bench
+    from linrec.threads import set_threads
 
     if args.out is not None:
         check_output(args.out)
+    set_threads()
     peaks = args.peak_tokens
     table = run_bench(
         device=args.device,

@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from linrec.commands.args import HelpFormatter
+from linrec.commands.args import DTYPES, HelpFormatter
 from linrec.errors import LinrecError
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec export``; its handler is ``args.handler``."""
-    from linrec.models.loading import DTYPES
-
     p = sub.add_parser(
         "export",
         formatter_class=HelpFormatter,
@@ -29,24 +27,28 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace --out if it exists and is not empty")
     p.add_argument(
         "--dtype",
-        choices=list(DTYPES),
+        choices=DTYPES,
         metavar="DTYPE",
-        help=f"the weights' dtype, one of: {', '.join(DTYPES)} (default: the base model's own, as its config names "
-        "it, else the one it was replaced in)",
+        help="the weights' dtype, one of: %(choices)s (default: the base model's own, as its config names it, else "
+        "the one it was replaced in)",
     )
     p.add_argument("--device", help="where to load the model to fold and check it (default: cpu)")
     p.set_defaults(handler=_export)
 
 
 def _export(args: argparse.Namespace) -> int:
-    """Check the input and output before any weights load, export, and say what was written and how to load it."""
+    """Check the output (before torch is imported) and the input (before any weights load), export, and say what was
+    written and how to load it."""
     from linrec.files import check_new_directory
+
+    check_new_directory(args.out, "--out", args.force)
     from linrec.interventions.replacement.directory import is_replacement_dir
     from linrec.interventions.replacement.export import export
+    from linrec.threads import set_threads
 
+    set_threads()
     if not is_replacement_dir(args.directory):
         raise LinrecError(f"{args.directory} is no replacement directory (write one with linrec replace --out DIR)")
-    check_new_directory(args.out, "--out", args.force)
     done = export(args.directory, args.out, dtype=args.dtype, force=args.force, device=args.device or "cpu")
     size = sum(p.stat().st_size for p in done.directory.rglob("*") if p.is_file())
     if done.form == "plain":

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from linrec.cache import check_cache
 from linrec.commands.args import (
+    DTYPES,
+    Deferred,
     HelpFormatter,
     add_text_options,
     block_indices,
@@ -29,10 +29,16 @@ from linrec.commands.args import (
     non_negative_int,
     positive_int,
     seed,
-    short_name,
     write_table,
 )
-from linrec.commands.measure_columns import columns_help, version_columns
+from linrec.commands.measure_columns import (
+    SUMMARY,
+    columns_help,
+    rows_too_few,
+    summary,
+    version_columns,
+    warn_rows_too_few,
+)
 from linrec.commands.measure_inputs import check_before_loading, measured_text, seq_len, token_batches
 from linrec.core.plan import parse_memory
 from linrec.errors import LinrecError
@@ -48,10 +54,8 @@ if TYPE_CHECKING:
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
-    """Register ``linrec measure``; its handler is ``args.handler``."""
-    from linrec.data.tokens import LAYOUTS
-    from linrec.experiment.profiles import profile_names
-    from linrec.models.loading import DTYPES
+    """Register ``linrec measure``; its handler is ``args.handler``. Nothing it reads imports torch (the profiles,
+    layouts and dtypes are :class:`Deferred` choices): the options are checked before torch loads."""
     from linrec.models.packaged import PACKAGED
 
     p = sub.add_parser(
@@ -76,9 +80,9 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--profile",
-        choices=profile_names(),
+        choices=Deferred("linrec.experiment.profiles", "profile_names"),
         metavar="NAME",
-        help=f"a named profile supplying models, corpus and counts, one of: {', '.join(profile_names())}",
+        help="a named profile supplying models, corpus and counts, one of: %(choices)s",
     )
     p.add_argument(
         "--max-rows",
@@ -95,9 +99,10 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--layout",
-        choices=LAYOUTS,
+        choices=Deferred("linrec.data.tokens", "LAYOUTS"),
         default="spread",
-        help="take the sequences evenly spread over the whole text, or its first ones (head)",
+        metavar="LAYOUT",
+        help="one of: %(choices)s: take the sequences evenly spread over the whole text, or its first ones (head)",
     )
     p.add_argument("--seed", type=seed, default=0, help="seed of the fold assignment")
     p.add_argument(
@@ -111,12 +116,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--blocks", type=block_indices, help="comma-separated block indices (default: all)")
     p.add_argument("--device", help="cuda, mps, cpu, cuda:1 ... (default: the first available of cuda, mps, cpu)")
-    p.add_argument(
-        "--dtype",
-        choices=list(DTYPES),
-        metavar="DTYPE",
-        help=f"one of: {', '.join(DTYPES)} (default: the checkpoint's)",
-    )
+    p.add_argument("--dtype", choices=DTYPES, metavar="DTYPE", help="one of: %(choices)s (default: the checkpoint's)")
     p.add_argument("--device-map", help="'auto' to spread a large model over the available devices (accelerate)")
     p.add_argument(
         "--batch-size", type=positive_int, help="sequences per forward pass (default: the profile's, else 8)"
@@ -125,7 +125,11 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "--trust-remote-code", action="store_true", help="allow the model's own code from the hub (off by default)"
     )
     p.add_argument(
-        "--out", type=Path, metavar="FILE", help="write the table to a .csv or .json file (checked before measuring)"
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="write the table, every column, to a .csv or .json file (checked before measuring); the terminal shows "
+        "a summary",
     )
     p.add_argument(
         "--spill",
@@ -154,18 +158,15 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _measure(args: argparse.Namespace) -> int:
-    """Measure each model named (``--model``, else the profile's), print the table and write ``--out``.
+    """Measure each model named (``--model``, else the profile's), print a summary of the table and write all of it
+    to ``--out``.
 
-    Everything that can be checked before the work is, in this order: the options, ``--out`` and the cache (by
-    trying to write there), the device, the text; then, from the model's config and tokenizer and before its
-    weights load, the blocks, the sequence length and whether the text fills the folds.
+    Everything that can be checked before the work is, in this order: before torch is imported (a second or more), the
+    options, ``--out``, ``--save`` and the cache (by trying to write there) and the text; then the device, the
+    sequence length against ``--skip-first`` and a zoo's blocks and context; then, from the model's config and
+    tokenizer and before its weights load, the blocks, the sequence length and whether the text fills the folds. (A
+    ``--profile`` imports torch as it is read: its module names the zoo's models.)
     """
-    import torch.distributed as dist
-
-    from linrec.core.measure import Measurement, check_skip_first, measure
-    from linrec.interventions.replacement.directory import load_model
-    from linrec.models.gguf import gguf_origin
-    from linrec.models.loading import check_device_map, pick_device
     from linrec.models.packaged import PACKAGED
 
     memory = parse_memory(args.memory)  # a budget that cannot be read fails first
@@ -184,13 +185,33 @@ def _measure(args: argparse.Namespace) -> int:
         check_new_directory(args.save, "--save")
     if not args.model and profile is None:  # an empty --model names no model either
         raise LinrecError("give --model MODEL, or --profile NAME to measure the profile's models")
-    check_device_map(args.device_map, args.device)
     if profile is not None or args.model in PACKAGED or args.model.lower().endswith(".gguf"):
         check_cache()  # the profile's zoo and dequantised GGUF weights live there
     folds = args.folds or (profile.folds if profile else 5)
     if folds < 2:
         raise LinrecError(f"--folds must be at least 2; got {folds}")
+    if not own and args.revision is not None and Path(args.model).expanduser().is_dir():
+        raise LinrecError(f"--revision selects a hub revision; '{args.model}' is a local directory, so drop it")
+    if args.model:
+        names = [args.model]
+    else:
+        assert profile is not None  # refused above: neither --model nor --profile
+        names = list(profile.models)
+    # A profile's models each read their own budget's text unless --text-file or --corpus names one for all.
+    own_text = own and not (args.text_file or args.corpus)
+    text, corpus_name, corpus_hash, documents = measured_text(args, profile, names[0] if own_text else None)
 
+    import pandas as pd
+    import torch.distributed as dist
+
+    from linrec.core.measure import Measurement, check_skip_first, measure
+    from linrec.interventions.replacement.directory import load_model
+    from linrec.models.gguf import gguf_origin
+    from linrec.models.loading import check_device_map, pick_device
+    from linrec.threads import set_threads
+
+    set_threads()
+    check_device_map(args.device_map, args.device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         import torch
@@ -205,14 +226,6 @@ def _measure(args: argparse.Namespace) -> int:
 
     check_skip_first(args.skip_first, seq_len(args, profile))
     check_before_loading(args, profile)
-    if args.model:
-        names = [args.model]
-    else:
-        assert profile is not None  # refused above: neither --model nor --profile
-        names = list(profile.models)
-    # A profile's models each read their own budget's text unless --text-file or --corpus names one for all.
-    own_text = own and not (args.text_file or args.corpus)
-    text, corpus_name, corpus_hash, documents = measured_text(args, profile, names[0] if own_text else None)
     tables = []
     prepared: list[tuple[TokenBatches, CapturePlan]] = []  # each model's batches and plan, from config and tokenizer
     for model_name in names:
@@ -228,8 +241,6 @@ def _measure(args: argparse.Namespace) -> int:
                 before_weights=_preparer(args, profile, (text, documents), folds, memory, prepared, model_name),
             )  # fmt: skip
         else:
-            if args.revision is not None and Path(model_name).expanduser().is_dir():
-                raise LinrecError(f"--revision selects a hub revision; '{model_name}' is a local directory, so drop it")
             model, tokenizer = load_model(
                 model_name,
                 revision=args.revision,
@@ -253,6 +264,9 @@ def _measure(args: argparse.Namespace) -> int:
             table = kept.table(progress=options["progress"])
             kept.save(args.save)
         table.insert(0, "model", model_name)
+        table["rows_too_few"] = rows_too_few(table)
+        if rank == 0:
+            warn_rows_too_few(table)
         origin = gguf_origin(getattr(model.config, "_name_or_path", ""))
         table["revision"] = args.revision if origin is None else origin.weights
         weights = next(model.parameters())
@@ -269,15 +283,14 @@ def _measure(args: argparse.Namespace) -> int:
     versions = version_columns()
     result = pd.concat(tables, ignore_index=True).assign(**versions)
     if rank == 0:
-        printed = result.drop(
-            columns=["corpus_sha256", "revision", "r2_lin_folds", "r2_lin_after_first_folds", *versions]
-        )
-        printed = printed.assign(model=printed.model.map(short_name), corpus=printed.corpus.map(short_name))
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
-            print(printed.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(summary(result))
         if args.out is not None:
             write_table(result, args.out)
-            print(f"wrote {args.out}")
+            print(f"wrote {args.out}: every column of the table (linrec measure --help says what each means)")
+        else:
+            print(
+                f"these are {len(SUMMARY)} of the table's {len(result.columns)} columns: --out FILE.csv keeps every one"
+            )
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0

@@ -2,9 +2,10 @@
 
 The maps are fitted on one part of the text and perplexity is scored on another, never overlapping: a corpus's fit
 and eval splits, or, for ``--text-file``, the file's first four fifths and its last fifth (cut at a line break).
-Everything that can be checked before the model loads is (the kind, the budget, ``--out``, the device, the text),
-then, from the model's config and tokenizer before its weights load, the blocks, the kind's rank against the width,
-whether the FFN is one module, and whether the text fills the folds;
+Everything that can be checked before the model loads is: before torch is imported (a second or more), the kind, the
+budget, the blocks, ``--out`` and the texts; then the device; then, from the model's config and tokenizer before its
+weights load, the blocks against the model, the kind's rank against the width, whether the FFN is one module, and
+whether the text fills the folds. What it understood is said on the way (:mod:`linrec.commands.replace_plan`);
 :func:`linrec.interventions.replacement.replace.replace` does the work.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from linrec.commands.args import (
+    DTYPES,
     HelpFormatter,
     add_text_options,
     block_indices,
@@ -23,15 +25,16 @@ from linrec.commands.args import (
     seed,
     warn_if_short,
 )
+from linrec.commands.replace_plan import echo_candidates, echo_estimate, echo_request
 from linrec.core.scores import COSTLIER, MEASURED
 from linrec.errors import LinrecError
 from linrec.experiment.budgets import ROWS_PER_DIMENSION, rows_to_ask
+from linrec.interventions.replacement.texts import TextPart
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
     from linrec.data.tokens import TokenBatches
-    from linrec.interventions.replacement.replace import TextPart
 
 EVAL_SHARE = 0.2
 """The share of a ``--text-file`` held out for evaluation: its end, from the first line break after 80 % of it."""
@@ -40,7 +43,6 @@ EVAL_SHARE = 0.2
 def add_cli(sub: argparse._SubParsersAction) -> None:
     """Register ``linrec replace``; its handler is ``args.handler``."""
     from linrec.data.corpora import corpus_names
-    from linrec.models.loading import DTYPES
 
     p = sub.add_parser(
         "replace",
@@ -147,15 +149,15 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=seed, default=0, help="seed of the fold assignment")
     p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per forward pass")
     p.add_argument("--device", help="cuda, mps, cpu, cuda:1 ... (default: the first available of cuda, mps, cpu)")
-    p.add_argument("--dtype", choices=list(DTYPES), metavar="DTYPE", help=f"one of: {', '.join(DTYPES)}")
+    p.add_argument("--dtype", choices=DTYPES, metavar="DTYPE", help="one of: %(choices)s")
     p.add_argument("--device-map", help="'auto' to spread a large model over the available devices (accelerate)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_replace)
 
 
 def kind_list(value: str) -> tuple[str, ...]:
-    """``--ablate``'s kinds, each known (:meth:`linrec.core.replacements.Kind.parse`), each named once."""
-    from linrec.core.replacements import Kind
+    """``--ablate``'s kinds, each known (:meth:`linrec.core.kinds.Kind.parse`), each named once."""
+    from linrec.core.kinds import Kind
 
     kinds = tuple(k.strip() for k in value.split(",")) if value else ()
     for k in kinds:
@@ -172,8 +174,6 @@ def _sha256(text: str) -> str:
 def split_text_file(path: Path) -> tuple[tuple[str, TextPart], tuple[str, TextPart]]:
     """((fit text, its record), (evaluation text, its record)) of a file: its first four fifths and the rest, cut at
     the first line break after :data:`EVAL_SHARE` of its characters from the end (exactly there when none follows)."""
-    from linrec.interventions.replacement.replace import TextPart
-
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -195,8 +195,6 @@ def _texts(
 ) -> tuple[tuple[str, TextPart], tuple[str, TextPart], tuple[int, ...] | None]:
     """The fit and evaluation texts with their records, from --text-file or --corpus, and where the fit text's
     documents start (a corpus's, so folds keep documents whole as ``linrec measure`` keeps them; None for a file)."""
-    from linrec.interventions.replacement.replace import TextPart
-
     if args.text_file is not None:
         return (*split_text_file(args.text_file), None)
     from linrec.data.corpora import load_corpus
@@ -210,13 +208,12 @@ def _texts(
 
 
 def _replace(args: argparse.Namespace) -> int:
-    """Check everything that can be checked, load the model, replace, write ``--out`` and print the steps."""
+    """Check everything that can be checked (module docstring), say what was understood, load the model, replace,
+    write ``--out`` and print the steps."""
     from linrec.cache import check_cache
-    from linrec.core.replacements import Kind
+    from linrec.core.kinds import Kind
     from linrec.files import check_new_directory
-    from linrec.interventions.perplexity import parse_budget
-    from linrec.interventions.replacement.directory import is_replacement_dir
-    from linrec.models.loading import check_device_map, load_pretrained, pick_device
+    from linrec.interventions.budget import parse_budget
     from linrec.models.packaged import PACKAGED, packaged_file
 
     Kind.parse(args.kind)
@@ -231,23 +228,31 @@ def _replace(args: argparse.Namespace) -> int:
         raise LinrecError("--order says how --max-ppl-increase tries the candidates; --blocks alone go in as given")
     if args.folds < 2:
         raise LinrecError(f"--folds must be at least 2; got {args.folds}")
-    if is_replacement_dir(args.model):
-        raise LinrecError(f"{args.model} is a replacement directory; replace blocks of its base model instead")
     check_new_directory(args.out, "--out", args.force)
-    check_device_map(args.device_map, args.device)
-    if args.device:
-        pick_device(args.device)
     if args.model in PACKAGED or args.model.lower().endswith(".gguf"):
         check_cache()  # dequantised GGUF weights live there
     (fit_text, fit_part), (eval_text, eval_part), documents = _texts(args)
+    second_text, second_part = _second_text(args)
+    if not args.no_progress:
+        echo_request(args)
+
+    from linrec.interventions.replacement.directory import is_replacement_dir
+    from linrec.models.loading import check_device_map, load_pretrained, pick_device
+    from linrec.threads import set_threads
+
+    set_threads()
+    if is_replacement_dir(args.model):
+        raise LinrecError(f"{args.model} is a replacement directory; replace blocks of its base model instead")
+    check_device_map(args.device_map, args.device)
+    if args.device:
+        pick_device(args.device)
     measured = None
     if args.measurement is not None:
         from linrec.core.measure import Measurement
 
         measured = Measurement.load(args.measurement)
         args.folds, args.seed = measured.provenance.folds, measured.provenance.seed
-    second_text, second_part = _second_text(args)
-    batches: list[TokenBatches] = []
+    prepared: list[tuple[list[int], list[TokenBatches]]] = []  # the candidates and batches, from config and tokenizer
     model, _ = load_pretrained(
         str(packaged_file(args.model)) if args.model in PACKAGED else args.model,
         revision=args.revision,
@@ -255,10 +260,13 @@ def _replace(args: argparse.Namespace) -> int:
         device=args.device,
         device_map=args.device_map,
         supported_only=True,
-        before_weights=lambda config, tok: batches.extend(
+        before_weights=lambda config, tok: prepared.append(
             _batches(args, config, tok, (fit_text, documents), eval_text, second_text)
         ),
     )
+    candidates, batches = prepared[0]
+    if not args.no_progress:
+        echo_estimate(args, model, len(candidates), batches)
     from linrec.interventions.replacement.replace import replace
 
     result = replace(
@@ -291,8 +299,6 @@ def _replace(args: argparse.Namespace) -> int:
 def _second_text(args: argparse.Namespace) -> tuple[str | None, TextPart | None]:
     """The second evaluation text and its record (--second-text-file: all of it; --second-corpus: its eval split), or
     (None, None)."""
-    from linrec.interventions.replacement.replace import TextPart
-
     if args.second_text_file is not None:
         try:
             text = args.second_text_file.read_text(encoding="utf-8")
@@ -314,16 +320,17 @@ def _batches(
     fit: tuple[str, tuple[int, ...] | None],
     held: str,
     second: str | None,
-) -> list[TokenBatches]:
-    """The fit batches (``fit``: the text and where its documents start, windows kept inside one, as ``linrec
-    profile`` cuts them), the evaluation batches (and the second text's), and the request checked against the
-    model's config (before its weights)."""
+) -> tuple[list[int], list[TokenBatches]]:
+    """The candidate blocks and the batches: the fit batches (``fit``: the text and where its documents start, windows
+    kept inside one, as ``linrec profile`` cuts them), the evaluation batches (and the second text's), the request
+    checked against the model's config (before its weights) and, unless ``--no-progress``, said
+    (:func:`linrec.commands.replace_plan.echo_candidates`)."""
     from linrec.core.capture import check_training_rows
     from linrec.data.tokens import make_batches
     from linrec.interventions.replacement.replace import check_request
     from linrec.models.loading import max_context
 
-    check_request(
+    _, candidates = check_request(
         config.model_type,
         config.num_hidden_layers,
         config.hidden_size,
@@ -342,7 +349,9 @@ def _batches(
     out = [fit_batches, *(cut(text, None).first(args.eval_rows) for text in (held, second) if text is not None)]
     for b in out:
         b.check_vocabulary(config.vocab_size)
-    return out
+    if not args.no_progress:
+        echo_candidates(args, candidates, config.num_hidden_layers, out)
+    return candidates, out
 
 
 def _print(record: dict, out: Path) -> None:

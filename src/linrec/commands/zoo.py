@@ -41,7 +41,10 @@ def _print_zoo(table: pd.DataFrame) -> None:
 
 
 def _cli_zoo(args: argparse.Namespace) -> int:
+    from linrec.threads import set_threads
+
     check_cache()
+    set_threads()
     try:
         table = zoo.build_zoo(zoo.get_zoo(args.profile), force=args.force, workers=args.workers)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (linrec.cli.main makes it one)

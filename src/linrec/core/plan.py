@@ -34,10 +34,12 @@ import math
 import os
 import re
 from dataclasses import dataclass, replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from linrec.errors import LinrecError
+
+if TYPE_CHECKING:  # torch is imported where it is used: parse_memory checks --memory before torch loads (a second)
+    import torch
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
           "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
@@ -89,6 +91,8 @@ def device_free(device: torch.device) -> int | None:
     """Free bytes on a GPU ``device`` now; None for the host (see :func:`host_available`)."""
     if device.type != "cuda":
         return None
+    import torch
+
     free, _total = torch.cuda.mem_get_info(device)
     return int(free)
 
@@ -299,7 +303,7 @@ def forward_bytes(config: object, batch_size: int, seq_len: int, dtype: torch.dt
     width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0))
     wide = int(getattr(config, "intermediate_size", 0) or getattr(config, "n_inner", 0) or 4 * width)
     heads = int(getattr(config, "num_attention_heads", 0) or getattr(config, "n_head", 0) or 1)
-    tokens, size = batch_size * seq_len, torch.empty((), dtype=dtype).element_size()
+    tokens, size = batch_size * seq_len, dtype.itemsize
     activations = tokens * (6 * width + 3 * wide) * size
     scores = 2 * batch_size * heads * seq_len * seq_len * 4
     return activations + scores + tokens * 2 * width * 8
@@ -320,6 +324,7 @@ def weights_bytes(model: torch.nn.Module) -> tuple[int, int]:
 def config_weights_bytes(config: object, dtype: torch.dtype) -> int:
     """The bytes ``config``'s model will take at ``dtype``, counted on a model built without memory (the meta
     device), so before any weights load."""
+    import torch
     from transformers import AutoModel, AutoModelForCausalLM
 
     with torch.device("meta"):
@@ -327,8 +332,7 @@ def config_weights_bytes(config: object, dtype: torch.dtype) -> int:
             net = AutoModelForCausalLM.from_config(config)
         except ValueError:  # an encoder (BERT-style): no causal head
             net = AutoModel.from_config(config)
-    size = torch.empty((), dtype=dtype).element_size()
-    return sum(p.numel() for p in net.parameters()) * size
+    return sum(p.numel() for p in net.parameters()) * dtype.itemsize
 
 
 def sample_rows(width: int) -> int:
@@ -362,7 +366,7 @@ def footprint(
     ``seq_len`` tokens, ``batch_size`` at a time, its weights (host bytes, GPU bytes) at ``dtype``."""
     width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0))
     layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0) or blocks)
-    size = torch.empty((), dtype=dtype).element_size()
+    size = dtype.itemsize
     return Footprint(
         width=width,
         blocks=blocks,

@@ -35,9 +35,7 @@ shape to load them into, which is how a saved replacement directory is read back
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -45,98 +43,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
+from linrec.core.kinds import AT_FIRST, FIRST_APART, FROM_MOMENTS, Kind
 from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
-
-FROM_MOMENTS = ("affine", "lowrank", "mean", "zero", "remove")
-"""Replacements :func:`fit_replacements` builds from moments alone (a poly needs rows: see probes)."""
-
-FIRST_APART = "first-apart"
-"""The kind that treats the first position apart (:class:`FirstApartFFN`), built from the moments of the first and
-the later positions apart (:func:`first_apart_replacements`)."""
-
-AT_FIRST = ("mean", "own")
-"""What a ``first-apart`` kind puts at the first position: that position's mean output, or the block's own."""
-
-
-@dataclass(frozen=True)
-class Kind:
-    """A replacement kind as the command line names it: ``affine``, ``lowrank:K``, ``lowrank:P%`` (the rank chosen
-    from a budget: the largest whose map stores at most P % of the FFN's numbers, :meth:`within`), ``mean`` or
-    ``zero``."""
-
-    name: str
-    rank: int | None = None
-    share: float | None = None  # lowrank:P%: P / 100, until :meth:`within` turns it into a rank
-    first: str | None = None  # first-apart:F: what goes at the first position (AT_FIRST)
-
-    @classmethod
-    def parse(cls, text: str) -> Kind:
-        """The kind ``text`` names, or a LinrecError saying which kinds there are."""
-        name, _, rank = text.partition(":")
-        takes = name in ("lowrank", FIRST_APART)
-        if (
-            name not in (*FROM_MOMENTS, FIRST_APART)
-            or takes != bool(rank)
-            or (name == FIRST_APART and rank not in AT_FIRST)
-        ):
-            raise LinrecError(
-                f"unknown replacement kind '{text}'; choose one of affine, lowrank:K (K the rank, an integer "
-                "from 1 to the block's width - 1), lowrank:P% (the largest rank storing at most P % of the FFN's "
-                "numbers), mean, zero, first-apart:mean or first-apart:own (the affine map of the later positions, "
-                "and at each sequence's first position its mean output or the block's own), or remove (the whole "
-                "block, attention and FFN)"
-            )
-        if name == FIRST_APART:
-            return cls(name, first=rank)
-        if name != "lowrank":
-            return cls(name)
-        if rank.endswith("%"):
-            try:
-                share = float(rank[:-1]) / 100
-            except ValueError:
-                share = math.nan
-            if not 0 < share < 1:  # (NaN fails too)
-                raise LinrecError(f"the budget P of '{text}' must be a number of percent above 0 and below 100")
-            return cls(name, share=share)
-        if not rank.isdigit() or int(rank) < 1:
-            raise LinrecError(f"the rank K of '{text}' must be a positive integer, e.g. lowrank:64, or a budget, 10%")
-        return cls(name, int(rank))
-
-    def __str__(self) -> str:
-        if self.first is not None:
-            return f"{self.name}:{self.first}"
-        if self.share is not None:
-            return f"{self.name}:{self.share * 100:g}%"
-        return self.name if self.rank is None else f"{self.name}:{self.rank}"
-
-    def within(self, ffn_numbers: int, d_in: int, d_out: int) -> Kind:
-        """A ``lowrank:P%`` kind as ``lowrank:K`` for an FFN of ``ffn_numbers`` numbers and width ``d_in`` → ``d_out``:
-        the largest K whose map, K·(d_in + d_out) + d_out numbers, stores at most P % of them (at most the width
-        less one); any other kind as it is. A LinrecError when not even rank 1 fits the budget."""
-        if self.share is None:
-            return self
-        rank = min(math.floor((self.share * ffn_numbers - d_out) / (d_in + d_out)), min(d_in, d_out) - 1)
-        if rank < 1:
-            smallest = (d_in + 2 * d_out) / ffn_numbers
-            raise LinrecError(
-                f"{self} leaves no rank: a rank-1 map stores {d_in + 2 * d_out} numbers, {smallest:.2%} of the "
-                f"FFN's {ffn_numbers:,}; raise the budget or use mean or zero"
-            )
-        return Kind(self.name, rank)
-
-    def check_width(self, width: int) -> Kind:
-        """This kind, or a LinrecError when its rank is not below ``width`` (a map of full rank stores more
-        numbers than the affine map it truncates)."""
-        if self.rank is not None and self.rank >= width:
-            raise LinrecError(
-                f"lowrank:{self.rank} needs a rank below the block's width {width} (at rank {width} or more the "
-                f"map stores more numbers than the affine one); use lowrank:K with K from 1 to {width - 1}, or affine"
-            )
-        return self
 
 
 class AffineFFN(nn.Module):

@@ -43,6 +43,7 @@ from linrec.core.replacements import RemovedBlock
 from linrec.core.resume import decoder_layers, passing
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
+from linrec.interventions.budget import budget_ppl, parse_budget
 from linrec.interventions.prefix import LayerPrefix
 from linrec.interventions.surgery import ffn_site, n_stored, param_table, stands_for, swapped
 from linrec.models.arch import Spec, ffn_blocks
@@ -357,29 +358,6 @@ def compression_frontier(
     table = joint_steps(model, eval_batches, replacements, order, base, spec=spec, progress=progress)
     table.insert(2, "r2_lin", [None, *(r2_lin[b] for b in order)])
     return table.drop(columns="kept")
-
-
-def parse_budget(value: str | float) -> tuple[float, bool]:
-    """(the number, whether it is relative) of a perplexity budget: ``2.5`` (ΔPPL at most 2.5) or ``"5%"`` (ΔPPL at
-    most 5 % of the unmodified model's perplexity); a LinrecError unless the number is finite and above 0."""
-    text = str(value).strip()
-    relative = text.endswith("%")
-    try:
-        number = float(text.removesuffix("%"))
-    except ValueError:
-        number = math.nan
-    if not math.isfinite(number) or number <= 0:
-        raise LinrecError(
-            f"a perplexity budget (--max-ppl-increase) must be a finite number above 0, absolute (2.5) or relative "
-            f"to the model's perplexity (5%); got {value!r}"
-        )
-    return number, relative
-
-
-def budget_ppl(max_increase: str | float, base_ppl: float) -> float:
-    """The largest ΔPPL a budget (:func:`parse_budget`) allows a model of perplexity ``base_ppl``."""
-    number, relative = parse_budget(max_increase)
-    return number / 100 * base_ppl if relative else number
 
 
 def greedy_selection(

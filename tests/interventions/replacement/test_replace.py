@@ -104,21 +104,6 @@ def test_an_ffn_of_two_modules_and_fit_text_as_eval_text_are_refused(model_dirs,
         replace(gpt2, texts[0], texts[0], blocks=[0])
 
 
-def test_low_rank_budgets_parse_resolve_and_refuse():
-    from linrec.core.replacements import Kind
-
-    kind = Kind.parse("lowrank:25%")
-    assert (kind.share, str(kind)) == (0.25, "lowrank:25%")
-    assert kind.within(3 * 576 * 1536, 576, 576) == Kind("lowrank", 575)  # 575·1152 + 576 ≤ 25 %, capped at d - 1
-    assert Kind.parse("lowrank:5%").within(3 * 576 * 1536, 576, 576) == Kind("lowrank", 114)
-    assert Kind.parse("affine").within(10, 4, 4) == Kind("affine")
-    for bad in ("lowrank:0%", "lowrank:100%", "lowrank:x%", "lowrank:nan%"):
-        with pytest.raises(LinrecError, match="must be a number of percent"):
-            Kind.parse(bad)
-    with pytest.raises(LinrecError, match="leaves no rank: a rank-1 map stores 1728 numbers"):
-        Kind.parse("lowrank:0.01%").within(3 * 576 * 1536, 576, 576)
-
-
 def test_whole_block_removal_is_a_kind_and_its_directory_loads_as_a_model_of_fewer_layers(base_dir, texts, tmp_path):
     from transformers import AutoModelForCausalLM
 

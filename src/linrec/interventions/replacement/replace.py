@@ -42,18 +42,10 @@ from linrec.interventions.perplexity import (
 )
 from linrec.interventions.replacement.ablations import ablations, block_kinds, depth_third, fitted_maps
 from linrec.interventions.replacement.directory import save_replaced
+from linrec.interventions.replacement.texts import TextPart
 from linrec.interventions.surgery import n_stored, param_table, swapped
 from linrec.models.arch import check_blocks, check_one_module
 from linrec.versions import versions
-
-
-@dataclass(frozen=True)
-class TextPart:
-    """Which text (and which part of it) fitted the maps or scored them, for the record."""
-
-    name: str  # a corpus name or a file path
-    part: str  # which part of it, in words
-    sha256: str  # of that part's text (UTF-8)
 
 
 @dataclass
