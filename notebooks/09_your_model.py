@@ -66,16 +66,23 @@ where = (
 )
 rows = MAX_ROWS or ch.profile.rows_per_block
 corpus = resolve.profile_corpus(ch.profile)
+local = (
+    " (a local directory, as a model you trained yourself would be)"
+    if Path(where).is_dir()
+    else ""
+)
 print(
-    f"model: {where}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file below"
+    f"model: {name}{local}\ntext:  {len(corpus.fit_text):,} characters of {corpus.name}, saved as a plain text file"
+    " below"
 )
 
 # %% [markdown]
 # ## One command
 #
 # `linrec measure` loads the model (remote code stays off unless you pass `--trust-remote-code`),
-# cuts the text into sequences, runs the model once with hooks on every FFN block, and prints one
-# row per block. The same call with `torchrun --nproc-per-node K -m linrec measure ...` shards the
+# cuts the text into sequences, runs the model once with hooks on every FFN block, and prints a
+# short summary, one row per block; `--out` keeps every column of the table, which the next section
+# reads. The same call with `torchrun --nproc-per-node K -m linrec measure ...` shards the
 # sequences over K processes and gives the same table. Here it is run from Python so that the
 # notebook is self-contained; in a terminal it is the line printed first.
 
@@ -88,6 +95,10 @@ if ch.profile.shaped and MODEL is None:
     where = str(
         shapes.save_shaped(name, workdir / "model", revision=ch.profile.revision(name))
     )
+# a local model is named by its folder, as in a terminal: the zoo's checkpoint linked under the model's name
+if Path(where).is_dir():
+    (workdir / name.rsplit("/", 1)[-1]).symlink_to(where, target_is_directory=True)
+    where = str(workdir / name.rsplit("/", 1)[-1])
 text_file = workdir / "my_text.txt"
 text_file.write_text(corpus.fit_text, encoding="utf-8")
 common = [
@@ -155,7 +166,7 @@ table = pd.read_csv(workdir / "table.csv")
 # %% [markdown]
 # ## The same measurement from Python, kept
 #
-# The command prints a table and forgets the rest. From Python, `linrec.Measurement.capture` keeps
+# The command writes a table and forgets the rest. From Python, `linrec.Measurement.capture` keeps
 # what the table was computed from (per-fold float64 moments and where they came from), so the
 # maps can be fitted later without running the model again, at the same cutoff the table used:
 # the maps one installs are the maps that were scored. Its table is the command's, number for number
