@@ -81,6 +81,16 @@ def test_truncated_safetensors_names_the_file(gpt2_dir, keep):
         load_pretrained(str(gpt2_dir))
 
 
+def test_damaged_weights_are_reported_before_the_work_that_runs_before_the_weights(gpt2_dir):
+    """The plan is made (and printed) in ``before_weights``: a truncated checkpoint fails before it, not after."""
+    weights = gpt2_dir / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    planned = []
+    with pytest.raises(LinrecError, match="is truncated or corrupt"):
+        load_pretrained(str(gpt2_dir), before_weights=lambda config, tokenizer: planned.append(config))
+    assert planned == []
+
+
 def test_model_without_tokenizer(tmp_path):
     tiny_model("gpt2").save_pretrained(tmp_path)
     with pytest.raises(LinrecError, match="has no usable tokenizer .*tokenizer.save_pretrained"):

@@ -187,13 +187,9 @@ def load_tokenizer(source: str, name_or_path: str | None = None, **kwargs: objec
         raise
 
 
-def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> LinrecError:
-    """What went wrong with the weights, naming the file and what to do."""
-    if local is None:
-        return LinrecError(
-            f"could not load the weights of '{name_or_path}': {err}. The downloaded files may be incomplete: "
-            "delete the model's folder in the Hugging Face cache (~/.cache/huggingface/hub) and load it again."
-        )
+def _damaged_weights(local: Path) -> LinrecError | None:
+    """What is wrong with the weight files of the local directory ``local``, read from their headers alone (a
+    truncated safetensors file no longer covers what its header lists): none, or the error naming the file."""
     files = sorted([*local.glob("*.safetensors"), *local.glob("*.bin")])
     if not files:
         return LinrecError(
@@ -208,7 +204,20 @@ def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> Lin
                 pass
         except (SafetensorError, OSError) as bad:
             return LinrecError(f"{file} is truncated or corrupt ({bad}): save or download it again.")
-    return LinrecError(f"could not load the weights in '{local}' ({', '.join(f.name for f in files)}): {err}")
+    return None
+
+
+def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> LinrecError:
+    """What went wrong with the weights, naming the file and what to do."""
+    if local is None:
+        return LinrecError(
+            f"could not load the weights of '{name_or_path}': {err}. The downloaded files may be incomplete: "
+            "delete the model's folder in the Hugging Face cache (~/.cache/huggingface/hub) and load it again."
+        )
+    files = sorted([*local.glob("*.safetensors"), *local.glob("*.bin")])
+    return _damaged_weights(local) or LinrecError(
+        f"could not load the weights in '{local}' ({', '.join(f.name for f in files)}): {err}"
+    )
 
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -291,6 +300,8 @@ def load_pretrained(
     if supported_only:
         check_supported(config.model_type)
     _check_tokenizer(tokenizer, name_or_path)
+    if local is not None and (damaged := _damaged_weights(local)) is not None:
+        raise damaged  # before the plan and the batches: a local checkpoint's files are checked from their headers
     if before_weights is not None:
         before_weights(config, tokenizer)
     auto = AutoModelForCausalLM if config.model_type in CAUSAL else AutoModel
