@@ -94,3 +94,18 @@ def test_measure_prints_a_summary_flags_too_few_rows_and_keeps_every_column_in_o
     assert table.rows_too_few.tolist() == [True, True] and len(table.columns) > 40
     assert list(table.columns).index("rows_too_few") == list(table.columns).index("revision") - 1
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"wrote {out}: every column")
+
+
+def test_a_summary_with_no_block_flagged_leaves_the_flag_out_and_fits_80_columns():
+    from linrec.commands.measure_columns import SUMMARY, summary
+
+    table = pd.DataFrame(
+        {"model": "m", "corpus": "t.txt", "block": [0, 1], "r2_lin": [0.96, -118.5], "r2_lin_std": [0.0067, 81.5],
+         "first_position_share": [0.0191, 0.9801], "r2_lin_after_first": [0.9587, -5.293], "rows_too_few": False,
+         "n_train": 29491, "n_test": 7373, "d_in": 576, "seq_len": 128, "folds": 5}
+    )  # fmt: skip
+    lines = summary(table).splitlines()
+    assert lines[1].split() == [c for c in SUMMARY if c != "rows_too_few"]
+    assert max(len(line) for line in lines[1:]) <= 80
+    flagged = summary(table.assign(rows_too_few=[False, True])).splitlines()
+    assert flagged[1].split() == list(SUMMARY) and flagged[3].split()[-1] == "True"

@@ -88,7 +88,8 @@ def warn_rows_too_few(table: pd.DataFrame) -> None:
 
 def summary(table: pd.DataFrame) -> str:
     """What ``linrec measure`` prints of its table: per model a line naming it, its text and rows, then the
-    :data:`SUMMARY` columns of each block, fixed-width and four significant digits."""
+    :data:`SUMMARY` columns of each block, fixed-width and four significant digits; ``rows_too_few`` only where some
+    block is flagged (the warning names them), so that the usual summary fits a terminal's 80 columns."""
     parts = []
     for model, rows in table.groupby("model", sort=False):
         first = rows.iloc[0]
@@ -98,7 +99,8 @@ def summary(table: pd.DataFrame) -> str:
             f"({n_rows / first.d_in:.1f} per input dimension of {int(first.d_in)}), {int(first.seq_len)} tokens per "
             f"sequence, {int(first.folds)} folds"
         )
-        parts.append(rows[list(SUMMARY)].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        shown = [c for c in SUMMARY if c != "rows_too_few" or rows[c].any()]
+        parts.append(rows[shown].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return "\n".join(parts)
 
 
