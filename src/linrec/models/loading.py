@@ -188,17 +188,11 @@ def load_tokenizer(source: str, name_or_path: str | None = None, **kwargs: objec
 
 
 def _damaged_weights(local: Path) -> LinrecError | None:
-    """What is wrong with the weight files of the local directory ``local``, read from their headers alone (a
-    truncated safetensors file no longer covers what its header lists): none, or the error naming the file."""
-    files = sorted([*local.glob("*.safetensors"), *local.glob("*.bin")])
-    if not files:
-        return LinrecError(
-            f"'{local}' has a config but no weights (model.safetensors or pytorch_model.bin): "
-            "save the model there with model.save_pretrained(directory)."
-        )
+    """What is wrong with the safetensors files of the local directory ``local``, read from their headers alone (a
+    truncated file no longer covers what its header lists): None where each is whole or there is none."""
     from safetensors import SafetensorError, safe_open
 
-    for file in (f for f in files if f.suffix == ".safetensors"):
+    for file in sorted(local.glob("*.safetensors")):
         try:
             with safe_open(str(file), "pt"):
                 pass
@@ -215,6 +209,11 @@ def _weights_error(name_or_path: str, local: Path | None, err: Exception) -> Lin
             "delete the model's folder in the Hugging Face cache (~/.cache/huggingface/hub) and load it again."
         )
     files = sorted([*local.glob("*.safetensors"), *local.glob("*.bin")])
+    if not files:
+        return LinrecError(
+            f"'{local}' has a config but no weights (model.safetensors or pytorch_model.bin): "
+            "save the model there with model.save_pretrained(directory)."
+        )
     return _damaged_weights(local) or LinrecError(
         f"could not load the weights in '{local}' ({', '.join(f.name for f in files)}): {err}"
     )
