@@ -97,8 +97,9 @@ if ch.profile.shaped and MODEL is None:
     )
 # a local model is named by its folder, as in a terminal: the zoo's checkpoint linked under the model's name
 if Path(where).is_dir():
-    (workdir / name.rsplit("/", 1)[-1]).symlink_to(where, target_is_directory=True)
-    where = str(workdir / name.rsplit("/", 1)[-1])
+    link = workdir / name.rsplit("/", 1)[-1]
+    link.symlink_to(where, target_is_directory=True)
+    where = str(link)
 text_file = workdir / "my_text.txt"
 text_file.write_text(corpus.fit_text, encoding="utf-8")
 common = [
