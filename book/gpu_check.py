@@ -21,7 +21,7 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
    last block, one float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan
    (5 folds, the first position apart, at least 1e5 tokens; every block, or the first ``--large-blocks``): time, peak
    device and host memory, the plan's own figures beside them; then the planned capture of every block with its
-   moments and the residual-stream scores (no table, planned as the table's; CUDA events) against the forward. Last,
+   moments (no table, planned as the table's; CUDA events) against the forward, then with every extra. Last,
    as the longest: what it measured is written as it comes, so a check stopped at its limit keeps it.
 
 Where no CUDA device is visible it says so in one line and exits 1 before any work. ``--device cpu`` with small
@@ -53,6 +53,7 @@ except ImportError:  # before any work: one line, as for a machine without CUDA
 
 from linrec.core.capture import CaptureOptions  # noqa: E402
 from linrec.core.cost import forward, random_batches, run_bench, seconds  # noqa: E402
+from linrec.core.extras import EXTRAS  # noqa: E402
 from linrec.core.moments import add_gram, symmetric  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
@@ -150,7 +151,7 @@ def large_shape(device: torch.device, name: str, tokens: int, dtype: torch.dtype
 def profile(
     device: torch.device, name: str, dtype: torch.dtype, tokens: int, memory: str | None, blocks: int, top: int = 12
 ) -> dict[str, Any]:
-    """The large shape's planned capture of its first ``blocks`` blocks (moments and scores, no table) under
+    """The large shape's planned capture of its first ``blocks`` blocks (moments, no table, no extras) under
     torch.profiler, three times: with the finished folds sent to pinned host memory (``first``, which allocates that
     memory, then ``second``, which finds it in torch's cache), and kept on the GPU as a table's plan keeps them
     (``kept``, where the budget has the room). Per run: the plan, the wall time and the ``top`` operators by self
@@ -201,7 +202,8 @@ def large(
     """The large shape in ``dtype``: the forward, one float64 eigendecomposition at its width, the profile by plan
     (its first ``blocks`` blocks, None: every block), then the planned capture of every block with its moments (no
     table; planned as a table's, so the profile's time less this is its fits' when it covers every block) against
-    the forward, with and without the residual-stream scores. What is measured is ``record``-ed as it
+    the forward, without the extras (the default) and with all of them (:mod:`linrec.core.extras`: the whole output
+    covariance, the residual-stream scores). What is measured is ``record``-ed as it
     comes, so a check stopped at its limit keeps it."""
     import linrec
 
@@ -238,9 +240,9 @@ def large(
     capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, options)], device)  # fmt: skip
     note(capture_plan=every.describe(), planned_capture_s=capture, peak_host_gb_after_capture=host_peak() / 1e9,
          capture_vs_truncated_forward=capture / out["truncated_forward_s"])  # fmt: skip
-    bare = replace(options, scores=False)  # what the residual-stream scores add (their fits: 6 eigh per block)
-    capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, bare)], device)  # fmt: skip
-    note(planned_capture_no_scores_s=capture, no_scores_vs_truncated_forward=capture / out["truncated_forward_s"])
+    extra = replace(options, extras=frozenset(EXTRAS))  # what the extras add (the layer linearity: 6 fits per block)
+    capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, extra)], device)  # fmt: skip
+    note(planned_capture_all_extras_s=capture, all_extras_vs_truncated_forward=capture / out["truncated_forward_s"])
     return out
 
 

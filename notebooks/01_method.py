@@ -401,7 +401,9 @@ gap = (mlp0(X0) - Y0).abs().max()
 print(f"block 0: X {tuple(X0.shape)}, Y {tuple(Y0.shape)}; max |MLP(X) - Y| = {gap:.2e}")
 
 # %%
-table = linrec.measure(gpt, batches, folds=FOLDS, seed=SEED, progress=ch.progress)
+table = linrec.measure(
+    gpt, batches, folds=FOLDS, seed=SEED, progress=ch.progress, extras="output-covariance"
+)
 SHOWN = [  # the columns read here; linrec.core.fit.COLUMNS says what each means
     "block",
     "r2_lin",
@@ -424,6 +426,10 @@ fig = method_plots.untrained_figure(
 ch.figure(fig, table, "fig-method-random-init")
 
 # %% [markdown]
+# The call asks for one extra: `effective_rank_out` needs the whole output covariance, which a
+# measurement sums only when asked (`extras="output-covariance"`); by default it sums what the fit
+# and its held-out $R^2$ read, the diagonal of $Y^\top Y$ alone.
+#
 # Each LayerNorm-fed block shows one null input direction (`null_dims`), the exact constraint the
 # pseudo-inverse exists for. The blocks of the *untrained* model are nearly linear
 # ({numref}`fig-method-random-init`), as the GELU map of {numref}`fig-method-gelu-map` predicts:

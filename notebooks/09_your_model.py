@@ -149,7 +149,9 @@ table = pd.read_csv(workdir / "table.csv")
 # - `r2_feature_median` is the same score per output coordinate, then the median. When it sits far
 #   below `r2_lin`, a few high-variance coordinates carry the global score (chapter 4).
 # - `effective_rank_out` and `effective_rank_map` are participation ratios: how many directions the
-#   block's output, and the linear map's prediction, spread their variance over.
+#   block's output, and the linear map's prediction, spread their variance over. The first needs the
+#   whole output covariance, which the command sums only with `--extras output-covariance` (NaN
+#   without it); `--extras scores` adds the residual-stream scores of chapter 11.
 # - `input_condition` and `null_dims` describe the inputs: large condition numbers are what make
 #   gradient-trained linear baselines slow (chapter 6); one null direction per LayerNorm is expected.
 #   `input_rms`, `effective_rank_in` and `outlier_ratio` give their scale, how many directions they

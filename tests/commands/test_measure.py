@@ -45,11 +45,24 @@ def nothing_runs(monkeypatch):
 def test_every_architecture_through_the_cli(family, model_dirs, text_file, tmp_path, capsys):
     out = tmp_path / "r.csv"
     assert (
-        main(["measure", "--model", str(model_dirs[family]), "--text-file", str(text_file), *ROWS, "--out", str(out)])
+        main(
+            [
+                "measure",
+                "--model",
+                str(model_dirs[family]),
+                "--text-file",
+                str(text_file),
+                *ROWS,
+                "--out",
+                str(out),
+                "--extras",
+                "output-covariance",
+            ]
+        )  # fmt: skip
         == 0
     )
     table = pd.read_csv(out)
-    assert list(table.block) == [0, 1]
+    assert list(table.block) == [0, 1] and (table.extras == "output-covariance").all()
     for column in (
         "r2_lin",
         "r2_lin_std",
@@ -497,7 +510,7 @@ def test_a_budget_that_groups_the_blocks_gives_the_one_pass_table(model_dirs, te
     """The plan is printed before the work, and the table is the single pass's to the last digit."""
     from linrec.models.loading import load_pretrained
 
-    model = ["measure", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--folds", "8"]
+    model = ["measure", "--model", str(model_dirs["llama"]), "--text-file", str(text_file), "--folds", "12"]
     model += ["--seq-len", "16", "--max-rows", "768"]
     assert main([*model, "--out", str(tmp_path / "one.csv")]) == 0
     err = capsys.readouterr().err
@@ -510,7 +523,8 @@ def test_a_budget_that_groups_the_blocks_gives_the_one_pass_table(model_dirs, te
     config = AutoConfig.from_pretrained(model_dirs["llama"])
     sizes = {"windows": 48, "seq_len": 16, "batch_size": 8}
     weights = (sum(p.numel() for p in load_pretrained(str(model_dirs["llama"]))[0].parameters()) * 4, 0)
-    fp = footprint(config, blocks=2, folds=8, **sizes, dtype=torch.float32, on_gpu=False, weights=weights)
+    fp = footprint(config, blocks=2, folds=12, **sizes, dtype=torch.float32, on_gpu=False, weights=weights,
+                   extras=frozenset())  # (the command's default)  # fmt: skip
     assert main([*model, "--memory", str(fp.host(1, 2)), "--out", str(tmp_path / "grouped.csv")]) == 0
     assert "plan: 2 groups of 1 block (0, 1)" in capsys.readouterr().err
     one, grouped = (pd.read_csv(tmp_path / f"{n}.csv").drop(columns="measured_at") for n in ("one", "grouped"))

@@ -125,7 +125,7 @@ def test_a_score_orders_the_candidates_without_measuring_each_alone(model_dirs, 
     tokenizer = AutoTokenizer.from_pretrained(model_dirs["llama"])
     raw = text_file.read_text(encoding="utf-8")  # the fit text as the help states it, captured again: the same scores
     fit = make_batches(tokenizer, raw[: raw.index("\n", round(0.8 * len(raw)))], seq_len=16, max_rows=384, batch_size=8)
-    table = Measurement.capture(model, fit, folds=3, progress=False).table()
+    table = Measurement.capture(model, fit, folds=3, progress=False, extras="scores").table()
     assert [s["block"] for s in record["steps"][1:]] == table.sort_values("ffn_block_influence").block.tolist()
     capsys.readouterr()
     assert main([*argv, "--blocks", "0", "--order", "r2_lin", "--out", str(tmp_path / "o"), *FAST]) == 2

@@ -15,11 +15,30 @@ from support.moments import _close, _rows
 def test_accumulator_matches_moments_in_any_chunking():
     x, y = _rows()
     whole = Moments.from_rows(x, y)
-    for chunk in (1, 37, 600):
-        acc = MomentAccumulator(7, 5)
-        for i in range(0, 600, chunk):
-            acc.add(x[i : i + chunk], y[i : i + chunk])
-        _close(acc.moments(), whole, 1e-10)
+    for full_output in (False, True):
+        for chunk in (1, 37, 600):
+            acc = MomentAccumulator(7, 5, full_output=full_output)
+            for i in range(0, 600, chunk):
+                acc.add(x[i : i + chunk], y[i : i + chunk])
+            got = acc.moments()
+            assert got.full_output == full_output and got.cyy.shape == ((5, 5) if full_output else (5,))
+            _close(got, whole, 1e-10)
+
+
+def test_by_default_only_the_diagonal_of_the_output_products_is_summed():
+    """The fit reads Cyy's diagonal alone: the default accumulator keeps it as a vector, equal to the whole matrix's
+    diagonal, and a merge with moments that hold Cyy whole keeps the diagonal of the union."""
+    x, y = _rows()
+    acc = MomentAccumulator(7, 5)
+    acc.add(x[:400], y[:400])
+    diagonal = acc.moments()
+    whole = Moments.from_rows(x[:400], y[:400])
+    assert not diagonal.full_output and whole.full_output
+    torch.testing.assert_close(diagonal.output_ss, whole.cyy.diagonal(), rtol=1e-12, atol=0)
+    union = diagonal + Moments.from_rows(x[400:], y[400:])
+    assert not union.full_output
+    torch.testing.assert_close(union.output_ss, Moments.from_rows(x, y).cyy.diagonal(), rtol=1e-12, atol=0)
+    assert whole.diagonal_output().cyy.shape == (5,) and diagonal.diagonal_output() is diagonal
 
 
 def test_a_closed_fold_keeps_its_moments_frees_its_sums_and_takes_no_more_rows():

@@ -30,12 +30,14 @@ def _sklearn_r2(x: np.ndarray, y: np.ndarray, fold: np.ndarray, train_of: list[l
     return float(np.mean(scores))
 
 
-@pytest.fixture(scope="module")
-def captured(tokenizer, text):
-    """Block 1 of a tiny GPT-NeoX model over 96 windows of 16 tokens, 3 folds: the split capture and its rows."""
+@pytest.fixture(scope="module", params=[frozenset(), frozenset({"output-covariance"})], ids=["default", "full-Cyy"])
+def captured(tokenizer, text, request):
+    """Block 1 of a tiny GPT-NeoX model over 96 windows of 16 tokens, 3 folds: the split capture and its rows (Cyy's
+    diagonal alone, as by default, or whole)."""
     model = tiny_model("gpt_neox")
     batches = make_batches(tokenizer, text, seq_len=16, max_rows=16 * 96, batch_size=8)
-    split = capture_positions(model, batches, blocks=[1], options=CaptureOptions(folds=3, seed=0, progress=False))
+    options = CaptureOptions(folds=3, seed=0, progress=False, extras=request.param)
+    split = capture_positions(model, batches, blocks=[1], options=options)
     x, y = hooked_rows(model, batches, 1)
     fold = batches.folds(3, 0)[batches.seq_index]
     return split, x, y, fold.numpy()
@@ -50,7 +52,7 @@ def test_the_two_parts_are_the_first_position_and_the_rest(captured):
         )
         for got, want in ((split.first[1][f], first), (split.later[1][f], later)):
             assert got.n == want.n
-            for name in ("mean_x", "mean_y", "cxx", "cxy", "cyy"):
+            for name in ("mean_x", "mean_y", "cxx", "cxy", "cyy" if got.full_output else "output_ss"):
                 a, b = getattr(got, name), getattr(want, name)
                 assert (a - b).norm() <= 1e-12 * b.norm(), (f, name)
 
@@ -62,7 +64,8 @@ def test_every_row_is_both_parts_merged_and_matches_a_capture_of_all(captured, t
         want = Moments.from_rows(x[fold == f].reshape(-1, x.shape[-1]), y[fold == f].reshape(-1, y.shape[-1]))
         assert every[f].n == want.n
         assert (every[f].cxx - want.cxx).norm() <= 1e-12 * want.cxx.norm()
-        assert (every[f].cyy - want.cyy).norm() <= 1e-12 * want.cyy.norm()
+        assert (every[f].output_ss - want.output_ss).norm() <= 1e-12 * want.output_ss.norm()
+        assert not every[f].full_output or (every[f].cyy - want.cyy).norm() <= 1e-12 * want.cyy.norm()
 
 
 def test_first_position_columns_agree_with_scikit_learn(captured):

@@ -44,10 +44,11 @@ def test_an_unreadable_budget_says_how_to_write_one(text):
         parse_memory(text)
 
 
-def test_a_fold_s_sums_are_the_bytes_the_accumulator_allocates():
-    acc = MomentAccumulator(7, 5, folds=2)
+@pytest.mark.parametrize("full_output", [False, True])
+def test_a_fold_s_sums_are_the_bytes_the_accumulator_allocates(full_output):
+    acc = MomentAccumulator(7, 5, folds=2, full_output=full_output)
     acc.add(torch.randn(10, 7), torch.randn(10, 5), fold=1)
-    assert sum(t.numel() * t.element_size() for t in acc._sums[1]) == sums_bytes(7, 5)
+    assert sum(t.numel() * t.element_size() for t in acc._sums[1]) == sums_bytes(7, 5, full_output)
 
 
 def test_a_fold_on_disk_is_its_packed_bytes(tmp_path: Path):
@@ -164,10 +165,11 @@ def test_the_plan_says_its_groups_memory_and_disk():
     assert plan_capture(_footprint(), list(range(12)), 10**12, saved=True).disk == 0  # one group: nothing spilled
 
 
-def test_capture_bytes_is_what_a_capture_holds(tokenizer, text):
+@pytest.mark.parametrize("extras", [(), ("output-covariance",)])
+def test_capture_bytes_is_what_a_capture_holds(tokenizer, text, extras):
     model = tiny_model("llama")
     measured = Measurement.capture(model, make_batches(tokenizer, text, seq_len=16, max_rows=512), folds=3,
-                                   progress=False)  # fmt: skip
+                                   progress=False, extras=extras)  # fmt: skip
     kept = sum(
         getattr(m, f).nbytes
         for part in (measured.positions.first, measured.positions.later)
@@ -175,4 +177,4 @@ def test_capture_bytes_is_what_a_capture_holds(tokenizer, text):
         for m in folds
         for f in ("mean_x", "mean_y", "cxx", "cxy", "cyy")
     )
-    assert kept == capture_bytes(32, blocks=2, folds=3, first_apart=True)
+    assert kept == capture_bytes(32, blocks=2, folds=3, first_apart=True, full_output=bool(extras))

@@ -28,7 +28,7 @@ def _batches(tokenizer, text, documents: bool):
     return make_batches(tokenizer, text, seq_len=16, max_rows=16 * 48, batch_size=8, documents=starts)
 
 
-FOLDS = 8
+FOLDS = 12
 """Enough folds that a tiny model's moments, not its residual stream, decide the groups."""
 
 

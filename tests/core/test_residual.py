@@ -96,7 +96,7 @@ def direct(model, batches, folds: int = FOLDS, seed: int = 0) -> dict[int, dict[
 def test_every_score_against_a_direct_computation(family, batches):
     """The sample holds every row here (fewer rows than it keeps), so scikit-learn sees the same rows."""
     model = tiny_model(family)
-    table = measure(model, batches, folds=FOLDS, progress=False).set_index("block")
+    table = measure(model, batches, folds=FOLDS, progress=False, extras="scores").set_index("block")
     for block, expected in direct(model, batches).items():
         row = table.loc[block]
         spread = expected.pop("spread")
@@ -110,8 +110,8 @@ def test_on_a_gpu_the_scores_are_the_host_s_to_rounding(batches):
     """The sums and the layer-linearity fits run where the rows are (a GPU's float64 solvers), not on the host."""
     model = tiny_model("llama")
     columns = list(COLUMNS)
-    host = measure(model, batches, folds=FOLDS, progress=False)[columns]
-    gpu = measure(model.to("cuda"), batches, folds=FOLDS, progress=False)[columns]
+    host = measure(model, batches, folds=FOLDS, progress=False, extras="scores")[columns]
+    gpu = measure(model.to("cuda"), batches, folds=FOLDS, progress=False, extras="scores")[columns]
     assert np.allclose(gpu.to_numpy(float), host.to_numpy(float), rtol=1e-6, atol=1e-9, equal_nan=True)
 
 
@@ -120,7 +120,7 @@ def test_a_block_that_adds_nothing_scores_zero(batches):
     proj = model.transformer.h[1].mlp.c_proj
     proj.weight.zero_()
     proj.bias.zero_()
-    row = measure(model, batches, folds=FOLDS, progress=False).set_index("block").loc[1]
+    row = measure(model, batches, folds=FOLDS, progress=False, extras="scores").set_index("block").loc[1]
     assert row.ffn_block_influence == pytest.approx(0, abs=1e-12)
     assert row.ffn_angular_distance == pytest.approx(0, abs=1e-6)  # (arccos near 1 magnifies rounding: √ε)
     assert row.output_energy == 0 and row.unexplained_energy == 0
@@ -132,12 +132,13 @@ def test_the_scores_ask_for_no_later_layer(batches):
     model = tiny_model("llama")
     calls = []
     model.model.layers[1].self_attn.register_forward_hook(lambda *_: calls.append(1))
-    split = capture_positions(model, batches, blocks=[0], options=CaptureOptions(folds=FOLDS, progress=False))
+    options = CaptureOptions(folds=FOLDS, progress=False, extras=frozenset({"scores"}))
+    split = capture_positions(model, batches, blocks=[0], options=options)
     assert not calls and sorted(split.scores) == [0]
 
 
 def test_saved_and_loaded_with_the_measurement(batches, tmp_path):
-    m = Measurement.capture(tiny_model("gpt_neox"), batches, folds=FOLDS, progress=False)
+    m = Measurement.capture(tiny_model("gpt_neox"), batches, folds=FOLDS, progress=False, extras="scores")
     assert sorted(m.positions.scores) == [0, 1]
     loaded = Measurement.load(m.save(tmp_path / "m"))
     assert loaded.positions.scores == m.positions.scores
@@ -145,7 +146,9 @@ def test_saved_and_loaded_with_the_measurement(batches, tmp_path):
 
 
 def test_a_measurement_of_format_2_loads_without_scores(batches, tmp_path):
-    path = Measurement.capture(tiny_model("gpt2"), batches, folds=FOLDS, progress=False).save(tmp_path / "m")
+    path = Measurement.capture(tiny_model("gpt2"), batches, folds=FOLDS, progress=False, extras="scores").save(
+        tmp_path / "m"
+    )
     (path / DIGESTS).unlink()  # format 2 recorded no digests
     record = json.loads((path / "measurement.json").read_text())
     (path / "measurement.json").write_text(json.dumps({**record, "format": 2}))
@@ -155,7 +158,9 @@ def test_a_measurement_of_format_2_loads_without_scores(batches, tmp_path):
 
 
 def test_a_damaged_scores_record_is_refused(batches, tmp_path):
-    path = Measurement.capture(tiny_model("gpt2"), batches, folds=FOLDS, progress=False).save(tmp_path / "m")
+    path = Measurement.capture(tiny_model("gpt2"), batches, folds=FOLDS, progress=False, extras="scores").save(
+        tmp_path / "m"
+    )
     (path / DIGESTS).unlink()  # the record's own checks (with it, the changed file is refused by its sha256 first)
     (path / "scores.json").write_text('{"0": {"rows": 3}}')
     with pytest.raises(LinrecError, match="damaged"):
@@ -170,7 +175,7 @@ def test_a_stream_the_library_cannot_see_leaves_the_scores_unknown(family, batch
     model = tiny_model(family)
     with pytest.raises(LinrecError, match=f"'{family}'.*residual add"):
         residual_sites(model, [0])
-    table = measure(model, batches, folds=FOLDS, progress=False)
+    table = measure(model, batches, folds=FOLDS, progress=False, extras="scores")
     assert table[list(COLUMNS)].isna().all().all() and table.r2_lin.notna().all()
 
 
@@ -179,16 +184,16 @@ def test_blocks_named_by_hand_leave_the_scores_unknown(batches):
     spec = [(b.input, b.output) for b in ffn_blocks(model)]
     with pytest.raises(LinrecError, match="spec"):
         residual_sites(model, [0], spec)
-    table = measure(model, batches, folds=FOLDS, spec=spec, progress=False)
+    table = measure(model, batches, folds=FOLDS, spec=spec, progress=False, extras="scores")
     assert table[list(COLUMNS)].isna().all().all()
 
 
 def test_without_the_scores_the_rest_of_the_table_is_the_same_bit_for_bit(batches, tmp_path):
-    """``scores=False`` drops the residual sink only: every other column is unchanged, and the measurement saves and
-    loads with its scores unknown."""
+    """Without the ``scores`` extra (the default) the residual sink is left out only: every other column is unchanged,
+    and the measurement saves and loads with its scores unknown."""
     model = tiny_model("llama")
-    full = Measurement.capture(model, batches, folds=FOLDS, progress=False)
-    bare = Measurement.capture(model, batches, folds=FOLDS, progress=False, scores=False)
+    full = Measurement.capture(model, batches, folds=FOLDS, progress=False, extras="scores")
+    bare = Measurement.capture(model, batches, folds=FOLDS, progress=False)
     others = [c for c in full.table().columns if c not in COLUMNS]
     assert bare.table()[others].equals(full.table()[others])
     assert full.table()[list(COLUMNS)].notna().all().all()

@@ -138,7 +138,8 @@ def test_sample_is_the_smallest_priorities_of_the_stream_bit_for_bit():
 def test_moments_agree_with_a_direct_float64_computation_per_fold():
     model = tiny_model("llama")
     batches = _batches(6, padded=True)
-    moments, sample = capture_with_sample(model, batches, sample_rows=10**6, folds=3, progress=False)
+    moments, sample = capture_with_sample(model, batches, sample_rows=10**6, folds=3, progress=False,
+                                          extras="output-covariance")  # fmt: skip
     for block, per_fold in moments.items():
         rows = sample.rows(block)  # every row: the model computes in float32, so storing float32 is exact
         for f, got in enumerate(per_fold):

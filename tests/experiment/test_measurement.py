@@ -232,7 +232,8 @@ def test_a_profile_measurement_is_the_cores_measurement_of_the_same_rows(tmp_pat
     stored = m.measurement(local, str(model_dir), keep="moments", progress=False)  # read back, lazily
     net, tok = load_pretrained(str(model_dir))
     batches = profile_batches(local, tok, corpus)
-    core = Measurement.capture(net, batches, folds=local.folds, seed=0, progress=False, scores=False)  # as shared
+    core = Measurement.capture(net, batches, folds=local.folds, seed=0, progress=False,
+                               extras=["output-covariance"])  # as shared  # fmt: skip
     assert isinstance(stored, Measurement) and stored.rcond == core.rcond
     assert stored.provenance.tokens_sha256 == core.provenance.tokens_sha256 and stored.provenance.weights
     pd.testing.assert_frame_equal(stored.table().drop(columns=["model", "checkpoint", "corpus"]), core.table())

@@ -23,7 +23,7 @@ from linrec.experiment.measurement import ProfileMeasurement
 
 def _variance(m: ProfileMeasurement, block: int) -> torch.Tensor:
     total = merge_folds(m.moments[block])
-    return total.cyy.diagonal() / total.n
+    return total.output_ss / total.n
 
 
 def output_concentration(

@@ -92,6 +92,17 @@ def positive_int(value: str) -> int:
     return int(value)
 
 
+def extras(value: str) -> frozenset[str]:
+    """argparse type: comma-separated names of :data:`linrec.core.extras.EXTRAS` (or ``all``)."""
+    from linrec.core.extras import parse_extras
+    from linrec.errors import LinrecError
+
+    try:
+        return parse_extras(value)
+    except LinrecError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def non_negative_int(value: str) -> int:
     """argparse type: an integer of at least 0."""
     if not value.isdigit():

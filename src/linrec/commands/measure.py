@@ -26,6 +26,7 @@ from linrec.commands.args import (
     add_text_options,
     block_indices,
     check_output,
+    extras,
     non_negative_int,
     positive_int,
     seed,
@@ -40,6 +41,7 @@ from linrec.commands.measure_columns import (
     warn_rows_too_few,
 )
 from linrec.commands.measure_inputs import check_before_loading, measured_text, seq_len, token_batches
+from linrec.core.extras import EXTRAS
 from linrec.core.plan import parse_memory
 from linrec.errors import LinrecError
 from linrec.experiment.budgets import ROWS_PER_DIMENSION
@@ -136,7 +138,8 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="keep each fold's finished moments on disk under DIR instead of in memory (same numbers): for a model "
-        "whose float64 moments, 3 x width² x 8 bytes per block and fold, exceed memory; removed afterwards",
+        "whose float64 moments, 2 x width² x 8 bytes per block and fold (3 with --extras output-covariance), exceed "
+        "memory; removed afterwards",
     )
     p.add_argument(
         "--memory",
@@ -152,6 +155,15 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="also write the measurement itself (its float64 moments, one model) to DIR, new or empty: linrec replace "
         "--measurement DIR then fits its maps from it without capturing again",
+    )
+    p.add_argument(
+        "--extras",
+        type=extras,
+        default=frozenset(),
+        metavar="NAMES",
+        help="also compute, comma-separated (or all): "
+        + "; ".join(f"{name}: {meaning}" for name, meaning in EXTRAS.items())
+        + ". By default only what the fit needs is summed, and their columns are NaN",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_measure)
@@ -253,7 +265,8 @@ def _measure(args: argparse.Namespace) -> int:
             )
         batches, plan = prepared[0]
         options = {"blocks": args.blocks, "folds": folds, "seed": args.seed, "skip_first": args.skip_first,
-                   "progress": not args.no_progress and rank == 0, "spill": args.spill}  # fmt: skip
+                   "progress": not args.no_progress and rank == 0, "spill": args.spill,
+                   "extras": args.extras}  # fmt: skip
         if args.save is None:
             table = measure(model, batches, memory=plan, **options)
         else:  # the moments kept, and saved (the same table: measure() is this, its moments let go as it goes)
@@ -279,6 +292,7 @@ def _measure(args: argparse.Namespace) -> int:
         table["folds"] = folds
         table["layout"] = args.layout
         table["seed"] = args.seed
+        table["extras"] = ",".join(sorted(args.extras))
         tables.append(table)
     versions = version_columns()
     result = pd.concat(tables, ignore_index=True).assign(**versions)
@@ -322,7 +336,8 @@ def _preparer(
         device = own.device if own else args.device
         target = torch.device(pick_device(device)) if args.device_map is None else torch.device("cpu")
         table = args.save is None and args.spill is None  # only the table: its moments may stay on a GPU
-        plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory, table=table)
+        plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory, table=table,
+                                   extras=args.extras)  # fmt: skip
         if not args.no_progress:
             print(plan.describe(), file=sys.stderr)
         into.append((batches, plan))

@@ -35,6 +35,7 @@ COLUMNS = {
     "else by sequence",
     "layout": "where the sequences were taken from: spread evenly over the whole text, or its head",
     "seed": "seed of the fold assignment",
+    "extras": "what was computed beyond the fit's needs (--extras), comma-separated; empty: none",
     "linrec_version": "linrec that measured",
     "torch_version": "torch that ran the forward pass",
     "transformers_version": "transformers that built the model",

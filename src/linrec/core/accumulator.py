@@ -32,12 +32,23 @@ class MomentAccumulator:
     memory, not all ``folds`` of them. ``keep_on_gpu`` keeps them on the GPU instead, for a caller
     that fits them there and has planned the room (:class:`linrec.core.plan.Footprint`): no copy out
     and back, no pinned memory.
+
+    ``full_output``: sum the whole YᵀY (for ``effective_rank_out``); by default only its diagonal, the output sums of
+    squares that the fit and its R² read: per row d_in² + 2 d_in d_out floating-point operations of products (XᵀX's
+    upper block triangle, XᵀY) instead of about 4.5 d² with the whole YᵀY.
     """
 
     def __init__(
-        self, d_in: int, d_out: int, device: torch.device | str = "cpu", folds: int = 1, keep_on_gpu: bool = False
+        self,
+        d_in: int,
+        d_out: int,
+        device: torch.device | str = "cpu",
+        folds: int = 1,
+        keep_on_gpu: bool = False,
+        full_output: bool = False,
     ) -> None:
         self.d_in, self.d_out, self.device, self.keep_on_gpu = d_in, d_out, torch.device(device), keep_on_gpu
+        self.full_output = full_output
         self.n = [0] * folds
         self.shift_x: torch.Tensor | None = None
         self.shift_y: torch.Tensor | None = None
@@ -57,7 +68,8 @@ class MomentAccumulator:
         if fold not in self._sums:
             z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=self.device)  # noqa: E731
             d_in, d_out = self.d_in, self.d_out
-            self._sums[fold] = (z(d_in), z(d_out), z(d_in, d_in), z(d_in, d_out), z(d_out, d_out))
+            syy = z(d_out, d_out) if self.full_output else z(d_out)
+            self._sums[fold] = (z(d_in), z(d_out), z(d_in, d_in), z(d_in, d_out), syy)
         return self._sums[fold]
 
     def shifted(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,7 +92,10 @@ class MomentAccumulator:
         sy += ys.sum(0)
         add_gram(sxx, xs)
         sxy.addmm_(xs.T, ys)
-        add_gram(syy, ys)
+        if self.full_output:
+            add_gram(syy, ys)
+        else:
+            syy += ys.square().sum(0)
 
     def add(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
         """Merge the rows of ``x`` (n, d_in) and ``y`` (n, d_out), cast to float64, into ``fold``."""
@@ -102,7 +117,7 @@ class MomentAccumulator:
             raise LinrecError(f"fold {fold}'s moments were released: read them where they were kept")
         n = self.n[fold]
         if n == 0:
-            return Moments.zeros(self.d_in, self.d_out, self.device)
+            return Moments.zeros(self.d_in, self.d_out, self.device, self.full_output)
         assert self.shift_x is not None and self.shift_y is not None  # set by the first add of rows
         sx, sy, sxx, sxy, syy = self._sums[fold]
         mx, my = sx / n, sy / n
@@ -112,7 +127,7 @@ class MomentAccumulator:
             self.shift_y + my,
             symmetric(torch.addr(sxx, mx, mx, alpha=-n)),
             torch.addr(sxy, mx, my, alpha=-n),
-            symmetric(torch.addr(syy, my, my, alpha=-n)),
+            symmetric(torch.addr(syy, my, my, alpha=-n)) if self.full_output else syy - n * my * my,
         )
 
     def release(self, fold: int) -> Moments:

@@ -14,7 +14,7 @@ blocking, and NaN/Inf activations are found from the float64 sums every ``check_
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from linrec.core.extras import OUTPUT_COVARIANCE, SCORES, parse_extras
 from linrec.core.moment_sink import MomentSink
 from linrec.core.moments import BlockMoments, PositionMoments, all_reduce_moments
 from linrec.core.residual import ResidualSink
@@ -51,11 +52,12 @@ class CaptureOptions:
     ``positions``: only the rows at these window positions (:func:`run_capture`; the forward pass is unchanged);
     ``spill``: a directory where finished folds wait on disk (:class:`linrec.core.moment_files.SpilledMoments`);
     ``extra_sinks``: more sinks that see the same rows in the same pass (e.g. a
-    :class:`linrec.core.sample.RowSample`); ``scores``: compute the residual-stream scores
-    (:class:`linrec.core.residual.ResidualSink`; False leaves them NaN and the rest of the table the same, bit for
-    bit, for about a fifth less work on a CPU); ``keep_on_gpu``: finished folds' moments stay on the GPU that
-    summed them, not in pinned host memory (for a table whose fits run there, as its plan chose:
-    :attr:`linrec.core.plan.Footprint.kept_on_gpu`; not with ``spill``)."""
+    :class:`linrec.core.sample.RowSample`); ``extras``: what to compute beyond what the fit needs
+    (:mod:`linrec.core.extras`: the whole output covariance, the residual-stream scores of
+    :class:`linrec.core.residual.ResidualSink`; without them their columns are NaN and the rest of the table the
+    same); ``keep_on_gpu``: finished folds' moments stay on the GPU that summed them, not in pinned host memory (for a
+    table whose fits run there, as its plan chose: :attr:`linrec.core.plan.Footprint.kept_on_gpu`; not with
+    ``spill``)."""
 
     folds: int = 5
     seed: int = 0
@@ -64,7 +66,7 @@ class CaptureOptions:
     positions: slice | None = None
     spill: str | Path | None = None
     extra_sinks: Sequence[RowSink] = ()
-    scores: bool = True
+    extras: frozenset[str] = frozenset()
     keep_on_gpu: bool = False
 
 
@@ -306,8 +308,10 @@ def capture_positions(
     if distributed:
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
-    sink, tails = MomentSink(folds, spill=options.spill, keep_on_gpu=options.keep_on_gpu), TailSink()
-    residual = residual_sink(model, chosen, folds, spec, seed) if options.scores else None
+    full_output = OUTPUT_COVARIANCE in options.extras
+    sink = MomentSink(folds, spill=options.spill, keep_on_gpu=options.keep_on_gpu, full_output=full_output)
+    tails = TailSink()
+    residual = residual_sink(model, chosen, folds, spec, seed) if SCORES in options.extras else None
     sinks = [sink, tails, *([] if residual is None else [residual]), *options.extra_sinks]
     run_capture(model, batches, chosen, sinks, fold_of_sequence, progress, options.positions, stop)
     silent = sorted({b.index for b in chosen} - set(sink.accumulators))
@@ -345,10 +349,13 @@ def capture_moments(
     extra_sinks: Sequence[RowSink] = (),
     progress: bool = True,
     positions: slice | None = None,
+    extras: str | Iterable[str] | None = None,
 ) -> BlockMoments:
     """Per-block, per-fold moments of every row of one pass over ``batches`` (:func:`capture_positions`, its two
-    parts merged); the options are :class:`CaptureOptions`'."""
-    options = CaptureOptions(folds, seed, spec, progress, positions, extra_sinks=extra_sinks)
+    parts merged); the options are :class:`CaptureOptions`' (``extras`` as :func:`linrec.core.extras.parse_extras`
+    reads them: ``"output-covariance"`` for the whole Cyy; the scores are not kept here)."""
+    options = CaptureOptions(folds, seed, spec, progress, positions, extra_sinks=extra_sinks,
+                             extras=parse_extras(extras) - {SCORES})  # fmt: skip
     return capture_positions(model, batches, blocks, options).merge()
 
 
@@ -361,8 +368,11 @@ def capture_with_sample(
     seed: int = 0,
     spec: Spec = None,
     progress: bool = True,
+    extras: str | Iterable[str] | None = None,
 ) -> tuple[BlockMoments, RowSample]:
-    """One pass: the per-fold moments of every row, and a ``sample_rows`` sample of rows per block."""
+    """One pass: the per-fold moments of every row (``extras`` as for :func:`capture_moments`), and a ``sample_rows``
+    sample of rows per block."""
     sample = RowSample(sample_rows, seed)
-    moments = capture_moments(model, batches, blocks, folds, seed, spec, extra_sinks=[sample], progress=progress)
+    moments = capture_moments(model, batches, blocks, folds, seed, spec, extra_sinks=[sample], progress=progress,
+                              extras=extras)  # fmt: skip
     return moments, sample

@@ -27,7 +27,8 @@ COLUMNS = {
     "top_rows_share_after_first": "the same over the rows after the first captured position of each window: near 1 "
     "where a handful of rows decide r2_lin_after_first",
     "r2_feature_median": "median over output features of each feature's own held-out R²",
-    "effective_rank_out": "participation ratio of the output covariance: how many directions carry the output",
+    "effective_rank_out": "participation ratio of the output covariance: how many directions carry the output (NaN "
+    "unless the capture summed the whole output covariance: --extras output-covariance)",
     "effective_rank_map": "participation ratio of the fitted map's predictions WᵀCxxW",
     "input_condition": "condition number λmax/λmin of the input covariance over its non-null directions",
     "input_rms": "root mean square of the inputs about their mean, √(tr Σ / d_in) with Σ the input covariance",
@@ -40,6 +41,9 @@ COLUMNS = {
     "d_out": "output width of the block",
     "r2_lin_folds": "the held-out R²_lin of each fold, fold 0 first, as a list (r2_lin is their mean)",
     "r2_lin_after_first_folds": "the same for r2_lin_after_first (an empty list where it is NaN)",
-    **{column: f"{meaning} (NaN where the residual stream is not seen)" for column, meaning in SCORES.items()},
+    **{
+        column: f"{meaning} (NaN unless asked for, --extras scores, and where the residual stream is not seen)"
+        for column, meaning in SCORES.items()
+    },
 }
 """What each column of :func:`linrec.core.fit.report_table` means, in the table's order."""

@@ -181,8 +181,8 @@ def held_out(fit: AffineFit, test: Moments) -> HeldOut:
     """Squared errors of ``fit`` on the rows summarised by ``test``, without those rows."""
     w = fit.weight.to(test.cxx.device)
     delta = test.mean_y - (test.mean_x @ w + fit.bias.to(w.device))
-    sse = test.cyy.diagonal() - 2 * (w * test.cxy).sum(0) + ((test.cxx @ w) * w).sum(0) + test.n * delta**2
-    return HeldOut(sse.clamp(min=0), test.cyy.diagonal().clone())
+    sse = test.output_ss - 2 * (w * test.cxy).sum(0) + ((test.cxx @ w) * w).sum(0) + test.n * delta**2
+    return HeldOut(sse.clamp(min=0), test.output_ss.clone())
 
 
 @dataclass
@@ -268,8 +268,8 @@ def half_training(k: int) -> list[list[int]]:
 def variance_share(part: Moments, total: Moments) -> float:
     """The share of ``total``'s output sum of squares, about its own mean, that the rows of ``part`` (a subset of
     them) carry: a part far from the rest counts fully, not only its spread about its own mean."""
-    inside = part.cyy.diagonal().sum() + part.n * (part.mean_y - total.mean_y).pow(2).sum()
-    return float(inside / total.cyy.diagonal().sum())
+    inside = part.output_ss.sum() + part.n * (part.mean_y - total.mean_y).pow(2).sum()
+    return float(inside / total.output_ss.sum())
 
 
 def input_statistics(total: Moments) -> dict[str, float]:
@@ -310,7 +310,7 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         r2_lin=float(np.mean(r2s)),
         r2_lin_std=float(np.std(r2s, ddof=1)),
         r2_per_feature=torch.stack(per_feature).mean(0).cpu(),
-        effective_rank_out=participation_ratio(torch.linalg.eigvalsh(total.cyy)),
+        effective_rank_out=participation_ratio(torch.linalg.eigvalsh(total.cyy)) if total.full_output else math.nan,
         effective_rank_map=participation_ratio(torch.linalg.eigvalsh((predicted_cov + predicted_cov.T) / 2)),
         input_condition=full.input_condition,
         input_rms=inputs["input_rms"],
@@ -371,7 +371,7 @@ def _positions_report(
 
 def top_share(top_ss: float, total: Moments) -> float:
     """The share of ``total``'s output sum of squares about its mean that ``top_ss`` is (NaN for no variance)."""
-    ss = float(total.cyy.diagonal().sum())
+    ss = float(total.output_ss.sum())
     return top_ss / ss if ss > 0 else math.nan
 
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from linrec.cache import hash_file
 from linrec.core.capture import CaptureOptions, capture_positions, input_device
+from linrec.core.extras import parse_extras
 from linrec.core.fit import (
     AffineFit,
     check_rcond,
@@ -48,9 +49,10 @@ from linrec.models.arch import Spec
 from linrec.models.weights_identity import weights_id
 from linrec.versions import versions
 
-FORMAT = 3
+FORMAT = 4
 """The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``). 2: ``tails.json``;
-3: ``scores.json``. A measurement of format 2 still loads, its scores unknown."""
+3: ``scores.json``; 4: the provenance's ``extras``, and Cyy saved as its diagonal where the capture summed no more.
+A measurement of format 2 still loads, its scores unknown."""
 
 FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safetensors", "tails.json", "scores.json")
 """What a saved measurement's directory holds: the provenance, the first position's moments, the later rows',
@@ -79,6 +81,10 @@ class Provenance:
     text: str | None = None  # the text as the caller names it (a corpus name, a file path)
     text_sha256: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    extras: tuple[str, ...] = ()  # what the capture computed beyond the fit's needs (linrec.core.extras)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extras", tuple(self.extras))  # (a list, as JSON reads it back)
 
 
 def replacement_candidates(table: pd.DataFrame, min_r2: float = 0.95, max_std: float = 0.02) -> pd.DataFrame:
@@ -137,7 +143,7 @@ class Measurement:
         extra_sinks: Sequence[RowSink] = (),
         spill: str | Path | None = None,
         memory: int | str | None = None,
-        scores: bool = True,
+        extras: str | Iterable[str] | None = None,
     ) -> Measurement:
         """Run ``model`` over ``batches`` once and keep the moments of every FFN block (or of ``blocks``).
 
@@ -152,18 +158,18 @@ class Measurement:
         for a local directory, the hub commit otherwise). ``extra_sinks`` see the same rows in the same pass (for
         example a :class:`linrec.core.sample.RowSample` of them). ``spill``: a directory under which each fold's
         finished moments wait on disk instead of in memory (a temporary directory, removed with the measurement), for a
-        model whose moments of every block exceed memory: fold by fold, 3 d² float64 per block (the same numbers).
-        ``memory``: the most bytes the capture may hold in host memory and on the GPU that accumulates (``"12GB"``;
-        None: what is free there now). Where every block's moments do not fit, the blocks are measured in groups that
-        do (:mod:`linrec.core.plan`, the plan printed first), each group's moments then waiting on disk under
-        ``spill`` (the system's temporary directory by default): the same numbers, bit for bit, for about one
-        forward pass. ``scores=False`` skips the residual-stream scores (:mod:`linrec.core.scores`; NaN in the
-        table), for a caller that will not read them.
+        model whose moments of every block exceed memory: fold by fold, about 2 d² float64 per block (the same
+        numbers). ``memory``: the most bytes the capture may hold in host memory and on the GPU that accumulates
+        (``"12GB"``; None: what is free there now). Where every block's moments do not fit, the blocks are measured in
+        groups that do (:mod:`linrec.core.plan`, the plan printed first), each group's moments then waiting on disk
+        under ``spill`` (the system's temporary directory by default): the same numbers, bit for bit, for about one
+        forward pass. ``extras``: what to compute beyond what the fit needs (:mod:`linrec.core.extras`:
+        ``"output-covariance"`` for ``effective_rank_out``, ``"scores"`` for the residual-stream scores, ``"all"``;
+        NaN in the table without them).
         """
-        dtype = _model_dtype(model)
-        positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
-        options = CaptureOptions(folds, seed, spec, progress, positions, spill, extra_sinks, scores)
-        plan = plan_for(model, batches, blocks, folds, spec, parse_memory(memory), saved=True)
+        setup = _set_up(model, batches, blocks, folds, seed, rcond, spec, skip_first, progress, spill, memory, extras,
+                        extra_sinks, saved=True)  # fmt: skip
+        plan, options = setup.plan, setup.options
         if plan is None or len(plan.groups) == 1:
             split = capture_positions(model, batches, blocks, options)
         else:
@@ -178,11 +184,12 @@ class Measurement:
             folds=folds,
             seed=seed,
             skip_first=skip_first,
-            dtype=str(dtype).removeprefix("torch."),
-            rcond=rcond_for(dtype) if rcond is None else rcond,
+            dtype=str(setup.dtype).removeprefix("torch."),
+            rcond=setup.rcond,
             text=text,
             text_sha256=text_sha256,
             versions=versions(),
+            extras=tuple(sorted(options.extras)),
         )
         return cls(split, provenance)
 
@@ -326,7 +333,7 @@ def write_provenance(provenance: Provenance, path: Path) -> None:
     path.write_text(json.dumps({"format": FORMAT, **asdict(provenance)}, indent=1) + "\n")
 
 
-READS = (2, FORMAT)
+READS = (2, 3, FORMAT)
 """The formats :meth:`Measurement.load` reads."""
 
 
@@ -381,6 +388,7 @@ def measure(
     progress: bool = True,
     spill: str | Path | None = None,
     memory: int | str | CapturePlan | None = None,
+    extras: str | Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block, the table of
     :meth:`Measurement.capture` (whose docstring says what each argument does). Only the table is kept: where the
@@ -402,28 +410,67 @@ def measure(
     share its largest 0.1 % of rows carry), ``r2_lin_folds`` (each fold's R²_lin).
     :data:`linrec.core.fit.COLUMNS` says what each means.
     """
-    dtype = _model_dtype(model)
-    positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
-    rcond = rcond_for(dtype) if rcond is None else rcond
+    setup = _set_up(model, batches, blocks, folds, seed, rcond, spec, skip_first, progress, spill, memory, extras,
+                    table=spill is None)  # fmt: skip
+    plan, options = setup.plan, setup.options
     device = input_device(model)
     on = device if device.type == "cuda" else None  # the fits where the model is
-    plan = (
-        memory
-        if isinstance(memory, CapturePlan)
-        else plan_for(model, batches, blocks, folds, spec, parse_memory(memory), table=spill is None)
-    )
-    keep = plan is not None and plan.footprint.kept_on_gpu and spill is None  # the fits are where the moments are
-    options = CaptureOptions(folds, seed, spec, progress, positions, spill, keep_on_gpu=keep)
     if plan is None:  # a model with no config to size a plan by: one pass
         parts: Iterable[PositionMoments] = [capture_positions(model, batches, blocks, options)]
     else:
         announce(plan, progress and not isinstance(memory, CapturePlan))
         parts = capture_groups(model, batches, plan, options)
     reports = (
-        recoverability(part, rcond, consume=isinstance(part.later, dict), device=on, progress=progress)
+        recoverability(part, setup.rcond, consume=isinstance(part.later, dict), device=on, progress=progress)
         for part in parts
     )
     return report_table([report for group in reports for report in group])
+
+
+@dataclass(frozen=True)
+class _SetUp:
+    """What :func:`measure` and :meth:`Measurement.capture` decide alike before the capture (:func:`_set_up`)."""
+
+    dtype: torch.dtype  # the model's, in the forward pass
+    rcond: float  # the null-direction cutoff of every fit
+    plan: CapturePlan | None  # None: a model with no config to size a plan by (one pass)
+    options: CaptureOptions
+
+
+def _set_up(
+    model: nn.Module,
+    batches: TokenBatches,
+    blocks: Sequence[int] | None,
+    folds: int,
+    seed: int,
+    rcond: float | None,
+    spec: Spec,
+    skip_first: int,
+    progress: bool,
+    spill: str | Path | None,
+    memory: int | str | CapturePlan | None,
+    extras: str | Iterable[str] | None,
+    extra_sinks: Sequence[RowSink] = (),
+    saved: bool = False,
+    table: bool = False,
+) -> _SetUp:
+    """The checks, cutoff, plan and capture options of a measurement, before any row is captured: a bad option is
+    refused here, and a plan that keeps the finished moments on the GPU (``table``: only the table is wanted, as
+    :func:`measure`'s; ``saved``: the moments are kept, as a :class:`Measurement`'s) says so to the capture. A
+    ``memory`` that is a plan already is taken as it is."""
+    dtype = _model_dtype(model)
+    positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
+    chosen = parse_extras(extras)
+    plan = (
+        memory
+        if isinstance(memory, CapturePlan)
+        else plan_for(
+            model, batches, blocks, folds, spec, parse_memory(memory), saved=saved, table=table, extras=chosen
+        )
+    )
+    keep = table and plan is not None and plan.footprint.kept_on_gpu and spill is None  # the fits where the moments are
+    options = CaptureOptions(folds, seed, spec, progress, positions, spill, extra_sinks, chosen, keep_on_gpu=keep)
+    return _SetUp(dtype, rcond_for(dtype) if rcond is None else rcond, plan, options)
 
 
 def check_skip_first(skip_first: int, seq_len: int) -> int:

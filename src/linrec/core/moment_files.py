@@ -77,7 +77,7 @@ def save_moments(
                 yield f"{block}.{f}.n", torch.tensor([m.n], dtype=torch.int64)
                 for name in FIELDS:
                     value = getattr(m, name)
-                    if name in _SYMMETRIC:  # the upper triangle only: a third less to write and read
+                    if name in _SYMMETRIC and value.ndim == 2:  # the upper triangle only: a third less to write, read
                         yield f"{block}.{f}.{name}_upper", value[_upper(value.shape[0], value.device)]
                     else:
                         yield f"{block}.{f}.{name}", value
@@ -86,7 +86,8 @@ def save_moments(
 
 
 _SYMMETRIC = ("cxx", "cyy")
-"""The fields :func:`save_moments` writes as their upper triangle (row by row, diagonal included)."""
+"""The fields :func:`save_moments` writes as their upper triangle (row by row, diagonal included); a Cyy held as its
+diagonal alone (:attr:`Moments.full_output`) is written as it is."""
 
 
 @functools.cache

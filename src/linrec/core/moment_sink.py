@@ -74,16 +74,23 @@ class MomentSink(RowSink):
     all blocks, naming the first bad block and the batches since the last check.
 
     ``spill``: a directory where finished folds wait on disk; ``keep_on_gpu``: they stay on the GPU
-    that summed them (:class:`MomentAccumulator`; not with ``spill``).
+    that summed them (:class:`MomentAccumulator`; not with ``spill``); ``full_output``: the whole YᵀY, not only its
+    diagonal (:class:`MomentAccumulator`).
     """
 
     def __init__(
-        self, k: int, check_every: int = 64, spill: str | Path | None = None, keep_on_gpu: bool = False
+        self,
+        k: int,
+        check_every: int = 64,
+        spill: str | Path | None = None,
+        keep_on_gpu: bool = False,
+        full_output: bool = False,
     ) -> None:
         if spill is not None and keep_on_gpu:
             raise ValueError("finished folds either go to disk (spill) or stay on the GPU (keep_on_gpu), not both")
         self.k = k
         self.keep_on_gpu = keep_on_gpu
+        self.full_output = full_output
         self.check_every = check_every
         self.accumulators: dict[int, MomentAccumulator] = {}
         self._spilled = None if spill is None else SpilledMoments(spill, k)  # finished folds on disk
@@ -110,7 +117,7 @@ class MomentSink(RowSink):
         acc = self.accumulators.get(block)
         if acc is None:
             acc = self.accumulators[block] = MomentAccumulator(
-                x.shape[1], y.shape[1], x.device, self.k, self.keep_on_gpu
+                x.shape[1], y.shape[1], x.device, self.k, self.keep_on_gpu, self.full_output
             )
             self._dtypes[block] = y.dtype
             self._firsts[block] = []
@@ -200,7 +207,7 @@ class MomentSink(RowSink):
             if self._spilled is None
             else self._spilled
         )
-        return PositionMoments(_RowMoments(first, bounds), later)
+        return PositionMoments(_RowMoments(first, bounds, self.full_output), later)
 
     def _spill(self, folds: Iterable[int]) -> None:
         """With a spill directory, move ``folds``' finished moments of every block to disk (each fold once)."""
@@ -237,8 +244,11 @@ class _RowMoments(Mapping[int, list[Moments]]):
     """Block -> per-fold float64 moments of its first-position rows, made from the rows (one per window, on CPU) each
     time a block is read: a few rows, not a d x d matrix per fold, are what is kept."""
 
-    def __init__(self, rows: dict[int, tuple[torch.Tensor, torch.Tensor]], bounds: np.ndarray) -> None:
+    def __init__(
+        self, rows: dict[int, tuple[torch.Tensor, torch.Tensor]], bounds: np.ndarray, full_output: bool = True
+    ) -> None:
         self._rows, self._bounds = rows, bounds  # rows ordered by fold; fold f is rows bounds[f]:bounds[f + 1]
+        self._full_output = full_output  # Cyy whole, or its diagonal
 
     def __getitem__(self, block: int) -> list[Moments]:
         return list(self.each_fold(block))
@@ -247,7 +257,7 @@ class _RowMoments(Mapping[int, list[Moments]]):
         """``block``'s moments fold by fold, each made when reached (:meth:`PositionMoments.first_folds`)."""
         x, y = self._rows[block]
         for lo, hi in zip(self._bounds[:-1], self._bounds[1:], strict=True):
-            yield Moments.from_rows(x[lo:hi], y[lo:hi])
+            yield Moments.from_rows(x[lo:hi], y[lo:hi], self._full_output)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._rows)
@@ -261,5 +271,6 @@ def joined_firsts(parts: Sequence[Mapping[int, list[Moments]]]) -> Mapping[int, 
     blocks) as one mapping; still made from the rows, fold by fold, when a block is read."""
     if parts and all(isinstance(p, _RowMoments) for p in parts):
         rows = {b: r for p in parts for b, r in cast(_RowMoments, p)._rows.items()}
-        return _RowMoments(rows, cast(_RowMoments, parts[0])._bounds)
+        first = cast(_RowMoments, parts[0])
+        return _RowMoments(rows, first._bounds, first._full_output)
     return {b: m for p in parts for b, m in p.items()}

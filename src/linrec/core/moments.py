@@ -1,7 +1,9 @@
 """Float64 sufficient statistics of (X, Y) rows: everything the closed-form fit and R² need.
 
 Rows are never kept. Each :class:`Moments` holds the row count, the means and the *centred*
-sums of products (Cxx = Σ (x-x̄)(x-x̄)ᵀ, and likewise Cxy, Cyy). Centring each chunk about its
+sums of products (Cxx = Σ (x-x̄)(x-x̄)ᵀ, and likewise Cxy, Cyy), where Cyy may be its diagonal
+alone (the output sums of squares: all the fit and its R² read; the whole matrix only where asked,
+:mod:`linrec.core.extras`). Centring each chunk about its
 own mean and merging chunks with Chan's pairwise update keeps cancellation from eating
 precision even when a few residual-stream dimensions are hundreds of times larger than the
 rest. Memory is O(d²) whatever the number of rows, and moments of disjoint streams add with
@@ -16,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -40,18 +42,32 @@ class Moments:
     mean_y: torch.Tensor
     cxx: torch.Tensor
     cxy: torch.Tensor
-    cyy: torch.Tensor
+    cyy: torch.Tensor  # (d_out, d_out), or (d_out,): its diagonal alone (full_output False)
 
     @classmethod
-    def zeros(cls, d_in: int, d_out: int, device: torch.device | str = "cpu") -> Moments:
-        """The moments of no rows: the identity of ``+``."""
+    def zeros(cls, d_in: int, d_out: int, device: torch.device | str = "cpu", full_output: bool = True) -> Moments:
+        """The moments of no rows: the identity of ``+`` (``full_output``: Cyy whole, else its diagonal)."""
         z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
-        return cls(0, z(d_in), z(d_out), z(d_in, d_in), z(d_in, d_out), z(d_out, d_out))
+        return cls(0, z(d_in), z(d_out), z(d_in, d_in), z(d_in, d_out), z(d_out, d_out) if full_output else z(d_out))
+
+    @property
+    def full_output(self) -> bool:
+        """Whether Cyy is held whole (else only its diagonal, the output sums of squares)."""
+        return self.cyy.ndim == 2
+
+    @property
+    def output_ss(self) -> torch.Tensor:
+        """The diagonal of Cyy: each output dimension's sum of squares about its mean (what R² divides by)."""
+        return self.cyy.diagonal() if self.full_output else self.cyy
+
+    def diagonal_output(self) -> Moments:
+        """These moments with Cyy's diagonal alone (the same object where it is so already)."""
+        return self if not self.full_output else replace(self, cyy=self.cyy.diagonal().clone())
 
     @classmethod
-    def from_rows(cls, x: torch.Tensor, y: torch.Tensor) -> Moments:
+    def from_rows(cls, x: torch.Tensor, y: torch.Tensor, full_output: bool = True) -> Moments:
         """Moments of the rows of ``x`` (n, d_in) and ``y`` (n, d_out), computed in float64 (Cxx and Cyy exactly
-        symmetric, as the streamed ones are)."""
+        symmetric, as the streamed ones are; ``full_output=False``: Cyy's diagonal alone)."""
         if x.ndim != 2 or y.ndim != 2 or x.shape[0] != y.shape[0]:
             raise LinrecError(
                 f"expected x (n, d_in) and y (n, d_out) with equal n; got {tuple(x.shape)} and {tuple(y.shape)}"
@@ -60,10 +76,11 @@ class Moments:
         y = y.detach().to(torch.float64)
         n = x.shape[0]
         if n == 0:
-            return cls.zeros(x.shape[1], y.shape[1], x.device)
+            return cls.zeros(x.shape[1], y.shape[1], x.device, full_output)
         mean_x, mean_y = x.mean(0), y.mean(0)
         xc, yc = x - mean_x, y - mean_y
-        return cls(n, mean_x, mean_y, symmetric(xc.T @ xc), xc.T @ yc, symmetric(yc.T @ yc))
+        cyy = symmetric(yc.T @ yc) if full_output else yc.square().sum(0)
+        return cls(n, mean_x, mean_y, symmetric(xc.T @ xc), xc.T @ yc, cyy)
 
     @property
     def d_in(self) -> int:
@@ -87,13 +104,17 @@ class Moments:
         dx = other.mean_x - self.mean_x
         dy = other.mean_y - self.mean_y
         w = self.n * other.n / n
+        if self.full_output and other.full_output:
+            cyy = self.cyy + other.cyy + w * torch.outer(dy, dy)
+        else:  # one of them holds the diagonal alone: so does their union
+            cyy = self.output_ss + other.output_ss + w * dy * dy
         return Moments(
             n=n,
             mean_x=self.mean_x + dx * (other.n / n),
             mean_y=self.mean_y + dy * (other.n / n),
             cxx=self.cxx + other.cxx + w * torch.outer(dx, dx),
             cxy=self.cxy + other.cxy + w * torch.outer(dx, dy),
-            cyy=self.cyy + other.cyy + w * torch.outer(dy, dy),
+            cyy=cyy,
         )
 
     def to(self, device: torch.device | str) -> Moments:
@@ -115,8 +136,10 @@ class Moments:
 
     @classmethod
     def from_packed(cls, n: int, v: torch.Tensor, d_in: int, d_out: int) -> Moments:
-        """The moments of ``n`` rows whose fields :meth:`packed` wrote into ``v`` (views of it, not copies)."""
-        shapes = [(d_in,), (d_out,), (d_in, d_in), (d_in, d_out), (d_out, d_out)]
+        """The moments of ``n`` rows whose fields :meth:`packed` wrote into ``v`` (views of it, not copies; Cyy whole
+        or its diagonal, as ``v``'s length says)."""
+        full = v.numel() == d_in + d_out + d_in * d_in + d_in * d_out + d_out * d_out
+        shapes = [(d_in,), (d_out,), (d_in, d_in), (d_in, d_out), (d_out, d_out) if full else (d_out,)]
         parts, i = [], 0
         for s in shapes:
             size = math.prod(s)

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from linrec.core.extras import EXTRAS, OUTPUT_COVARIANCE, SCORES
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:  # torch is imported where it is used: parse_memory checks --memory before torch loads (a second)
@@ -97,9 +98,10 @@ def device_free(device: torch.device) -> int | None:
     return int(free)
 
 
-def sums_bytes(d_in: int, d_out: int) -> int:
-    """One fold's float64 sums (or centred moments) of a block: the S of the module docstring."""
-    return 8 * (d_in + d_out + d_in * d_in + d_in * d_out + d_out * d_out)
+def sums_bytes(d_in: int, d_out: int, full_output: bool = True) -> int:
+    """One fold's float64 sums (or centred moments) of a block: the S of the module docstring (``full_output=False``:
+    Cyy's diagonal alone, as a capture without the ``output-covariance`` extra holds it)."""
+    return 8 * (d_in + d_out + d_in * d_in + d_in * d_out + (d_out * d_out if full_output else d_out))
 
 
 def pinned_bytes(n: int) -> int:
@@ -109,16 +111,18 @@ def pinned_bytes(n: int) -> int:
     return 0 if n <= 0 else 1 << (n - 1).bit_length()
 
 
-def capture_bytes(width: int, blocks: int, folds: int, *, first_apart: bool = False) -> int:
+def capture_bytes(width: int, blocks: int, folds: int, *, first_apart: bool = False, full_output: bool = True) -> int:
     """The float64 moments a finished capture holds for ``blocks`` blocks of ``width`` and ``folds`` folds (one
     :func:`sums_bytes` each); twice that with the first position of each window kept apart (its rows' moments beside
     the later rows', so that R²_lin with and without it can both be read)."""
-    return (2 if first_apart else 1) * blocks * folds * sums_bytes(width, width)
+    return (2 if first_apart else 1) * blocks * folds * sums_bytes(width, width, full_output)
 
 
-def packed_bytes(d_in: int, d_out: int) -> int:
-    """One fold's moments on disk (:func:`linrec.core.moment_files.save_moments`: Cxx and Cyy as upper triangles)."""
-    return 8 * (d_in + d_out + d_in * (d_in + 1) // 2 + d_in * d_out + d_out * (d_out + 1) // 2)
+def packed_bytes(d_in: int, d_out: int, full_output: bool = True) -> int:
+    """One fold's moments on disk (:func:`linrec.core.moment_files.save_moments`: Cxx and Cyy as upper triangles, or
+    Cyy's diagonal)."""
+    yy = d_out * (d_out + 1) // 2 if full_output else d_out
+    return 8 * (d_in + d_out + d_in * (d_in + 1) // 2 + d_in * d_out + yy)
 
 
 @dataclass(frozen=True)
@@ -137,10 +141,11 @@ class Footprint:
     on_gpu: bool  # sums live on a GPU, finished moments in host memory (unless kept_on_gpu)
     sample: int = 0  # per block: the layer-linearity sample of the residual stream (linrec.core.residual), float32
     kept_on_gpu: bool = False  # finished moments stay on the GPU (a table made there), none in host memory
+    full_output: bool = True  # Cyy summed whole (the output-covariance extra), else its diagonal
 
     @property
     def sums(self) -> int:
-        return sums_bytes(self.width, self.width)
+        return sums_bytes(self.width, self.width, self.full_output)
 
     def host(self, group: int, groups: int, resumes: bool = True) -> int:
         """Peak host bytes with ``group`` blocks at a time in ``groups`` groups (the streams kept between them when
@@ -165,7 +170,7 @@ class Footprint:
     def disk(self, saved: bool) -> int:
         """Bytes written to disk when the moments are kept (``saved``) and the capture runs in groups: every block's
         later rows' moments (the first rows stay in memory)."""
-        return self.blocks * self.folds * packed_bytes(self.width, self.width) if saved else 0
+        return self.blocks * self.folds * packed_bytes(self.width, self.width, self.full_output) if saved else 0
 
 
 def rerun_passes(groups: list[tuple[int, ...]] | tuple[tuple[int, ...], ...], layers: int) -> float:
@@ -361,9 +366,11 @@ def footprint(
     dtype: torch.dtype,
     on_gpu: bool,
     weights: tuple[int, int],
+    extras: frozenset[str] = frozenset(EXTRAS),
 ) -> Footprint:
     """The :class:`Footprint` of capturing ``blocks`` blocks of ``config``'s model over ``windows`` windows of
-    ``seq_len`` tokens, ``batch_size`` at a time, its weights (host bytes, GPU bytes) at ``dtype``."""
+    ``seq_len`` tokens, ``batch_size`` at a time, its weights (host bytes, GPU bytes) at ``dtype``, with ``extras``
+    (:mod:`linrec.core.extras`; by default all, the most a capture holds)."""
     width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0))
     layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0) or blocks)
     size = dtype.itemsize
@@ -378,5 +385,6 @@ def footprint(
         first_rows=windows * 2 * width * size,
         stream=_stream_bytes(windows, seq_len, width, size, batch_size, on_gpu),
         on_gpu=on_gpu,
-        sample=min(windows * seq_len, sample_rows(width)) * 2 * width * 4,
+        sample=min(windows * seq_len, sample_rows(width)) * 2 * width * 4 if SCORES in extras else 0,
+        full_output=OUTPUT_COVARIANCE in extras,
     )

@@ -54,11 +54,12 @@ def plan_for(
     memory: int | None = None,
     saved: bool = False,
     table: bool = False,
+    extras: frozenset[str] = frozenset(),
 ) -> CapturePlan | None:
     """The plan of capturing ``blocks`` (all by default) of the loaded ``model`` over ``batches`` within ``memory``
-    bytes (None: what is free on the host and on the GPU that accumulates); None for a model without a transformers
-    config to size it by (one pass over every block, unplanned). ``saved``, ``table``: as for
-    :func:`linrec.core.plan.plan_capture`."""
+    bytes (None: what is free on the host and on the GPU that accumulates) with ``extras`` (:mod:`linrec.core.extras`);
+    None for a model without a transformers config to size it by (one pass over every block, unplanned). ``saved``,
+    ``table``: as for :func:`linrec.core.plan.plan_capture`."""
     config = getattr(model, "config", None)
     if not getattr(config, "hidden_size", None):
         return None
@@ -67,7 +68,7 @@ def plan_for(
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     resumes = decoder_layers(model, every) is not None
     return _plan(config, batches, chosen, folds, dtype, input_device(model), weights_bytes(model), memory, resumes,
-                 saved, table)  # fmt: skip
+                 saved, table, extras)  # fmt: skip
 
 
 def plan_before_loading(
@@ -80,6 +81,7 @@ def plan_before_loading(
     memory: int | None = None,
     saved: bool = False,
     table: bool = False,
+    extras: frozenset[str] = frozenset(),
 ) -> CapturePlan:
     """:func:`plan_for` from ``config`` alone, before any weights load (their bytes counted on a model built on the
     meta device, all on ``device``), for an architecture :func:`linrec.models.arch.ffn_blocks` knows: a budget that
@@ -87,7 +89,7 @@ def plan_before_loading(
     chosen = list(range(config.num_hidden_layers)) if blocks is None else sorted(blocks)
     weight = config_weights_bytes(config, dtype)
     weights = (0, weight) if device.type == "cuda" else (weight, 0)
-    return _plan(config, batches, chosen, folds, dtype, device, weights, memory, True, saved, table)
+    return _plan(config, batches, chosen, folds, dtype, device, weights, memory, True, saved, table, extras)
 
 
 def _plan(
@@ -102,12 +104,13 @@ def _plan(
     resumes: bool,
     saved: bool,
     table: bool,
+    extras: frozenset[str],
 ) -> CapturePlan:
     """The plan of :func:`plan_for` and :func:`plan_before_loading`, from what both know."""
     windows, seq_len = batches.attention_mask.shape
     sizes = {"windows": windows, "seq_len": seq_len, "batch_size": batches.batch_size}
     fp = footprint(config, blocks=len(chosen), folds=folds, **sizes, dtype=dtype, on_gpu=device.type == "cuda",
-                   weights=weights)  # fmt: skip
+                   weights=weights, extras=extras)  # fmt: skip
     return plan_capture(
         fp, chosen, memory, resumes=resumes, saved=saved, table=table, device_budget=device_free(device)
     )

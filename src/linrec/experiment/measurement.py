@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 from linrec.cache import build_entry, built_entry, cache_dir, cache_key
+from linrec.core.extras import OUTPUT_COVARIANCE
 from linrec.core.fit import rcond_for
 from linrec.core.measure import FILES, Measurement, Provenance, read_provenance, write_provenance
 from linrec.core.moment_files import load_moments, save_moments
@@ -320,11 +321,12 @@ def _capture(
     sample = RowSample(sample_rows, seed, sampled) if keep == "samples" else None
     weights = profile_weights_id(profile, model, checkpoint)
     spill = cache_dir() / "spill" if moment_bytes(net, profile.folds) > SPILL_ABOVE else None
-    # No chapter reads a shared measurement's residual-stream scores (chapter 11 captures its own): not computed.
+    # The whole output covariance for chapter 4's effective ranks; no chapter reads a shared measurement's
+    # residual-stream scores (chapter 11 captures its own): not computed.
     captured = Measurement.capture(
         net, batches, folds=profile.folds, seed=seed, progress=progress, name=model, weights=weights,
         text=text.name, text_sha256=text.sha256, extra_sinks=[] if sample is None else [sample], spill=spill,
-        memory=profile.memory, scores=False,
+        memory=profile.memory, extras=[OUTPUT_COVARIANCE],
     )  # fmt: skip
     samples = {} if sample is None else {b: sample.rows(b) for b in sample.blocks}
     info = MeasurementInfo(

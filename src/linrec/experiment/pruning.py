@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 from torch import nn
 
+from linrec.core.extras import ALL
 from linrec.core.measure import Measurement
 from linrec.core.moment_sink import trim_heap
 from linrec.core.resume import decoder_layers, passing
@@ -83,7 +84,7 @@ def pruning_costs(
         del shared
         net, tokenizer = load_profile_model(profile, model, "final", progress=progress, before_weights=fit_text)
         measured = Measurement.capture(net, cut[0], folds=profile.folds, seed=profile.seeds[0], progress=progress,
-                                       name=model, memory=profile.memory)  # fmt: skip
+                                       name=model, memory=profile.memory, extras=ALL)  # fmt: skip
         evals = eval_batches(profile, tokenizer, net, eval_tokens, name=model)
         out = _costs(net, evals, measured, affine, budget, progress)
         del net, measured

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from linrec.core.extras import SCORES
 from linrec.core.measure import Measurement, model_weights
 from linrec.core.replacements import Kind
 from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
@@ -260,6 +261,7 @@ def replace(
             weights=weights,
             text=None if fit_text is None else fit_text.name,
             text_sha256=None if fit_text is None else fit_text.sha256,
+            extras=None if order == MEASURED else [SCORES],  # an order by a residual-stream score reads it
         )
     else:
         check_measurement(measurement, model, fit_batches, candidates)
