@@ -11,7 +11,9 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
    bfloat16 (the bench holds every block's moments at once: all 32 do not fit the host of an H200 machine);
    ``grams`` the float64 products of one chunk of rows at the GPT-2 and the large shape's widths, as the core
    computes them and two other ways (which is fastest on the card: the moments' arithmetic is what the bench found
-   slow there);
+   slow there); ``products`` the same chunk by each product scheme of :mod:`linrec.core.schemes` (``float32``,
+   ``ozaki:S``), its time against float64's and its error, and by cuBLAS's own float64 emulation
+   (``CUBLAS_EMULATE_DOUBLE_PRECISION=1``, in a process of its own) where torch's CUDA and the card allow it;
 3. ``cuda_tests``: the test suite's GPU tests, where pytest is installed;
    ``profile``: where the planned capture's time goes, the large shape's first ``--profile-blocks`` blocks under
    torch.profiler, three times (the finished folds sent to pinned host memory as a fresh process meets it, that
@@ -32,14 +34,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +62,7 @@ from linrec.core.extras import EXTRAS  # noqa: E402
 from linrec.core.moments import add_gram, symmetric  # noqa: E402
 from linrec.core.plan import gigabytes, parse_memory  # noqa: E402
 from linrec.core.planned import capture_groups, plan_for  # noqa: E402
+from linrec.core.products import Products, add_float64, products_for  # noqa: E402
 from linrec.data.tokens import TokenBatches  # noqa: E402
 from linrec.models.loading import DTYPES, parse_dtype  # noqa: E402
 from linrec.models.shapes import (  # noqa: E402 (the repository's own linrec, from src)
@@ -130,6 +136,109 @@ def grams(device: torch.device, widths: list[int], rows: int = 4096, repeats: in
         differences = [(whole[0] - xx).abs().max(), (joined[:width, :width] - xx).abs().max()]
         out[f"largest_difference_{width}"] = float(max(differences) / xx.abs().max())
     return out
+
+
+PRODUCTS = ("float64", "float32", "ozaki:3", "ozaki:4", "ozaki:5", "ozaki:6")
+"""The schemes the ``products`` step times (:mod:`linrec.core.schemes`), float64 first: the reference."""
+
+
+def shifted_chunk(device: torch.device, rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk of (x, y) rows as the products get them: float64, shifted to about zero, features of scales 0.1 to 10;
+    the same numbers in every process (a seeded generator on ``device``)."""
+    g = torch.Generator(device=device).manual_seed(0)
+    scale = torch.logspace(-1, 1, width, dtype=torch.float64, device=device)
+    x, y = (torch.randn(rows, width, generator=g, dtype=torch.float64, device=device) * scale for _ in range(2))
+    return x, y
+
+
+def timed_products(
+    add: Products, x: torch.Tensor, y: torch.Tensor, device: torch.device, repeats: int
+) -> tuple[float, list[torch.Tensor]]:
+    """Seconds per chunk of ``add``'s products of ``x`` and ``y`` (XᵀX's upper block triangle and XᵀY, as a capture
+    sums them by default), and the sums of one chunk (the first call, which also warms the library up)."""
+    sums = [torch.zeros(x.shape[1], w, dtype=torch.float64, device=device) for w in (x.shape[1], y.shape[1])]
+    add(sums[0], sums[1], None, x, y)
+    scratch = [torch.zeros_like(s) for s in sums]
+
+    def chunks() -> None:
+        for _ in range(repeats):
+            add(scratch[0], scratch[1], None, x, y)
+
+    return seconds(chunks, device) / repeats, sums
+
+
+def relative_error(sums: list[torch.Tensor], exact: list[torch.Tensor]) -> float:
+    """The largest error of XᵀX's upper triangle and of XᵀY, each relative to its largest entry."""
+    pairs = [(sums[0].triu(), exact[0].triu()), (sums[1], exact[1])]
+    return max(float((s - e).abs().max() / e.abs().max()) for s, e in pairs)
+
+
+def products(device: torch.device, widths: list[int], rows: int = 4096, repeats: int = 3) -> dict[str, Any]:
+    """Each scheme of :data:`PRODUCTS` on one chunk of ``rows`` shifted rows per width: seconds per chunk, the speed
+    against float64 (above 1: faster) and the error against float64 (:func:`relative_error`); then cuBLAS's own float64
+    emulation (:func:`cublas_emulation`)."""
+    out: dict[str, Any] = {"rows": rows, "schemes": list(PRODUCTS)}
+    exact: dict[int, tuple[float, list[torch.Tensor]]] = {}
+    for width in widths:
+        x, y = shifted_chunk(device, rows, width)
+        for name in PRODUCTS:
+            took, sums = timed_products(products_for(name), x, y, device, repeats)
+            exact.setdefault(width, (took, sums))
+            out[f"{name}_{width}_s"] = took
+            out[f"{name}_{width}_vs_float64"] = exact[width][0] / took
+            out[f"{name}_{width}_error"] = relative_error(sums, exact[width][1])
+    out["cublas_emulation"] = cublas_emulation(device, widths, rows, repeats, exact)
+    return out
+
+
+def cublas_emulation(
+    device: torch.device, widths: list[int], rows: int, repeats: int, exact: dict[int, tuple[float, list[torch.Tensor]]]
+) -> dict[str, Any] | str:
+    """cuBLAS's float64 emulation on the integer tensor cores (CUDA 13.0 update 2 on, compute capability 8.0 on) of
+    the same chunks, in a process started with ``CUBLAS_EMULATE_DOUBLE_PRECISION=1`` (read before CUDA initialises),
+    per strategy: ``performant`` (cuBLAS's default: it emulates where it finds that faster) and ``eager`` (wherever
+    it can). Seconds, speed and error against this process's float64 as :func:`products` has them; where the sums
+    are float64's bit for bit, cuBLAS did not emulate. "not available", with the reason, where it cannot run."""
+    if device.type != "cuda":
+        return "not available: no CUDA device (the check runs on the CPU)"
+    if torch.version.cuda is None or int(torch.version.cuda.split(".")[0]) < 13:
+        return (f"not available: torch {torch.__version__} is built for CUDA {torch.version.cuda}; cuBLAS emulates "
+                "float64 from CUDA 13.0 update 2")  # fmt: skip
+    major, minor = torch.cuda.get_device_capability(device)
+    if major < 8:
+        return f"not available: the card's compute capability is {major}.{minor}; cuBLAS emulates float64 from 8.0"
+    cublas = {d.metadata["Name"]: d.version for d in metadata.distributions() if d.name.startswith("nvidia-cublas")}
+    out: dict[str, Any] = {"cuda": torch.version.cuda, "cublas_packages": cublas}
+    for strategy in ("performant", "eager"):
+        env = {**os.environ, "CUBLAS_EMULATE_DOUBLE_PRECISION": "1", "CUBLAS_EMULATION_STRATEGY": strategy}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "sums.pt"
+            code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import gpu_check; "
+                    f"gpu_check.emulated_products({str(path)!r}, {widths!r}, {rows}, {repeats})")  # fmt: skip
+            run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+            if run.returncode != 0:
+                out[strategy] = f"failed: {run.stderr.strip()[-1000:]}"
+                continue
+            emulated = torch.load(path)
+        out[strategy] = {}
+        for width in widths:
+            took, sums = emulated[width]
+            same = all(torch.equal(s, e.cpu()) for s, e in zip(sums, exact[width][1], strict=True))
+            out[strategy][str(width)] = {"s": took, "vs_float64": exact[width][0] / took,
+                                         "error": relative_error(sums, [e.cpu() for e in exact[width][1]]),
+                                         "emulated": not same}  # fmt: skip
+    return out
+
+
+def emulated_products(path: str, widths: list[int], rows: int, repeats: int) -> None:
+    """Run by :func:`cublas_emulation` in a process whose environment asks cuBLAS to emulate float64: the float64
+    products of :func:`products`' chunks timed, and their sums saved to ``path`` with the seconds."""
+    device = torch.device("cuda")
+    results = {}
+    for width in widths:
+        took, sums = timed_products(add_float64, *shifted_chunk(device, rows, width), device, repeats)
+        results[width] = (took, [s.cpu() for s in sums])
+    torch.save(results, path)
 
 
 def large_shape(device: torch.device, name: str, tokens: int, dtype: torch.dtype) -> tuple[Any, TokenBatches, float]:
@@ -295,9 +404,10 @@ def main(argv: list[str] | None = None) -> int:
                         "user's measurement plans by)")  # fmt: skip
     parser.add_argument("--large-blocks", type=int, help="profile only the large shape's first N blocks")
     parser.add_argument("--profile-blocks", type=int, default=8, help="blocks of the large shape the profile captures")
-    parser.add_argument("--gram-rows", type=int, default=4096, help="rows of the chunk the grams step multiplies")
+    parser.add_argument("--gram-rows", type=int, default=4096, help="rows of the chunk the grams and products steps "
+                        "multiply")  # fmt: skip
     parser.add_argument("--bench-batches", type=int, default=20, help="batches linrec bench times per path")
-    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,grams,bench_7b,cuda_tests,profile,large",
+    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,grams,products,bench_7b,cuda_tests,profile,large",
                         help="which steps, in order")  # fmt: skip
     args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -320,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         "bench_gpt2": lambda: bench(device, args.bench_batches),
         "bench_7b": lambda: bench(device, args.bench_batches, "pythia-6.9b", "bfloat16", layers=8),
         "grams": lambda: grams(
+            device, [bench_config("gpt2-small").hidden_size, shaped_config(args.large).hidden_size], args.gram_rows
+        ),
+        "products": lambda: products(
             device, [bench_config("gpt2-small").hidden_size, shaped_config(args.large).hidden_size], args.gram_rows
         ),
         "profile": lambda: profile(device, args.large, dtype, args.tokens, args.memory, args.profile_blocks),

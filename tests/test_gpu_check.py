@@ -40,7 +40,7 @@ def test_its_steps_run_and_write_what_they_measured(tmp_path):
     out = tmp_path / "out"
     small = ["--device", "cpu", "--large", "EleutherAI/pythia-70m", "--small", "EleutherAI/pythia-70m"]
     small += ["--large-dtype", "float32"]  # a CPU without bfloat16 instructions: 175 s, 89 here
-    steps = ["--steps", "cpu_vs_gpu,grams,profile,large", "--gram-rows", "256", "--profile-blocks", "2"]
+    steps = ["--steps", "cpu_vs_gpu,grams,products,profile,large", "--gram-rows", "256", "--profile-blocks", "2"]
     sizes = ["--small-tokens", "4096", "--tokens", "4096", "--memory", "2GB"]  # the fewest the sample and folds need
     code = _module().main([str(out), *small, *sizes, *steps])
     results = json.loads((out / "gpu-check.json").read_text())
@@ -52,6 +52,14 @@ def test_its_steps_run_and_write_what_they_measured(tmp_path):
     for width in (768, 512):  # GPT-2's width and the large shape's: the three ways give the same sums
         assert products[f"largest_difference_{width}"] < 1e-12
         assert all(products[f"{way}_{width}_tokens_per_s"] > 0 for way in ("core", "whole", "joined"))
+    schemes = results["steps"]["products"]
+    assert schemes["status"] == "ok" and schemes["rows"] == 256
+    bounds = {"float32": 5e-6, "ozaki:3": 5e-5, "ozaki:4": 5e-7, "ozaki:5": 5e-9, "ozaki:6": 5e-11}  # (seen: a tenth)
+    for width in (768, 512):  # each scheme timed against float64, its error below its bound
+        assert schemes[f"float64_{width}_error"] == 0 and schemes[f"float64_{width}_vs_float64"] == 1
+        assert all(schemes[f"{name}_{width}_s"] > 0 for name in schemes["schemes"])
+        assert all(schemes[f"{name}_{width}_error"] < bound for name, bound in bounds.items())
+    assert schemes["cublas_emulation"] == "not available: no CUDA device (the check runs on the CPU)"
     profiled = results["steps"]["profile"]
     assert profiled["status"] == "ok"
     for run in ("first", "second", "kept"):  # on the CPU the folds stay in host memory either way

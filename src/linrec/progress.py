@@ -5,14 +5,18 @@ of them in one book build), and an estimate made after one slow first step reads
 :func:`progress_bar` keeps tqdm's bar where one is drawn in place (a terminal, a Jupyter notebook) and elsewhere
 writes one line when a stage starts, at most one every :data:`LOG_EVERY` seconds while it advances, one every
 :data:`LOG_EVERY` seconds while it waits on a long step (a width-4,096 block's fits take minutes on a CPU), and one
-when it ends, each with its count and the time since the stage started, and never an estimate.
+when it ends, each with its count and the time since the stage started, and never an estimate. A bar drawn in place
+is redrawn as often while a step runs long, so that its clock moves. A stage with no counter of its own is named as
+it starts and then beats (:func:`stage`, :func:`heartbeat`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import io
+import os
 import sys
 import threading
 import time
@@ -51,28 +55,49 @@ class _Lines(io.TextIOBase):
         self.out.flush()
 
 
-class _LogBar(text_bar):
-    """tqdm for a log: besides its own lines, the stage's line again after ``mininterval`` seconds without one, so
-    that a stage whose steps each take minutes is never silent for longer (tqdm's monitor thread does not: it only
-    lowers ``miniters``). The beat holds the bar weakly and stops when it is closed."""
+class _Beating:
+    """A tqdm bar that draws its line again after ``LOG_EVERY`` seconds without one, so that a stage whose steps each
+    take minutes is never silent for longer (tqdm's monitor thread does not: it only lowers ``miniters``). The beat
+    holds the bar weakly and stops when it is closed.
+
+    Iterated, it counts each item with :meth:`update` as the item is done: tqdm's own loop keeps the count in a
+    variable of its own, pushed to the bar only when a line is due by its own clock, so a beat's line showed an old
+    count, and, its clock reset by the beat, the loop pushed the same items twice: counts past the total, which tqdm
+    then writes as "?" (``fit: 278/? block`` of 30 blocks)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._closed = threading.Event()
         super().__init__(*args, **kwargs)
-        _repeat(self.mininterval, self._closed, functools.partial(_beat, weakref.ref(self)))
+        _repeat(LOG_EVERY, self._closed, functools.partial(_beat, weakref.ref(self)))
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            for item in self.iterable:  # type: ignore[attr-defined]  # (tqdm's, the next class of the bar)
+                yield item
+                self.update(1)  # type: ignore[attr-defined]
+        finally:
+            self.close()
 
     def close(self) -> None:
         self._closed.set()
-        super().close()
+        super().close()  # type: ignore[misc]  # tqdm's, the next class of the bar
 
 
-def _beat(ref: weakref.ref[_LogBar]) -> bool:
-    """Write the bar's line again if it wrote none for ``mininterval`` seconds; False once it is gone."""
+class _LogBar(_Beating, text_bar):
+    """tqdm for a log: one line per redraw (:class:`_Lines`), and the beat of :class:`_Beating`."""
+
+
+class _LiveBar(_Beating, auto_bar):
+    """tqdm's bar drawn in place (a terminal, a notebook), with the beat of :class:`_Beating`: its clock moves."""
+
+
+def _beat(ref: weakref.ref[Any]) -> bool:
+    """Draw the bar's line again if it drew none for ``LOG_EVERY`` seconds; False once it is gone."""
     bar = ref()
     if bar is None or bar.disable:
         return False
-    now = bar._time()  # type: ignore[attr-defined]  # tqdm's own clock, as its lines read it
-    if now - bar.last_print_t >= bar.mininterval:
+    now = bar._time()  # tqdm's own clock, as its lines read it
+    if now - bar.last_print_t >= LOG_EVERY:
         bar.refresh()
         bar.last_print_t = now
     return True
@@ -96,12 +121,54 @@ def in_place() -> bool:
 def progress_bar(iterable: Iterable[_T] | None = None, **options: Any) -> text_bar:
     """A tqdm bar over ``iterable`` (``options`` as tqdm's: ``total``, ``desc``, ``unit``, ``disable``, ...), drawn in
     place where that is seen as one (:func:`in_place`), else written as lines (see the module docstring)."""
-    if options.get("disable") or in_place():
+    if options.get("disable"):
         return auto_bar(iterable, **options)
+    if in_place():
+        return _LiveBar(iterable, **options)
     # miniters=1: every update checks the clock, and tqdm's monitor thread (which refreshes a bar whose miniters it
-    # raised, every maxinterval) never prints between two lines; only _LogBar's beat does, while a step runs long
+    # raised, every maxinterval) never prints between two lines; only the beat does, while a step runs long
     lines = {"mininterval": LOG_EVERY, "maxinterval": LOG_EVERY, "miniters": 1, "bar_format": LINE, "unit": "it"}
     return _LogBar(iterable, file=_Lines(sys.stderr), **{**lines, **options})
+
+
+_AFTER_CAPTURE: contextvars.ContextVar[bool] = contextvars.ContextVar("linrec_after_capture", default=False)
+
+
+def show_after_capture(shown: bool) -> None:
+    """Say whether the steps at the end of a capture that are handed no progress flag of their own (the layer-linearity
+    fits of :meth:`linrec.core.residual.ResidualSink.scores`) show their progress: each capture says so as it starts
+    (:func:`linrec.core.capture.run_capture`), for this thread."""
+    _AFTER_CAPTURE.set(shown)
+
+
+def shown_after_capture() -> bool:
+    """What the latest capture on this thread said to :func:`show_after_capture` (False before any)."""
+    return _AFTER_CAPTURE.get()
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a reader takes them in after "about": 1 s (for any less too), 40 s, 3.2 min, 1.5 h."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def busy_hint() -> str | None:
+    """A hint where the machine is busy (its load average over the last minute above the cores this process may use)
+    and torch runs more than one thread: shared cores make torch's threads wait on one another (see
+    :mod:`linrec.threads`), so an estimate made now may be low and ``LINREC_THREADS=1`` often runs faster. None
+    otherwise."""
+    import torch
+
+    from linrec.threads import usable_cores
+
+    load, cores = os.getloadavg()[0], usable_cores()
+    if load <= cores or torch.get_num_threads() == 1:
+        return None
+    return (
+        f"the machine is busy (load {load:.1f} on {cores} usable core{'s' * (cores > 1)}): the work may take longer "
+        "than estimated; LINREC_THREADS=1 (one torch thread) often runs faster on shared cores"
+    )
 
 
 @contextlib.contextmanager
@@ -119,13 +186,14 @@ def no_library_bars() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def heartbeat(what: str, every: float | None = None) -> Iterator[None]:
-    """While the block runs, print "``what``: N s so far" every ``every`` seconds (default :data:`LOG_EVERY`): a
-    log line for a stage that reports no progress of its own, so that a log is never silent for minutes."""
+def heartbeat(what: str, every: float | None = None, out: TextIO | None = None) -> Iterator[None]:
+    """While the block runs, print "``what``: N s so far" every ``every`` seconds (default :data:`LOG_EVERY`) to
+    ``out`` (stdout by default, where the book's build prints; :func:`stage` writes to stderr): a log line for a stage
+    that reports no progress of its own, so that a log is never silent for minutes."""
     start, done = time.perf_counter(), threading.Event()
 
     def beat() -> bool:
-        print(f"{what}: {time.perf_counter() - start:.0f} s so far", flush=True)
+        print(f"{what}: {time.perf_counter() - start:.0f} s so far", file=out, flush=True)
         return True
 
     _repeat(LOG_EVERY if every is None else every, done, beat)
@@ -133,3 +201,15 @@ def heartbeat(what: str, every: float | None = None) -> Iterator[None]:
         yield
     finally:
         done.set()
+
+
+@contextlib.contextmanager
+def stage(what: str, show: bool = True) -> Iterator[None]:
+    """A stage with no counter of its own (``show``: reported at all): named on stderr as it starts ("``what``..."),
+    beside the bars, then :func:`heartbeat` lines there while it runs."""
+    if not show:
+        yield
+        return
+    print(f"{what}...", file=sys.stderr, flush=True)
+    with heartbeat(what, out=sys.stderr):
+        yield

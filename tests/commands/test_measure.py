@@ -221,6 +221,8 @@ def test_torchrun_two_processes_give_the_single_process_table(model_dirs, text_f
         "--device",
         "cpu",
         "--no-progress",
+        "--extras",
+        "output-covariance",
     ]
     assert main([*args, "--out", str(tmp_path / "one.csv")]) == 0
     env = dict(os.environ, OMP_NUM_THREADS="1")

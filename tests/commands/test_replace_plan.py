@@ -58,10 +58,3 @@ def test_replace_says_what_it_understood_and_the_passes_it_then_runs(
     counted = [sum(b is run[0] for b in run), sum(b is not run[0] for b in run)]
     # --refit scores a step with the one-shot map too only where its block lies above a kept one: at most one here
     assert counted == [held, second] or ("--refit" in options and counted == [held - 1, second])
-
-
-@pytest.mark.parametrize("seconds, words", [(40.2, "40 s"), (89, "89 s"), (192, "3.2 min"), (5400, "1.5 h")])
-def test_durations_read_in_the_unit_that_fits(seconds, words):
-    from linrec.commands.replace_plan import duration
-
-    assert duration(seconds) == words

@@ -158,6 +158,18 @@ def test_a_batch_whose_logits_are_too_large_is_scored_a_window_at_a_time_with_th
     assert torch.allclose(parts.nll, whole.nll, rtol=1e-6) and torch.equal(parts.tokens, whole.tokens)
 
 
+def test_the_perplexity_bar_counts_its_forward_calls_against_their_total(eval_text, monkeypatch, capsys):
+    """Its calls come from a generator, which tqdm cannot count: the bar read "n/?" until given their number."""
+    from linrec.interventions import perplexity as ppl
+
+    monkeypatch.setattr(ppl, "LOGITS_BYTES", 1)  # one window per forward call: more calls than batches
+    window_nll(tiny_model("gpt2"), eval_text, progress=True)
+    windows = len(eval_text.input_ids)
+    lines = capsys.readouterr().err.splitlines()  # (a log: one line as the stage starts, one as it ends)
+    assert lines[0].startswith(f"perplexity: 0/{windows} batch")
+    assert lines[-1].startswith(f"perplexity: {windows}/{windows} batch")
+
+
 def test_window_nll_sums_each_windows_token_losses(eval_text):
     model = tiny_model("gpt2")
     windows = window_nll(model, eval_text)

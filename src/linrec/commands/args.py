@@ -103,6 +103,17 @@ def extras(value: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
+def products(value: str) -> str:
+    """argparse type of ``--products``: a scheme of :data:`linrec.core.schemes.SCHEMES` (``float64``, ``float32``,
+    ``ozaki:S``), checked before torch loads."""
+    from linrec.core.schemes import parse_products
+
+    try:
+        return parse_products(value)
+    except LinrecError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
 def non_negative_int(value: str) -> int:
     """argparse type: an integer of at least 0."""
     if not value.isdigit():

@@ -29,6 +29,7 @@ from linrec.commands.args import (
     extras,
     non_negative_int,
     positive_int,
+    products,
     seed,
     write_table,
 )
@@ -43,6 +44,7 @@ from linrec.commands.measure_columns import (
 from linrec.commands.measure_inputs import check_before_loading, measured_text, seq_len, token_batches
 from linrec.core.extras import EXTRAS
 from linrec.core.plan import parse_memory
+from linrec.core.schemes import FLOAT64, SCHEMES
 from linrec.errors import LinrecError
 from linrec.experiment.budgets import ROWS_PER_DIMENSION
 
@@ -165,6 +167,15 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         + "; ".join(f"{name}: {meaning}" for name, meaning in EXTRAS.items())
         + ". By default only what the fit needs is summed, and their columns are NaN",
     )
+    p.add_argument(
+        "--products",
+        type=products,
+        default=FLOAT64,
+        metavar="NAME",
+        help="how each chunk of rows (their first rows' mean subtracted) is multiplied into the float64 sums: "
+        + "; ".join(f"{name}: {meaning}" for name, meaning in SCHEMES.items())
+        + ". For a GPU whose float64 is slow",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(handler=_measure)
 
@@ -266,12 +277,12 @@ def _measure(args: argparse.Namespace) -> int:
         batches, plan = prepared[0]
         options = {"blocks": args.blocks, "folds": folds, "seed": args.seed, "skip_first": args.skip_first,
                    "progress": not args.no_progress and rank == 0, "spill": args.spill,
-                   "extras": args.extras}  # fmt: skip
+                   "extras": args.extras, "products": args.products}  # fmt: skip
         if args.save is None:
             table = measure(model, batches, memory=plan, **options)
         else:  # the moments kept, and saved (the same table: measure() is this, its moments let go as it goes)
             kept = Measurement.capture(
-                model, batches, memory=args.memory, name=model_name, text=corpus_name, text_sha256=corpus_hash,
+                model, batches, memory=plan, name=model_name, text=corpus_name, text_sha256=corpus_hash,
                 **options,
             )  # fmt: skip
             table = kept.table(progress=options["progress"])
@@ -293,6 +304,7 @@ def _measure(args: argparse.Namespace) -> int:
         table["layout"] = args.layout
         table["seed"] = args.seed
         table["extras"] = ",".join(sorted(args.extras))
+        table["products"] = args.products
         tables.append(table)
     versions = version_columns()
     result = pd.concat(tables, ignore_index=True).assign(**versions)
@@ -320,13 +332,14 @@ def _preparer(
     model: str | None = None,
 ) -> Callable[[PretrainedConfig, PreTrainedTokenizerBase], None]:
     """What runs once a model's config and tokenizer are known, before its weights load: its batches
-    (:func:`token_batches`; ``model``: a profile's own, measured on its budget) and the capture's plan, printed
-    (a budget that cannot work fails here, naming the smallest that would), appended to ``into``."""
+    (:func:`token_batches`; ``model``: a profile's own, measured on its budget) and the capture's plan (a budget that
+    cannot work fails here, naming the smallest that would), appended to ``into``; the plan printed with an estimate
+    of the work's time (:func:`linrec.core.planned.estimate`)."""
 
     def prepare(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> None:
         import torch
 
-        from linrec.core.planned import plan_before_loading
+        from linrec.core.planned import estimate, plan_before_loading
         from linrec.models.loading import parse_dtype, pick_device
 
         batches = token_batches(args, profile, source, folds, config, tokenizer, model)
@@ -336,10 +349,12 @@ def _preparer(
         device = own.device if own else args.device
         target = torch.device(pick_device(device)) if args.device_map is None else torch.device("cpu")
         table = args.save is None and args.spill is None  # only the table: its moments may stay on a GPU
-        plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory, table=table,
-                                   extras=args.extras)  # fmt: skip
+        plan = plan_before_loading(config, batches, args.blocks, folds, torch_dtype, target, memory,
+                                   saved=args.save is not None, table=table, extras=args.extras)  # fmt: skip
         if not args.no_progress:
-            print(plan.describe(), file=sys.stderr)
+            fits_on = target if table else torch.device("cpu")  # (a measurement kept makes its table on the host)
+            print(plan.describe(), estimate(config, batches, plan, torch_dtype, target, fits_on).describe(),
+                  sep="\n", file=sys.stderr)  # fmt: skip
         into.append((batches, plan))
 
     return prepare

@@ -36,6 +36,8 @@ COLUMNS = {
     "layout": "where the sequences were taken from: spread evenly over the whole text, or its head",
     "seed": "seed of the fold assignment",
     "extras": "what was computed beyond the fit's needs (--extras), comma-separated; empty: none",
+    "products": "how the capture multiplied its rows into the float64 sums (--products): float64 (exact, the default), "
+    "float32 or ozaki:S",
     "linrec_version": "linrec that measured",
     "torch_version": "torch that ran the forward pass",
     "transformers_version": "transformers that built the model",

@@ -32,8 +32,10 @@ from linrec.experiment.budgets import ROWS_PER_DIMENSION, rows_to_ask
 from linrec.interventions.replacement.texts import TextPart
 
 if TYPE_CHECKING:
+    from torch import nn
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+    from linrec.core.measure import Measurement
     from linrec.data.tokens import TokenBatches
 
 EVAL_SHARE = 0.2
@@ -267,6 +269,7 @@ def _replace(args: argparse.Namespace) -> int:
     candidates, batches = prepared[0]
     if not args.no_progress:
         echo_estimate(args, model, len(candidates), batches)
+        _echo_measuring(args, model, candidates, batches[0], measured)
     from linrec.interventions.replacement.replace import replace
 
     result = replace(
@@ -294,6 +297,33 @@ def _replace(args: argparse.Namespace) -> int:
     result.save(args.out, args.force)
     _print(result.record, args.out)
     return 0
+
+
+def _echo_measuring(
+    args: argparse.Namespace, model: nn.Module, candidates: list[int], fit: TokenBatches, measured: Measurement | None
+) -> None:
+    """An estimate of the capture of the ``fit`` batches and of the table's fits (on the host, as
+    :meth:`linrec.Measurement.table` makes it), which the perplexity passes' estimate leaves out: only the fits where
+    a saved measurement is read instead (``measured``)."""
+    import dataclasses
+
+    import torch
+
+    from linrec.commands.replace_plan import say
+    from linrec.core.capture import input_device
+    from linrec.core.extras import SCORES
+    from linrec.core.planned import estimate, plan_for
+
+    extras = frozenset() if args.order == MEASURED else frozenset({SCORES})  # as replace() captures: a score's order
+    plan = plan_for(model, fit, candidates, args.folds, saved=True, extras=extras)
+    if plan is None:  # (a model without a config to size the work by)
+        return
+    dtype = next(model.parameters()).dtype
+    work = estimate(model.config, fit, plan, dtype, input_device(model), torch.device("cpu"))
+    if measured is not None:
+        work = dataclasses.replace(work, capture=0.0, linearity=0.0)
+    for line in work.describe("estimate of the capture and the fits").splitlines():
+        say(line.strip())
 
 
 def _second_text(args: argparse.Namespace) -> tuple[str | None, TextPart | None]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from linrec.commands.args import block_spans
 from linrec.core.scores import MEASURED
 from linrec.interventions.budget import budget_words
+from linrec.progress import duration
 
 if TYPE_CHECKING:
     from torch import nn
@@ -75,13 +76,6 @@ def echo_candidates(
         f"perplexity passes: at most {held} over {batches[1].n_rows:,} held-out rows ({', '.join(parts)}){other}; "
         "then decoding is timed before and after"
     )
-
-
-def duration(seconds: float) -> str:
-    """``seconds`` as a reader takes them in: 40 s, 3.2 min, 1.5 h."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def echo_estimate(args: argparse.Namespace, model: nn.Module, candidates: int, batches: Sequence[TokenBatches]) -> None:

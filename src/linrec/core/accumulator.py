@@ -4,14 +4,17 @@ The sums are taken about one fixed shift (the shifted-data algorithm) and conver
 :class:`linrec.core.moments.Moments` when asked for; a finished fold's sums are freed and only its
 moments kept, so a capture that hands folds over one after the other holds one fold's sums at a time.
 
-All products run in float64, so TF32 (a float32-only mode) and bf16 never touch them.
+By default all products run in float64, so TF32 (a float32-only mode) and bf16 never touch them; ``products``
+chooses a cheaper scheme for the products of the shifted rows (:mod:`linrec.core.schemes`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from linrec.core.moments import Moments, add_gram, symmetric
+from linrec.core.moments import Moments, symmetric
+from linrec.core.products import products_for
+from linrec.core.schemes import FLOAT64
 from linrec.errors import LinrecError
 
 
@@ -36,6 +39,10 @@ class MomentAccumulator:
     ``full_output``: sum the whole YᵀY (for ``effective_rank_out``); by default only its diagonal, the output sums of
     squares that the fit and its R² read: per row d_in² + 2 d_in d_out floating-point operations of products (XᵀX's
     upper block triangle, XᵀY) instead of about 4.5 d² with the whole YᵀY.
+
+    ``products``: how each chunk's XᵀX, XᵀY (and whole YᵀY) of the shifted rows are multiplied
+    (:mod:`linrec.core.schemes`; by default in float64); the sums they go into, the sums of the rows and the diagonal
+    of YᵀY are float64 whatever it is.
     """
 
     def __init__(
@@ -46,9 +53,11 @@ class MomentAccumulator:
         folds: int = 1,
         keep_on_gpu: bool = False,
         full_output: bool = False,
+        products: str = FLOAT64,
     ) -> None:
         self.d_in, self.d_out, self.device, self.keep_on_gpu = d_in, d_out, torch.device(device), keep_on_gpu
         self.full_output = full_output
+        self._products = products_for(products)
         self.n = [0] * folds
         self.shift_x: torch.Tensor | None = None
         self.shift_y: torch.Tensor | None = None
@@ -90,11 +99,8 @@ class MomentAccumulator:
         self.n[fold] += xs.shape[0]
         sx += xs.sum(0)
         sy += ys.sum(0)
-        add_gram(sxx, xs)
-        sxy.addmm_(xs.T, ys)
-        if self.full_output:
-            add_gram(syy, ys)
-        else:
+        self._products(sxx, sxy, syy if self.full_output else None, xs, ys)
+        if not self.full_output:
             syy += ys.square().sum(0)
 
     def add(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:

@@ -30,11 +30,12 @@ from linrec.core.moments import BlockMoments, PositionMoments, all_reduce_moment
 from linrec.core.residual import ResidualSink
 from linrec.core.rows import BatchRows, RowSink, to_device
 from linrec.core.sample import RowSample
+from linrec.core.schemes import FLOAT64
 from linrec.core.tails import TailSink
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
-from linrec.progress import progress_bar
+from linrec.progress import progress_bar, show_after_capture
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
@@ -57,7 +58,8 @@ class CaptureOptions:
     :class:`linrec.core.residual.ResidualSink`; without them their columns are NaN and the rest of the table the
     same); ``keep_on_gpu``: finished folds' moments stay on the GPU that summed them, not in pinned host memory (for a
     table whose fits run there, as its plan chose: :attr:`linrec.core.plan.Footprint.kept_on_gpu`; not with
-    ``spill``)."""
+    ``spill``); ``products``: how each chunk of shifted rows is multiplied into the float64 sums
+    (:mod:`linrec.core.schemes`: exact ``float64`` by default, ``float32``, ``ozaki:S``)."""
 
     folds: int = 5
     seed: int = 0
@@ -68,6 +70,7 @@ class CaptureOptions:
     extra_sinks: Sequence[RowSink] = ()
     extras: frozenset[str] = frozenset()
     keep_on_gpu: bool = False
+    products: str = FLOAT64
 
 
 class StopForward(Exception):
@@ -190,6 +193,7 @@ def run_capture(
     for sink in sinks:
         sink.start(int(masks.sum()))
     bar = progress_bar(total=int(masks.sum()), unit="tok", desc="capture", disable=not progress)
+    show_after_capture(progress)  # the sinks' work after the last batch (the layer linearity) shows as the bar
     offset = 0
     try:
         with torch.no_grad():
@@ -309,7 +313,8 @@ def capture_positions(
         batches = batches.shard(dist.get_rank(), dist.get_world_size())
         progress = progress and dist.get_rank() == 0
     full_output = OUTPUT_COVARIANCE in options.extras
-    sink = MomentSink(folds, spill=options.spill, keep_on_gpu=options.keep_on_gpu, full_output=full_output)
+    sink = MomentSink(folds, spill=options.spill, keep_on_gpu=options.keep_on_gpu, full_output=full_output,
+                      products=options.products)  # fmt: skip
     tails = TailSink()
     residual = residual_sink(model, chosen, folds, spec, seed) if SCORES in options.extras else None
     sinks = [sink, tails, *([] if residual is None else [residual]), *options.extra_sinks]

@@ -37,9 +37,10 @@ from linrec.core.fit import (
 from linrec.core.moment_files import load_moments, save_moments
 from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.core.plan import CapturePlan, parse_memory
-from linrec.core.planned import announce, capture_groups, capture_to_disk, plan_for
+from linrec.core.planned import announce, capture_groups, capture_to_disk, estimate, plan_for
 from linrec.core.replacements import Kind, first_apart_replacements, fit_replacements
 from linrec.core.rows import RowSink
+from linrec.core.schemes import FLOAT64, parse_products
 from linrec.core.scores import StreamScores
 from linrec.core.tails import Tail, Tails
 from linrec.data.tokens import TokenBatches
@@ -51,7 +52,8 @@ from linrec.versions import versions
 
 FORMAT = 4
 """The version of what :meth:`Measurement.save` writes (``measurement.json``'s ``format``). 2: ``tails.json``;
-3: ``scores.json``; 4: the provenance's ``extras``, and Cyy saved as its diagonal where the capture summed no more.
+3: ``scores.json``; 4: the provenance's ``extras`` and ``products``, and Cyy saved as its diagonal where the capture
+summed no more.
 A measurement of format 2 still loads, its scores unknown."""
 
 FILES = ("measurement.json", "moments-first.safetensors", "moments-later.safetensors", "tails.json", "scores.json")
@@ -82,6 +84,7 @@ class Provenance:
     text_sha256: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
     extras: tuple[str, ...] = ()  # what the capture computed beyond the fit's needs (linrec.core.extras)
+    products: str = FLOAT64  # how the capture multiplied its rows (linrec.core.schemes)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extras", tuple(self.extras))  # (a list, as JSON reads it back)
@@ -142,8 +145,9 @@ class Measurement:
         text_sha256: str | None = None,
         extra_sinks: Sequence[RowSink] = (),
         spill: str | Path | None = None,
-        memory: int | str | None = None,
+        memory: int | str | CapturePlan | None = None,
         extras: str | Iterable[str] | None = None,
+        products: str = FLOAT64,
     ) -> Measurement:
         """Run ``model`` over ``batches`` once and keep the moments of every FFN block (or of ``blocks``).
 
@@ -160,16 +164,23 @@ class Measurement:
         finished moments wait on disk instead of in memory (a temporary directory, removed with the measurement), for a
         model whose moments of every block exceed memory: fold by fold, about 2 d² float64 per block (the same
         numbers). ``memory``: the most bytes the capture may hold in host memory and on the GPU that accumulates
-        (``"12GB"``; None: what is free there now). Where every block's moments do not fit, the blocks are measured in
-        groups that do (:mod:`linrec.core.plan`, the plan printed first), each group's moments then waiting on disk
+        (``"12GB"``; None: what is free there now), or a plan made before the model loaded, run as it is
+        (:func:`linrec.core.planned.plan_before_loading`, ``saved=True``). The plan and an estimate of the work's time
+        are printed first (with ``progress``, unless the plan was given). Where every block's moments do not fit, the
+        blocks are measured in groups that do (:mod:`linrec.core.plan`), each group's moments then waiting on disk
         under ``spill`` (the system's temporary directory by default): the same numbers, bit for bit, for about one
         forward pass. ``extras``: what to compute beyond what the fit needs (:mod:`linrec.core.extras`:
         ``"output-covariance"`` for ``effective_rank_out``, ``"scores"`` for the residual-stream scores, ``"all"``;
-        NaN in the table without them).
+        NaN in the table without them). ``products``: how each chunk of rows is multiplied into the float64 sums
+        (:mod:`linrec.core.schemes`: ``"float64"``, exact, by default; ``"float32"`` or ``"ozaki:S"`` where float64
+        is slow, within the errors said there).
         """
         setup = _set_up(model, batches, blocks, folds, seed, rcond, spec, skip_first, progress, spill, memory, extras,
-                        extra_sinks, saved=True)  # fmt: skip
+                        extra_sinks, saved=True, products=products)  # fmt: skip
         plan, options = setup.plan, setup.options
+        if plan is not None and progress and not isinstance(memory, CapturePlan):  # (else printed by the caller)
+            work = estimate(model.config, batches, plan, setup.dtype, input_device(model), torch.device("cpu"))
+            announce(plan, True, work)  # (the fits come later, from the moments on the host)
         if plan is None or len(plan.groups) == 1:
             split = capture_positions(model, batches, blocks, options)
         else:
@@ -190,6 +201,7 @@ class Measurement:
             text_sha256=text_sha256,
             versions=versions(),
             extras=tuple(sorted(options.extras)),
+            products=options.products,
         )
         return cls(split, provenance)
 
@@ -389,6 +401,7 @@ def measure(
     spill: str | Path | None = None,
     memory: int | str | CapturePlan | None = None,
     extras: str | Iterable[str] | None = None,
+    products: str = FLOAT64,
 ) -> pd.DataFrame:
     """Per-block linear recoverability of ``model`` on ``batches``: one row per FFN block, the table of
     :meth:`Measurement.capture` (whose docstring says what each argument does). Only the table is kept: where the
@@ -411,14 +424,16 @@ def measure(
     :data:`linrec.core.fit.COLUMNS` says what each means.
     """
     setup = _set_up(model, batches, blocks, folds, seed, rcond, spec, skip_first, progress, spill, memory, extras,
-                    table=spill is None)  # fmt: skip
+                    table=spill is None, products=products)  # fmt: skip
     plan, options = setup.plan, setup.options
     device = input_device(model)
     on = device if device.type == "cuda" else None  # the fits where the model is
     if plan is None:  # a model with no config to size a plan by: one pass
         parts: Iterable[PositionMoments] = [capture_positions(model, batches, blocks, options)]
     else:
-        announce(plan, progress and not isinstance(memory, CapturePlan))
+        if progress and not isinstance(memory, CapturePlan):  # (the command line printed its plan and estimate)
+            work = estimate(model.config, batches, plan, setup.dtype, device, on or torch.device("cpu"))
+            announce(plan, True, work)
         parts = capture_groups(model, batches, plan, options)
     reports = (
         recoverability(part, setup.rcond, consume=isinstance(part.later, dict), device=on, progress=progress)
@@ -453,6 +468,7 @@ def _set_up(
     extra_sinks: Sequence[RowSink] = (),
     saved: bool = False,
     table: bool = False,
+    products: str = FLOAT64,
 ) -> _SetUp:
     """The checks, cutoff, plan and capture options of a measurement, before any row is captured: a bad option is
     refused here, and a plan that keeps the finished moments on the GPU (``table``: only the table is wanted, as
@@ -461,6 +477,7 @@ def _set_up(
     dtype = _model_dtype(model)
     positions = _checked_options(rcond, skip_first, batches.seq_len, dtype)
     chosen = parse_extras(extras)
+    scheme = parse_products(products)
     plan = (
         memory
         if isinstance(memory, CapturePlan)
@@ -469,7 +486,8 @@ def _set_up(
         )
     )
     keep = table and plan is not None and plan.footprint.kept_on_gpu and spill is None  # the fits where the moments are
-    options = CaptureOptions(folds, seed, spec, progress, positions, spill, extra_sinks, chosen, keep_on_gpu=keep)
+    options = CaptureOptions(folds, seed, spec, progress, positions, spill, extra_sinks, chosen, keep_on_gpu=keep,
+                             products=scheme)  # fmt: skip
     return _SetUp(dtype, rcond_for(dtype) if rcond is None else rcond, plan, options)
 
 

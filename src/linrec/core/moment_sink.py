@@ -22,6 +22,7 @@ from linrec.core.accumulator import MomentAccumulator
 from linrec.core.moment_files import SpilledMoments
 from linrec.core.moments import BlockMoments, Moments, PositionMoments
 from linrec.core.rows import BatchRows, RowSink, to_device
+from linrec.core.schemes import FLOAT64, parse_products
 from linrec.errors import LinrecError
 
 
@@ -75,7 +76,8 @@ class MomentSink(RowSink):
 
     ``spill``: a directory where finished folds wait on disk; ``keep_on_gpu``: they stay on the GPU
     that summed them (:class:`MomentAccumulator`; not with ``spill``); ``full_output``: the whole YᵀY, not only its
-    diagonal (:class:`MomentAccumulator`).
+    diagonal, and ``products``: how the rows are multiplied (:mod:`linrec.core.schemes`), both as
+    :class:`MomentAccumulator` takes them.
     """
 
     def __init__(
@@ -85,12 +87,14 @@ class MomentSink(RowSink):
         spill: str | Path | None = None,
         keep_on_gpu: bool = False,
         full_output: bool = False,
+        products: str = FLOAT64,
     ) -> None:
         if spill is not None and keep_on_gpu:
             raise ValueError("finished folds either go to disk (spill) or stay on the GPU (keep_on_gpu), not both")
         self.k = k
         self.keep_on_gpu = keep_on_gpu
         self.full_output = full_output
+        self.products = parse_products(products)  # a name it does not know is refused before any row
         self.check_every = check_every
         self.accumulators: dict[int, MomentAccumulator] = {}
         self._spilled = None if spill is None else SpilledMoments(spill, k)  # finished folds on disk
@@ -117,7 +121,7 @@ class MomentSink(RowSink):
         acc = self.accumulators.get(block)
         if acc is None:
             acc = self.accumulators[block] = MomentAccumulator(
-                x.shape[1], y.shape[1], x.device, self.k, self.keep_on_gpu, self.full_output
+                x.shape[1], y.shape[1], x.device, self.k, self.keep_on_gpu, self.full_output, self.products
             )
             self._dtypes[block] = y.dtype
             self._firsts[block] = []

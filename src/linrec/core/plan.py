@@ -173,6 +173,11 @@ class Footprint:
         return self.blocks * self.folds * packed_bytes(self.width, self.width, self.full_output) if saved else 0
 
 
+def group_span(group: tuple[int, ...]) -> str:
+    """A group of blocks as the plan names it: ``3-7``, or ``3`` for one block."""
+    return f"{group[0]}-{group[-1]}" if len(group) > 1 else str(group[0])
+
+
 def rerun_passes(groups: list[tuple[int, ...]] | tuple[tuple[int, ...], ...], layers: int) -> float:
     """The forward work, in whole passes over a model of ``layers`` layers, of ``groups`` that cannot resume: each
     runs the model from its input up to its deepest block."""
@@ -196,7 +201,7 @@ class CapturePlan:
     def describe(self) -> str:
         """The plan in a few lines, as the command prints it before any work."""
         sizes = sorted({len(g) for g in self.groups})
-        spans = [f"{g[0]}-{g[-1]}" if len(g) > 1 else str(g[0]) for g in self.groups]
+        spans = [group_span(g) for g in self.groups]
         if len(spans) > 6:
             spans = [*spans[:2], "…", spans[-1]]
         blocks = "/".join(map(str, sizes)) + (" block" if sizes == [1] else " blocks")

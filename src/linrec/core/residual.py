@@ -25,6 +25,7 @@ from linrec.core.rows import BatchRows, RowSink
 from linrec.core.sample import RowSample
 from linrec.core.scores import StreamScores
 from linrec.models.arch import BlockSpec, Spec, residual_sites
+from linrec.progress import progress_bar, shown_after_capture
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
@@ -134,9 +135,10 @@ class ResidualSink(RowSink):
             energy = torch.stack([sums[4], sums[4] - added.pow(2).sum() / n]) / sums[5]  # of a, and about its mean
             values.append(torch.cat([n[None], sums[:4] / n, energy]).cpu())
         out = {}
-        for block, (n, layer_cos, layer_angle, ffn_cos, ffn_angle, energy, spread) in zip(
-            blocks, torch.stack(values).tolist() if values else [], strict=True
-        ):
+        rows = zip(blocks, torch.stack(values).tolist() if values else [], strict=True)
+        shown = shown_after_capture()  # as the capture's bar was (a 7B block's fits take minutes on a host)
+        fits = progress_bar(rows, total=len(blocks), desc="layer linearity", unit="block", disable=not shown)
+        for block, (n, layer_cos, layer_angle, ffn_cos, ffn_angle, energy, spread) in fits:
             held, in_sample, sampled = self._linearity(block, device)
             out[block] = StreamScores(
                 rows=int(n),

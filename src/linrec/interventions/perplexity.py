@@ -89,6 +89,17 @@ def _vocabulary(model: nn.Module) -> int:
     return int(getattr(getattr(model, "config", None), "vocab_size", 1))
 
 
+def _windows_per_call(vocabulary: int, length: int) -> int:
+    """Windows of ``length`` tokens scored in one forward call: :data:`LOGITS_BYTES` of float32 logits, at least one."""
+    return max(1, LOGITS_BYTES // (length * vocabulary * 4))
+
+
+def _calls(model: nn.Module, batches: TokenBatches) -> int:
+    """How many forward calls :func:`_chunks` makes for ``batches``: the total of :func:`window_nll`'s bar."""
+    vocabulary = _vocabulary(model)
+    return sum(-(-len(b.input_ids) // _windows_per_call(vocabulary, b.input_ids.shape[1])) for b in batches)
+
+
 def _chunks(model: nn.Module, batches: TokenBatches) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(token ids on the model's input device, attention mask on the CPU) of each forward call that scores ``batches``:
     each batch, :data:`LOGITS_BYTES` of logits at a time."""
@@ -96,7 +107,7 @@ def _chunks(model: nn.Module, batches: TokenBatches) -> Iterator[tuple[torch.Ten
     vocabulary = _vocabulary(model)
     for batch in batches:
         windows, length = batch.input_ids.shape
-        step = max(1, LOGITS_BYTES // (length * vocabulary * 4))
+        step = _windows_per_call(vocabulary, length)
         for start in range(0, windows, step):
             ids, mask = batch.input_ids[start : start + step], batch.attention_mask[start : start + step]
             yield ids.to(device), mask
@@ -119,7 +130,9 @@ def window_nll(model: nn.Module, batches: TokenBatches, progress: bool = False) 
     require_eval(model, "perplexity")
     sums, counts = [], []
     with torch.no_grad():
-        for ids, mask in progress_bar(_chunks(model, batches), desc="perplexity", disable=not progress):
+        total = _calls(model, batches)  # (tqdm cannot count a generator's items)
+        bar = progress_bar(_chunks(model, batches), total=total, desc="perplexity", unit="batch", disable=not progress)
+        for ids, mask in bar:
             out = model(input_ids=ids, attention_mask=mask.to(ids.device))
             logits = getattr(out, "logits", None)
             if logits is None:
@@ -272,7 +285,7 @@ def _each_alone(
     base = window_nll(model, eval_batches) if base is None else base
     below = LayerPrefix(decoder_layers(model, ffn_blocks(model, spec)), lambda: _forward_each(model, eval_batches))
     rows = []
-    for b in progress_bar(blocks, desc=what, disable=not progress):
+    for b in progress_bar(blocks, desc=what, unit="block", disable=not progress):
         with changed(b), below.below(b):
             scored = window_nll(model, eval_batches)
         rows.append({"block": b, "base_ppl": base.ppl, **_delta_row(base, scored)})
@@ -310,7 +323,7 @@ def joint_steps(
     if refit is not None:
         rows[0] |= {f"one_shot_{k}": 0.0 for k in ("delta_ppl", "delta_ppl_low", "delta_ppl_high")}
     saved, kept = 0, dict[int, nn.Module]()
-    for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", disable=not progress), start=1):
+    for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", unit="step", disable=not progress), start=1):
         used = replacements[b] if refit is None or min(kept, default=b) >= b else refit(kept, b)
         trial = saved + n_stored(stands_for(model, b, used, spec)) - n_stored(used)
         if not kept and alone is not None and b in alone:

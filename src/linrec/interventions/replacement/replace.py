@@ -46,6 +46,7 @@ from linrec.interventions.replacement.directory import save_replaced
 from linrec.interventions.replacement.texts import TextPart
 from linrec.interventions.surgery import n_stored, param_table, swapped
 from linrec.models.arch import check_blocks, check_one_module
+from linrec.progress import stage
 from linrec.versions import versions
 
 
@@ -306,7 +307,8 @@ def replace(
     final = steps[steps.kept].iloc[-1]  # the model itself when no block fits (Replacement.none_fits)
     if parsed.first == "mean" and chosen:
         warn_if_not_constant(fit_batches, final)
-    rates = compare_rates(model, prompt, lambda: swapped(model, chosen))
+    with stage("timing greedy decoding, with the chosen maps and without", progress):  # (no counter of its own)
+        rates = compare_rates(model, prompt, lambda: swapped(model, chosen))
     stored = param_table(model, chosen).set_index("block")
     before = n_stored(model)
     record = {
