@@ -14,6 +14,9 @@ small but real directions of strongly anisotropic inputs that a relative cutoff 
 direction the rows never move along holds rounding only and falls under both. The rule never drops a
 direction the relative cutoff alone would keep.
 
+Solve. A fit that is only scored (``condition=False``: every held-out fit of :func:`kfold`, :func:`held_out_r2`)
+gets this map from a Cholesky factorisation wherever that provably gives the same map: :mod:`linrec.core.solve`.
+
 Score. On test moments, with r = y - ŷ the sum of squared errors per output dimension j is
 ``Cyy[j,j] - 2 (WᵀCxy)[j,j] + (WᵀCxxW)[j,j] + n δ_j²``, where δ is the error of the prediction at
 the test means. R² compares it with the test sum of squares about the test mean, as
@@ -31,15 +34,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
 import torch
 
+from linrec.core import solve
 from linrec.core.columns import COLUMNS
 from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.core.scores import score_columns
+from linrec.core.solve import FitSums, Training
 from linrec.core.tails import Tails
 from linrec.errors import LinrecError, finite
 from linrec.models.loading import parse_dtype
@@ -120,31 +125,57 @@ def check_rcond(rcond: float) -> float:
     return finite("rcond (the null-direction cutoff; None: the capture dtype's)", rcond, low=0)
 
 
-def input_spectrum(moments: Moments, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
+Solver = Literal["cholesky", "eigh"]
+"""How a fit that is only scored is solved: by Cholesky wherever that provably gives the eigendecomposition's map,
+else by the eigendecomposition (``"cholesky"``), or always by the eigendecomposition (``"eigh"``, the reference)."""
+
+
+def input_spectrum(moments: Training, rcond: float = DEFAULT_RCOND) -> InputSpectrum:
     """Rank-revealing eigendecomposition of the centred input sums of ``moments``, on the correlation scale: a
     direction is null when its eigenvalue is small both next to the largest and next to what errors of √rcond/2
     per element could produce (see the module docstring)."""
     rcond = check_rcond(rcond)
-    variance = moments.cxx.diagonal().clamp(min=0)
-    scale = torch.where(variance > 0, variance.sqrt(), torch.ones_like(variance))
+    scale, second = solve.scales(moments)
     lam, vec = torch.linalg.eigh(moments.cxx / torch.outer(scale, scale))
-    second = torch.where(variance > 0, 1 + moments.n * moments.mean_x**2 / scale**2, torch.ones_like(variance))
     rounding = rcond / 4 * (vec.pow(2) * second[:, None]).sum(0)  # E[x²]/Var[x] per feature, along each direction
     keep = (lam > rcond * lam.max().clamp(min=torch.finfo(torch.float64).tiny)) | (lam > rounding)
     return InputSpectrum(scale, lam[keep], vec[:, keep], int((~keep).sum()), vec[:, ~keep])
 
 
-def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND, *, condition: bool = True) -> AffineFit:
+def _check_rows(n: int, d_in: int) -> None:
+    """A LinrecError unless ``n`` training rows are enough for an affine fit of input width ``d_in``."""
+    if n < d_in + 1:
+        raise LinrecError(
+            f"{n} training rows for an input width of {d_in}: the affine fit needs at least "
+            f"{d_in + 1} (width + 1). Raise --max-rows (the rows per block) or use fewer folds."
+        )
+
+
+def fit_affine(
+    train: Training,
+    rcond: float = DEFAULT_RCOND,
+    *,
+    condition: bool = True,
+    null: torch.Tensor | None = None,
+    solver: Solver = "cholesky",
+) -> AffineFit:
     """The least-squares affine map of the training moments (minimum-norm on null directions).
 
-    ``condition=False`` leaves ``input_condition`` NaN and skips the second eigendecomposition it costs (for
-    fits that are only scored)."""
-    if train.n < train.d_in + 1:
-        raise LinrecError(
-            f"{train.n} training rows for an input width of {train.d_in}: the affine fit needs at least "
-            f"{train.d_in + 1} (width + 1). Raise --max-rows (the rows per block) or use fewer folds."
-        )
-    spec = input_spectrum(train, rcond)
+    ``condition=False`` leaves ``input_condition`` NaN and skips the second eigendecomposition it costs (for fits
+    that are only scored); such a fit is solved by Cholesky, deflated along ``null`` (orthonormal columns in the raw
+    input basis, :meth:`InputSpectrum.null_basis`; None: none known), wherever that provably gives the
+    eigendecomposition's map, else by the eigendecomposition (:mod:`linrec.core.solve`; ``solver``:
+    :data:`Solver`)."""
+    _check_rows(train.n, train.d_in)
+    if condition:
+        return _eigh_fit(train, input_spectrum(train, rcond), rcond, condition=True)
+    return _scoring_fit(train, rcond, null, solver)[0]
+
+
+def _eigh_fit(train: Training, spec: InputSpectrum, rcond: float, condition: bool) -> AffineFit:
+    """The map through ``spec``, the eigendecomposition of ``train``'s inputs (the pseudo-inverse on its kept
+    directions): the reference solve and the fall-back of the Cholesky one; ``condition``: with the input condition
+    number (one more eigendecomposition)."""
     vk, scale = spec.eigenvectors, spec.scale
     pinv = (vk / spec.eigenvalues) @ vk.T
     weight = (pinv @ (train.cxy / scale[:, None])) / scale[:, None]
@@ -154,6 +185,22 @@ def fit_affine(train: Moments, rcond: float = DEFAULT_RCOND, *, condition: bool 
     cov_lam = torch.linalg.eigvalsh(train.cxx / train.n).flip(0)[: train.d_in - spec.null_dims]
     ratio = float(cov_lam[0] / cov_lam[-1]) if cov_lam.numel() and cov_lam[-1] > 0 else float("inf")
     return AffineFit(weight, bias, spec.null_dims, ratio, rcond)
+
+
+def _scoring_fit(
+    train: Training, rcond: float, null: torch.Tensor | None, solver: Solver
+) -> tuple[AffineFit, torch.Tensor]:
+    """A fit that is only scored, and the null directions for the next fit of its group: those it deflated (``null``,
+    or a guess where None) where the Cholesky solve held, else those its eigendecomposition dropped
+    (:mod:`linrec.core.solve`)."""
+    rcond = check_rcond(rcond)
+    if solver == "cholesky":
+        basis = solve.guessed_null(train, rcond) if null is None else null
+        solved = solve.cholesky_map(train, rcond, basis)
+        if solved is not None:
+            return AffineFit(*solved, math.nan, rcond), basis
+    spec = input_spectrum(train, rcond)
+    return _eigh_fit(train, spec, rcond, condition=False), spec.null_basis()
 
 
 @dataclass
@@ -242,16 +289,35 @@ def _checked_folds(block: int, folds: list[Moments]) -> None:
         )
 
 
-def held_out_r2(folds: list[Moments], training: list[list[int]], rcond: float) -> list[float] | None:
+def held_out_r2(
+    folds: list[Moments],
+    training: list[list[int]],
+    rcond: float,
+    *,
+    null: torch.Tensor | None = None,
+    solver: Solver = "cholesky",
+) -> list[float] | None:
     """Held-out R² of each fold f, its map fitted on the folds ``training[f]``; None when one of those training
     sets holds too few rows for the width (the fit needs width + 1). Each training set is merged when its fold is
-    scored, so one of them is held at a time."""
+    scored, so one of them is held at a time. ``null``, ``solver``: as :func:`fit_affine`'s; a fit that falls back
+    hands its null directions to the next (:func:`_held_out_scores`)."""
     if any(sum(folds[g].n for g in used) < folds[0].d_in + 1 for used in training):
         return None
-    return [
-        held_out(fit_affine(merge_folds([folds[g] for g in used]), rcond, condition=False), test).r2
-        for used, test in zip(training, folds, strict=True)
-    ]
+    return [score.r2 for score in _held_out_scores(folds, training, rcond, null, solver)]
+
+
+def _held_out_scores(
+    folds: list[Moments], training: list[list[int]], rcond: float, null: torch.Tensor | None, solver: Solver
+) -> list[HeldOut]:
+    """The scores of each fold f, its map fitted on the folds ``training[f]`` (merged as its fold is scored) and
+    solved as :func:`fit_affine` solves a fit that is only scored, deflated along ``null`` at first and then along
+    the null directions of the latest fit that fell back (:mod:`linrec.core.solve`)."""
+    scores = []
+    basis = null
+    for used, test in zip(training, folds, strict=True):
+        fit, basis = _scoring_fit(FitSums.of([folds[g] for g in used]), rcond, basis, solver)
+        scores.append(held_out(fit, test))
+    return scores
 
 
 def leave_one_out(k: int) -> list[list[int]]:
@@ -285,24 +351,36 @@ def input_statistics(total: Moments) -> dict[str, float]:
     }
 
 
-def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> BlockReport:
+def _all_rows_fit(total: Moments, rcond: float) -> tuple[int, float, float, torch.Tensor]:
+    """``null_dims``, ``input_condition`` and ``effective_rank_map`` of the fit on all rows, and the directions it
+    dropped (orthonormal, raw input basis): made before the held-out fits, which deflate them, and holding none of
+    its d x d matrices beside those fits."""
+    spec = input_spectrum(total, rcond)
+    full = _eigh_fit(total, spec, rcond, condition=True)
+    predicted_cov = full.weight.T @ total.cxx @ full.weight
+    rank = participation_ratio(torch.linalg.eigvalsh((predicted_cov + predicted_cov.T) / 2))
+    return full.null_dims, full.input_condition, rank, spec.null_basis()
+
+
+def kfold(
+    block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND, *, solver: Solver = "cholesky"
+) -> BlockReport:
     """Fit on all folds but one, score on that one, for each fold; report the mean and spread.
 
     R² and per-feature R² are averaged over folds (std with ddof=1); conditioning, null
     directions and the map's effective rank come from the fit on all rows. ``r2_lin_half_rows`` repeats the
-    held-out R² with each map fitted on about half its training folds (:func:`half_training`).
+    held-out R² with each map fitted on about half its training folds (:func:`half_training`). The fit on all rows
+    comes first: the held-out fits deflate the directions it dropped (:mod:`linrec.core.solve`; ``solver``: as
+    :func:`fit_affine`'s).
     """
     _checked_folds(block, folds)
-    r2s, per_feature = [], []
-    for f, test in enumerate(folds):
-        fit = fit_affine(merge_folds([m for g, m in enumerate(folds) if g != f]), rcond, condition=False)
-        score = held_out(fit, test)
-        r2s.append(score.r2)
-        per_feature.append(score.r2_per_feature)
-    half = held_out_r2(folds, half_training(len(folds)), rcond) if len(folds) > 2 else None
+    for used in leave_one_out(len(folds)):
+        _check_rows(sum(folds[g].n for g in used), folds[0].d_in)
     total = merge_folds(folds)
-    full = fit_affine(total, rcond)
-    predicted_cov = full.weight.T @ total.cxx @ full.weight
+    null_dims, input_condition, effective_rank_map, null = _all_rows_fit(total, rcond)
+    scores = _held_out_scores(folds, leave_one_out(len(folds)), rcond, null, solver)
+    r2s, per_feature = [s.r2 for s in scores], [s.r2_per_feature for s in scores]
+    half = held_out_r2(folds, half_training(len(folds)), rcond, null=null, solver=solver) if len(folds) > 2 else None
     n_test = round(np.mean([m.n for m in folds]))
     inputs = input_statistics(total)
     return BlockReport(
@@ -311,12 +389,12 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
         r2_lin_std=float(np.std(r2s, ddof=1)),
         r2_per_feature=torch.stack(per_feature).mean(0).cpu(),
         effective_rank_out=participation_ratio(torch.linalg.eigvalsh(total.cyy)) if total.full_output else math.nan,
-        effective_rank_map=participation_ratio(torch.linalg.eigvalsh((predicted_cov + predicted_cov.T) / 2)),
-        input_condition=full.input_condition,
+        effective_rank_map=effective_rank_map,
+        input_condition=input_condition,
         input_rms=inputs["input_rms"],
         effective_rank_in=inputs["effective_rank_in"],
         outlier_ratio=inputs["outlier_ratio"],
-        null_dims=full.null_dims,
+        null_dims=null_dims,
         n_train=total.n - n_test,
         n_test=n_test,
         d_in=total.d_in,
@@ -326,12 +404,14 @@ def kfold(block: int, folds: list[Moments], rcond: float = DEFAULT_RCOND) -> Blo
     )
 
 
-def _later_columns(later: list[Moments], tails: Tails | None, rcond: float) -> dict[str, Any]:
+def _later_columns(
+    later: list[Moments], tails: Tails | None, rcond: float, solver: Solver = "cholesky"
+) -> dict[str, Any]:
     """The columns of a block's report that need only the later rows' moments (:func:`_positions_report`): R²_lin
     with the first captured position of each window left out of fit and test (mean, std and each fold's; NaN and ()
     when the later rows are too few for the width), and the share of their output variance the largest of them carry
-    (NaN where ``tails`` are unknown)."""
-    r2 = None if any(m.n == 0 for m in later) else held_out_r2(later, leave_one_out(len(later)), rcond)
+    (NaN where ``tails`` are unknown). ``solver``: as :func:`fit_affine`'s."""
+    r2 = None if any(m.n == 0 for m in later) else held_out_r2(later, leave_one_out(len(later)), rcond, solver=solver)
     return {
         "r2_lin_after_first": math.nan if r2 is None else float(np.mean(r2)),
         "r2_lin_after_first_std": math.nan if r2 is None else float(np.std(r2, ddof=1)),
@@ -341,17 +421,23 @@ def _later_columns(later: list[Moments], tails: Tails | None, rcond: float) -> d
 
 
 def _positions_report(
-    block: int, split: PositionMoments, rcond: float, consume: bool, device: torch.device | None
+    block: int,
+    split: PositionMoments,
+    rcond: float,
+    consume: bool,
+    device: torch.device | None,
+    solver: Solver = "cholesky",
 ) -> BlockReport:
     """:func:`kfold` of every row of ``block`` with what its first captured position does: that position's share of
     the output variance, :func:`_later_columns`, and the share of the largest rows (where ``split`` has them,
     :mod:`linrec.core.tails`). It holds as few d x d matrices at once as the arithmetic allows: the later rows'
     columns first, then each fold's first and later rows merged as the first rows' moments are made
     (:meth:`PositionMoments.first_folds`), with ``consume`` each later fold let go once merged; the numbers are
-    those of merging every fold at once, bit for bit (the same sums in the same order)."""
+    those of merging every fold at once, bit for bit (the same sums in the same order). ``solver``: as
+    :func:`fit_affine`'s."""
     later = [_on(m, device) for m in (cast(dict, split.later).pop(block) if consume else split.later[block])]
     tails = split.tails.get(block)
-    apart = _later_columns(later, tails, rcond)
+    apart = _later_columns(later, tails, rcond, solver)
     merged: list[Moments] = []
     first: Moments | None = None
     for part in (_on(m, device) for m in split.first_folds(block)):
@@ -359,7 +445,7 @@ def _positions_report(
         first = part if first is None else first + part
     del later
     assert first is not None
-    report = kfold(block, merged, rcond)
+    report = kfold(block, merged, rcond, solver=solver)
     total = merge_folds(merged)
     return replace(
         report,
@@ -393,7 +479,8 @@ def recoverability(
     report is made, so that a caller who needs only the table holds one block's work beside them, not two.
     ``device``: where each block's fits run, its moments moved there as it is reached (a GPU's float64 solvers
     for a wide model; the same arithmetic to rounding, not bit for bit, as another device's). ``progress``: a bar
-    over the blocks (a width-4,096 block's fits, 16 eigendecompositions, take about four minutes on two CPU cores)."""
+    over the blocks (a width-4,096 block's fits, one eigendecomposition and 15 Cholesky solves, take about 67 s on two
+    CPU cores; 140 s with an eigendecomposition each)."""
     device = None if device is None else torch.device(device)
     blocks = progress_bar(sorted(moments.later if isinstance(moments, PositionMoments) else moments), desc="fit",
                           unit="block", disable=not progress)  # fmt: skip

@@ -3,7 +3,8 @@
 Its hooks see each block's decoder layer input, what the layer adds to its residual stream for the FFN, and the
 layer's output, on the capture's own rows (:meth:`linrec.core.rows.RowSink.hooks`); sums are float64 on the rows'
 device, read once at the end, and the layer-linearity sample is fitted then, on that device (a GPU's float64
-solvers: six eigendecompositions of width² per block, minutes on a host for a 7B model), and let go.
+solvers: six fits of width² per block, each a Cholesky solve where that provably gives the eigendecomposition's map
+(:mod:`linrec.core.solve`), else an eigendecomposition; minutes on a host for a 7B model), and let go.
 """
 
 from __future__ import annotations
