@@ -23,7 +23,8 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
    last block, one float64 eigendecomposition at its width (a table row's unit of cost), the profile itself by plan
    (5 folds, the first position apart, at least 1e5 tokens; every block, or the first ``--large-blocks``): time, peak
    device and host memory, the plan's own figures beside them; then the planned capture of every block with its
-   moments (no table, planned as the table's; CUDA events) against the forward, then with every extra. Last,
+   moments (no table, planned as the table's; CUDA events) against the forward, then with every extra, then with
+   the products emulated (``ozaki:5``). Last,
    as the longest: what it measured is written as it comes, so a check stopped at its limit keeps it.
 
 Where no CUDA device is visible it says so in one line and exits 1 before any work. ``--device cpu`` with small
@@ -352,6 +353,9 @@ def large(
     extra = replace(options, extras=frozenset(EXTRAS))  # what the extras add (the layer linearity: 6 fits per block)
     capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, extra)], device)  # fmt: skip
     note(planned_capture_all_extras_s=capture, all_extras_vs_truncated_forward=capture / out["truncated_forward_s"])
+    emulated = replace(options, products="ozaki:5")  # int8 tensor cores for the float64 products (linrec.core.schemes)
+    capture = seconds(lambda: [None for _ in capture_groups(model, batches, every, emulated)], device)  # fmt: skip
+    note(planned_capture_ozaki5_s=capture, ozaki5_vs_truncated_forward=capture / out["truncated_forward_s"])
     return out
 
 

@@ -68,6 +68,9 @@ def test_every_verdict_states_its_rule_and_shows_it_wrapped():
     )
     assert lines[3].startswith("> - **controls** (this book's check): **does not hold**.") and len(lines) == 4
     assert str(shown).splitlines()[1:] == [line.removeprefix("> - ") for line in lines[2:]]
+    from IPython.lib.pretty import pretty
+
+    assert pretty(shown) == str(shown)  # a notebook's text/plain: the printed lines, not the floats' full repr
     with pytest.raises(LinrecError):
         Verdicts("offline", (Claim.measure("a number", 2.0),))
     assert Claim.measure("a number", 2.0, note="n = 4")._repr_markdown_() == "**a number**: 2.0; n = 4."

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 import pandas as pd
 
@@ -275,6 +276,11 @@ class Verdicts:
         for _, head, subs in verdict_lines(self.claims, self.plain):
             lines += [head, *(f"  {sub}" for sub in subs)]
         return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """The notebook's plain-text form beside the Markdown: the printed lines (:meth:`__str__`), not the fields'
+        repr, whose floats at full precision would make two executed copies differ below any printed digit."""
+        printer.text(str(self))
 
     def _repr_markdown_(self) -> str:
         lines = [f"> **Verdict.** {verdict_sentence(self.profile, self.claims, self.plain)}", ">"]
