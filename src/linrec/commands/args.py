@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Appends an option's default to its help, except where it has none (None, or an unset flag); a command's
-    description and epilog keep their line breaks (the column lists of ``linrec measure --help``)."""
+    """Appends an option's default to its help, except where it has none (None, an empty string, or an unset flag); a
+    command's description and epilog keep their line breaks (the column lists of ``linrec measure --help``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False:
+        if action.default is None or action.default is False or action.default == "":
             return action.help
         return super()._get_help_string(action)
 

@@ -161,7 +161,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--extras",
         type=extras,
-        default=frozenset(),
+        default="",
         metavar="NAMES",
         help="also compute, comma-separated (or all): "
         + "; ".join(f"{name}: {meaning}" for name, meaning in EXTRAS.items())
