@@ -13,7 +13,6 @@ it starts and then beats (:func:`stage`, :func:`heartbeat`).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import io
 import os
@@ -129,21 +128,6 @@ def progress_bar(iterable: Iterable[_T] | None = None, **options: Any) -> text_b
     # raised, every maxinterval) never prints between two lines; only the beat does, while a step runs long
     lines = {"mininterval": LOG_EVERY, "maxinterval": LOG_EVERY, "miniters": 1, "bar_format": LINE, "unit": "it"}
     return _LogBar(iterable, file=_Lines(sys.stderr), **{**lines, **options})
-
-
-_AFTER_CAPTURE: contextvars.ContextVar[bool] = contextvars.ContextVar("linrec_after_capture", default=False)
-
-
-def show_after_capture(shown: bool) -> None:
-    """Say whether the steps at the end of a capture that are handed no progress flag of their own (the layer-linearity
-    fits of :meth:`linrec.core.residual.ResidualSink.scores`) show their progress: each capture says so as it starts
-    (:func:`linrec.core.capture.run_capture`), for this thread."""
-    _AFTER_CAPTURE.set(shown)
-
-
-def shown_after_capture() -> bool:
-    """What the latest capture on this thread said to :func:`show_after_capture` (False before any)."""
-    return _AFTER_CAPTURE.get()
 
 
 def duration(seconds: float) -> str:

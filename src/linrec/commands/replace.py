@@ -311,11 +311,10 @@ def _echo_measuring(
 
     from linrec.commands.replace_plan import say
     from linrec.core.capture import input_device
-    from linrec.core.extras import SCORES
     from linrec.core.planned import estimate, plan_for
+    from linrec.interventions.replacement.replace import capture_extras
 
-    extras = frozenset() if args.order == MEASURED else frozenset({SCORES})  # as replace() captures: a score's order
-    plan = plan_for(model, fit, candidates, args.folds, saved=True, extras=extras)
+    plan = plan_for(model, fit, candidates, args.folds, saved=True, extras=capture_extras(args.order))
     if plan is None:  # (a model without a config to size the work by)
         return
     dtype = next(model.parameters()).dtype

@@ -35,7 +35,7 @@ from linrec.core.tails import TailSink
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
 from linrec.models.arch import BlockSpec, Spec, ffn_blocks, select_blocks
-from linrec.progress import progress_bar, show_after_capture
+from linrec.progress import progress_bar
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
@@ -193,7 +193,6 @@ def run_capture(
     for sink in sinks:
         sink.start(int(masks.sum()))
     bar = progress_bar(total=int(masks.sum()), unit="tok", desc="capture", disable=not progress)
-    show_after_capture(progress)  # the sinks' work after the last batch (the layer linearity) shows as the bar
     offset = 0
     try:
         with torch.no_grad():
@@ -326,7 +325,7 @@ def capture_positions(
             "(each block's input and output modules must be called by the model's forward)"
         )
     split = sink.positions()
-    scores = {} if residual is None else residual.scores()
+    scores = {} if residual is None else residual.scores(progress)  # (a bar over the layer linearity's fits)
     if distributed:
         return PositionMoments(
             all_reduce_moments(dict(split.first)), all_reduce_moments(dict(split.later)), tails.tails(), scores

@@ -26,7 +26,7 @@ from linrec.core.rows import BatchRows, RowSink
 from linrec.core.sample import RowSample
 from linrec.core.scores import StreamScores
 from linrec.models.arch import BlockSpec, Spec, residual_sites
-from linrec.progress import progress_bar, shown_after_capture
+from linrec.progress import progress_bar
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
@@ -119,10 +119,11 @@ class ResidualSink(RowSink):
     def finish(self) -> None:
         self.sample.finish()
 
-    def scores(self) -> dict[int, StreamScores]:
+    def scores(self, progress: bool = False) -> dict[int, StreamScores]:
         """Each block's :class:`StreamScores` (its sums read from the device once for every block; its sample fitted
-        and let go); under ``torch.distributed`` the sums are every rank's (a collective: every rank calls it), the
-        layer linearity each rank's own sample's."""
+        and let go, with ``progress`` a bar over the blocks: a 7B block's fits take minutes on a host); under
+        ``torch.distributed`` the sums are every rank's (a collective: every rank calls it), the layer linearity each
+        rank's own sample's."""
         distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         blocks = sorted(self.sums)
         device = self.sums[blocks[0]].device if blocks else torch.device("cpu")
@@ -137,8 +138,7 @@ class ResidualSink(RowSink):
             values.append(torch.cat([n[None], sums[:4] / n, energy]).cpu())
         out = {}
         rows = zip(blocks, torch.stack(values).tolist() if values else [], strict=True)
-        shown = shown_after_capture()  # as the capture's bar was (a 7B block's fits take minutes on a host)
-        fits = progress_bar(rows, total=len(blocks), desc="layer linearity", unit="block", disable=not shown)
+        fits = progress_bar(rows, total=len(blocks), desc="layer linearity", unit="block", disable=not progress)
         for block, (n, layer_cos, layer_angle, ffn_cos, ffn_angle, energy, spread) in fits:
             held, in_sample, sampled = self._linearity(block, device)
             out[block] = StreamScores(

@@ -104,6 +104,12 @@ class Refitter:
         return self.maps[block]
 
 
+def capture_extras(order: str) -> frozenset[str]:
+    """What :func:`replace`'s capture computes beyond the fit's needs (:mod:`linrec.core.extras`): the residual-stream
+    scores where the candidates are ordered by one of them, nothing where by their measured ΔPPL."""
+    return frozenset() if order == MEASURED else frozenset({SCORES})
+
+
 def check_request(
     model_type: str | None,
     n_blocks: int,
@@ -262,7 +268,7 @@ def replace(
             weights=weights,
             text=None if fit_text is None else fit_text.name,
             text_sha256=None if fit_text is None else fit_text.sha256,
-            extras=None if order == MEASURED else [SCORES],  # an order by a residual-stream score reads it
+            extras=capture_extras(order),
         )
     else:
         check_measurement(measurement, model, fit_batches, candidates)
