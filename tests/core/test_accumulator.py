@@ -38,7 +38,6 @@ def test_by_default_only_the_diagonal_of_the_output_products_is_summed():
     union = diagonal + Moments.from_rows(x[400:], y[400:])
     assert not union.full_output
     torch.testing.assert_close(union.output_ss, Moments.from_rows(x, y).cyy.diagonal(), rtol=1e-12, atol=0)
-    assert whole.diagonal_output().cyy.shape == (5,) and diagonal.diagonal_output() is diagonal
 
 
 def test_a_closed_fold_keeps_its_moments_frees_its_sums_and_takes_no_more_rows():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -59,10 +59,6 @@ class Moments:
     def output_ss(self) -> torch.Tensor:
         """The diagonal of Cyy: each output dimension's sum of squares about its mean (what R² divides by)."""
         return self.cyy.diagonal() if self.full_output else self.cyy
-
-    def diagonal_output(self) -> Moments:
-        """These moments with Cyy's diagonal alone (the same object where it is so already)."""
-        return self if not self.full_output else replace(self, cyy=self.cyy.diagonal().clone())
 
     @classmethod
     def from_rows(cls, x: torch.Tensor, y: torch.Tensor, full_output: bool = True) -> Moments:
