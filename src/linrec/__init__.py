@@ -13,7 +13,8 @@ The public API, in the order a measurement uses it::
 ``capture_moments`` and ``recoverability`` are the two halves of ``measure`` at a lower level;
 ``run_capture`` feeds the same forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``).
 Swapping a block for a replacement: ``swapped`` (for a scope) and ``swap_deltas`` (ΔPPL); ``fit_replacements``
-from raw moments. A replaced model for good: ``linrec replace`` (from Python: ``replace(model, fit_batches,
+from raw moments; ``gated_replacements`` (a gate sends a share of the rows to the map, the rest to the FFN) from the
+model and its rows. A replaced model for good: ``linrec replace`` (from Python: ``replace(model, fit_batches,
 eval_batches, ...).save(dir)``) writes a directory that ``load_replaced`` (also ``load_model``) loads.
 Everything else lives in the layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`,
 :mod:`linrec.experiment`, ...
@@ -49,6 +50,7 @@ _HOMES = {
     "perplexity": "linrec.interventions.perplexity",
     "swap_deltas": "linrec.interventions.perplexity",
     "fit_replacements": "linrec.core.replacements",
+    "gated_replacements": "linrec.interventions.gating",
     "swapped": "linrec.interventions.surgery",
     "SUPPORTED": "linrec.models.arch",
     "BlockSpec": "linrec.models.arch",
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from linrec.core.sample import RowSample
     from linrec.core.syncs import SyncCounter
     from linrec.data.tokens import TokenBatches, make_batches
+    from linrec.interventions.gating import gated_replacements
     from linrec.interventions.perplexity import perplexity, swap_deltas
     from linrec.interventions.replacement.directory import load_model, load_replaced
     from linrec.interventions.replacement.replace import replace
@@ -97,6 +100,7 @@ __all__ = [
     "ffn_blocks",
     "fit_affine",
     "fit_replacements",
+    "gated_replacements",
     "load_model",
     "load_moments",
     "load_replaced",

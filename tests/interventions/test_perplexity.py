@@ -261,3 +261,17 @@ def test_a_budget_nothing_fits_costs_only_the_single_swaps(setup, monkeypatch):
     assert passes == [] and not table.kept[1:].any()  # each step is a block alone: its single swap, no pass again
     alone = single.set_index("block")
     assert all(row.delta_ppl == alone.delta_ppl[row.block] for row in table.iloc[1:].itertuples())
+
+
+def test_a_step_counts_the_ffn_its_kind_keeps_in_use(tokenizer, text):
+    """A first-apart:own map never placed before its step still runs the block's FFN at the first position: the step
+    saves the FFN's numbers less the map's and the FFN's, i.e. minus the map's (it was counted before placement)."""
+    from linrec.core.measure import Measurement
+    from linrec.interventions.perplexity import joint_steps
+
+    fit = make_batches(tokenizer, text, seq_len=32, max_rows=1536, batch_size=16)
+    evals = make_batches(tokenizer, local_text(2000, seed=1), seq_len=32, max_rows=256, batch_size=16)
+    model = tiny_model("gpt2")
+    maps = Measurement.capture(model, fit, folds=4, progress=False).replacements("first-apart:own", [1])
+    steps = joint_steps(model, evals, maps, [1], window_nll(model, evals), progress=False)
+    assert int(steps.params_saved.iloc[1]) == -(32 * 32 + 32)

@@ -98,6 +98,10 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "the FFN's numbers), mean, zero (the FFN removed), or first-apart:mean / first-apart:own: the affine map "
         "fitted on the positions after each sequence's first, and at the first position its mean output (exact when "
         "every window starts with one token, as after a BOS) or the block's own (exact; its FFN stays in use there); "
+        "or gated:RULE:SHARE: a gate sends a SHARE of the rows (e.g. 0.9 or 90%%) to the affine map fitted on "
+        "exactly those rows and the rest to the block's own FFN, which stays in use (RULE norm: the rows of the "
+        "largest FFN input go to the FFN; logistic: a classifier of width + 1 numbers trained to find the rows the "
+        "affine map gets most wrong; two more passes over the fit text); "
         "or remove: the whole block, attention and FFN, as depth pruning does (a model of fewer layers, which "
         "linrec export writes as a plain checkpoint)",
     )

@@ -1,6 +1,6 @@
 """Replacement kinds as the command line names them (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``, ``zero``,
-``remove``, ``first-apart:mean``, ``first-apart:own``): what each kind is, read and checked; the maps themselves are
-:mod:`linrec.core.replacements`.
+``remove``, ``first-apart:mean``, ``first-apart:own``, ``gated:RULE:SHARE``): what each kind is, read and checked;
+the maps themselves are :mod:`linrec.core.replacements`.
 
 Its own module, free of torch, so that ``linrec replace`` refuses a kind it cannot read before torch loads (a second).
 """
@@ -23,6 +23,21 @@ moments of the first and the later positions apart (:func:`linrec.core.replaceme
 AT_FIRST = ("mean", "own")
 """What a ``first-apart`` kind puts at the first position: that position's mean output, or the block's own."""
 
+GATED = "gated"
+"""The kind that routes each row to the affine map or to the block's own FFN by a gate's score
+(:class:`linrec.core.gated.GatedFFN`), fitted on the routed rows (:mod:`linrec.core.routed`)."""
+
+GATE_RULES = ("norm", "logistic")
+"""The gates of a ``gated:RULE:SHARE`` kind (:mod:`linrec.core.gated`); ``gated:first`` is ``first-apart:own``."""
+
+
+def _share(text: str) -> float:
+    """A share of rows written as a fraction (0.9) or a percentage (90%), or NaN."""
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        return math.nan
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -34,11 +49,15 @@ class Kind:
     rank: int | None = None
     share: float | None = None  # lowrank:P%: P / 100, until :meth:`within` turns it into a rank
     first: str | None = None  # first-apart:F: what goes at the first position (AT_FIRST)
+    rule: str | None = None  # gated:RULE:SHARE: the gate (GATE_RULES)
+    routed: float | None = None  # gated:RULE:SHARE: the share of the fit rows the gate sends to the map
 
     @classmethod
     def parse(cls, text: str) -> Kind:
         """The kind ``text`` names, or a LinrecError saying which kinds there are."""
         name, _, rank = text.partition(":")
+        if name == GATED:
+            return cls._gated(text, rank)
         takes = name in ("lowrank", FIRST_APART)
         if (
             name not in (*FROM_MOMENTS, FIRST_APART)
@@ -49,8 +68,9 @@ class Kind:
                 f"unknown replacement kind '{text}'; choose one of affine, lowrank:K (K the rank, an integer "
                 "from 1 to the block's width - 1), lowrank:P% (the largest rank storing at most P % of the FFN's "
                 "numbers), mean, zero, first-apart:mean or first-apart:own (the affine map of the later positions, "
-                "and at each sequence's first position its mean output or the block's own), or remove (the whole "
-                "block, attention and FFN)"
+                "and at each sequence's first position its mean output or the block's own), gated:RULE:SHARE (a "
+                "gate, norm or logistic, sends a SHARE of the rows, e.g. 0.9 or 90%, to the affine map and the rest "
+                "to the block's own FFN), or remove (the whole block, attention and FFN)"
             )
         if name == FIRST_APART:
             return cls(name, first=rank)
@@ -68,7 +88,26 @@ class Kind:
             raise LinrecError(f"the rank K of '{text}' must be a positive integer, e.g. lowrank:64, or a budget, 10%")
         return cls(name, int(rank))
 
+    @classmethod
+    def _gated(cls, text: str, rest: str) -> Kind:
+        """``gated:RULE:SHARE``, or ``gated:first`` (the first position to the FFN: ``first-apart:own``)."""
+        if rest == "first":
+            return cls(FIRST_APART, first="own")
+        rule, _, share = rest.partition(":")
+        if rule not in GATE_RULES or not share:
+            raise LinrecError(
+                f"'{text}' names no gate: write gated:RULE:SHARE with RULE one of {', '.join(GATE_RULES)} and SHARE "
+                "the share of rows sent to the affine map (e.g. gated:norm:0.9 or gated:logistic:90%), or gated:first"
+            )
+        routed = _share(share)
+        if not 0 <= routed <= 1:  # (NaN fails too)
+            raise LinrecError(f"the share of '{text}' must be a fraction from 0 to 1 or a percentage from 0% to 100%")
+        return cls(GATED, rule=rule, routed=routed)
+
     def __str__(self) -> str:
+        if self.rule is not None:
+            short = f"{self.routed:g}"
+            return f"{self.name}:{self.rule}:{short if float(short) == self.routed else repr(self.routed)}"
         if self.first is not None:
             return f"{self.name}:{self.first}"
         if self.share is not None:

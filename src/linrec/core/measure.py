@@ -240,6 +240,11 @@ class Measurement:
         :mod:`linrec.core.replacements`) for each block (or each of ``blocks``), fitted on all captured rows at the
         measurement's cutoff; swap them in with :func:`linrec.swapped`."""
         parsed = Kind.parse(kind)
+        if parsed.rule is not None:
+            raise LinrecError(
+                f"{kind} is fitted on the rows its gate routes, which a measurement does not keep apart: fit it with "
+                "linrec.gated_replacements(model, batches, kind, blocks), or use linrec replace, which does"
+            )
         if parsed.share is not None:
             raise LinrecError(
                 f"{kind} chooses a rank from the FFN's own numbers, which a measurement does not hold: give the rank "

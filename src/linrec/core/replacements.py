@@ -22,6 +22,11 @@ bf16 back. Kinds, with the numbers each stores:
   so the block stores its affine map on top of them). Which position is first is read from each call's attention
   mask (its first kept column) and cache (a call that continues cached sequences has none):
   :meth:`FirstApartFFN.attach`.
+* ``gated:RULE:SHARE``: a gate (``norm``: the FFN input's norm; ``logistic``: a trained classifier of d_in + 1
+  numbers) sends a SHARE of the rows to the affine map fitted on exactly those rows, and the rest to the block's own
+  FFN, which stays in use (:class:`linrec.core.gated.GatedFFN`); d_in·d_out + d_out + 1 numbers on top of the FFN's,
+  d_in + 1 more for the logistic gate. Fitting one needs the model and the fit text, not the moments alone
+  (:func:`linrec.interventions.gating.gated_replacements`). ``gated:first`` is ``first-apart:own``.
 
 The rank-K truncation is by default the best rank-K map on the training inputs (reduced-rank
 regression: W projected onto the top-K eigenvectors of the prediction covariance WᵀCxxW);
@@ -43,7 +48,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from linrec.core.fit import DEFAULT_RCOND, AffineFit, fit_affine
-from linrec.core.kinds import AT_FIRST, FIRST_APART, FROM_MOMENTS, Kind
+from linrec.core.gated import GatedFFN, gate_of
+from linrec.core.kinds import AT_FIRST, FIRST_APART, FROM_MOMENTS, GATED, Kind
 from linrec.core.moments import Moments, PositionMoments, merge_folds
 from linrec.errors import LinrecError
 
@@ -285,4 +291,7 @@ def empty_replacement(kind: Kind, d_in: int, d_out: int, dtype: torch.dtype = to
         return MeanFFN(z(d_out), dtype)
     if kind.name == FIRST_APART:
         return FirstApartFFN(AffineFFN(z(d_in, d_out), z(d_out), dtype), z(d_out) if kind.first == "mean" else None)
+    if kind.name == GATED:
+        assert kind.rule is not None  # Kind.parse gives every gated kind its rule
+        return GatedFFN(AffineFFN(z(d_in, d_out), z(d_out), dtype), gate_of(kind.rule, d_in), 0.0)
     return RemovedBlock() if kind.name == "remove" else ZeroFFN()

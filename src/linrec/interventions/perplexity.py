@@ -325,7 +325,6 @@ def joint_steps(
     saved, kept = 0, dict[int, nn.Module]()
     for step, b in enumerate(progress_bar(order, desc="joint ΔPPL", unit="step", disable=not progress), start=1):
         used = replacements[b] if refit is None or min(kept, default=b) >= b else refit(kept, b)
-        trial = saved + n_stored(stands_for(model, b, used, spec)) - n_stored(used)
         if not kept and alone is not None and b in alone:
             row = {k: float(alone[b][k]) for k in PASS_COLUMNS}
         else:
@@ -337,6 +336,8 @@ def joint_steps(
                 with swapped(model, {**kept, b: replacements[b]}, spec):
                     one_shot = _delta_row(base, window_nll(model, eval_batches))
             row |= {f"one_shot_{k}": one_shot[k] for k in ("delta_ppl", "delta_ppl_low", "delta_ppl_high")}
+        # (counted once placed: a kind that runs the block's own FFN on some rows is handed it there)
+        trial = saved + n_stored(stands_for(model, b, used, spec)) - n_stored(used)
         rows.append({"step": step, "block": b, "params_saved": trial, **row, "kept": row["delta_ppl"] <= budget})
         if rows[-1]["kept"]:
             saved, kept = trial, {**kept, b: used}

@@ -12,6 +12,7 @@ import linrec
 from linrec.errors import LinrecError
 from linrec.interventions.replacement.replace import replace
 from linrec.interventions.replacement.report import report_figure
+from linrec.interventions.surgery import swapped
 from linrec.models.loading import load_pretrained
 from support.planted_models import planted_model
 from support.replace import independent_ppl
@@ -124,3 +125,23 @@ def test_whole_block_removal_is_a_kind_and_its_directory_loads_as_a_model_of_few
     loaded.save_pretrained(tmp_path / "plain")  # nothing but whole blocks removed: a plain model of one layer
     plain = AutoModelForCausalLM.from_pretrained(tmp_path / "plain")
     assert plain.config.num_hidden_layers == 1 and independent_ppl(plain, texts[1]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_gated_kind_is_chosen_under_a_budget_and_its_directory_loads_the_same_model(base_dir, texts, tmp_path):
+    """gated:norm:0.5 as a candidate under the budget: the record's perplexity is the model's with the gated maps in
+    place (an independent loss), the blocks keep their FFN (more numbers, counted), and the saved directory loads
+    the same model back."""
+    from linrec.core.gated import GatedFFN
+
+    model, _ = load_pretrained(str(base_dir))
+    result = replace(model, *texts, kind="gated:norm:0.5", max_ppl_increase="1000%", folds=4, progress=False,
+                     name=str(base_dir))  # fmt: skip
+    assert result.record["kind"] == "gated:norm:0.5" and sorted(result.maps) == [0, 1]
+    assert all(isinstance(m, GatedFFN) for m in result.maps.values())
+    with swapped(model, result.maps):
+        expected = independent_ppl(model, texts[1])
+    assert result.record["ppl"]["replaced"] == pytest.approx(expected, rel=1e-5)
+    ffn = sum(p.numel() for p in model.transformer.h[0].mlp.parameters())
+    assert all(b["params"] == ffn + 32 * 32 + 32 + 1 for b in result.record["blocks"])  # map, threshold, the FFN
+    loaded, _ = linrec.load_model(result.save(tmp_path / "gated"))
+    assert independent_ppl(loaded, texts[1]) == pytest.approx(expected, rel=1e-6)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from linrec.interventions.replacement.report import report_figure
+from linrec.interventions.replacement.report import report_figure, report_markdown
 
 
 def test_the_report_figure_shows_each_steps_cost_and_saving(replaced):
@@ -21,3 +21,13 @@ def test_the_report_figure_shows_each_steps_cost_and_saving(replaced):
     assert "budget 1e+04 (above)" in labels and "budget" not in labels
     points = delta.lines[0].get_ydata()  # the kept steps' joint ΔPPL
     assert list(points) == pytest.approx([s["delta_ppl"] for s in record["steps"]], rel=1e-12)
+
+
+def test_the_report_says_more_numbers_where_blocks_keep_their_ffn(replaced):
+    """A gated or first-apart:own block keeps its FFN: the report says how many more numbers, not "-N fewer"."""
+    record = replaced[0].record
+    before = record["params"]["model_before"]
+    grown = {**record, "params": {"model_before": before, "model_after": before + 1056}}
+    grown_text, text = report_markdown(grown, "r", figure=False), report_markdown(record, "r", figure=False)
+    assert "(1,056 more, +" in grown_text and "keep their FFN in use" in grown_text
+    assert "fewer, " in text and "more, +" not in text

@@ -17,9 +17,12 @@ import pandas as pd
 import torch
 from torch import nn
 
+from linrec.core.kinds import GATED
 from linrec.core.measure import Measurement
 from linrec.core.replacements import Kind
 from linrec.data.tokens import TokenBatches
+from linrec.errors import LinrecError
+from linrec.interventions.gating import gated_replacements
 from linrec.interventions.latency import decode_rate
 from linrec.interventions.perplexity import WindowNLL, swap_deltas
 from linrec.interventions.surgery import ffn_site, n_stored, swapped
@@ -40,11 +43,29 @@ def block_kinds(model: nn.Module, kind: Kind, blocks: Sequence[int]) -> dict[int
     return {b: kind.within(n_stored(ffn_site(model, b)[2]), width, width) for b in blocks}
 
 
-def fitted_maps(measurement: Measurement, kinds: Mapping[int, Kind], progress: bool = False) -> dict[int, nn.Module]:
+def fitted_maps(
+    measurement: Measurement,
+    kinds: Mapping[int, Kind],
+    progress: bool = False,
+    fit: tuple[nn.Module, TokenBatches] | None = None,
+) -> dict[int, nn.Module]:
     """Each block's replacement of its kind, fitted on all of ``measurement``'s rows at its cutoff, in the order of
-    ``kinds`` (the maps scored are the maps installed); ``progress``: a bar over the blocks."""
-    bar = progress_bar(kinds, desc="maps", unit="block", disable=not progress)
-    return {b: measurement.replacements(str(kinds[b]), [b])[b] for b in bar}
+    ``kinds`` (the maps scored are the maps installed); ``progress``: a bar over the blocks. Gated kinds are fitted on
+    the rows their gates route, which needs ``fit``, the model and the batches it was measured on
+    (:func:`linrec.interventions.gating.gated_replacements`: two passes over them for all of a kind's blocks)."""
+    gated: dict[str, list[int]] = {}
+    for b, kind in kinds.items():
+        if kind.name == GATED:
+            gated.setdefault(str(kind), []).append(b)
+    if gated and fit is None:
+        raise LinrecError(f"{', '.join(gated)} is fitted on the model's rows, not on moments: give the fit text too")
+    done: dict[int, nn.Module] = {}
+    for name, blocks in gated.items():
+        assert fit is not None  # (refused above)
+        done.update(gated_replacements(*fit, name, blocks, seed=measurement.provenance.seed, progress=progress))
+    bar = progress_bar([b for b in kinds if b not in done], desc="maps", unit="block", disable=not progress)
+    done.update({b: measurement.replacements(str(kinds[b]), [b])[b] for b in bar})
+    return {b: done[b] for b in kinds}
 
 
 def ablations(
@@ -58,6 +79,7 @@ def ablations(
     base: WindowNLL | None = None,
     second_base: WindowNLL | None = None,
     prompt: torch.Tensor | None = None,
+    fit_batches: TokenBatches | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Each of ``blocks`` (default: every measured one) swapped alone for a replacement of each of ``kinds``
@@ -69,7 +91,8 @@ def ablations(
     ``prompt``, ``tokens_per_s``: greedy decoding from it with the kind's maps in every one of ``blocks`` at once
     (:func:`linrec.interventions.latency.decode_rate`; one block alone changes a step's time too little to read;
     NaN for ``remove`` when ``blocks`` are all of them, which leaves no model).
-    ``base``, ``second_base``: the unmodified model's window NLL on each text, when already known.
+    ``base``, ``second_base``: the unmodified model's window NLL on each text, when already known. ``fit_batches``:
+    the text ``measurement`` was made on, which a gated kind is fitted on (:func:`fitted_maps`).
     """
     chosen = measurement.blocks if blocks is None else list(blocks)
     config = getattr(model, "config")  # noqa: B009 (typed as Any)
@@ -78,7 +101,7 @@ def ablations(
     tables = []
     for kind, asked in zip(kinds, parsed):
         resolved = block_kinds(model, asked, chosen)
-        maps = fitted_maps(measurement, resolved)
+        maps = fitted_maps(measurement, resolved, fit=None if fit_batches is None else (model, fit_batches))
         table = swap_deltas(model, eval_batches, maps, progress=progress, base=base)
         if second_batches is not None:
             other = swap_deltas(model, second_batches, maps, progress=progress, base=second_base).set_index("block")

@@ -99,7 +99,8 @@ class Refitter:
             again = Measurement.capture(
                 self.model, self.batches, blocks=[block], folds=self.folds, seed=self.seed, progress=False
             )
-        self.maps[block] = again.replacements(str(self.kinds[block]), [block])[block]
+            fit = (self.model, self.batches)
+            self.maps[block] = fitted_maps(again, {block: self.kinds[block]}, fit=fit)[block]
         self.r2_lin[block] = float(again.table().r2_lin.iloc[0])
         return self.maps[block]
 
@@ -221,7 +222,9 @@ def replace(
     measurement: Measurement | None = None,
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
-    ``zero``, ``first-apart:mean``, ``first-apart:own``: :mod:`linrec.core.replacements`) fitted on ``fit_batches``,
+    ``zero``, ``first-apart:mean``, ``first-apart:own``, ``gated:RULE:SHARE``: :mod:`linrec.core.replacements`; a
+    gated block keeps its FFN for the rows its gate does not route, so it stores more, not less, and saves compute
+    only where those rows are skipped) fitted on ``fit_batches``,
     scored on ``eval_batches`` (other text: never the fit text). ``first-apart:mean`` on a fit text whose windows
     begin with different tokens draws a warning (:func:`warn_if_not_constant`).
 
@@ -274,7 +277,7 @@ def replace(
         check_measurement(measurement, model, fit_batches, candidates)
         folds, seed = measurement.provenance.folds, measurement.provenance.seed
     table = measurement.table(progress).set_index("block")
-    maps = fitted_maps(measurement, kinds, progress)
+    maps = fitted_maps(measurement, kinds, progress, fit=(model, fit_batches))
     refitter = Refitter(model, fit_batches, kinds, folds, seed) if refit else None
     base = window_nll(model, eval_batches, progress)
     second_base = None if second_batches is None else window_nll(model, second_batches, progress)
@@ -291,6 +294,7 @@ def replace(
             base=base,
             second_base=second_base,
             prompt=prompt,
+            fit_batches=fit_batches,
             progress=progress,
         )
     if max_ppl_increase is None:

@@ -108,7 +108,7 @@ def _ablation_lines(ablations: list[dict] | None) -> list[str]:
         "",
         *(
             f"- `{kind}`: {row.params:,.0f} numbers per block "
-            f"({'the FFN removed' if math.isinf(row.ratio) else f'{row.ratio:.3g}x fewer than the FFN'}), "
+            f"({'the FFN removed' if math.isinf(row.ratio) else _ratio(row.ratio)}), "
             f"{row.tokens_per_s:.4g} tokens/s"
             for kind, row in kinds.iterrows()
         ),
@@ -136,9 +136,7 @@ def report_markdown(record: dict, name: str, figure: bool = True) -> str:
         "",
         f"- Base model: `{base['model']}`, weights `{base['weights']}`, computing in {base['dtype']}.",
         f"- Blocks replaced, in order: {chosen}; selection: {record['selection']['rule']}.",
-        f"- Numbers stored: {params['model_before']:,} before, {params['model_after']:,} after "
-        f"({params['model_before'] - params['model_after']:,} fewer, "
-        f"{(params['model_before'] - params['model_after']) / params['model_before']:.2%}).",
+        f"- Numbers stored: {params['model_before']:,} before, {params['model_after']:,} after ({_saved(params)}).",
         f"- Perplexity on the evaluation text: {ppl['base']:.6g} before, {ppl['replaced']:.6g} after "
         f"(ΔPPL {ppl['delta_ppl']:+.4g}, 95 % interval [{_number(ppl['delta_ppl_low'])}, "
         f"{_number(ppl['delta_ppl_high'])}] over {held['windows']} windows, resampled by window).",
@@ -227,3 +225,17 @@ def report_figure(record: dict) -> Figure:
     for ax in (delta, saved):
         ax.set_xticks(list(x), labels, fontsize=9, rotation=45 if len(labels) > 8 else 0)
     return fig
+
+
+def _saved(params: dict) -> str:
+    """The numbers a replacement saves, or adds where its blocks keep their FFN in use (``first-apart:own``,
+    ``gated``), in words."""
+    before, after = params["model_before"], params["model_after"]
+    if after > before:
+        return f"{after - before:,} more, +{(after - before) / before:.2%}: these blocks keep their FFN in use"
+    return f"{before - after:,} fewer, {(before - after) / before:.2%}"
+
+
+def _ratio(ratio: float) -> str:
+    """A kind's numbers against the FFN's (``ratio``: the FFN's over the kind's), in words."""
+    return f"{ratio:.3g}x fewer than the FFN" if ratio >= 1 else f"{1 / ratio:.3g}x the FFN's: it keeps the FFN in use"
