@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from conftest import WIDTH, tiny_model
-from linrec.core.fit import rcond_for
+from linrec.core.fit import fit_affine, rcond_for
 from linrec.core.gated import GatedFFN, LogisticGate, NormGate, threshold_for
 from linrec.core.measure import Measurement
+from linrec.core.moments import Moments
 from linrec.core.sample import Rows
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
@@ -170,6 +171,24 @@ def test_needs_ffn_finds_the_rows_the_all_rows_map_gets_wrong():
     rows = Rows(x, y, torch.zeros(400, dtype=torch.long))
     assert torch.equal(needs_ffn(rows, rcond_for(torch.float32), 0.9), off)
     assert int(needs_ffn(rows, rcond_for(torch.float32), 0.5).sum()) == 200
+
+
+def test_needs_ffn_finds_heavy_rows_that_pull_the_all_rows_map():
+    """Planted sink-like rows: 10 of 1,000 rows far out along one input direction carry a huge output shift, which the
+    all-rows map absorbs by bending along that direction (so its largest errors are typical rows far out on it, not the
+    heavy rows); the map of the typical rows gets exactly the heavy rows wrong."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1000, 6, generator=g)
+    heavy = torch.zeros(1000, dtype=torch.bool)
+    heavy[:10] = True
+    x[heavy, 0] = 50 + 0.1 * x[heavy, 0]
+    y = x @ torch.randn(6, 5, generator=g)
+    y[heavy, 1] += 400
+    rows = Rows(x, y, torch.zeros(1000, dtype=torch.long))
+    fit = fit_affine(Moments.from_rows(x, y), rcond_for(torch.float32), condition=False)
+    error = (y - fit(x)).square().sum(1)
+    assert int(heavy[error.topk(10).indices].sum()) == 0  # (the all-rows map's largest errors miss every one)
+    assert torch.equal(needs_ffn(rows, rcond_for(torch.float32), 0.99), heavy)
 
 
 def test_sample_rows_keeps_rows_the_block_saw(planted):

@@ -61,6 +61,8 @@ def _parameter_check(chapter: Path) -> tuple[dict, Callable[[], None]]:
         ("names_or_none", [None, ["a", "b"], ("a",)], [[], "ab", ["a", ""], [1]]),
         ("names_empty_or_none", [None, [], ["a"], ("a", "b")], ["ab", ["a", ""], [1]]),
         ("seeds", [[0], (0, 1), [3, 2]], [[], None, [-1], [0.5], [True], "01"]),
+        ("indices_or_none", [None, [0], (3, 11, 28)], [[], [-1], [0.5], [True], "01"]),
+        ("shares", [[0.5], (0.25, 0.99, 1)], [[], None, [0], [1.5], [True], ["0.5"], [float("nan")]]),
     ],
 )
 def test_rules_accept_good_and_refuse_bad_values(rule, good, bad):

@@ -5,8 +5,8 @@ Two passes over the fit text, each stopping after the deepest block asked for: t
 each block's rows (:class:`linrec.core.sample.RowSample`), from which the gates are trained and the thresholds of
 the shares read; the second scores every row with its gate and accumulates float64 moments per fold and score band
 (:class:`linrec.core.routed.RoutedSink`), so every share's map is the closed-form fit of exactly the rows its gate
-routes. The logistic gate's labels: a row "needs the FFN" where the all-rows affine map of the sample errs on it by
-more than its median squared error.
+routes. The logistic gate's labels: a row "needs the FFN" where it is among the rows the map of the typical rows gets
+most wrong (:func:`needs_ffn`).
 
 :func:`gated_replacements` gives the maps of one kind; :func:`gating_curve` scores every rule and share on evaluation
 text, each block swapped alone, with the held-out R² of the routed rows and of the gated block as a whole.
@@ -74,19 +74,33 @@ def sample_rows(
     seed: int = 0,
     spec: Spec = None,
     progress: bool = True,
+    folds: int = 1,
 ) -> dict[int, Rows]:
-    """A seeded sample of at most ``rows`` rows per block (float32 on the CPU), from one pass over ``batches``."""
+    """A seeded sample of at most ``rows`` rows per block (float32 on the CPU), from one pass over ``batches``, each
+    row with the fold its sequence is dealt to (``folds``, whole documents, as a measurement deals them)."""
     sample = RowSample(rows, seed)
-    with stage(f"sampling {rows:,} rows per block for the gates", progress):
-        _pass(model, batches, blocks, [sample], 1, seed, spec, progress)
+    with stage(f"sampling at most {rows:,} rows per block", progress):
+        _pass(model, batches, blocks, [sample], folds, seed, spec, progress)
     return {b: sample.rows(b) for b in blocks}
 
 
 def needs_ffn(rows: Rows, rcond: float, share: float) -> torch.Tensor:
-    """Per row, whether it is among the 1 - ``share`` of ``rows`` that the affine map fitted on all of them gets most
-    wrong (by squared error): what a logistic gate that routes ``share`` of the rows to the map learns to find."""
-    fit = fit_affine(Moments.from_rows(rows.x, rows.y), rcond, condition=False)
-    error = (rows.y.to(torch.float64) - fit(rows.x.to(torch.float64))).square().sum(1)
+    """Per row, whether it is among the 1 - ``share`` of ``rows`` that the affine map of the other ``share`` gets most
+    wrong (by squared error): what a logistic gate that routes ``share`` of the rows to the map learns to find.
+
+    The map of all rows is pulled towards the few heavy rows (an attention sink's), so it gets them nearly right and
+    their errors under it would not mark them. So the map starts from the ``share`` rows of least output (about its
+    mean), and one concentration step of least trimmed squares refits it on the ``share`` rows it then errs on least;
+    every row's error under that map is what is ranked."""
+    x, y = rows.x.to(torch.float64), rows.y.to(torch.float64)
+
+    def errors(fitted_on: torch.Tensor) -> torch.Tensor:
+        fit = fit_affine(Moments.from_rows(x[fitted_on], y[fitted_on]), rcond, condition=False)
+        return (y - fit(x)).square().sum(1)
+
+    least = (y - y.mean(0)).square().sum(1)
+    error = errors(least <= threshold_for(least, share))
+    error = errors(error <= threshold_for(error, share))
     return error > threshold_for(error, share)
 
 
@@ -231,11 +245,16 @@ def gating_curve(
     rcond = rcond_for(_dtype(model))
     base = base if base is not None else window_nll(model, eval_batches, progress)
     tables = []
+    plain: pd.DataFrame | None = None  # share 1, every row to the map: the plain affine map whatever the rule
     for rule in rules:
         for share in asked:
             routing = routings[(rule, share if share < 1 else max(s for r, s in routings if r == rule))]
             maps = {b: routing.replacement(b, share, rcond) for b in blocks}
-            table = swap_deltas(model, eval_batches, maps, spec, progress, base)
+            if share < 1 or plain is None:
+                table = swap_deltas(model, eval_batches, maps, spec, progress, base)
+                plain = table.copy() if share == 1 else plain
+            else:
+                table = plain.copy()  # (scored once, for the first rule)
             held = [_held_out(routing, b, share, rcond) for b in table.block]
             table.insert(0, "routed", [routing.moments[b].share(routing.upto(share)) for b in table.block])
             table.insert(0, "share", share)

@@ -74,6 +74,14 @@ RULES: dict[str, tuple[Callable[[object], bool], str]] = {
         lambda v: isinstance(v, (list, tuple)) and bool(v) and all(_integer(s, 0) for s in v),
         "a non-empty list of non-negative integers",
     ),
+    "indices_or_none": (
+        lambda v: v is None or (isinstance(v, (list, tuple)) and bool(v) and all(_integer(s, 0) for s in v)),
+        "a non-empty list of non-negative integers or None",
+    ),
+    "shares": (
+        lambda v: isinstance(v, (list, tuple)) and bool(v) and all(_number(s, 0, 1, strict=True) for s in v),
+        "a non-empty list of numbers above 0 and at most 1",
+    ),
 }
 """rule -> (test, what a passing value is)."""
 
