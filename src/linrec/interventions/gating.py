@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from linrec.core.capture import require_eval, run_capture
-from linrec.core.fit import AffineFit, fit_affine, held_out, held_out_r2, leave_one_out, rcond_for
+from linrec.core.fit import AffineFit, fit_affine, held_out, leave_one_out, rcond_for
 from linrec.core.gated import GatedFFN, NormGate, fit_logistic_gate, threshold_for
 from linrec.core.kinds import GATE_RULES, GATED, Kind
 from linrec.core.moments import Moments, merge_folds
@@ -205,16 +205,13 @@ def gated_replacements(
 
 def _held_out(routing: Routing, block: int, share: float, rcond: float) -> tuple[float, float]:
     """(held-out R² of the routed rows, held-out R² of the gated block: the routed rows' errors over every row's
-    variance, the FFN's rows exact), each the mean over folds."""
+    variance, the FFN's rows exact), each the mean over folds, both from one fit per fold."""
     moments = routing.moments[block]
-    k = len(moments.bands)
     routed, every = moments.folds(routing.upto(share)), moments.every_fold()
-    r2 = held_out_r2(routed, leave_one_out(k), rcond)
-    whole = []
-    for f, training in enumerate(leave_one_out(k)):
-        fit = routing.fit(block, share, rcond, training)
-        whole.append(float(1 - held_out(fit, routed[f]).sse.sum() / every[f].output_ss.sum()))
-    return (math.nan if r2 is None else sum(r2) / k), sum(whole) / k
+    scores = [held_out(routing.fit(block, share, rcond, training), routed[f])
+              for f, training in enumerate(leave_one_out(len(routed)))]  # fmt: skip
+    whole = [float(1 - score.sse.sum() / every[f].output_ss.sum()) for f, score in enumerate(scores)]
+    return sum(score.r2 for score in scores) / len(scores), sum(whole) / len(scores)
 
 
 def gating_curve(
