@@ -10,12 +10,14 @@ The public API, in the order a measurement uses it::
     m = linrec.Measurement.capture(model, batches)  # what measure() tabulates, kept: moments and provenance
     m.table(); m.fits(); m.candidates(); m.replacements("lowrank:64", [3]); m.save("run")
 
-``capture_moments`` and ``recoverability`` are the two halves of ``measure`` at a lower level;
-``run_capture`` feeds the same forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``).
-Swapping a block for a replacement: ``swapped`` (for a scope) and ``swap_deltas`` (ΔPPL); ``fit_replacements``
-from raw moments; ``gated_replacements`` (a gate sends a share of the rows to the map, the rest to the FFN) from the
-model and its rows. A replaced model for good: ``linrec replace`` (from Python: ``replace(model, fit_batches,
-eval_batches, ...).save(dir)``) writes a directory that ``load_replaced`` (also ``load_model``) loads.
+``capture_moments`` and ``recoverability`` are the two halves of ``measure`` at a lower level; ``run_capture`` feeds the
+same forward pass to other sinks (subclasses of ``RowSink``, such as a ``RowSample``). Swapping a block for a
+replacement: ``swapped`` (for a scope) and ``swap_deltas`` (ΔPPL); ``fit_replacements`` from raw moments;
+``gated_replacements`` (a gate sends a share of the rows to the map, the rest to the FFN) from the model and its rows.
+What a model can still do, beside perplexity: ``evaluate(model, tok, "zero-shot,humaneval")`` (lm-evaluation-harness
+tasks, HumanEval pass@1, the pruning papers' WikiText-2 perplexity). A replaced model for good: ``linrec replace`` (from
+Python: ``replace(model, fit_batches, eval_batches, ...).save(dir)``) writes a directory that ``load_replaced`` (also
+``load_model``) loads.
 Everything else lives in the layers beneath: :mod:`linrec.core`, :mod:`linrec.interventions`,
 :mod:`linrec.experiment`, ...
 """
@@ -49,6 +51,7 @@ _HOMES = {
     "make_batches": "linrec.data.tokens",
     "perplexity": "linrec.interventions.perplexity",
     "swap_deltas": "linrec.interventions.perplexity",
+    "evaluate": "linrec.interventions.tasks.evaluate",
     "fit_replacements": "linrec.core.replacements",
     "gated_replacements": "linrec.interventions.gating",
     "swapped": "linrec.interventions.surgery",
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
     from linrec.interventions.replacement.directory import load_model, load_replaced
     from linrec.interventions.replacement.replace import replace
     from linrec.interventions.surgery import swapped
+    from linrec.interventions.tasks.evaluate import evaluate
     from linrec.models.arch import SUPPORTED, BlockSpec, ffn_blocks
     from linrec.models.loading import pick_device
 
@@ -97,6 +101,7 @@ __all__ = [
     "SyncCounter",
     "TokenBatches",
     "capture_moments",
+    "evaluate",
     "ffn_blocks",
     "fit_affine",
     "fit_replacements",

@@ -1,9 +1,10 @@
 """The ``linrec`` command: ``measure`` measures a model, ``plot`` draws its table, ``replace`` replaces its blocks,
-``export`` writes the result to load without linrec, ``zoo`` builds the offline models, ``bench`` times the core.
+``evaluate`` scores what a model can still do, ``export`` writes the result to load without linrec, ``zoo`` builds
+the offline models, ``bench`` times the core.
 
 This module only assembles the parser and runs a command; each command's options and handler are in
-:mod:`linrec.commands` (``measure``, ``plot``, ``replace``, ``export``, ``zoo``, ``bench``), the helpers they share in
-:mod:`linrec.commands.args`.
+:mod:`linrec.commands` (``measure``, ``plot``, ``replace``, ``evaluate``, ``export``, ``zoo``, ``bench``), the helpers
+they share in :mod:`linrec.commands.args`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ COMMANDS = {
     "plot": "draw the table linrec measure wrote: R²_lin per block with its k-fold spread",
     "replace": "replace FFN blocks by fitted maps (given, or chosen under a perplexity budget) and save the result",
     "export": "write a replaced model as one directory that loads without linrec where its class allows",
+    "evaluate": "score a model on zero-shot tasks, HumanEval and the pruning papers' WikiText-2 perplexity",
     "zoo": "train (or find cached) the offline model zoo and print its table",
     "bench": "time capture + moments against the bare forward on a GPT-2-small-sized model",
 }

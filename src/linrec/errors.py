@@ -28,3 +28,10 @@ def finite(
         where = " and ".join(b for b in (bound, upper) if b)
         raise LinrecError(f"{name} must be a finite number{' ' + where if where else ''}; got {value!r}")
     return number
+
+
+def whole(name: str, value: object, low: int = 1) -> int:
+    """``value``, or a :class:`LinrecError` naming ``name`` unless it is an integer (not a bool) of at least ``low``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise LinrecError(f"{name} must be an integer of at least {low}; got {value!r}")
+    return value

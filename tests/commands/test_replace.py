@@ -17,6 +17,7 @@ from linrec.core.measure import Measurement
 from linrec.data.tokens import make_batches
 from linrec.interventions.replacement.directory import MAPS, RECORD, REPORT, load_replaced
 from linrec.interventions.replacement.report import FIGURE
+from support.tasks import datasets_cache  # noqa: F401  (autouse)
 
 FAST = ["--max-rows", "384", "--seq-len", "16", "--folds", "3", "--eval-rows", "256", "--no-progress"]
 
@@ -204,12 +205,17 @@ def test_a_second_text_and_decoding_speed_are_scored_and_reported(model_dirs, te
         (["--blocks", "0", "--text-file", "/dev/null"], "the text /dev/null is empty"),
         (["--blocks", "0", "--max-ppl-increase", "-5%"], r"\(5%\); got '-5%'"),
         (["--blocks", "0", "--second-text-file", "/nowhere/x.txt"], "cannot read --second-text-file /nowhere/x.txt"),
+        (["--max-accuracy-drop", "0.02"], "--max-accuracy-drop is a budget on task scores; say which with --tasks"),
+        (["--tasks", "humaneval", "--max-accuracy-drop", "-1"], r"a task budget \(--max-accuracy-drop\) must be"),
+        (["--blocks", "0", "--task-dir", "TASKS"], "--task-dir set\\(s\\) how --tasks are scored; give --tasks too"),
     ],
 )
 def test_bad_input_is_one_line_before_the_model_loads(
     options, message, model_dirs, text_file, tmp_path, capsys, no_weights
 ):
     argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--out", str(tmp_path / "o")]
+    (tmp_path / "tasks").mkdir()
+    options = [str(tmp_path / "tasks") if o == "TASKS" else o for o in options]
     assert main([*argv, *options, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("linrec: error: ") and err.count("\n") == 1, err
@@ -327,3 +333,19 @@ def test_replace_from_a_saved_profile_measurement_is_a_fresh_capture_to_the_last
     assert main([*other_model, "--measurement", str(saved), "--out", str(tmp_path / "y")]) == 2
     assert "made of other weights" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_task_scores_are_printed_and_reported_before_and_after(model_dirs, text_file, text, tmp_path, capsys):
+    from linrec.interventions.tasks.continuation import continuation_items, write_choice_task
+
+    write_choice_task(tmp_path / "tasks", "linrec_lines", continuation_items(text, items=12, context=1))
+    out = tmp_path / "o"
+    argv = ["replace", "--model", str(model_dirs["gpt2"]), "--text-file", str(text_file), "--out", str(out),
+            "--blocks", "0", *FAST, "--tasks", "linrec_lines", "--task-dir", str(tmp_path / "tasks")]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    record = json.loads((out / RECORD).read_text())
+    [change] = record["tasks"]["changes"]
+    assert f"linrec_lines acc {change['before']:.4g} -> {change['after']:.4g} (change" in printed
+    report = (out / "report.md").read_text()
+    assert "## Task scores" in report and "- linrec_lines (acc): " in report and "no budget was set on them" in report

@@ -58,3 +58,23 @@ def test_replace_says_what_it_understood_and_the_passes_it_then_runs(
     counted = [sum(b is run[0] for b in run), sum(b is not run[0] for b in run)]
     # --refit scores a step with the one-shot map too only where its block lies above a kept one: at most one here
     assert counted == [held, second] or ("--refit" in options and counted == [held - 1, second])
+
+
+def test_the_task_budget_is_said_beside_the_perplexity_budget_or_alone(capsys):
+    import argparse
+
+    from linrec.commands.replace_plan import echo_request
+
+    both = argparse.Namespace(tasks="piqa", max_accuracy_drop="0.02", max_ppl_increase="5%", order="measured")
+    echo_request(both)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == (
+        "replace: --tasks piqa -> scored on the model before and after, and at every step within the perplexity "
+        "budget (--max-accuracy-drop)"
+    )
+    assert said[1].startswith("replace: --max-ppl-increase 5% -> ΔPPL at most 5% of the model's own perplexity")
+    assert "; --max-accuracy-drop 0.02 -> each task's score at most 0.02 below the model's own" in said[1]
+    echo_request(argparse.Namespace(tasks="piqa", max_accuracy_drop="2%", max_ppl_increase=None, order="measured"))
+    [first, alone] = capsys.readouterr().err.splitlines()
+    assert alone.startswith("replace: --max-accuracy-drop 2% -> each task's score at most 2% of the model's own")
+    assert alone.endswith("candidates tried cheapest first by their own ΔPPL, each swapped alone first")

@@ -222,3 +222,14 @@ def test_wikitext_rows_on_disk_are_lines_blank_rows_and_headings(shaped_cache):
     assert rows[:3] == ["", rows[1], ""] and rows[1].startswith(" = ") and rows[1].endswith(" = \n")
     assert all(r == "" or r.endswith(" \n") for r in rows)
     assert sum(map(len, pq.read_table(folder / "test.parquet").column("text").to_pylist())) >= 1_000_000
+
+
+def test_the_pruning_papers_wikitext_joins_the_test_rows_with_blank_lines_and_is_read_back_offline(online, monkeypatch):
+    test_rows = [" = T = \n", "", " Body . \n"]
+    rows = {"train": [{"text": " = Train = \n"}, {"text": " More . \n"}], "test": [{"text": t} for t in test_rows]}
+    monkeypatch.setattr(hub_corpora, "_datasets_loader", lambda path, config, split, **kw: rows[split])
+    text, source = hub_corpora.pruning_wikitext2()
+    assert text == "\n\n".join(test_rows)  # what GPTQ's and SLEB's eval_utils build from the test split
+    assert "wikitext-2-raw-v1" in source and f"commit {SHA}" in source
+    _no_hub(monkeypatch)
+    assert hub_corpora.pruning_wikitext2() == (text, source)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from linrec.errors import LinrecError
-from linrec.interventions.budget import budget_ppl, budget_words, parse_budget
+from linrec.interventions.budget import budget_drop, budget_ppl, budget_words, drop_words, parse_budget, parse_drop
 from support.cli import heavy_imports
 
 
@@ -25,3 +25,11 @@ def test_a_budget_must_be_a_finite_number_above_zero(budget):
 
 def test_budgets_are_read_without_torch():
     assert heavy_imports("linrec.interventions.budget") == []
+
+
+def test_a_task_budget_is_a_fall_in_the_score_absolute_or_a_share_of_the_models_own():
+    assert budget_drop("5%", 0.6) == pytest.approx(0.03) and budget_drop(0.02, 0.6) == 0.02
+    assert parse_drop("2%") == (2.0, True) and drop_words("0.02").startswith("each task's score at most 0.02 below")
+    assert drop_words("5%").startswith("each task's score at most 5% of the model's own below it")
+    with pytest.raises(LinrecError, match=r"\(--max-accuracy-drop\) must be a finite number above 0, absolute"):
+        parse_drop("-0.1")

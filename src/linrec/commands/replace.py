@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 from linrec.commands.args import (
     DTYPES,
     HelpFormatter,
+    add_task_options,
     add_text_options,
     block_indices,
     positive_int,
     seed,
+    task_request,
     warn_if_short,
 )
 from linrec.commands.replace_plan import echo_candidates, echo_estimate, echo_request
@@ -91,6 +93,14 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "perplexity (e.g. 5%%); candidates go in the order of their own ΔPPL, cheapest first, and one that takes the "
         "joint ΔPPL over X is skipped (the record lists it) and the next is tried",
     )
+    p.add_argument(
+        "--max-accuracy-drop",
+        metavar="X",
+        help="with --tasks, a budget on each task's score (accuracy, pass@1) beside --max-ppl-increase or alone: a "
+        "step is kept only where every score falls by at most X below the model's own (absolute, 0.02 = two points, "
+        "or X%% of it); the tasks are scored at every step within the perplexity budget",
+    )
+    add_task_options(p, required=False)
     p.add_argument(
         "--kind",
         default="affine",
@@ -219,18 +229,27 @@ def _replace(args: argparse.Namespace) -> int:
     from linrec.cache import check_cache
     from linrec.core.kinds import Kind
     from linrec.files import check_new_directory
-    from linrec.interventions.budget import parse_budget
+    from linrec.interventions.budget import parse_budget, parse_drop
     from linrec.models.packaged import PACKAGED, packaged_file
 
     Kind.parse(args.kind)
     args.ablate = kind_list(args.ablate)
     if args.max_ppl_increase is not None:
         parse_budget(args.max_ppl_increase)
+    request = task_request(args)
+    if args.max_accuracy_drop is not None:
+        if request is None:
+            raise LinrecError("--max-accuracy-drop is a budget on task scores; say which with --tasks")
+        parse_drop(args.max_accuracy_drop)
     if args.blocks is not None and len(set(args.blocks)) != len(args.blocks):
         raise LinrecError(f"--blocks must name each block once; got {','.join(map(str, args.blocks))}")
-    if args.blocks is None and args.max_ppl_increase is None:
-        raise LinrecError("say which blocks to replace: --blocks 0,3 (these), or --max-ppl-increase X (chosen)")
-    if args.order != MEASURED and args.max_ppl_increase is None:
+    greedy = args.max_ppl_increase is not None or args.max_accuracy_drop is not None
+    if args.blocks is None and not greedy:
+        raise LinrecError(
+            "say which blocks to replace: --blocks 0,3 (these), or --max-ppl-increase X or --max-accuracy-drop X "
+            "(chosen)"
+        )
+    if args.order != MEASURED and not greedy:
         raise LinrecError("--order says how --max-ppl-increase tries the candidates; --blocks alone go in as given")
     if args.folds < 2:
         raise LinrecError(f"--folds must be at least 2; got {args.folds}")
@@ -239,6 +258,11 @@ def _replace(args: argparse.Namespace) -> int:
         check_cache()  # dequantised GGUF weights live there
     (fit_text, fit_part), (eval_text, eval_part), documents = _texts(args)
     second_text, second_part = _second_text(args)
+    prepared_tasks = None
+    if request is not None:
+        from linrec.interventions.tasks.evaluate import prepare
+
+        prepared_tasks = prepare(request)  # the tasks and their data, before the model
     if not args.no_progress:
         echo_request(args)
 
@@ -259,7 +283,7 @@ def _replace(args: argparse.Namespace) -> int:
         measured = Measurement.load(args.measurement)
         args.folds, args.seed = measured.provenance.folds, measured.provenance.seed
     prepared: list[tuple[list[int], list[TokenBatches]]] = []  # the candidates and batches, from config and tokenizer
-    model, _ = load_pretrained(
+    model, tokenizer = load_pretrained(
         str(packaged_file(args.model)) if args.model in PACKAGED else args.model,
         revision=args.revision,
         dtype=args.dtype,
@@ -295,6 +319,9 @@ def _replace(args: argparse.Namespace) -> int:
         ablate=args.ablate,
         order=args.order,
         measurement=measured,
+        tasks=prepared_tasks,
+        tokenizer=None if prepared_tasks is None else tokenizer,
+        max_accuracy_drop=args.max_accuracy_drop,
     )
     if result.none_fits is not None:
         raise LinrecError(result.none_fits)
@@ -371,6 +398,7 @@ def _batches(
         args.blocks,
         args.max_ppl_increase,
         args.ablate,
+        args.max_accuracy_drop,
     )
     cut = lambda text, rows, at_most=False, documents=None: make_batches(  # noqa: E731
         tokenizer, text, args.seq_len, rows, args.batch_size, max_context(config), at_most=at_most, documents=documents
@@ -391,11 +419,12 @@ def _print(record: dict, out: Path) -> None:
     """The steps, the numbers stored and the perplexity, as the report gives them, then where they were written."""
     import pandas as pd
 
-    from linrec.interventions.replacement.report import speed_words
+    from linrec.interventions.replacement.report import speed_words, step_task_columns, task_change_words
 
     steps = pd.DataFrame(record["steps"])
     columns = ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "kept"]
-    steps = steps[columns[:7] + ["one_shot_delta_ppl"] * ("one_shot_delta_ppl" in steps) + columns[7:]]
+    tasks = [c for c in step_task_columns(record) if c in steps]
+    steps = steps[columns[:7] + ["one_shot_delta_ppl"] * ("one_shot_delta_ppl" in steps) + tasks + columns[7:]]
     steps = steps.astype({"single_delta_ppl": float})  # (JSON's null where blocks were given)
     with pd.option_context("display.width", 200):
         print(steps.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–"))
@@ -410,5 +439,7 @@ def _print(record: dict, out: Path) -> None:
         print(
             f"perplexity {second['base_ppl']:.4g} -> {second['replaced_ppl']:.4g} on the second text ({second['name']})"
         )
+    for change in (record.get("tasks") or {}).get("changes", []):
+        print(f"{change['task']} {change['metric']} {task_change_words(change)}")
     print(f"greedy decoding on {record['latency']['device']}: {speed_words(record['latency'])}")
     print(f"wrote {out} (load it with linrec.load_replaced({str(out)!r}))")

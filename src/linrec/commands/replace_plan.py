@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from linrec.commands.args import block_spans
 from linrec.core.scores import MEASURED
-from linrec.interventions.budget import budget_words
+from linrec.interventions.budget import budget_words, drop_words
 from linrec.progress import duration
 
 if TYPE_CHECKING:
@@ -34,14 +34,20 @@ def say(line: str) -> None:
 def echo_request(args: argparse.Namespace) -> None:
     """The selection as read from the options: the budget in words and the order its candidates are tried in, or the
     blocks given."""
-    if args.max_ppl_increase is None:
+    if args.tasks is not None:
+        say(f"--tasks {args.tasks} -> scored on the model before and after" + (
+            ", and at every step within the perplexity budget (--max-accuracy-drop)"
+            if args.max_accuracy_drop is not None else ""))  # fmt: skip
+    if args.max_ppl_increase is None and args.max_accuracy_drop is None:
         say(f"--blocks {','.join(map(str, args.blocks))} -> these blocks replaced by {args.kind} maps, in this order")
         return
     order = "their own ΔPPL, each swapped alone first" if args.order == MEASURED else f"their {args.order}"
-    say(
-        f"--max-ppl-increase {args.max_ppl_increase} -> {budget_words(args.max_ppl_increase)}; candidates tried "
-        f"cheapest first by {order}"
-    )
+    budgets = [] if args.max_ppl_increase is None else [
+        f"--max-ppl-increase {args.max_ppl_increase} -> {budget_words(args.max_ppl_increase)}"
+    ]  # fmt: skip
+    if args.max_accuracy_drop is not None:
+        budgets.append(f"--max-accuracy-drop {args.max_accuracy_drop} -> {drop_words(args.max_accuracy_drop)}")
+    say(f"{'; '.join(budgets)}; candidates tried cheapest first by {order}")
 
 
 def perplexity_passes(args: argparse.Namespace, candidates: int) -> tuple[int, int, list[str]]:
@@ -52,7 +58,7 @@ def perplexity_passes(args: argparse.Namespace, candidates: int) -> tuple[int, i
     second text: the model, the ablations and the chosen blocks once."""
     ablations = len(args.ablate) * candidates
     parts = [(1, "of the model"), (ablations, f"for --ablate ({len(args.ablate)} kinds on each block alone)")]
-    if args.max_ppl_increase is not None and args.order == MEASURED:
+    if (args.max_ppl_increase is not None or args.max_accuracy_drop is not None) and args.order == MEASURED:
         parts += [(candidates, "of each block alone"), (candidates - 1, "joint steps at most")]
     else:
         parts += [(candidates, "joint steps")]

@@ -88,6 +88,28 @@ PAPER_CORPORA: dict[str, HubCorpus] = {
     "tinystories": HubCorpus("prose", "roneneldan/TinyStories", None, "train", "validation"),
 }
 
+PRUNING_WIKITEXT2 = HubCorpus(
+    "prose",
+    "Salesforce/wikitext",
+    "wikitext-2-raw-v1",
+    "train",
+    "test",
+    joiner="\n\n",
+    max_fit_chars=1,
+    max_eval_chars=20_000_000,
+)
+"""WikiText-2's raw test split as the layer-pruning papers read it (GPTQ's ``eval_utils``, which SLEB and BlockPruner
+reuse): every row, joined with blank lines (``"\\n\\n".join(test["text"])``); only its eval text is read, so its fit
+text is the train split's first row."""
+
+
+def pruning_wikitext2(loader: Loader | None = None) -> tuple[str, str]:
+    """(text, where it came from) of :data:`PRUNING_WIKITEXT2`: its cached slice, cut from the hub the first time
+    as :func:`hub_corpus` cuts a paper corpus (``loader`` injects rows, uncached)."""
+    corpus = hub_corpus("wikitext-2-pruning", PRUNING_WIKITEXT2, loader)
+    return corpus.eval_text, corpus.source
+
+
 SLICE_FORMAT = 1
 """Bumped whenever the code changes how a hub corpus is cut from its rows (it keys the cached slices)."""
 

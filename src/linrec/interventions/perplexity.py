@@ -60,6 +60,11 @@ LEVEL = 0.95
 Refit = Callable[[Mapping[int, nn.Module], int], nn.Module]
 """``refit(kept, block)``: a map for ``block`` fitted with the ``kept`` replacements (block -> module) in place."""
 
+StepCheck = Callable[[nn.Module, frozenset[int]], tuple[dict[str, float], bool]]
+"""``check(model, blocks)``, called with the blocks' replacements in place on a step within the perplexity budget:
+(columns for the step's row, whether the step is within the check's own budget too), e.g. the task scores of
+:class:`linrec.interventions.tasks.evaluate.TaskBudget`."""
+
 
 @dataclass(frozen=True)
 class WindowNLL:
@@ -303,6 +308,7 @@ def joint_steps(
     progress: bool = True,
     refit: Refit | None = None,
     alone: Mapping[Any, Mapping[Any, float]] | None = None,
+    check: StepCheck | None = None,
 ) -> pd.DataFrame:
     """Step 0 the model itself, then the blocks of ``order`` added one at a time, each step scored with every kept
     block and its own in place (the joint ΔPPL). A block whose joint ΔPPL exceeds ``budget`` is recorded with
@@ -316,7 +322,9 @@ def joint_steps(
     map's joint ΔPPL in ``one_shot_delta_ppl`` (``_low``, ``_high``), and the walk goes on with the re-fitted one.
     ``alone``: each block's scores swapped alone (``ppl, delta_ppl, delta_ppl_low, delta_ppl_high``, as
     :func:`swap_deltas` gives them), used for a step while no block is kept (the same model, so no pass is spent on
-    it again: a budget nothing fits costs only the single swaps)."""
+    it again: a budget nothing fits costs only the single swaps). ``check``: a second budget (:data:`StepCheck`),
+    asked only on a step within ``budget``; its columns join the rows it was asked on (NaN on the others) and a step
+    is kept when both budgets hold."""
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
     rows = [{"step": 0, "block": None, "params_saved": 0, **_delta_row(base, base), "kept": True}]
@@ -336,9 +344,14 @@ def joint_steps(
                 with swapped(model, {**kept, b: replacements[b]}, spec):
                     one_shot = _delta_row(base, window_nll(model, eval_batches))
             row |= {f"one_shot_{k}": one_shot[k] for k in ("delta_ppl", "delta_ppl_low", "delta_ppl_high")}
+        within = row["delta_ppl"] <= budget
+        if check is not None and within:
+            with swapped(model, {**kept, b: used}, spec):
+                columns, within = check(model, frozenset({*kept, b}))
+            row = {**row, **columns}
         # (counted once placed: a kind that runs the block's own FFN on some rows is handed it there)
         trial = saved + n_stored(stands_for(model, b, used, spec)) - n_stored(used)
-        rows.append({"step": step, "block": b, "params_saved": trial, **row, "kept": row["delta_ppl"] <= budget})
+        rows.append({"step": step, "block": b, "params_saved": trial, **row, "kept": within})
         if rows[-1]["kept"]:
             saved, kept = trial, {**kept, b: used}
     table = pd.DataFrame(rows).astype({"block": "Int64"})
@@ -378,12 +391,13 @@ def greedy_selection(
     model: nn.Module,
     eval_batches: TokenBatches,
     replacements: Mapping[int, nn.Module],
-    max_increase: str | float,
+    max_increase: str | float | None,
     spec: Spec = None,
     progress: bool = True,
     base: WindowNLL | None = None,
     single: pd.DataFrame | None = None,
     refit: Refit | None = None,
+    check: StepCheck | None = None,
 ) -> pd.DataFrame:
     """The blocks of ``replacements`` chosen greedily under a perplexity budget, one row per step (step 0 the model).
 
@@ -396,9 +410,11 @@ def greedy_selection(
     Columns: those of :func:`compression_frontier` with ``single_delta_ppl`` (the block's own ΔPPL) in place of
     ``r2_lin``, then ``kept``; ``params_saved`` counts every kept block and the step's own. ``refit``: each step
     whose block lies above a kept one re-fits it with the kept ones in place (:func:`joint_steps`); the order stays
-    the one the one-shot maps measured.
+    the one the one-shot maps measured. ``check``: a second budget a kept step must hold too (:func:`joint_steps`);
+    ``max_increase`` None: the check's budget alone.
     """
-    parse_budget(max_increase)  # before any work
+    if max_increase is not None:
+        parse_budget(max_increase)  # before any work
     base = window_nll(model, eval_batches) if base is None else base
     single = swap_deltas(model, eval_batches, replacements, spec, progress, base=base) if single is None else single
     missing = sorted(set(replacements) - set(single.block))
@@ -406,9 +422,9 @@ def greedy_selection(
         raise LinrecError(f"the single-block table lacks blocks {missing}; measure them with swap_deltas")
     alone = dict(zip(single.block.astype(int), single.delta_ppl))
     order = sorted(replacements, key=lambda b: (alone[b], b))
+    limit = math.inf if max_increase is None else budget_ppl(max_increase, base.ppl)
     table = joint_steps(
-        model, eval_batches, replacements, order, base, budget_ppl(max_increase, base.ppl), spec, progress, refit,
-        pass_rows(single),
-    )  # fmt: skip
+        model, eval_batches, replacements, order, base, limit, spec, progress, refit, pass_rows(single), check
+    )
     table.insert(2, "single_delta_ppl", [0.0, *(alone[b] for b in table.block[1:])])
     return table

@@ -16,6 +16,7 @@ from linrec.interventions.surgery import swapped
 from linrec.models.loading import load_pretrained
 from support.planted_models import planted_model
 from support.replace import independent_ppl
+from support.tasks import datasets_cache  # noqa: F401  (autouse)
 
 
 def _equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -145,3 +146,43 @@ def test_a_gated_kind_is_chosen_under_a_budget_and_its_directory_loads_the_same_
     assert all(b["params"] == ffn + 32 * 32 + 32 + 1 for b in result.record["blocks"])  # map, threshold, the FFN
     loaded, _ = linrec.load_model(result.save(tmp_path / "gated"))
     assert independent_ppl(loaded, texts[1]) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def prepared_task(tmp_path_factory, text):
+    from linrec.interventions.tasks.continuation import continuation_items, write_choice_task
+    from linrec.interventions.tasks.evaluate import prepare
+    from linrec.interventions.tasks.request import TaskRequest
+
+    directory = tmp_path_factory.mktemp("tasks")
+    write_choice_task(directory, "linrec_lines", continuation_items(text[-60_000:], items=30, context=1))
+    return prepare(TaskRequest.of("linrec_lines", task_dir=directory))
+
+
+@pytest.mark.slow
+def test_task_scores_are_recorded_before_and_after_and_a_task_budget_decides_each_step(texts, tokenizer, prepared_task):
+    from linrec.interventions.tasks.evaluate import evaluate
+
+    trained = planted_model(texts[0], steps=150)
+    given = replace(trained, *texts, kind="zero", blocks=[2], folds=4, progress=False, tasks=prepared_task,
+                    tokenizer=tokenizer)  # fmt: skip
+    tasks = given.record["tasks"]
+    with swapped(trained, given.maps):
+        after = evaluate(trained, tokenizer, prepared_task)
+    assert tasks["replaced"]["scores"] == after.record()["scores"] and tasks["max_accuracy_drop"] is None
+    assert tasks["base"]["scores"] == evaluate(trained, tokenizer, prepared_task).record()["scores"]
+    [change] = tasks["changes"]
+    assert change["change"] == pytest.approx(change["after"] - change["before"]) and change["metric"] == "acc"
+
+    chosen = replace(trained, *texts, kind="zero", max_accuracy_drop="0.01", folds=4, progress=False,
+                     tasks=prepared_task, tokenizer=tokenizer)  # fmt: skip
+    lowest = chosen.record["tasks"]["lowest_allowed"]["linrec_lines"]
+    assert lowest == pytest.approx(change["before"] - 0.01)
+    steps = chosen.record["steps"][1:]
+    assert steps and all(s["kept"] == (s["linrec_lines acc"] >= lowest) for s in steps)  # the task budget decides
+    assert {s["why"] for s in chosen.record["selection"]["skipped"]} <= {
+        "a task's score with it falls by more than --max-accuracy-drop"
+    }
+    assert "--max-accuracy-drop 0.01" in chosen.record["selection"]["rule"]
+    with pytest.raises(LinrecError, match="a task budget needs the tasks"):
+        replace(trained, *texts, kind="zero", max_accuracy_drop="0.01", progress=False)

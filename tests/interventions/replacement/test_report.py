@@ -4,6 +4,8 @@ directory's report can always be made again."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from linrec.interventions.replacement.report import report_figure, report_markdown
@@ -31,3 +33,20 @@ def test_the_report_says_more_numbers_where_blocks_keep_their_ffn(replaced):
     grown_text, text = report_markdown(grown, "r", figure=False), report_markdown(record, "r", figure=False)
     assert "(1,056 more, +" in grown_text and "keep their FFN in use" in grown_text
     assert "fewer, " in text and "more, +" not in text
+
+
+def test_the_task_scores_have_a_section_and_each_budgeted_step_its_columns(replaced):
+    record = json.loads(json.dumps(replaced[0].record))
+    change = {"task": "piqa", "metric": "acc", "before": 0.7, "after": 0.65, "change": -0.05,
+              "change_low": -0.09, "change_high": -0.01}  # fmt: skip
+    record["tasks"] = {"tasks": ["piqa"], "max_accuracy_drop": "0.1", "lowest_allowed": {"piqa": 0.6},
+                       "base": {"harness": {"lm_eval": "0.4.13"}}, "replaced": {}, "changes": [change]}  # fmt: skip
+    for step in record["steps"]:
+        step["piqa acc"] = 0.65
+    report = report_markdown(record, "out", figure=False)
+    assert "## Task scores" in report and "lm-evaluation-harness 0.4.13" in report
+    assert "- piqa (acc): 0.7 -> 0.65 (change -0.05, 95 % interval [-0.09, -0.01])" in report
+    assert "(--max-accuracy-drop 0.1: piqa 0.6)" in report
+    header = next(line for line in report.splitlines() if line.startswith("|") and "delta_ppl" in line)
+    cells = [cell.strip() for cell in header.split("|")]
+    assert cells.index("piqa acc") == cells.index("kept") - 1  # the step's score, before whether it was kept

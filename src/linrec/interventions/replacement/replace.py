@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from torch import nn
+from transformers import PreTrainedTokenizerBase
 
 from linrec.core.extras import SCORES
 from linrec.core.measure import Measurement, model_weights
@@ -30,6 +31,7 @@ from linrec.core.replacements import Kind
 from linrec.core.scores import COSTLIER, MEASURED, cheapest_first
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError, LinrecWarning
+from linrec.interventions.budget import drop_words, parse_drop
 from linrec.interventions.latency import PROMPT_TOKENS, compare_rates
 from linrec.interventions.perplexity import (
     WindowNLL,
@@ -45,6 +47,7 @@ from linrec.interventions.replacement.ablations import ablations, block_kinds, d
 from linrec.interventions.replacement.directory import save_replaced
 from linrec.interventions.replacement.texts import TextPart
 from linrec.interventions.surgery import n_stored, param_table, swapped
+from linrec.interventions.tasks.evaluate import Evaluation, Prepared, TaskBudget, changes, evaluate
 from linrec.models.arch import check_blocks, check_one_module
 from linrec.progress import stage
 from linrec.versions import versions
@@ -66,10 +69,22 @@ class Replacement:
         selection, base = self.record["selection"], self.record["ppl"]["base"]
         alone = sorted(self.record["steps"][1:], key=lambda s: (s["delta_ppl"], s["block"]))
         costs = ", ".join(f"block {s['block']} {s['delta_ppl']:+.4g}" for s in alone[:5])
+        budgets = []
+        if selection["max_ppl_increase"] is not None:
+            budgets.append(
+                f"--max-ppl-increase {selection['max_ppl_increase']} (ΔPPL at most {selection['max_delta_ppl']:.4g} "
+                f"on the model's perplexity {base:.4g})"
+            )
+        if selection.get("max_accuracy_drop") is not None:
+            budgets.append(f"--max-accuracy-drop {selection['max_accuracy_drop']} (on every task's score)")
+        why = (
+            "each block alone raises the perplexity by more, the cheapest"
+            if selection.get("max_accuracy_drop") is None
+            else "each block alone takes the model past them (their own ΔPPL, the cheapest"
+        )
+        close = ")" if selection.get("max_accuracy_drop") is not None else ""
         return (
-            f"no block fits the budget --max-ppl-increase {selection['max_ppl_increase']} (ΔPPL at most "
-            f"{selection['max_delta_ppl']:.4g} on the model's perplexity {base:.4g}): each block alone raises the "
-            f"perplexity by more, the cheapest {costs}; raise the budget or give --blocks"
+            f"no block fits the budget {' and '.join(budgets)}: {why} {costs}{close}; raise the budget or give --blocks"
         )
 
     def save(self, directory: str | Path, force: bool = False) -> Path:
@@ -119,19 +134,26 @@ def check_request(
     blocks: Sequence[int] | None,
     budget: str | None,
     ablate: Sequence[str] = (),
+    task_budget: str | None = None,
 ) -> tuple[Kind, list[int]]:
     """(the kind, the candidate blocks) of a request, from the model's config alone (so before its weights load):
     known kinds (``kind`` and those to ``ablate``) whose ranks are below ``width``, an FFN of one module, blocks in
-    range and each named once, a budget above 0, and blocks or a budget given."""
+    range and each named once, budgets above 0 (``budget`` on perplexity, ``task_budget`` on task scores), and
+    blocks or a budget given."""
     parsed = Kind.parse(kind).check_width(width)
     for other in ablate:
         Kind.parse(other).check_width(width)
     check_one_module(model_type)
     if budget is not None:
         parse_budget(budget)
+    if task_budget is not None:
+        parse_drop(task_budget)
     if blocks is None:
-        if budget is None:
-            raise LinrecError("say which blocks to replace: --blocks 0,3 (these), or --max-ppl-increase X (chosen)")
+        if budget is None and task_budget is None:
+            raise LinrecError(
+                "say which blocks to replace: --blocks 0,3 (these), or --max-ppl-increase X or --max-accuracy-drop X "
+                "(chosen)"
+            )
         return parsed, list(range(n_blocks))
     repeated = sorted({b for b in blocks if list(blocks).count(b) > 1})
     if repeated or not blocks:
@@ -220,6 +242,9 @@ def replace(
     ablate: Sequence[str] = (),
     order: str = MEASURED,
     measurement: Measurement | None = None,
+    tasks: Prepared | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    max_accuracy_drop: str | None = None,
 ) -> Replacement:
     """Replace FFN blocks of ``model`` by maps of ``kind`` (``affine``, ``lowrank:K``, ``lowrank:P%``, ``mean``,
     ``zero``, ``first-apart:mean``, ``first-apart:own``, ``gated:RULE:SHARE``: :mod:`linrec.core.replacements`; a
@@ -246,14 +271,21 @@ def replace(
     :func:`linrec.core.scores.cheapest_first`: no pass of its own; a LinrecError where the table lacks it).
     ``measurement``: one already made of this model on ``fit_batches`` (``linrec measure --save``,
     :meth:`Measurement.load`), used instead of capturing again, its folds and seed with it; one of other weights or
-    other tokens, or without a candidate block, is refused (:func:`check_measurement`). The model is left as it was; the
-    maps are in the result.
+    other tokens, or without a candidate block, is refused (:func:`check_measurement`). ``tasks``: a request
+    :func:`linrec.interventions.tasks.evaluate.prepare`-d, scored with ``tokenizer`` on the model before and after (each
+    headline score with its interval, and its change: ``tasks`` in the record); ``max_accuracy_drop`` (``0.02``, or
+    ``"5%"`` of the model's own score): a second budget, beside ``max_ppl_increase`` or alone, that each step of the
+    greedy selection must hold too (:class:`~linrec.interventions.tasks.evaluate.TaskBudget`: each task scored at every
+    step within the perplexity budget, its headline score in the step's row). The model is left as it was; the maps are
+    in the result.
     """
     config = getattr(model, "config", None)
     n_blocks, width = getattr(config, "num_hidden_layers", 0), getattr(config, "hidden_size", 0)
     parsed, candidates = check_request(
-        getattr(config, "model_type", None), n_blocks, width, kind, blocks, max_ppl_increase, ablate
+        getattr(config, "model_type", None), n_blocks, width, kind, blocks, max_ppl_increase, ablate, max_accuracy_drop
     )
+    if (tasks is None) != (tokenizer is None) or (max_accuracy_drop is not None and tasks is None):
+        raise LinrecError("task scores need the tasks and the model's tokenizer, and a task budget needs the tasks")
     if order != MEASURED and order not in COSTLIER:
         raise LinrecError(f"unknown order '{order}'; choose {MEASURED} or a score: {', '.join(COSTLIER)}")
     kinds = block_kinds(model, parsed, candidates)  # (one module per FFN, also where the config could not tell)
@@ -281,6 +313,13 @@ def replace(
     refitter = Refitter(model, fit_batches, kinds, folds, seed) if refit else None
     base = window_nll(model, eval_batches, progress)
     second_base = None if second_batches is None else window_nll(model, second_batches, progress)
+    task_base = budget = None
+    if tasks is not None:
+        assert tokenizer is not None  # (checked above)
+        with stage("scoring the tasks on the unmodified model", progress):
+            task_base = evaluate(model, tokenizer, tasks, progress=progress)
+        budget = TaskBudget(tasks, tokenizer, task_base, max_accuracy_drop, progress)
+    check = None if max_accuracy_drop is None else budget
     prompt = first_prompt(eval_batches)
     compared = None
     if ablate:
@@ -297,20 +336,23 @@ def replace(
             fit_batches=fit_batches,
             progress=progress,
         )
-    if max_ppl_increase is None:
+    limit = math.inf if max_ppl_increase is None else budget_ppl(max_ppl_increase, base.ppl)
+    if max_ppl_increase is None and max_accuracy_drop is None:
         steps = joint_steps(model, eval_batches, maps, candidates, base, progress=progress, refit=refitter)
         steps.insert(2, "single_delta_ppl", math.nan)
         single = None
     elif order == MEASURED:
         single = swap_deltas(model, eval_batches, maps, progress=progress, base=base)
         steps = greedy_selection(
-            model, eval_batches, maps, max_ppl_increase, progress=progress, base=base, single=single, refit=refitter
-        )
+            model, eval_batches, maps, max_ppl_increase, progress=progress, base=base, single=single, refit=refitter,
+            check=check,
+        )  # fmt: skip
     else:
         single = None
         ordered = [b for b in cheapest_first(table.reset_index(), order) if b in maps]
-        limit = budget_ppl(max_ppl_increase, base.ppl)
-        steps = joint_steps(model, eval_batches, maps, ordered, base, limit, progress=progress, refit=refitter)
+        steps = joint_steps(
+            model, eval_batches, maps, ordered, base, limit, progress=progress, refit=refitter, check=check
+        )
         steps.insert(2, "single_delta_ppl", math.nan)
     kept = [int(b) for b in steps.block[1:][steps.kept[1:]]]
     chosen = {b: maps[b] if refitter is None else refitter.maps.get(b, maps[b]) for b in kept}
@@ -319,6 +361,9 @@ def replace(
         warn_if_not_constant(fit_batches, final)
     with stage("timing greedy decoding, with the chosen maps and without", progress):  # (no counter of its own)
         rates = compare_rates(model, prompt, lambda: swapped(model, chosen))
+    task_record = None
+    if task_base is not None and budget is not None and tokenizer is not None and tasks is not None:
+        task_record = _task_record(model, chosen, tasks, tokenizer, task_base, budget, max_accuracy_drop, progress)
     stored = param_table(model, chosen).set_index("block")
     before = n_stored(model)
     record = {
@@ -332,20 +377,21 @@ def replace(
         },
         "kind": str(parsed),
         "selection": {
-            "rule": "the blocks given, in the order given"
-            if max_ppl_increase is None
-            else f"greedy under --max-ppl-increase {max_ppl_increase} (ΔPPL at most "
-            f"{budget_ppl(max_ppl_increase, base.ppl):.6g}), candidates ordered by "
-            + ("their own ΔPPL" if order == MEASURED else f"their {order}, read as a cost")
-            + ", cheapest first; a block that takes the joint ΔPPL over the budget is left out (skipped) and the next "
-            "is tried",
+            "rule": _rule(max_ppl_increase, limit, max_accuracy_drop, order),
             "order": order,
             "candidates": candidates,
             "max_ppl_increase": max_ppl_increase,
-            "max_delta_ppl": None if max_ppl_increase is None else budget_ppl(max_ppl_increase, base.ppl),
+            "max_delta_ppl": None if max_ppl_increase is None else limit,
+            "max_accuracy_drop": max_accuracy_drop,
             "single": None if single is None else _records(single),
             "skipped": [
-                {"block": int(block), "delta_ppl": float(delta), "why": "the joint ΔPPL with it exceeds the budget"}
+                {
+                    "block": int(block),
+                    "delta_ppl": float(delta),
+                    "why": "the joint ΔPPL with it exceeds the budget"
+                    if delta > limit
+                    else "a task's score with it falls by more than --max-accuracy-drop",
+                }
                 for block, delta in zip(
                     steps.block[1:][~steps.kept[1:]].astype(int), steps.delta_ppl[1:][~steps.kept[1:]]
                 )
@@ -379,12 +425,55 @@ def replace(
         if second_batches is None or second_base is None
         else _scored_text(model, chosen, second_batches, second_base, second_text, progress),
         "ablations": None if compared is None else _records(compared),
+        "tasks": task_record,
         "latency": rates.record(),
         "measurement": {k: v for k, v in asdict(measurement.provenance).items() if k != "versions"},
         "versions": versions(),
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     return Replacement(chosen, record, measurement)
+
+
+def _rule(max_ppl_increase: str | None, limit: float, max_accuracy_drop: str | None, order: str) -> str:
+    """How the blocks were chosen, in words, for the record."""
+    if max_ppl_increase is None and max_accuracy_drop is None:
+        return "the blocks given, in the order given"
+    budgets = [f"--max-ppl-increase {max_ppl_increase} (ΔPPL at most {limit:.6g})"] if max_ppl_increase else []
+    if max_accuracy_drop is not None:
+        budgets.append(f"--max-accuracy-drop {max_accuracy_drop} ({drop_words(max_accuracy_drop)})")
+    return (
+        f"greedy under {' and '.join(budgets)}, candidates ordered by "
+        + ("their own ΔPPL" if order == MEASURED else f"their {order}, read as a cost")
+        + ", cheapest first; a block that takes the joint scores over a budget is left out (skipped) and the next is "
+        "tried"
+    )
+
+
+def _task_record(
+    model: nn.Module,
+    chosen: dict[int, nn.Module],
+    tasks: Prepared,
+    tokenizer: PreTrainedTokenizerBase,
+    base: Evaluation,
+    budget: TaskBudget,
+    max_accuracy_drop: str | None,
+    progress: bool,
+) -> dict:
+    """The record's ``tasks``: what was asked, the budget and each task's lowest allowed score, the scores before and
+    with the ``chosen`` replacements (those the selection's last kept step scored, else scored now) and the
+    changes."""
+    after = budget.scored.get(frozenset(chosen))
+    if after is None:
+        with swapped(model, chosen), stage("scoring the tasks with the chosen maps", progress):
+            after = evaluate(model, tokenizer, tasks, progress=progress) if chosen else base
+    return {
+        "tasks": list(tasks.request.tasks),
+        "max_accuracy_drop": max_accuracy_drop,
+        "lowest_allowed": budget.limits(),
+        "base": base.record(),
+        "replaced": after.record(),
+        "changes": _records(changes(base, after)),
+    }
 
 
 def _scored_text(

@@ -59,6 +59,47 @@ def speed_words(latency: dict) -> str:
     )
 
 
+def step_task_columns(record: dict) -> list[str]:
+    """The columns of the record's steps that hold a task's headline score (a step scored under --max-accuracy-drop)."""
+    return [f"{c['task']} {c['metric']}" for c in (record.get("tasks") or {}).get("changes", [])]
+
+
+def task_change_words(change: dict) -> str:
+    """A task's headline score before and after, with the change's 95 % interval (a row of the record's
+    ``tasks.changes``)."""
+    return (
+        f"{change['before']:.4g} -> {change['after']:.4g} (change {change['change']:+.4g}, 95 % interval "
+        f"[{_number(change['change_low'], '+.4g')}, {_number(change['change_high'], '+.4g')}])"
+    )
+
+
+def _task_lines(tasks: dict | None) -> list[str]:
+    """The report's section on the task scores (none when no tasks were scored)."""
+    if tasks is None:
+        return []
+    budget = tasks["max_accuracy_drop"]
+    kept = (
+        f"Each step within the perplexity budget was scored on them too and kept only where every score stayed at "
+        f"or above its lowest allowed one (--max-accuracy-drop {budget}: "
+        + ", ".join(f"{task} {low:.4g}" for task, low in tasks["lowest_allowed"].items())
+        + ")."
+        if budget is not None
+        else "They were scored before and after; no budget was set on them."
+    )
+    lines = [f"- {c['task']} ({c['metric']}): {task_change_words(c)}" for c in tasks["changes"]]
+    versions = tasks["base"].get("harness", {}).get("lm_eval")
+    harness = f" lm-evaluation-harness {versions}." if versions else ""
+    return [
+        "## Task scores",
+        "",
+        f"Tasks: {', '.join(tasks['tasks'])}, each score's interval ±1.96 standard errors; a change's combines the "
+        f"two as if independent (wider than a paired one on the same items). {kept}{harness}",
+        "",
+        *lines,
+        "",
+    ]
+
+
 def _latency_lines(latency: dict | None) -> list[str]:
     """The report's line on decoding speed before and after (none for a record made before it was timed)."""
     if latency is None:
@@ -128,6 +169,7 @@ def report_markdown(record: dict, name: str, figure: bool = True) -> str:
     columns = ["step", "block", "single_delta_ppl", "ppl", "delta_ppl", "interval", "params_saved", "kept"]
     if "one_shot_delta_ppl" in steps:
         columns.insert(6, "one_shot_delta_ppl")
+    columns[-1:-1] = [c for c in step_task_columns(record) if c in steps]
     shown = steps[columns]
     blocks = pd.DataFrame(record["blocks"])
     chosen = ", ".join(f"{b['block']} ({b['kind']})" for b in record["blocks"]) or "none"
@@ -165,6 +207,7 @@ def report_markdown(record: dict, name: str, figure: bool = True) -> str:
         shown.to_markdown(index=False, floatfmt=".4g"),
         "",
         *_ablation_lines(record.get("ablations")),
+        *_task_lines(record.get("tasks")),
         "## Blocks",
         "",
         blocks.to_markdown(index=False, floatfmt=".4g") if len(blocks) else "No block was replaced.",
