@@ -131,14 +131,16 @@ def test_held_out_r2_of_each_scheme_is_float64_s(planted, products):
 
 def test_without_the_shift_float32_products_lose_what_the_centring_cancels(planted):
     """About zero instead of the first rows' mean, float32 products of rows 20 and 60 from zero lose R²_lin to the
-    cancellation of n x̄ x̄ᵀ: 440 times the error with the shift from float32 rows (1.1e-3), 65 times from bfloat16
-    rows (whose own rounding is the larger error there), where float64 products lose next to nothing without it."""
+    cancellation of n x̄ x̄ᵀ, where float64 products lose next to nothing without it. How much more depends on the
+    CPU's float32 kernels (their order of summation): from float32 rows 440 times the error with the shift on the
+    machine this was first measured on (1.1e-3), 147 times on an AMD EPYC (1.4e-4); from bfloat16 rows, whose own
+    rounding is the larger error there, 65 and 6 times. The bounds hold on both, with room."""
     x, y, rcond, exact = planted
     shifted = abs(held_out_r2(accumulate(x, y, "float32"), rcond) - exact)
     unshifted = abs(held_out_r2(accumulate(x, y, "float32", shift=False), rcond) - exact)
     float64 = abs(held_out_r2(accumulate(x, y, "float64", shift=False), rcond) - exact)
     print(f"float32 products, {x.dtype} rows: error {shifted:.1e} shifted, {unshifted:.1e} not ({float64:.1e} float64)")
-    assert unshifted > 20 * shifted and float64 < shifted
+    assert unshifted > (20 if x.dtype == torch.float32 else 3) * shifted and float64 < shifted
 
 
 @pytest.mark.parametrize("shape", [(1000, 200, 72), (37, 13, 5), (MAX_TERMS // 8 + 100, 24, 16)])
