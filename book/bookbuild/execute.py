@@ -97,7 +97,7 @@ def assignments(pairs: list[str] | None, what: str) -> dict[str, object]:
     return out
 
 
-AFTER_THE_REST = ("12_paper_vs_run",)
+AFTER_THE_REST = ("13_paper_vs_run",)
 """Chapters that read what the others recorded (the ledger): they start once every other chapter is done."""
 
 

@@ -243,9 +243,10 @@ def reports(split: PositionMoments, block: int, rcond: float) -> tuple[BlockRepo
     return fast, fit_module._positions_report(block, split, rcond, False, None, solver="eigh")
 
 
-def permuted(split: PositionMoments) -> PositionMoments:
-    """``split`` with the input features in another order: the same least-squares problems, other rounding."""
-    p = torch.randperm(next(iter(split.later.values()))[0].d_in, generator=torch.Generator().manual_seed(0))
+def permuted(split: PositionMoments, seed: int = 0) -> PositionMoments:
+    """``split`` with the input features in another order (drawn by ``seed``): the same least-squares problems, other
+    rounding."""
+    p = torch.randperm(next(iter(split.later.values()))[0].d_in, generator=torch.Generator().manual_seed(seed))
     swap = lambda m: replace(m, mean_x=m.mean_x[p], cxx=m.cxx[p][:, p], cxy=m.cxy[p])  # noqa: E731
     return PositionMoments(
         *({b: [swap(m) for m in ms] for b, ms in part.items()} for part in (split.first, split.later))
@@ -265,13 +266,19 @@ def test_tiny_models_agree(family, dtype, tokenizer, text, solves):
     assert solves == {"cholesky": 15 * len(split.later)}
 
 
+REORDERINGS = 4
+"""The feature orders whose eigendecompositions measure an ill-conditioned block's own spread: on SmolLM2's first
+block (condition ~6e8) one order moved its R² by 4e-8 to 3e-7 from the reference, by the order drawn (six orders,
+2026-12-03), and the Cholesky solve by 5e-8 here and 1.9e-7 on another CPU; the largest of four orders is the spread."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [SMOL, GEMMA])
 def test_packaged_models_agree(name, text, solves):
     """SmolLM2 and Gemma 3, their first, a middle and their last block, at about 3 rows per input dimension: the
     reports agree to 1e-9 where the eigendecomposition itself does (with the features in another order), and within
-    its own spread elsewhere (the first blocks, conditioned to ~1e9 and beyond). Where no direction is dropped but
-    for a structural one, every held-out fit is Cholesky's."""
+    twice its own spread over :data:`REORDERINGS` orders elsewhere (the first blocks, conditioned to ~1e9 and
+    beyond). Where no direction is dropped but for a structural one, every held-out fit is Cholesky's."""
     from linrec.models.loading import load_pretrained
 
     installed_or_skip(name)
@@ -281,10 +288,11 @@ def test_packaged_models_agree(name, text, solves):
     split = position_moments(model, tokenizer, text, rows=2048, seq_len=64, blocks=[0, last // 2, last])
     for block in (0, last // 2, last):
         fast, reference = reports(split, block, DEFAULT_RCOND)
-        if block == 0:
-            again = fit_module._positions_report(block, permuted(split), DEFAULT_RCOND, False, None, solver="eigh")
-            spread = largest_difference(again, reference)
-            assert spread > TOLERANCE  # ill-conditioned: the eigendecomposition's own rounding shows
+        if block == 0:  # ill-conditioned: the eigendecomposition's own rounding shows, more or less by the order
+            orders = (permuted(split, seed) for seed in range(REORDERINGS))
+            again = [fit_module._positions_report(block, o, DEFAULT_RCOND, False, None, solver="eigh") for o in orders]
+            spread = max(largest_difference(a, reference) for a in again)
+            assert spread > TOLERANCE
             assert_same_report(fast, reference, allowed=max(TOLERANCE, 2 * spread))
         else:
             assert_same_report(fast, reference)

@@ -8,30 +8,18 @@ import pytest
 import torch
 
 import linrec.experiment.gating as gating
-import linrec.experiment.measurement as measurements
 import linrec.experiment.pruning as pruning
-import linrec.experiment.swaps as swaps
 from linrec.core.sample import Rows
 from linrec.errors import LinrecError
 from linrec.experiment.budgets import ProbeSettings
 from linrec.experiment.gating import choose_blocks, cross_text_agreement, gating_study, second_text
 from linrec.experiment.profiles import Profile
 from support import tiny_captures
+from support.study_profile import load_instead, tiny_profile
 
-PROFILE = Profile(
-    name="tiny",
-    description="a test profile",
-    models=("affine",),
+PROFILE = tiny_profile(
     corpora=("stdlib-prose", "unicode-records"),  # (a second text quick to tokenise)
-    eval_corpus="stdlib-prose",
-    rows_per_block=1024,
-    seq_len=32,
-    folds=4,
-    seeds=(0,),
-    batch_size=16,
-    eval_tokens=512,
     probe=ProbeSettings(sample_rows=512),
-    device="cpu",
 )
 
 
@@ -51,25 +39,7 @@ def module_cache(tmp_path_factory):
 def loads(affine_model, tokenizer, monkeypatch, module_cache) -> list[str]:
     """The models the gated passes load (recorded); chapter 11's costs, the shared measurement and chapter 5's swaps
     load the same tiny model (no hub, no zoo), into this module's cache."""
-    calls: list[str] = []
-
-    def loader(record: bool):
-        def load(profile, model, checkpoint, progress, before_weights=None):
-            calls.extend([model] if record else [])
-            if before_weights is not None:
-                before_weights(affine_model.config, tokenizer)
-            return affine_model.eval(), tokenizer
-
-        return load
-
-    monkeypatch.setenv("LINREC_CACHE", str(module_cache))
-    weights = lambda profile, model, checkpoint: f"planted {model}"  # noqa: E731
-    for module, record in ((gating, True), (pruning, False), (measurements, False), (swaps, False)):
-        monkeypatch.setattr(module, "load_profile_model", loader(record))
-    for module in (gating, pruning, measurements):
-        monkeypatch.setattr(module, "profile_weights_id", weights)
-    monkeypatch.setattr(measurements, "model_revision", lambda profile, model, checkpoint: None)
-    return calls
+    return load_instead(gating, affine_model, tokenizer, monkeypatch, module_cache)
 
 
 def test_the_costliest_swaps_and_one_of_median_cost_are_chosen():

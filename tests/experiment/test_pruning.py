@@ -4,33 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-import linrec.experiment.measurement as measurements
 import linrec.experiment.pruning as pruning
-import linrec.experiment.swaps as swaps
 from linrec.core.measure import Measurement
 from linrec.core.resume import decoder_layers, passing
 from linrec.core.scores import MEASURED
-from linrec.experiment.profiles import Profile
 from linrec.experiment.pruning import KINDS, LAYER, pruning_costs
 from linrec.interventions.perplexity import window_nll
 from linrec.interventions.surgery import swapped
 from linrec.models.arch import ffn_blocks
 from support import tiny_captures
+from support.study_profile import TINY, load_instead
 
-PROFILE = Profile(
-    name="tiny",
-    description="a test profile",
-    models=("affine",),
-    corpora=("stdlib-prose",),
-    eval_corpus="stdlib-prose",
-    rows_per_block=1024,
-    seq_len=32,
-    folds=4,
-    seeds=(0,),
-    batch_size=16,
-    eval_tokens=512,
-    device="cpu",
-)
+PROFILE = TINY
 
 
 @pytest.fixture(scope="module")
@@ -43,25 +28,7 @@ def affine_model(tokenizer, text):
 def loads(affine_model, tokenizer, monkeypatch, tmp_path) -> list[str]:
     """The models the chapter's own capture loads; the shared measurement and chapter 5's affine swaps load the same
     tiny model (no hub, no zoo), into a cache of this test's own."""
-    calls: list[str] = []
-
-    def loader(record: bool):
-        def load(profile, model, checkpoint, progress, before_weights=None):
-            calls.extend([model] if record else [])
-            if before_weights is not None:
-                before_weights(affine_model.config, tokenizer)
-            return affine_model.eval(), tokenizer
-
-        return load
-
-    monkeypatch.setenv("LINREC_CACHE", str(tmp_path / "cache"))
-    weights = lambda profile, model, checkpoint: f"planted {model}"  # noqa: E731
-    for module, record in ((pruning, True), (measurements, False), (swaps, False)):
-        monkeypatch.setattr(module, "load_profile_model", loader(record))
-    for module in (pruning, measurements):
-        monkeypatch.setattr(module, "profile_weights_id", weights)
-    monkeypatch.setattr(measurements, "model_revision", lambda profile, model, checkpoint: None)
-    return calls
+    return load_instead(pruning, affine_model, tokenizer, monkeypatch, tmp_path / "cache")
 
 
 def test_every_block_every_kind_and_every_order(loads):

@@ -22,3 +22,15 @@ def planted_model(batches=None, steps: int = 0) -> nn.Module:
         optimiser.step()
         optimiser.zero_grad()
     return model.eval().requires_grad_(False)
+
+
+def widened(model: nn.Module, positions: int = 1024) -> nn.Module:
+    """``model`` (a GPT-2) with its position table widened to ``positions`` rows, its first ones kept, the rest drawn
+    (seeded): HumanEval's prompts take 240 to 400 of the tiny tokenizer's tokens, and a completion up to 512 more."""
+    torch.manual_seed(1)
+    short = model.transformer.wpe
+    model.transformer.wpe = nn.Embedding(positions, short.embedding_dim)
+    nn.init.normal_(model.transformer.wpe.weight, std=0.02)
+    model.transformer.wpe.weight.data[: short.num_embeddings] = short.weight.data
+    model.config.n_positions = positions
+    return model.eval().requires_grad_(False)

@@ -109,6 +109,10 @@ class Profile:
     # (model, why): models whose perplexity passes the chapters that score many per model (5's greedy walk, 9's
     # replacements of the real models, 11) leave out unless a parameter names them; a catalogue, as budgets is
     slow_passes: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # lm-evaluation-harness tasks (linrec evaluate's --tasks names, suites included) chapter 12 scores beside its
+    # offline tasks, their first items only, where the profile's machine can reach their data: the pruning papers'
+    # zero-shot suite under `paper`; none offline
+    evaluations: tuple[str, ...] = field(default=(), repr=False)
     # "auto": spread a model too large for one device over the available ones (accelerate); keys the cache when set
     device_map: str | None = field(default=None, repr=False)
     # The most memory a capture may hold ("12GB"; None: what is free), planned by linrec.core.plan: it decides how
@@ -130,6 +134,7 @@ class Profile:
         validation.check_budgets(where, self.budgets, self.corpora)
         validation.check_chapters(where, self.swap_depths, (*self.series, *self.series_gpu) if self.shaped else ())
         validation.check_context(where, self.zoo, self.models, self.seq_len)
+        validation.check_evaluations(where, self.evaluations)
         for model in self.models:
             validation.check_rows(
                 where, model, self.width(model), self.budget(model).rows_per_block, self.folds, self.seq_len
@@ -342,6 +347,7 @@ PROFILES: dict[str, Profile] = {
         budgets=tuple((m, Budget(rows_per_block=ROWS_PER_DIMENSION * w)) for m, w in PYTHIA_WIDTHS.items()),
         series=PYTHIA_SUITE,
         series_gpu=PYTHIA_LARGE,
+        evaluations=("zero-shot",),
     ),
     "offline": Profile(
         name="offline",

@@ -13,6 +13,7 @@ from linrec.data.corpora import corpus_names
 from linrec.data.hub_corpora import PAPER_CORPORA
 from linrec.errors import LinrecError
 from linrec.experiment.budgets import Budget, ProbeSettings
+from linrec.interventions.tasks.suites import harness_tasks, parse_tasks
 from linrec.models.loading import DTYPES
 from linrec.models.packaged import PACKAGED
 from linrec.models.shapes import SHAPES
@@ -126,6 +127,21 @@ def check_chapters(where: str, swap_depths: tuple[float, ...] | None, shaped_ser
         raise LinrecError(f"{where}: swap_depths must be relative depths in [0, 1]; got {swap_depths!r}")
     if unknown := [m for m in shaped_series if m not in SHAPES]:
         raise LinrecError(f"{where}: the series models {unknown} have no known shape; choose from {', '.join(SHAPES)}")
+
+
+def check_evaluations(where: str, evaluations: tuple[str, ...]) -> None:
+    """lm-evaluation-harness task names as ``linrec evaluate --tasks`` reads them
+    (:func:`linrec.interventions.tasks.suites.parse_tasks`), none of the scores linrec computes itself: chapter 12
+    reads each one's change in accuracy (whether the harness knows a name is known only where it runs)."""
+    if not evaluations:
+        return
+    try:
+        names = parse_tasks(evaluations)
+    except LinrecError as err:
+        raise LinrecError(f"{where}: evaluations: {err}") from err
+    if own := [name for name in names if name not in harness_tasks(names)]:
+        raise LinrecError(f"{where}: evaluations are lm-evaluation-harness tasks, read as accuracy; {own} are not "
+                          "(chapter 12 scores HumanEval itself, by HUMANEVAL_LIMIT)")  # fmt: skip
 
 
 def check_context(where: str, zoo: ZooSpec | None, models: tuple[str, ...], seq_len: int) -> None:

@@ -244,3 +244,14 @@ def test_lm_evals_own_tasks_are_found_and_refused_offline_before_the_model(untou
     assert all(
         f"- {task}: data on the Hugging Face hub" in str(raised.value) for task in harness.parse_tasks("zero-shot")
     )
+
+
+def test_an_answer_longer_than_the_context_is_refused_before_the_model_runs(untouchable, tokenizer, tmp_path):
+    """The planted model reads 64 positions; an answer of some hundred tokens is named, not a bare assertion of
+    lm_eval's halfway through."""
+    long = [{**item, "choices": [" ".join(WORDS * 6), *item["choices"][1:]]} for item in ITEMS[:4]]
+    data = tmp_path / "long.jsonl"
+    data.write_text("".join(json.dumps(item) + "\n" for item in long))
+    tasks = write_task(tmp_path / "tasks", data=str(data))
+    with pytest.raises(LinrecError, match=r"1 of 3 answers .* more tokens than the model's context of 64"):
+        harness_scores(untouchable, tokenizer, TASK, task_dir=tasks, limit=1)

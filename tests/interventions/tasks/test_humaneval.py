@@ -17,7 +17,7 @@ from torch import nn
 
 from linrec.errors import LinrecError
 from linrec.interventions.tasks import humaneval as he
-from support.planted_models import planted_model
+from support.planted_models import planted_model, widened
 
 TIMEOUT = 1.0
 """The tests' time limit for a completion's tests: the parent waits one second more, then kills."""
@@ -27,14 +27,7 @@ TIMEOUT = 1.0
 def planted() -> nn.Module:
     """The planted GPT-2 with its position table widened from 64 to 1,024 rows (the first 64 kept): HumanEval's
     first prompts take 240 to 400 of the tiny tokenizer's tokens."""
-    model = planted_model()
-    torch.manual_seed(1)
-    short = model.transformer.wpe
-    model.transformer.wpe = nn.Embedding(1024, short.embedding_dim)
-    nn.init.normal_(model.transformer.wpe.weight, std=0.02)
-    model.transformer.wpe.weight.data[:64] = short.weight.data
-    model.config.n_positions = 1024
-    return model.eval().requires_grad_(False)
+    return widened(planted_model())
 
 
 def no_generation(model, monkeypatch):

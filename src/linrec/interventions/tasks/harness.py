@@ -185,6 +185,18 @@ class _LoadedLM(HFLM):
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
         return self._counted(super().loglikelihood, requests)
 
+    def _loglikelihood_tokens(self, requests: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """lm_eval's scoring, after one check of every request (its only check is a bare assertion, per batch, once
+        the model has begun): the harness scores a continuation whole within the model's context, or not at all."""
+        over = [continuation for _, _, continuation in requests if len(continuation) > self.max_length]
+        if over:
+            raise LinrecError(
+                f"{len(over)} of {len(requests)} answers of these tasks take more tokens than the model's context "
+                f"of {self.max_length} (the longest {max(map(len, over))}): lm-evaluation-harness scores an answer "
+                "only whole; shorten those answers or score a model with a longer context"
+            )
+        return super()._loglikelihood_tokens(requests, *args, **kwargs)
+
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
         return self._counted(super().loglikelihood_rolling, requests)
 

@@ -18,7 +18,7 @@ from linrec.notebook import chapter, ledger, provenance
 from linrec.plots import depth as depth_plots
 from linrec.report import paper
 
-ch = chapter.begin("12_paper_vs_run", globals())
+ch = chapter.begin("13_paper_vs_run", globals())
 print(f"profile {PROFILE}: {ch.profile.description}")
 
 # %% [markdown]
