@@ -62,10 +62,11 @@ print(ch.profile.left_out(MODELS))
 # ±8 points and a change between two models, their errors combined as if independent, to about ±11.
 # The items are drawn by the profile's seed; an item whose answer is longer than a model's context
 # is left out for that model (only the smoke zoo's 64 positions are that short). Where the profile
-# can read the hub (`paper`), the pruning papers' zero-shot suite (PIQA, WinoGrande, HellaSwag,
-# ARC-easy and ARC-challenge, the profile's `evaluations`) is scored beside them on the first
+# can read the hub (`paper`), the profile's `evaluations` are scored beside them: the pruning
+# papers' zero-shot suite (PIQA, WinoGrande, HellaSwag, ARC-easy and ARC-challenge) on the first
 # `ITEMS` items of each, so its figures are those of the first items, not of the whole benchmarks
-# the papers report.
+# the papers report, and their WikiText-2 perplexity (the test split joined with blank lines, in
+# windows of 2,048 tokens, as SLEB computes it), shown beside the tasks and read by no budget.
 
 # %% [markdown]
 # ## The walk

@@ -150,3 +150,24 @@ def test_an_example_item_shows_its_context_and_names_the_true_continuation():
     assert shown.text.tolist()[:4] == ["A B.", "C.", "D.", "E."] and set(shown.item) == {0}
     with pytest.raises(LinrecError, match="lacks columns"):
         tasks.example_items(items.drop(columns="label"))
+
+
+def test_the_pruning_papers_perplexity_is_shown_beside_the_tasks_and_read_by_no_budget():
+    """A score where less is better (``wikitext2-ppl``, no standard error) has its rows, no reading and no verdict,
+    whichever way it moves; the model's own is stated on its windows, with no interval."""
+    w = walk("m", {"swapped": [0.1, 0.5, 2.0], "removed": [0.9, 3.0, 9.0]})
+    falls = changes("m", {"swapped": [(-0.01, 0.1), (-0.03, 0.1), (-0.1, 0.1)],
+                          "removed": [(-0.05, 0.1), (-0.2, 0.1), (-0.4, 0.1)]})  # fmt: skip
+    ppl = changes("m", {"swapped": [(0.2, float("nan")), (1.0, float("nan")), (3.0, float("nan"))],
+                        "removed": [(1.5, float("nan")), (4.0, float("nan")), (12.0, float("nan"))]},
+                  task="wikitext2-ppl").assign(metric="ppl")  # fmt: skip
+    table = tasks.steps_table([w], [falls, ppl])
+    assert len(table) == 12 and (table[table.task == "wikitext2-ppl"].reading == "").all()
+    assert tasks.correlations(table).task.tolist() == ["linrec_prose"]
+    own = pd.concat([scores("m"), pd.DataFrame([{"model": "m", "task": "wikitext2-ppl", "metric": "ppl",
+                                                 "value": 30.25, "stderr": float("nan"), "low": float("nan"),
+                                                 "high": float("nan"), "n": 140}])])  # fmt: skip
+    said = {c.claim: c for c in tasks.task_claims(table, [own], [w])}
+    assert said["wikitext2-ppl ppl of the model itself (m)"].measured == "30.250 on 140 windows"
+    assert said["wikitext2-ppl ppl of the model itself (m)"].interval is None
+    assert not any("wikitext2-ppl does" in name for name in said)

@@ -194,9 +194,10 @@ def test_a_real_model_gets_the_items_and_humaneval_a_zoo_model_fewer_items_and_n
     assert zoo["run"]["items"].iloc[0] == 4 and "humaneval" not in set(zoo["scores"].task)
 
 
-def test_the_profile_s_harness_tasks_are_scored_with_the_offline_ones_on_their_first_items(loads, monkeypatch):
-    """A profile's evaluations (the zero-shot suite under ``paper``) join the offline tasks' request, limited to the
-    items per task, and key the cache: the same study with them is computed, not read back."""
+def test_the_profile_s_own_scores_join_the_offline_tasks_the_harness_ones_on_their_first_items(loads, monkeypatch):
+    """A profile's evaluations (the pruning papers' perplexity and zero-shot suite under ``paper``) join the offline
+    tasks' request, the harness tasks limited to the items per task, and key the cache: the same study with them is
+    computed, not read back."""
     asked = []
 
     def prepare(request):
@@ -205,15 +206,8 @@ def test_the_profile_s_harness_tasks_are_scored_with_the_offline_ones_on_their_f
 
     task_study(PROFILE, "planted", items=8, humaneval_limit=0, steps=[1], walk=False, progress=False)
     monkeypatch.setattr(tasks, "prepare", prepare)
+    scored = dataclasses.replace(PROFILE, evaluations=("wikitext2-ppl", "zero-shot"))
     with pytest.raises(LinrecError, match="stopped here"):
-        task_study(
-            dataclasses.replace(PROFILE, evaluations=("zero-shot",)),
-            "planted",
-            items=8,
-            humaneval_limit=0,
-            steps=[1],
-            walk=False,
-            progress=False,
-        )
-    assert asked[0].tasks == ("linrec_prose", "linrec_code", "piqa", "winogrande", "hellaswag", "arc_easy",
-                              "arc_challenge") and asked[0].limit == 8  # fmt: skip
+        task_study(scored, "planted", items=8, humaneval_limit=0, steps=[1], walk=False, progress=False)
+    assert asked[0].tasks == ("linrec_prose", "linrec_code", "wikitext2-ppl", "piqa", "winogrande", "hellaswag",
+                              "arc_easy", "arc_challenge") and asked[0].limit == 8  # fmt: skip

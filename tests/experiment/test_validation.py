@@ -25,7 +25,7 @@ from linrec.experiment.profiles import get_profile
         ({"probe": {"rnak": 4}}, "valid: rank, sample_rows, steps, lr"),
         ({"colour": "red"}, "valid fields: name, description, models"),
         ({"evaluations": ["zero-shot", "wikitext2 ppl"]}, "evaluations: task names cannot contain spaces"),
-        ({"evaluations": ["piqa", "wikitext2-ppl"]}, "evaluations are lm-evaluation-harness tasks, read as accuracy"),
+        ({"evaluations": ["piqa", "humaneval"]}, "humaneval is chapter 12's own setting"),
     ],
 )
 def test_bad_values_are_rejected_with_the_valid_ones(overrides, message):

@@ -55,6 +55,8 @@ def test_each_task_scored_along_the_walk_adds_a_panel_of_its_change_against_the_
     table = steps_table([walk()], [changes()])
     fig = figures.walk_figure(walk(), table)
     assert len(fig.axes) == 6 and fig.get_suptitle().endswith("and what the tasks lose")  # the walk, two tasks
+    ppl = changes(tasks=("wikitext2-ppl",)).assign(metric="ppl")  # less is better: no panel of accuracy
+    assert len(figures.walk_figure(walk(), steps_table([walk()], [changes(), ppl])).axes) == 6
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["a", "prose: next sentence", "code: next line", "b", "prose: next sentence", "code: next line"]
     ax = fig.axes[1]

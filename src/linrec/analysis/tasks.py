@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from linrec.errors import LinrecError
+from linrec.interventions.tasks.evaluate import LOWER_IS_BETTER
 from linrec.report.claims import Claim
 from linrec.stats import bootstrap_correlation
 
@@ -53,6 +54,9 @@ RULE = (
     f"95 % interval below 0; untestable without a model of {MIN_STEPS} scored steps."
 )
 """How the chapter reads its numbers, written before they were computed."""
+
+UNITS = {"pass@1": "problems", "ppl": "windows"}
+"""What a score's ``n`` counts, by metric (else items)."""
 
 KEPT, LOST, UNRESOLVED = "kept", "lost", "unresolved"
 """What a task's change says of a step: kept within :data:`DROP` beyond its interval, lost beyond it, neither."""
@@ -87,7 +91,9 @@ def steps_table(walks: Sequence[pd.DataFrame], changes: Sequence[pd.DataFrame]) 
     """One row per model, kind, step (above 0) and task scored along the walk, from the ``walk`` and ``changes`` of
     each model's :func:`~linrec.experiment.tasks.task_study`: the step's ``blocks``, ``delta_ppl`` with its interval,
     ``relative`` (ΔPPL / PPL), ``within`` (the budget), the task's ``before, after, change, change_low,
-    change_high``, ``reading`` and ``parting``. A step no task was scored on has one row, its task columns empty."""
+    change_high``, ``reading`` and ``parting``. A step no task was scored on has one row, its task columns empty; a
+    score where less is better (the pruning papers' perplexity) is shown with no reading: the budgets read
+    accuracies."""
     walk = pd.concat(list(walks), ignore_index=True)
     moved = pd.concat(list(changes), ignore_index=True) if changes else pd.DataFrame()
     _require(walk, ["model", "mechanism", "kind", "step", "blocks", "base_ppl", "delta_ppl", "delta_ppl_low",
@@ -98,11 +104,12 @@ def steps_table(walks: Sequence[pd.DataFrame], changes: Sequence[pd.DataFrame]) 
     if moved.empty:
         moved = pd.DataFrame(columns=[*keys, "task", "metric", "before", "after", "change", "change_low",
                                       "change_high"])  # fmt: skip
-    _require(moved, [*keys, "task", "before", "after", "change", "change_low", "change_high"], "the changes")
+    _require(moved, [*keys, "task", "metric", "before", "after", "change", "change_low", "change_high"], "the changes")
     out = steps.merge(moved.drop(columns=["kind"], errors="ignore"), on=keys, how="left")
     scored = out.task.notna()
-    readings = [task_reading(lo, hi) if s else "" for s, lo, hi in zip(scored, out.change_low, out.change_high,
-                                                                         strict=True)]  # fmt: skip
+    read = scored & ~out.metric.isin(LOWER_IS_BETTER)
+    readings = [task_reading(lo, hi) if r else "" for r, lo, hi in zip(read, out.change_low, out.change_high,
+                                                                       strict=True)]  # fmt: skip
     out["reading"] = readings
     out["parting"] = [parting(bool(w), r) if r else "" for w, r in zip(out.within, readings, strict=True)]
     columns = [
@@ -116,6 +123,7 @@ def steps_table(walks: Sequence[pd.DataFrame], changes: Sequence[pd.DataFrame]) 
         "relative",
         "within",
         "task",
+        "metric",
         "before",
         "after",
         "change",
@@ -149,7 +157,7 @@ def correlations(table: pd.DataFrame, seed: int = 0, level: float = 0.95) -> pd.
     rho, low, high``; a task none of whose models has :data:`MIN_STEPS` scored steps, with two values of each, has
     no row."""
     rows = []
-    scored = table[table.task.notna() & (table.task != "")]
+    scored = table[table.reading != ""]
     for task, part in scored.groupby("task", sort=False):
         enough = part.groupby("model").filter(
             lambda m: len(m) >= MIN_STEPS and m.delta_ppl.nunique() > 1 and m.change.nunique() > 1
@@ -213,11 +221,13 @@ def task_claims(
     base = pd.concat(list(scores), ignore_index=True)
     _require(base, ["model", "task", "metric", "value", "low", "high", "n"], "the scores")
     for row in base.to_dict("records"):
+        known = math.isfinite(row["low"]) and math.isfinite(row["high"])
+        counted = f"on {int(row['n'])} {UNITS.get(row['metric'], 'items')}"
         claims.append(Claim.measure(
             f"{row['task']} {row['metric']} of the model itself",
-            f"{row['value']:.3f} [{row['low']:.3f}, {row['high']:.3f}] on {int(row['n'])} "
-            + ("problems" if row["metric"] == "pass@1" else "items"),
-            interval=(float(row["low"]), float(row["high"])), note=NOT_IN_PAPER,
+            f"{row['value']:.3f} [{row['low']:.3f}, {row['high']:.3f}] {counted}" if known
+            else f"{row['value']:.3f} {counted}",
+            interval=(float(row["low"]), float(row["high"])) if known else None, note=NOT_IN_PAPER,
         ).of(str(row["model"])))  # fmt: skip
     for row in deepest_within(walks).to_dict("records"):
         claims.append(Claim.measure(

@@ -109,9 +109,9 @@ class Profile:
     # (model, why): models whose perplexity passes the chapters that score many per model (5's greedy walk, 9's
     # replacements of the real models, 11) leave out unless a parameter names them; a catalogue, as budgets is
     slow_passes: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    # lm-evaluation-harness tasks (linrec evaluate's --tasks names, suites included) chapter 12 scores beside its
-    # offline tasks, their first items only, where the profile's machine can reach their data: the pruning papers'
-    # zero-shot suite under `paper`; none offline
+    # The task scores (linrec evaluate's --tasks names, suites included) chapter 12 reads beside its offline tasks,
+    # the harness tasks on their first items, where the profile's machine can reach their data: the pruning papers'
+    # WikiText-2 perplexity and zero-shot suite under `paper`; none offline
     evaluations: tuple[str, ...] = field(default=(), repr=False)
     # "auto": spread a model too large for one device over the available ones (accelerate); keys the cache when set
     device_map: str | None = field(default=None, repr=False)
@@ -347,7 +347,7 @@ PROFILES: dict[str, Profile] = {
         budgets=tuple((m, Budget(rows_per_block=ROWS_PER_DIMENSION * w)) for m, w in PYTHIA_WIDTHS.items()),
         series=PYTHIA_SUITE,
         series_gpu=PYTHIA_LARGE,
-        evaluations=("zero-shot",),
+        evaluations=("wikitext2-ppl", "zero-shot"),
     ),
     "offline": Profile(
         name="offline",

@@ -15,9 +15,9 @@ removed whole):
   (:func:`linrec.interventions.tasks.continuation.continuation_items`), scored by lm-evaluation-harness on the model
   itself and, with ``walk``, on each step's model, each step's change with its interval
   (:func:`linrec.interventions.tasks.evaluate.changes`);
-* the profile's lm-evaluation-harness tasks (:attr:`~linrec.experiment.profiles.Profile.evaluations`: the zero-shot
-  suite of the pruning papers under ``paper``, none offline), their first ``items`` items each, scored with the two
-  above wherever they are;
+* the profile's own task scores (:attr:`~linrec.experiment.profiles.Profile.evaluations`: the pruning papers'
+  WikiText-2 perplexity and zero-shot suite under ``paper``, none offline), the harness tasks on their first
+  ``items`` items, scored with the two above wherever they are;
 * HumanEval pass@1 on the first problems, on the model itself where it is a real model, and along the walk where it
   is a code model (:data:`CODE_MODELS`): a model that writes no function bodies scores 0 whatever is dropped.
 
@@ -215,7 +215,7 @@ def task_study(
     for a zoo's model); HumanEval on the first ``humaneval_limit`` problems (None: :data:`HUMANEVAL_LIMIT` on a real
     model, none on a zoo's; 0: none); ``walk``: score the tasks on every step's model too, not only on the model
     itself. The profile's :attr:`~linrec.experiment.profiles.Profile.evaluations` are scored with the offline tasks,
-    on their first ``items`` items. Tables, each with a ``model`` column:
+    the harness tasks on their first ``items`` items. Tables, each with a ``model`` column:
 
     * ``walk``: :data:`WALK_COLUMNS`, step 0 the model itself; ``blocks`` the dropped blocks, cheapest first;
     * ``scores``: the model itself on each task (``task, metric, value, stderr, low, high, n``, the headline metric);
@@ -340,10 +340,10 @@ def _scored(net: nn.Module, evals: TokenBatches, base: WindowNLL) -> dict[str, f
 
 
 class _Scorer:
-    """The tasks of ``drawn`` written to ``folder`` and checked once with the harness tasks ``evaluations`` names,
-    their first items as many (:func:`~linrec.interventions.tasks.evaluate.prepare`), then scored on the model as it
-    stands at each call, with HumanEval's first ``limit`` problems (none when None); the seconds of each one's first
-    scoring (the model itself)."""
+    """The tasks of ``drawn`` written to ``folder`` and checked once with the scores ``evaluations`` names, harness
+    tasks on their first items as many (:func:`~linrec.interventions.tasks.evaluate.prepare`), then scored on the
+    model as it stands at each call, with HumanEval's first ``limit`` problems (none when None); the seconds of each
+    one's first scoring (the model itself)."""
 
     def __init__(
         self,

@@ -72,14 +72,14 @@ def thin_ticks(axis: Axis, limits: tuple[float, float], side: int = SIDE_TICKS) 
 def walk_figure(walk: pd.DataFrame, table: pd.DataFrame | None = None) -> Figure:
     """A row of panels per model: the joint ΔPPL of each step against the blocks it drops, a line per kind with its
     95 % interval and the budget (:data:`~linrec.analysis.tasks.BUDGET` of perplexity) dashed; then, for each task
-    ``table`` (:func:`~linrec.analysis.tasks.steps_table`) scored along the walk, its change in accuracy points
-    against the step's ΔPPL, both with their intervals, a line per kind from the model itself (0, 0) and a marker
-    per step."""
+    ``table`` (:func:`~linrec.analysis.tasks.steps_table`) scored along the walk and read as accuracy (its
+    ``reading`` set: not the pruning papers' perplexity), its change in accuracy points against the step's ΔPPL,
+    both with their intervals, a line per kind from the model itself (0, 0) and a marker per step."""
     require(walk, ["model", "kind", "step", "base_ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high"], "the walk")
-    scored = pd.DataFrame() if table is None else table[table.task.notna() & (table.task != "")]
-    if not scored.empty:
-        require(scored, ["model", "kind", "step", "task", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "change",
-                         "change_low", "change_high"], "the task changes")  # fmt: skip
+    if table is not None:
+        require(table, ["model", "kind", "step", "task", "delta_ppl", "delta_ppl_low", "delta_ppl_high", "change",
+                        "change_low", "change_high", "reading"], "the task changes")  # fmt: skip
+    scored = pd.DataFrame() if table is None else table[table.reading != ""]
     models = list(dict.fromkeys(walk.model))
     tasks = list(dict.fromkeys(scored.task)) if not scored.empty else []
     columns = 1 + len(tasks)
