@@ -23,6 +23,7 @@ STEPS = [1, 2, 4, 8]  # blocks each step drops, cheapest first (fewer than a mod
 ITEMS = None  # items per task; None: 150 on a real model, 24 on a model of the zoo
 HUMANEVAL_LIMIT = None  # HumanEval's first problems scored; None: 20 on a real model, none on a model of the zoo
 TASK_WALK = None  # score the tasks at every step, not only on the model itself; None: on, except on the offline profile
+RECORD_WALK = False  # keep this run's walk, scored at every step, as the package's record for builds without one
 
 # %%
 import pandas as pd
@@ -31,6 +32,7 @@ import linrec
 from linrec.analysis import tasks
 from linrec.notebook import chapter
 from linrec.plots import tasks as tasks_plots
+from linrec.report.claims import claims_table
 
 ch = chapter.begin(
     "12_tasks",
@@ -39,9 +41,11 @@ ch = chapter.begin(
     positive_int_or_none=["EVAL_TOKENS", "ITEMS", "HUMANEVAL_LIMIT"],
     indices_or_none=["STEPS"],
     flag_or_none=["TASK_WALK"],
+    flag=["RECORD_WALK"],
 )
 MODELS = linrec.experiment.tasks.study_models(ch.profile, MODELS)
 TASK_WALK = PROFILE != "offline" if TASK_WALK is None else TASK_WALK
+linrec.experiment.task_record.check_recording(RECORD_WALK, TASK_WALK)
 print(ch.profile.left_out(MODELS))
 
 # %% [markdown]
@@ -173,12 +177,45 @@ ch.caveat()
 # the line beneath the figure multiplies it by the steps), so scoring them at every step of both
 # walks would add about half an hour to the offline build, which its hour cannot spare: under
 # `offline` the tasks are scored on the model itself and the walk by perplexity alone, and the
-# verdicts above that need the tasks along the walk are untestable there. No run of the full walk
-# on the real models is recorded yet, so there are no figures of one to show beside this build's.
-# The runs that would give them:
+# verdicts above that need the tasks along the walk are untestable there. A run that scores them
+# at every step can be kept in the package (`linrec.experiment.task_record`, with its date, machine,
+# command and commit, and a digest that a changed file fails), and a build that did not score the
+# walk shows that run's figures here, labelled as that run's:
+
+# %%
+record = linrec.experiment.task_record
+RECORD_COMMAND = record.record_command(ch.profile.name)
+walked = bool((table.reading != "").any())
+if RECORD_WALK:
+    print(f"recorded in {record.record_walk(runs, ch.profile.name, RECORD_COMMAND)}")
+recorded = None if walked else record.recorded_walk()
+ch.markdown(tasks.recorded_note(recorded and recorded.label(), walked, RECORD_COMMAND))
+
+# %%
+if recorded is not None:
+    past = tasks.steps_table([recorded.tables["walk"]], [recorded.tables["changes"]])
+    ch.show(
+        past.drop(columns=["delta_ppl_low", "delta_ppl_high"]),
+        {
+            "before": ".3f",
+            "after": ".3f",
+            "change": "+.3f",
+            "change_low": "+.3f",
+            "change_high": "+.3f",
+        },
+        fold="The recorded run: every step, and each task's change at it",
+    )
+    said = tasks.task_claims(
+        past, [recorded.tables["scores"]], [recorded.tables["walk"]], seed=SEED
+    )
+    ch.show(claims_table(said), fold="The recorded run's verdicts, by the rule above")
+
+# %% [markdown]
+# The runs that give such figures:
 #
-# - SmolLM2-135M with the tasks at every step, offline, on one core:
-#   `python book/build.py execute --profile offline --only 12_tasks --param TASK_WALK=true`;
+# - SmolLM2-135M with the tasks at every step, offline, on one core (about half an hour), kept as
+#   the record: `python book/build.py execute --profile offline --only 12_tasks --param
+#   TASK_WALK=true --param RECORD_WALK=true`;
 # - the Qwen2.5-Coder models of the `scale` profile, with HumanEval at every step (where a model
 #   that writes code can lose it), on a GPU: `make install-scale`, then
 #   `python book/build.py execute --profile scale --only 12_tasks`;

@@ -5,8 +5,8 @@ profile, or a dict changing its fields), trains the profile's zoo first (dequant
 meanwhile), captures the measurements the chapters share (:mod:`bookbuild.prepare`), runs the chapters, the
 longest first, with ``LINREC_PROGRESS=0`` (no progress bars in the built pages), and then writes the intro's
 claims table from what they recorded (:func:`write_claims`). :func:`run_chapters` is the scheduler: each chapter a
-papermill process in a session of its own, the appendix after the rest, and the first failure
-stopping everything with the chapter and cell named.
+papermill process in a session of its own, a chapter that reads another's results after it, the appendix after
+the rest, and the first failure stopping everything with the chapter and cell named.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,6 +99,27 @@ def assignments(pairs: list[str] | None, what: str) -> dict[str, object]:
 
 AFTER_THE_REST = ("13_paper_vs_run",)
 """Chapters that read what the others recorded (the ledger): they start once every other chapter is done."""
+
+AFTER: dict[str, tuple[str, ...]] = {"12_tasks": ("11_pruning",)}
+"""Chapters that read what another computes, each with those it waits for: chapter 12 reads chapter 11's costs, and
+started beside it, it held its lane about 20 minutes waiting for their cache lock in the cold build of 2026-12-03
+(1,517 s in all for some 5 minutes of work); it starts once they are done, and the lane takes the next chapter."""
+
+
+def next_ready(
+    queue: list[str], live: Collection[str], last: tuple[str, ...] = AFTER_THE_REST, after: Mapping = AFTER
+) -> str | None:
+    """The first chapter of ``queue`` that may start while ``live`` run: none it waits for (:data:`AFTER`; every
+    other chapter for the ``last`` ones) is queued or running. None where each waits; a BookError where nothing runs
+    and each waits all the same (a chapter waiting for itself, or two for each other)."""
+    pending = {*queue, *live}
+    for stem in queue:
+        waits = {s for s in pending if s not in last} if stem in last else set(after.get(stem, ()))
+        if not waits & (pending - {stem}) and stem not in waits:
+            return stem
+    if queue and not live:
+        raise BookError(f"the chapters {queue} each wait for another of them ({dict(after)}): none can start")
+    return None
 
 
 def default_jobs(profile: Profile) -> int:
@@ -199,9 +220,9 @@ def run_chapters(
     expected: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Execute ``runs`` with papermill, ``jobs`` at a time (progress bars only for one at a time), the longest first
-    by their ``expected`` seconds (those without come first, in order; the least idle time at the end), but for the
-    ``last`` chapters, which start once all the others are done; each runs in ``cwd`` (papermill's default when
-    None).
+    by their ``expected`` seconds (those without come first, in order; the least idle time at the end), each once
+    the chapters it waits for are done (:func:`next_ready`: those of :data:`AFTER`, and for the ``last`` chapters all
+    the others); each runs in ``cwd`` (papermill's default when None).
 
     The first failure stops the build: chapters still running are stopped, queued ones never start, and the
     error names the chapter and the cell. An interrupt stops every running chapter the same way. A chapter gets
@@ -216,9 +237,10 @@ def run_chapters(
     try:
         while queue or live:
             while queue and len(live) < max(1, jobs):
-                if queue[0].stem in last and any(stem not in last for stem in live):
+                ready = next_ready([r.stem for r in queue], live, last)
+                if ready is None:
                     break
-                run = queue.pop(0)
+                run = queue.pop(next(i for i, r in enumerate(queue) if r.stem == ready))
                 print(f"[book] {run.stem}: started", flush=True)
                 live[run.stem] = (_start(run, kernel_name, jobs <= 1, cwd), time.perf_counter())
             time.sleep(0.2)

@@ -19,13 +19,18 @@ import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO, TypeVar
 
+from tqdm import TqdmWarning
 from tqdm import tqdm as text_bar
-from tqdm.auto import tqdm as auto_bar
-from tqdm.autonotebook import tqdm as chosen_bar
+
+with warnings.catch_warnings():  # a kernel without ipywidgets: tqdm takes its text bar, as this module wants, and warns
+    warnings.filterwarnings("ignore", "IProgress not found", TqdmWarning)
+    from tqdm.auto import tqdm as auto_bar
+    from tqdm.autonotebook import tqdm as chosen_bar
 
 LOG_EVERY = 30.0
 """Seconds between two lines of one stage in a log."""

@@ -248,3 +248,19 @@ def test_a_failed_dequantising_fails_the_stage_after_the_zoo(monkeypatch):
 
     with pytest.raises(OSError, match="cannot read /a.gguf"):
         _models_stage(monkeypatch, fails)
+
+
+def test_a_chapter_waits_for_those_it_reads_and_the_lane_takes_the_next_meanwhile():
+    """Chapter 12 reads chapter 11's costs: started beside it, it waited in its lane for their lock; it starts once
+    they are done, the appendix once every other chapter is, and a chapter whose wait cannot end is an error."""
+    after = {"12_tasks": ("11_pruning",)}
+    queue = ["12_tasks", "11_pruning", "05_compression", "13_paper_vs_run"]
+    assert ex.next_ready(queue, [], after=after) == "11_pruning"
+    assert ex.next_ready(queue[::2], ["11_pruning"], after=after) == "05_compression"
+    assert ex.next_ready(["12_tasks", "13_paper_vs_run"], ["05_compression"], after=after) == "12_tasks"
+    assert ex.next_ready(["13_paper_vs_run"], ["12_tasks"], after=after) is None
+    assert ex.next_ready(["13_paper_vs_run"], [], after=after) == "13_paper_vs_run"
+    assert ex.next_ready(["12_tasks"], [], after=after) == "12_tasks"  # --only 12_tasks: chapter 11 not in the run
+    assert ex.AFTER["12_tasks"] == ("11_pruning",)
+    with pytest.raises(BookError, match="each wait for another of them"):
+        ex.next_ready(["01_a", "02_b"], [], after={"01_a": ("02_b",), "02_b": ("01_a",)})

@@ -10,7 +10,7 @@ other, perplexity beside the tasks.
   together, combined over the models (:func:`linrec.stats.bootstrap_correlation`).
 * :func:`example_items`: the first item of each task, its context and its choices, the true one named.
 * :func:`walk_note`: the sentence that says whether this build scored the tasks along the walk, and what it would
-  cost where it did not.
+  cost where it did not; :func:`recorded_note`: what the chapter says of the last recorded run of the full walk.
 * :func:`task_claims`: the claims, each verdict by a rule fixed before any number was computed (:data:`RULE`).
 
 The paper reports no task scores, so nothing here is set beside a reported figure.
@@ -204,6 +204,21 @@ def walk_note(table: pd.DataFrame, runs: Sequence[pd.DataFrame], setting: str) -
         + "; ".join(costs)
         + f". Set {setting} to score them at every step."
     )
+
+
+def recorded_note(recorded_label: str | None, walked: bool, command: str) -> str:
+    """What the chapter says of the recorded run of the full walk (:mod:`linrec.experiment.task_record`; its
+    ``recorded_label``, None where none is recorded): shown below where this build did not score the walk itself
+    (``walked``), with the ``command`` that records one."""
+    if walked:
+        return (f"This build scored the tasks along the walk itself, so its figures above are the ones to read; "
+                f"`{command}` records them for the builds that cannot afford it.")  # fmt: skip
+    if recorded_label is None:
+        return (
+            f"No run of the full walk is recorded yet, so there are no figures of one to show; `{command}` records one."
+        )
+    return (f"The figures below are those of {recorded_label}, recorded, not computed by this build: read them as that "
+            f"run's. `{command}` records them again.")  # fmt: skip
 
 
 def _interval(low: float, high: float) -> str:

@@ -255,3 +255,17 @@ def test_an_answer_longer_than_the_context_is_refused_before_the_model_runs(unto
     tasks = write_task(tmp_path / "tasks", data=str(data))
     with pytest.raises(LinrecError, match=r"1 of 3 answers .* more tokens than the model's context of 64"):
         harness_scores(untouchable, tokenizer, TASK, task_dir=tasks, limit=1)
+
+
+def test_without_progress_the_harness_draws_no_bars_and_leaves_them_as_they_were(model, tokenizer, tmp_path, capfd):
+    """A built page once showed the harness's bars over each task's requests and datasets' over its files as stray
+    lines: without ``progress`` nothing is drawn, and both are restored after."""
+    import lm_eval.api.task
+
+    build = lm_eval.api.task.tqdm
+    tasks = write_task(tmp_path / "fresh")  # its data not yet in this test's datasets cache: datasets reads it here
+    capfd.readouterr()
+    harness_scores(model, tokenizer, TASK, task_dir=tasks, limit=3)
+    err = capfd.readouterr().err
+    assert "examples/s" not in err and "it/s" not in err, err
+    assert lm_eval.api.task.tqdm is build and datasets.is_progress_bar_enabled()

@@ -34,6 +34,7 @@ import contextlib
 import copy
 import dataclasses
 import difflib
+import functools
 import glob
 import logging
 import numbers
@@ -280,14 +281,24 @@ def harness_scores(
 @contextlib.contextmanager
 def _quiet_harness() -> Iterator[None]:
     """lm_eval's log at errors only while it runs: its notes (a model passed as an object, each task's few-shot
-    default overwritten) are about how linrec calls it, nothing a user can act on."""
+    default overwritten) are about how linrec calls it, nothing a user can act on; and no bars but linrec's own over
+    the requests: none for the harness's building of each task's requests, none for datasets reading a task's
+    files (in a built page they printed as stray lines of bars)."""
+    import datasets
+    import lm_eval.api.task  # type: ignore[import-untyped]
+
     logger = logging.getLogger("lm_eval")
-    level = logger.level
+    level, bars, build = logger.level, datasets.is_progress_bar_enabled(), lm_eval.api.task.tqdm
     logger.setLevel(logging.ERROR)
+    datasets.disable_progress_bars()
+    lm_eval.api.task.tqdm = functools.partial(build, disable=True)
     try:
         yield
     finally:
         logger.setLevel(level)
+        lm_eval.api.task.tqdm = build
+        if bars:
+            datasets.enable_progress_bars()
 
 
 def _check_settings(
