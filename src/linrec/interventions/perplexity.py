@@ -61,9 +61,9 @@ Refit = Callable[[Mapping[int, nn.Module], int], nn.Module]
 """``refit(kept, block)``: a map for ``block`` fitted with the ``kept`` replacements (block -> module) in place."""
 
 StepCheck = Callable[[nn.Module, frozenset[int]], tuple[dict[str, float], bool]]
-"""``check(model, blocks)``, called with the blocks' replacements in place on a step within the perplexity budget:
-(columns for the step's row, whether the step is within the check's own budget too), e.g. the task scores of
-:class:`linrec.interventions.tasks.evaluate.TaskBudget`."""
+"""``check(model, blocks)``, called with the blocks' replacements in place on a step within the perplexity budget,
+and with no blocks for step 0 (the model itself): (columns for the step's row, whether the step is within the
+check's own budget too), e.g. the task scores of :class:`linrec.interventions.tasks.evaluate.TaskBudget`."""
 
 
 @dataclass(frozen=True)
@@ -323,11 +323,13 @@ def joint_steps(
     ``alone``: each block's scores swapped alone (``ppl, delta_ppl, delta_ppl_low, delta_ppl_high``, as
     :func:`swap_deltas` gives them), used for a step while no block is kept (the same model, so no pass is spent on
     it again: a budget nothing fits costs only the single swaps). ``check``: a second budget (:data:`StepCheck`),
-    asked only on a step within ``budget``; its columns join the rows it was asked on (NaN on the others) and a step
-    is kept when both budgets hold."""
+    asked on step 0 (no block: the model itself) and on each step within ``budget``; its columns join the rows it was
+    asked on (NaN on the others) and a step is kept when both budgets hold."""
     ffn_total = sum(n_stored(ffn_site(model, b.index, spec)[2]) for b in ffn_blocks(model, spec))
     model_total = n_stored(model)
     rows = [{"step": 0, "block": None, "params_saved": 0, **_delta_row(base, base), "kept": True}]
+    if check is not None:
+        rows[0] |= check(model, frozenset())[0]  # the model itself: its own scores
     if refit is not None:
         rows[0] |= {f"one_shot_{k}": 0.0 for k in ("delta_ppl", "delta_ppl_low", "delta_ppl_high")}
     saved, kept = 0, dict[int, nn.Module]()

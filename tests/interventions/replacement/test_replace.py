@@ -180,6 +180,7 @@ def test_task_scores_are_recorded_before_and_after_and_a_task_budget_decides_eac
     assert lowest == pytest.approx(change["before"] - 0.01)
     steps = chosen.record["steps"][1:]
     assert steps and all(s["kept"] == (s["linrec_lines acc"] >= lowest) for s in steps)  # the task budget decides
+    assert chosen.record["steps"][0]["linrec_lines acc"] == change["before"]  # step 0: the model's own score
     assert {s["why"] for s in chosen.record["selection"]["skipped"]} <= {
         "a task's score with it falls by more than --max-accuracy-drop"
     }

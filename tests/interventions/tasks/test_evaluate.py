@@ -100,6 +100,7 @@ def test_a_task_budget_keeps_a_step_only_where_each_accuracy_falls_by_at_most_th
     budget = TaskBudget(prepared, tokenizer, base(acc + 0.05), "0.02")
     assert budget.limits() == {TASK: pytest.approx(acc + 0.03)} and not budget(model, frozenset({1}))[1]
     assert budget.scored[frozenset({1})].rows == scored.rows  # what each step scored, kept
-    assert TaskBudget(prepared, tokenizer, base(1.0), None)(model, frozenset())[1]  # scored, not budgeted
+    assert TaskBudget(prepared, tokenizer, base(1.0), None)(model, frozenset({1}))[1]  # scored, not budgeted
+    assert TaskBudget(prepared, tokenizer, base(0.99), "0.02")(model, frozenset()) == ({f"{TASK} acc": 0.99}, True)
     relative = TaskBudget(prepared, tokenizer, base(0.5), "10%")
     assert relative.limits() == {TASK: pytest.approx(0.45)}

@@ -213,7 +213,8 @@ class TaskBudget:
         }
 
     def __call__(self, model: nn.Module, blocks: frozenset[int]) -> tuple[dict[str, float], bool]:
-        scored = evaluate(model, self.tokenizer, self.prepared, progress=self.progress)
+        """The scores of ``model`` with ``blocks`` swapped (``base``'s where none is, not scored again), by column."""
+        scored = self.base if not blocks else evaluate(model, self.tokenizer, self.prepared, progress=self.progress)
         self.scored[blocks] = scored
         heads = scored.headline()
         columns = {f"{task} {row['metric']}": row["value"] for task, row in heads.items()}
