@@ -195,9 +195,10 @@ ch.markdown(tasks.recorded_note(recorded and recorded.label(), walked, RECORD_CO
 if recorded is not None:
     past = tasks.steps_table([recorded.tables["walk"]], [recorded.tables["changes"]])
     ch.show(
-        past.drop(columns=["delta_ppl_low", "delta_ppl_high"]),
+        past.drop(
+            columns=["delta_ppl_low", "delta_ppl_high", "relative", "metric", "before"]
+        ),
         {
-            "before": ".3f",
             "after": ".3f",
             "change": "+.3f",
             "change_low": "+.3f",

@@ -82,4 +82,4 @@ def test_the_chapter_says_which_figures_to_read():
     assert recorded_note(None, True, "cmd").startswith("This build scored the tasks along the walk itself")
     assert recorded_note(None, False, "cmd").startswith("No run of the full walk is recorded yet")
     said = recorded_note("the run of 2026-12-03 on 2 CPU cores", False, "cmd")
-    assert said.startswith("The figures below are those of the run of 2026-12-03") and "`cmd`" in said
+    assert said.startswith("The figures below are those of the run of 2026-12-03") and "cmd" not in said

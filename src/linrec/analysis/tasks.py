@@ -208,8 +208,8 @@ def walk_note(table: pd.DataFrame, runs: Sequence[pd.DataFrame], setting: str) -
 
 def recorded_note(recorded_label: str | None, walked: bool, command: str) -> str:
     """What the chapter says of the recorded run of the full walk (:mod:`linrec.experiment.task_record`; its
-    ``recorded_label``, None where none is recorded): shown below where this build did not score the walk itself
-    (``walked``), with the ``command`` that records one."""
+    ``recorded_label``, None where none is recorded, else naming the command that made it): shown below where this
+    build did not score the walk itself (``walked``); ``command`` records one."""
     if walked:
         return (f"This build scored the tasks along the walk itself, so its figures above are the ones to read; "
                 f"`{command}` records them for the builds that cannot afford it.")  # fmt: skip
@@ -218,7 +218,7 @@ def recorded_note(recorded_label: str | None, walked: bool, command: str) -> str
             f"No run of the full walk is recorded yet, so there are no figures of one to show; `{command}` records one."
         )
     return (f"The figures below are those of {recorded_label}, recorded, not computed by this build: read them as that "
-            f"run's. `{command}` records them again.")  # fmt: skip
+            "run's.")  # fmt: skip
 
 
 def _interval(low: float, high: float) -> str:
