@@ -258,8 +258,8 @@ def test_an_answer_longer_than_the_context_is_refused_before_the_model_runs(unto
 
 
 def test_without_progress_the_harness_draws_no_bars_and_leaves_them_as_they_were(model, tokenizer, tmp_path, capfd):
-    """A built page once showed the harness's bars over each task's requests and datasets' over its files as stray
-    lines: without ``progress`` nothing is drawn, and both are restored after."""
+    """An executed chapter once kept the harness's bars over each task's requests and datasets' over its files as
+    stray lines: without ``progress`` nothing is drawn, and both are restored after."""
     import lm_eval.api.task
 
     build = lm_eval.api.task.tqdm

@@ -283,7 +283,7 @@ def _quiet_harness() -> Iterator[None]:
     """lm_eval's log at errors only while it runs: its notes (a model passed as an object, each task's few-shot
     default overwritten) are about how linrec calls it, nothing a user can act on; and no bars but linrec's own over
     the requests: none for the harness's building of each task's requests, none for datasets reading a task's
-    files (in a built page they printed as stray lines of bars)."""
+    files (an executed chapter kept them as stray lines of bars)."""
     import datasets
     import lm_eval.api.task  # type: ignore[import-untyped]
 
