@@ -16,13 +16,14 @@ here, and its models (GPT-2, Pythia) are not the offline profile's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from linrec.errors import LinrecError
+from linrec.analysis._tables import require_columns
 from linrec.report.claims import Claim
 from linrec.report.paper import Reported
 from linrec.stats import bootstrap_correlation
@@ -95,9 +96,8 @@ def family_name(family: str) -> str:
     return FAMILIES.get(family, family)
 
 
-def _require(table: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    if missing := [c for c in columns if c not in table]:
-        raise LinrecError(f"{what} lacks columns {missing}; pass the tables of gating_study(...)")
+_require = functools.partial(require_columns, study="gating_study")
+"""The columns a table of :func:`~linrec.experiment.gating.gating_study` must have."""
 
 
 def _at(curve: pd.DataFrame, share: float) -> pd.DataFrame:

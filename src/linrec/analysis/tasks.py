@@ -18,12 +18,13 @@ The paper reports no task scores, so nothing here is set beside a reported figur
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import pandas as pd
 
-from linrec.errors import LinrecError
+from linrec.analysis._tables import require_columns
 from linrec.interventions.tasks.evaluate import LOWER_IS_BETTER
 from linrec.report.claims import Claim
 from linrec.stats import bootstrap_correlation
@@ -62,9 +63,8 @@ KEPT, LOST, UNRESOLVED = "kept", "lost", "unresolved"
 """What a task's change says of a step: kept within :data:`DROP` beyond its interval, lost beyond it, neither."""
 
 
-def _require(table: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    if missing := [c for c in columns if c not in table]:
-        raise LinrecError(f"{what} lacks columns {missing}; pass the tables of task_study(...)")
+_require = functools.partial(require_columns, study="task_study")
+"""The columns a table of :func:`~linrec.experiment.tasks.task_study` must have."""
 
 
 def task_reading(change_low: float, change_high: float) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import platform
 import subprocess
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ import pandas as pd
 
 from linrec.errors import LinrecError
 from linrec.files import write_atomically
+from linrec.threads import usable_cores
 from linrec.versions import versions
 
 RECORD = Path(__file__).with_name("tasks_walk.json")
@@ -71,9 +71,8 @@ def machine() -> str:
     """This machine as a record names it: its CPU cores and architecture, and its GPU where torch sees one."""
     import torch
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", no GPU"
-    return f"{cores} CPU cores ({platform.machine()}){gpu}"
+    return f"{usable_cores()} CPU cores ({platform.machine()}){gpu}"
 
 
 def commit() -> str | None:
