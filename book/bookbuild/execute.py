@@ -32,7 +32,7 @@ import yaml
 from bookbuild import timing
 from bookbuild.layout import Book, BookError
 from bookbuild.notebooks import RESOURCES, colab_link, paired_notebook, sources
-from bookbuild.prepare import planned, prepare_measurements
+from bookbuild.prepare import planned, planned_swaps, prepare_measurements
 
 if TYPE_CHECKING:
     from linrec.experiment.profiles import Profile
@@ -302,7 +302,7 @@ def execute(
     jobs = jobs or default_jobs(resolved)
     given = _parameter(declared.get("03_activation", {}), "CONTROL_SEEDS", params)
     seeds = [s for s in given if isinstance(s, int)] if isinstance(given, (list, tuple)) else []  # the chapter checks
-    plans = [p for p in planned(resolved, seeds) if p.wanted_by(list(declared))]
+    plans = [p for p in [*planned(resolved, seeds), *planned_swaps(resolved)] if p.wanted_by(list(declared))]
     prepare_measurements(resolved, plans, jobs)
     print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)
     with tempfile.TemporaryDirectory(prefix="linrec-book-") as tmp:

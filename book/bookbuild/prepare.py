@@ -4,8 +4,11 @@ Chapters share measurements through the cache (:func:`linrec.experiment.measurem
 to ask for one captures it, and another that asks meanwhile waits for it. Run side by side, chapters would wait
 minutes for each other's captures with a core idle. So a build first captures what the chapters it runs are
 known to ask for (:func:`planned`), ``jobs`` worker processes at a time, costliest first, one line of log each;
-the chapters then read them. The plan is an optimisation, never a contract: a chapter that asks for something
-else captures it itself, and nothing planned changes a result.
+then, the same way, each model's affine swaps that chapters 2, 5 and 11 share (:func:`planned_swaps`: perplexity
+passes that read those measurements; in the cold build of 2026-12-03 chapter 11 scored them while chapter 5 waited
+on their cache lock, as chapter 12 then waited on chapter 11's). The chapters then read them. The plan is an
+optimisation, never a contract: a chapter that asks for something else computes it itself, and nothing planned
+changes a result.
 """
 
 from __future__ import annotations
@@ -24,6 +27,12 @@ if TYPE_CHECKING:
 
 EVERY_CHAPTER = "*"
 SERIES_CHAPTER = "10_scale"
+SWAP_CHAPTERS = ("02_heterogeneity", "05_compression", "11_pruning")
+"""The chapters that read each model's affine swaps, every block on a quarter of its evaluation tokens
+(:func:`linrec.experiment.swaps.affine_swaps`, cached: chapter 2's table, chapter 5's safety signal, chapter 11's
+costs)."""
+SWAPS = "swaps"
+"""A plan's ``keep`` for a model's affine swaps (:func:`planned_swaps`), made once its measurement is."""
 """The chapter that measures a profile's scale series (:meth:`~linrec.experiment.profiles.Profile.series_profile`)
 rather than its models, where the profile names one."""
 
@@ -41,7 +50,8 @@ class Planned:
     series: bool = False  # measured under the profile's series profile, not the profile itself
 
     def __str__(self) -> str:
-        return f"{self.model} ({self.checkpoint}) on {self.corpus}"
+        what = "the affine swaps of " if self.keep == SWAPS else ""
+        return f"{what}{self.model} ({self.checkpoint}) on {self.corpus}"
 
     def wanted_by(self, stems: Collection[str]) -> bool:
         return any((EVERY_CHAPTER in self.chapters or s in self.chapters) and s not in self.not_by for s in stems)
@@ -76,13 +86,27 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
     return out
 
 
+def planned_swaps(profile: Profile) -> list[Planned]:
+    """Each model's affine swaps as :data:`SWAP_CHAPTERS` ask for them (every block of its final weights, fitted on
+    its main text, scored on a quarter of its evaluation tokens), real models first; none where a model's budget has
+    no evaluation tokens (a chapter then says how many it scores)."""
+    out = []
+    for model in sorted(profile.models, key=lambda m: m not in profile.packaged):
+        budget = profile.budget(model)
+        if budget.eval_tokens:
+            out.append(Planned(model, "final", str(budget.corpus or profile.corpora[0]), SWAPS, SWAP_CHAPTERS))
+    return out
+
+
 def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
-    """Capture one planned measurement in a worker, on as many threads as a chapter of the profile computes on (one
-    for a zoo's profile, :func:`linrec.notebook.chapter.setup`); its wall time. A capture takes minutes, so a line says
-    it is running every 30 s; transformers' loading bars stay out of the log."""
+    """Capture one planned measurement in a worker (or score one model's planned affine swaps, from its
+    measurement), on as many threads as a chapter of the profile computes on (one for a zoo's profile,
+    :func:`linrec.notebook.chapter.setup`); its wall time. Either takes minutes, so a line says it is running every
+    30 s; transformers' loading bars stay out of the log."""
     import torch
 
     from linrec.experiment.measurement import measurement
+    from linrec.experiment.swaps import affine_swaps
 
     profile, plan = args
     if plan.series:
@@ -90,21 +114,28 @@ def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     if profile.zoo is not None:
         torch.set_num_threads(1)
     start = time.perf_counter()
-    with heartbeat(f"[book] measuring {plan}"), no_library_bars():
-        measurement(profile, plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
-                    keep=plan.keep, progress=False)  # fmt: skip
+    with heartbeat(f"[book] {'scoring' if plan.keep == SWAPS else 'measuring'} {plan}"), no_library_bars():
+        if plan.keep == SWAPS:  # the call of chapters 2, 5 and 11, so the same cache entry
+            tokens = int(profile.budget(plan.model).eval_tokens or 0) // 4
+            affine_swaps(profile, [measurement(profile, plan.model, progress=False)], max_tokens=tokens,
+                         progress=False, cache=True)  # fmt: skip
+        else:
+            measurement(profile, plan.model, checkpoint=plan.checkpoint, corpus=plan.corpus,
+                        keep=plan.keep, progress=False)  # fmt: skip
     return plan, time.perf_counter() - start
 
 
 def prepare_measurements(profile: Profile, plans: Sequence[Planned], jobs: int) -> None:
     """Capture ``plans`` of ``profile``, ``jobs`` at a time in worker processes, printing a line per measurement with
-    its own time; whatever is cached already takes a moment."""
+    its own time, then score its planned swaps (those of ``plans`` kept as :data:`SWAPS`, which read the
+    measurements); whatever is cached already takes a moment."""
     start = time.perf_counter()
-    work = [(profile, p) for p in plans]
-    pool = mp.get_context("spawn").Pool(max(1, min(jobs, len(work))))
+    phases = [[(profile, p) for p in plans if (p.keep == SWAPS) == swaps] for swaps in (False, True)]
+    pool = mp.get_context("spawn").Pool(max(1, min(jobs, max(map(len, phases)))))
     try:
-        for plan, seconds in pool.imap_unordered(_measure, work):
-            print(f"[book] measured {plan} in {seconds:.1f} s", flush=True)
+        for work in phases:
+            for plan, seconds in pool.imap_unordered(_measure, work):
+                print(f"[book] {'scored' if plan.keep == SWAPS else 'measured'} {plan} in {seconds:.1f} s", flush=True)
         pool.close()
     except Exception as err:  # the chapter that needs it would fail the same way: say so now
         pool.terminate()

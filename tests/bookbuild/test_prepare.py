@@ -69,3 +69,58 @@ def test_a_measurement_made_up_front_says_it_is_running_while_it_runs(monkeypatc
     assert len(lines) >= 3 and all(
         line.startswith("[book] measuring zoo-gpt2 (permuted@1) on stdlib-prose: ") for line in lines
     )
+
+
+def test_each_models_affine_swaps_are_planned_as_chapters_2_5_and_11_ask_for_them_after_the_measurements(
+    monkeypatch, capsys
+):
+    from bookbuild import prepare
+    from linrec.experiment import measurement as measured
+    from linrec.experiment import swaps
+    from linrec.experiment.profiles import get_profile
+
+    profile = get_profile("offline")
+    plans = prepare.planned_swaps(profile)
+    assert [p.model for p in plans] == ["smollm2-135m", "gemma3-270m", "zoo-gpt2", "zoo-neox", "zoo-llama",
+                                        "zoo-gpt2-seed1"]  # fmt: skip
+    assert all(p.keep == prepare.SWAPS and p.checkpoint == "final" for p in plans)
+    assert [p.corpus for p in plans[:2]] == ["kjv-bible"] * 2
+    assert all(p.wanted_by([s]) for p in plans for s in prepare.SWAP_CHAPTERS)
+    assert not plans[0].wanted_by(["04_bilinear"])
+    # the worker scores them as the chapters call affine_swaps (so the same cache entry): from the measurement, on a
+    # quarter of the budget's evaluation tokens, every block
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(measured, "measurement", lambda profile, model, **k: (model, k))
+    asked = []
+    monkeypatch.setattr(swaps, "affine_swaps", lambda *a, **k: asked.append((a[1], k)))
+    done, _ = prepare._measure((profile, plans[0]))
+    assert done == plans[0] and asked == [
+        ([("smollm2-135m", {"progress": False})], {"max_tokens": 2048, "progress": False, "cache": True})
+    ]
+    assert capsys.readouterr().out == "" and str(plans[0]) == "the affine swaps of smollm2-135m (final) on kjv-bible"
+
+
+def test_the_swaps_are_scored_only_once_every_measurement_is_made(monkeypatch, capsys):
+    from bookbuild import prepare
+    from linrec.experiment.profiles import get_profile
+
+    class Pool:  # in this process, in the order given: what the phases hand it
+        def __init__(self, n):
+            self.n = n
+
+        def imap_unordered(self, f, work):
+            return [(p, 0.0) for _, p in work]
+
+        def close(self):
+            pass
+
+        def join(self):
+            pass
+
+    monkeypatch.setattr(prepare.mp, "get_context", lambda kind: type("C", (), {"Pool": staticmethod(Pool)}))
+    swap = prepare.Planned("zoo-gpt2", "final", "stdlib-prose", prepare.SWAPS, prepare.SWAP_CHAPTERS)
+    first = prepare.Planned("zoo-gpt2", "final", "stdlib-prose", "samples")
+    prepare.prepare_measurements(get_profile("smoke"), [swap, first], 2)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["[book] measured zoo-gpt2 (final) on stdlib-prose in 0.0 s",
+                         "[book] scored the affine swaps of zoo-gpt2 (final) on stdlib-prose in 0.0 s"]  # fmt: skip
