@@ -139,6 +139,31 @@ def held_out_by_hand(x: torch.Tensor, y: torch.Tensor, fold: torch.Tensor, route
     return float(np.mean(r2_routed)), float(np.mean(r2_gated))
 
 
+def test_each_point_of_the_curve_is_its_gated_map_swapped_alone(planted):
+    """Every rule's maps of every block are scored in one pass over the blocks (the layers below a block once for all
+    of them): each row's perplexity is that of its own map swapped alone, from the model's logits by this test's own
+    arithmetic, and share 1 is the plain affine map, the same row for each rule."""
+    model, fit, evals, _, _ = planted
+    shares = [0.5, 0.9]
+    curve = gating_curve(model, fit, evals, [1, 0], shares=shares, folds=4, progress=False)
+    assert curve[["rule", "share", "block"]].values.tolist() == [
+        [r, s, b] for r in ("norm", "logistic") for s in (*shares, 1.0) for b in (0, 1)
+    ]
+    routings = route(model, fit, ["norm", "logistic"], shares, [0, 1], folds=4, progress=False)
+    rcond = rcond_for(torch.float32)
+    for row in curve.itertuples():
+        routing = routings[(row.rule, row.share if row.share < 1 else max(shares))]
+        with swapped(model, {row.block: routing.replacement(row.block, row.share, rcond)}):
+            alone = logits(model, evals).to(torch.float64)
+        nll = torch.nn.functional.cross_entropy(alone[:, :-1].flatten(0, 1), evals.input_ids[:, 1:].flatten())
+        assert row.ppl == pytest.approx(math.exp(float(nll)), rel=1e-6)
+    plain = curve[curve.share == 1]
+    pd.testing.assert_frame_equal(
+        plain[plain.rule == "norm"].drop(columns="rule").reset_index(drop=True),
+        plain[plain.rule == "logistic"].drop(columns="rule").reset_index(drop=True),
+    )
+
+
 def test_the_curve_is_linear_up_to_the_planted_share(planted):
     model, fit, evals, norms, _ = planted
     curve = gating_curve(model, fit, evals, [1], rules=["norm"], shares=[0.8, 0.95], folds=4, progress=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import math
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -23,6 +24,7 @@ from linrec.interventions.perplexity import (
     perplexity,
     removal_deltas,
     swap_deltas,
+    variant_deltas,
     window_nll,
 )
 from linrec.interventions.surgery import install, n_stored, param_table, swapped
@@ -179,6 +181,23 @@ def test_window_nll_sums_each_windows_token_losses(eval_text):
     assert torch.allclose(windows.nll[:5], by_hand, rtol=1e-5)
     assert windows.tokens.tolist() == [eval_text.seq_len - 1] * len(eval_text.input_ids)
     assert windows.ppl == pytest.approx(perplexity(model, eval_text), rel=1e-12)
+
+
+def test_several_variants_of_a_block_score_as_each_set_apart_bit_for_bit_in_the_order_given(setup, monkeypatch):
+    from linrec.interventions import prefix
+
+    model, evals, maps = setup
+    blocks = sorted(maps)[-2:]
+    zeros = {b: ZeroFFN() for b in blocks}
+    apart = [swap_deltas(model, evals, {b: kind[b] for b in blocks}, progress=False) for kind in (maps, zeros)]
+    recorded = []
+    original = prefix.LayerPrefix._record
+    monkeypatch.setattr(prefix.LayerPrefix, "_record", lambda self, b: (recorded.append(b), original(self, b))[1])
+    variants = [(b, kind[b]) for kind in (zeros, maps) for b in reversed(blocks)]  # neither by kind nor by depth
+    together = variant_deltas(model, evals, variants, progress=False)
+    expected = pd.concat([apart[1].iloc[::-1], apart[0].iloc[::-1]], ignore_index=True)
+    pd.testing.assert_frame_equal(together, expected, check_exact=True)
+    assert recorded == blocks  # the layers below each block once, in depth order, for both of its variants
 
 
 def test_a_swap_that_changes_nothing_costs_zero_with_a_zero_width_interval(eval_text):

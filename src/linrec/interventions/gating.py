@@ -34,7 +34,7 @@ from linrec.core.rows import RowSink
 from linrec.core.sample import Rows, RowSample
 from linrec.data.tokens import TokenBatches
 from linrec.errors import LinrecError
-from linrec.interventions.perplexity import WindowNLL, swap_deltas, window_nll
+from linrec.interventions.perplexity import WindowNLL, variant_deltas, window_nll
 from linrec.models.arch import Spec, ffn_blocks, select_blocks
 from linrec.progress import stage
 
@@ -241,17 +241,19 @@ def gating_curve(
                      progress=progress)  # fmt: skip
     rcond = rcond_for(_dtype(model))
     base = base if base is not None else window_nll(model, eval_batches, progress)
+    chosen = sorted(set(blocks))
+    # every gated map of a block scored beside the others, so the layers below it run once (variant_deltas);
+    # share 1, every row to the map, is the plain affine map whatever the rule: scored once, for the first rule
+    settings = [(rule, share) for rule in rules for share in asked if share < 1 or rule == rules[0]]
+    routed = {(rule, share): _routing(routings, rule, share) for rule, share in settings}
+    variants = [(b, routed[setting].replacement(b, setting[1], rcond)) for setting in settings for b in chosen]
+    scored = variant_deltas(model, eval_batches, variants, spec, progress, base)
     tables = []
-    plain: pd.DataFrame | None = None  # share 1, every row to the map: the plain affine map whatever the rule
     for rule in rules:
         for share in asked:
-            routing = routings[(rule, share if share < 1 else max(s for r, s in routings if r == rule))]
-            maps = {b: routing.replacement(b, share, rcond) for b in blocks}
-            if share < 1 or plain is None:
-                table = swap_deltas(model, eval_batches, maps, spec, progress, base)
-                plain = table.copy() if share == 1 else plain
-            else:
-                table = plain.copy()  # (scored once, for the first rule)
+            routing = _routing(routings, rule, share)
+            at = settings.index((rule, share) if share < 1 else (rules[0], share)) * len(chosen)
+            table = scored.iloc[at : at + len(chosen)].reset_index(drop=True)
             held = [_held_out(routing, b, share, rcond) for b in table.block]
             table.insert(0, "routed", [routing.moments[b].share(routing.upto(share)) for b in table.block])
             table.insert(0, "share", share)
@@ -260,6 +262,12 @@ def gating_curve(
             table["r2_gated"] = [h[1] for h in held]
             tables.append(table)
     return pd.concat(tables, ignore_index=True)
+
+
+def _routing(routings: Mapping[tuple[str, float], Routing], rule: str, share: float) -> Routing:
+    """The routing of ``rule`` that serves ``share`` (share 1: the rule's last, any gate sends every row to the
+    map)."""
+    return routings[(rule, share if share < 1 else max(s for r, s in routings if r == rule))]
 
 
 def largest_share(curve: pd.DataFrame, budget: float = 0.01) -> pd.DataFrame:

@@ -213,13 +213,30 @@ def swap_deltas(
     The layers below each swapped block are not computed again for it (:mod:`linrec.interventions.prefix`): the
     same numbers, bit for bit, in about half the layers' time when every block is swapped.
     """
-    removal = all(isinstance(r, RemovedBlock) for r in replacements.values())
-    table = _each_alone(
-        model, eval_batches, sorted(replacements), lambda b: swapped(model, {b: replacements[b]}, spec), spec, progress,
-        base, "removal ΔPPL" if removal and replacements else "swap ΔPPL",
-    )  # fmt: skip
-    stored = param_table(model, replacements, spec)[["params", "original_params", "ratio"]]
-    return pd.concat([table, stored], axis=1)
+    return variant_deltas(model, eval_batches, sorted(replacements.items()), spec, progress, base)
+
+
+def variant_deltas(
+    model: nn.Module,
+    eval_batches: TokenBatches,
+    variants: Sequence[tuple[int, nn.Module]],
+    spec: Spec = None,
+    progress: bool = True,
+    base: WindowNLL | None = None,
+) -> pd.DataFrame:
+    """Each (block, replacement) of ``variants`` swapped alone, several to a block where given: the columns of
+    :func:`swap_deltas`, a row per variant in the order given. The variants are scored in depth order, so the
+    layers below a block are computed once for all of its variants and those of the blocks above it
+    (:mod:`linrec.interventions.prefix`; gated maps at several shares of rows, each kind of replacement): the
+    same numbers, bit for bit, as scoring each set apart."""
+    order = sorted(range(len(variants)), key=lambda i: variants[i][0])  # stable: a block's variants as given
+    removal = bool(variants) and all(isinstance(r, RemovedBlock) for _, r in variants)
+    changes = [(variants[i][0], lambda i=i: swapped(model, dict([variants[i]]), spec)) for i in order]
+    table = _each_alone(model, eval_batches, changes, spec, progress, base, "removal ΔPPL" if removal else "swap ΔPPL")
+    stored = pd.concat([param_table(model, dict([variants[i]]), spec) for i in order] or [param_table(model, {}, spec)],
+                       ignore_index=True)  # fmt: skip
+    scored = pd.concat([table, stored[["params", "original_params", "ratio"]]], axis=1)
+    return scored.iloc[sorted(range(len(order)), key=order.__getitem__)].reset_index(drop=True)
 
 
 def removal_deltas(
@@ -235,9 +252,8 @@ def removal_deltas(
     layers = decoder_layers(model, ffn_blocks(model))
     if layers is None:
         raise LinrecError("whole blocks can be removed only where the model's decoder layers are found (no spec)")
-    table = _each_alone(
-        model, eval_batches, sorted(blocks), lambda b: passing([layers[b]]), None, progress, base, "removal ΔPPL"
-    )
+    changes = [(b, lambda b=b: passing([layers[b]])) for b in sorted(blocks)]
+    table = _each_alone(model, eval_batches, changes, None, progress, base, "removal ΔPPL")
     return table.assign(params=[n_stored(layers[b]) for b in table.block])
 
 
@@ -277,21 +293,20 @@ def budget_walk(
 def _each_alone(
     model: nn.Module,
     eval_batches: TokenBatches,
-    blocks: list[int],
-    changed: Callable[[int], AbstractContextManager[Any]],
+    changes: Sequence[tuple[int, Callable[[], AbstractContextManager[Any]]]],
     spec: Spec,
     progress: bool,
     base: WindowNLL | None,
     what: str,
 ) -> pd.DataFrame:
-    """``block, ppl, base_ppl, delta_ppl, delta_ppl_low, delta_ppl_high`` of the model with each of ``blocks`` (in
-    depth order) ``changed`` alone; the layers below each are not computed again for it
-    (:mod:`linrec.interventions.prefix`)."""
+    """``block, ppl, base_ppl, delta_ppl, delta_ppl_low, delta_ppl_high`` of the model with each (block, change) of
+    ``changes`` (in depth order; a block may come more than once) made alone; the layers below each block are not
+    computed again for it (:mod:`linrec.interventions.prefix`)."""
     base = window_nll(model, eval_batches) if base is None else base
     below = LayerPrefix(decoder_layers(model, ffn_blocks(model, spec)), lambda: _forward_each(model, eval_batches))
     rows = []
-    for b in progress_bar(blocks, desc=what, unit="block", disable=not progress):
-        with changed(b), below.below(b):
+    for b, changed in progress_bar(changes, desc=what, unit="block", disable=not progress):
+        with changed(), below.below(b):
             scored = window_nll(model, eval_batches)
         rows.append({"block": b, "base_ppl": base.ppl, **_delta_row(base, scored)})
     return pd.DataFrame(rows, columns=["block", "ppl", "base_ppl", "delta_ppl", "delta_ppl_low", "delta_ppl_high"])
