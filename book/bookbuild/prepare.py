@@ -3,12 +3,12 @@
 Chapters share measurements through the cache (:func:`linrec.experiment.measurement.measurement`): the first
 to ask for one captures it, and another that asks meanwhile waits for it. Run side by side, chapters would wait
 minutes for each other's captures with a core idle. So a build first captures what the chapters it runs are
-known to ask for (:func:`planned`), ``jobs`` worker processes at a time, costliest first, one line of log each;
-then, the same way, each model's affine swaps that chapters 2, 5 and 11 share (:func:`planned_swaps`: perplexity
-passes that read those measurements; in the cold build of 2026-12-03 chapter 11 scored them while chapter 5 waited
-on their cache lock, as chapter 12 then waited on chapter 11's). The chapters then read them. The plan is an
-optimisation, never a contract: a chapter that asks for something else computes it itself, and nothing planned
-changes a result.
+known to ask for (:func:`planned`), ``jobs`` worker processes at a time, costliest first, one line of log each,
+and each model's affine swaps that chapters 2, 5 and 11 share (:func:`planned_swaps`: perplexity passes that read
+its measurement), handed out right after its measurements (:func:`in_order`): chapters 5 and 11, started side by
+side, would otherwise wait on each other's cache lock for them, as chapter 12 waited on chapter 11's costs in the
+cold build of 2026-12-03. The chapters then read them. The plan is an optimisation, never a contract: a chapter
+that asks for something else computes it itself, and nothing planned changes a result.
 """
 
 from __future__ import annotations
@@ -125,17 +125,30 @@ def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     return plan, time.perf_counter() - start
 
 
+def in_order(plans: Sequence[Planned]) -> list[Planned]:
+    """``plans`` in the order they are handed to the workers: the measurements as planned, each model's swaps (kept
+    as :data:`SWAPS`) right after its last measurement, where they fill a core while the others are measured (they
+    read its main measurement, made first, long done by then; a worker there before it would wait for it)."""
+    swaps = {p.model: p for p in plans if p.keep == SWAPS}
+    measures = [p for p in plans if p.keep != SWAPS]
+    last = {p.model: i for i, p in enumerate(measures)}
+    out: list[Planned] = []
+    for i, plan in enumerate(measures):
+        out.append(plan)
+        if last[plan.model] == i and plan.model in swaps:
+            out.append(swaps.pop(plan.model))
+    return out + list(swaps.values())
+
+
 def prepare_measurements(profile: Profile, plans: Sequence[Planned], jobs: int) -> None:
-    """Capture ``plans`` of ``profile``, ``jobs`` at a time in worker processes, printing a line per measurement with
-    its own time, then score its planned swaps (those of ``plans`` kept as :data:`SWAPS`, which read the
-    measurements); whatever is cached already takes a moment."""
+    """Capture ``plans`` of ``profile`` and score its planned swaps (:func:`in_order`), ``jobs`` at a time in worker
+    processes, printing a line for each with its own time; whatever is cached already takes a moment."""
     start = time.perf_counter()
-    phases = [[(profile, p) for p in plans if (p.keep == SWAPS) == swaps] for swaps in (False, True)]
-    pool = mp.get_context("spawn").Pool(max(1, min(jobs, max(map(len, phases)))))
+    work = [(profile, p) for p in in_order(plans)]
+    pool = mp.get_context("spawn").Pool(max(1, min(jobs, len(work))))
     try:
-        for work in phases:
-            for plan, seconds in pool.imap_unordered(_measure, work):
-                print(f"[book] {'scored' if plan.keep == SWAPS else 'measured'} {plan} in {seconds:.1f} s", flush=True)
+        for plan, seconds in pool.imap_unordered(_measure, work):
+            print(f"[book] {'scored' if plan.keep == SWAPS else 'measured'} {plan} in {seconds:.1f} s", flush=True)
         pool.close()
     except Exception as err:  # the chapter that needs it would fail the same way: say so now
         pool.terminate()

@@ -100,11 +100,23 @@ def test_each_models_affine_swaps_are_planned_as_chapters_2_5_and_11_ask_for_the
     assert capsys.readouterr().out == "" and str(plans[0]) == "the affine swaps of smollm2-135m (final) on kjv-bible"
 
 
-def test_the_swaps_are_scored_only_once_every_measurement_is_made(monkeypatch, capsys):
+def test_each_models_swaps_are_handed_out_right_after_its_last_measurement(monkeypatch, capsys):
     from bookbuild import prepare
     from linrec.experiment.profiles import get_profile
 
-    class Pool:  # in this process, in the order given: what the phases hand it
+    profile = get_profile("offline")
+    plans = prepare.in_order([*prepare.planned(profile, (0,)), *prepare.planned_swaps(profile)])
+    models = [p.model for p in plans]
+    for swap in [p for p in plans if p.keep == prepare.SWAPS]:
+        at = plans.index(swap)
+        assert swap.model not in models[at + 1 :] and models[at - 1] == swap.model  # after its last measurement
+    assert sorted(map(str, plans)) == sorted(
+        map(str, [*prepare.planned(profile, (0,)), *prepare.planned_swaps(profile)])
+    )  # every plan once
+    first_swap = next(p for p in plans if p.keep == prepare.SWAPS)
+    assert first_swap.model == "smollm2-135m" and plans.index(first_swap) < models.index("gemma3-270m")
+
+    class Pool:  # in this process, in the order handed to it
         def __init__(self, n):
             self.n = n
 
