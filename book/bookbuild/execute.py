@@ -32,7 +32,7 @@ import yaml
 from bookbuild import timing
 from bookbuild.layout import Book, BookError
 from bookbuild.notebooks import RESOURCES, colab_link, paired_notebook, sources
-from bookbuild.prepare import planned, planned_swaps, prepare_measurements
+from bookbuild.prepare import GATING_CHAPTER, Planned, planned, planned_gating, planned_swaps, prepare_measurements
 
 if TYPE_CHECKING:
     from linrec.experiment.profiles import Profile
@@ -302,7 +302,11 @@ def execute(
     jobs = jobs or default_jobs(resolved)
     given = _parameter(declared.get("03_activation", {}), "CONTROL_SEEDS", params)
     seeds = [s for s in given if isinstance(s, int)] if isinstance(given, (list, tuple)) else []  # the chapter checks
-    plans = [p for p in [*planned(resolved, seeds), *planned_swaps(resolved)] if p.wanted_by(list(declared))]
+    plans = [
+        p
+        for p in [*planned(resolved, seeds), *planned_swaps(resolved), *_gating_plans(resolved, declared, params)]
+        if p.wanted_by(list(declared))
+    ]
     prepare_measurements(resolved, plans, jobs)
     print(f"[book] profile {profile}: {len(chosen)} chapter(s), {jobs} at a time", flush=True)
     with tempfile.TemporaryDirectory(prefix="linrec-book-") as tmp:
@@ -332,6 +336,23 @@ def execute(
     for run in runs:
         add_findings(run.out, profile, run.stem)
     write_claims(book, profile)
+
+
+def _gating_plans(
+    profile: Profile, declared: Mapping[str, Mapping[str, Mapping[str, str]]], params: dict[str, object] | None
+) -> list[Planned]:
+    """Chapter 11's studies as this build runs it (:func:`planned_gating`), where it runs them at their default
+    models, blocks and tokens; none otherwise (the chapter then computes what it asks for)."""
+    chapter = declared.get(GATING_CHAPTER)
+    if chapter is None or any(
+        _parameter(chapter, name, params) is not None
+        for name in ("MODELS", "GATE_MODELS", "GATE_BLOCKS", "EVAL_TOKENS")
+    ):
+        return []
+    shares, budget = _parameter(chapter, "GATE_SHARES", params), _parameter(chapter, "BUDGET", params)
+    if not isinstance(shares, (list, tuple)) or not isinstance(budget, str):
+        return []  # the chapter checks its parameters and says what is wrong
+    return planned_gating(profile, shares, budget)
 
 
 def _parameter(declared: Mapping[str, Mapping[str, str]], name: str, params: dict[str, object] | None) -> object:

@@ -4,10 +4,11 @@ Chapters share measurements through the cache (:func:`linrec.experiment.measurem
 to ask for one captures it, and another that asks meanwhile waits for it. Run side by side, chapters would wait
 minutes for each other's captures with a core idle. So a build first captures what the chapters it runs are
 known to ask for (:func:`planned`), ``jobs`` worker processes at a time, costliest first, one line of log each,
-and each model's affine swaps that chapters 2, 5 and 11 share (:func:`planned_swaps`: perplexity passes that read
-its measurement), handed out right after its measurements (:func:`in_order`): chapters 5 and 11, started side by
-side, would otherwise wait on each other's cache lock for them, as chapter 12 waited on chapter 11's costs in the
-cold build of 2026-12-03. The chapters then read them. The plan is an optimisation, never a contract: a chapter
+each model's affine swaps that chapters 2, 5 and 11 share (:func:`planned_swaps`: perplexity passes that read
+its measurement) and chapter 11's study of it (:func:`planned_gating`), handed out soon after its main measurement
+(:func:`in_order`): chapters 5 and 11, started side by side, would otherwise wait on each other's cache lock for the
+swaps, as chapter 12 waited on chapter 11's costs in the cold build of 2026-12-03, and chapter 11 would hold its
+lane alone for half an hour. The chapters then read them. The plan is an optimisation, never a contract: a chapter
 that asks for something else computes it itself, and nothing planned changes a result.
 """
 
@@ -27,14 +28,18 @@ if TYPE_CHECKING:
 
 EVERY_CHAPTER = "*"
 SERIES_CHAPTER = "10_scale"
+"""The chapter that measures a profile's scale series (:meth:`~linrec.experiment.profiles.Profile.series_profile`)
+rather than its models, where the profile names one."""
 SWAP_CHAPTERS = ("02_heterogeneity", "05_compression", "11_pruning")
 """The chapters that read each model's affine swaps, every block on a quarter of its evaluation tokens
 (:func:`linrec.experiment.swaps.affine_swaps`, cached: chapter 2's table, chapter 5's safety signal, chapter 11's
 costs)."""
 SWAPS = "swaps"
 """A plan's ``keep`` for a model's affine swaps (:func:`planned_swaps`), made once its measurement is."""
-"""The chapter that measures a profile's scale series (:meth:`~linrec.experiment.profiles.Profile.series_profile`)
-rather than its models, where the profile names one."""
+GATING_CHAPTER = "11_pruning"
+"""The chapter whose study of each model (its pruning costs and gated blocks) a build runs up front."""
+GATING = "gating"
+"""A plan's ``keep`` for a model's study in :data:`GATING_CHAPTER` (:func:`planned_gating`)."""
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,13 @@ class Planned:
     chapters: tuple[str, ...] = (EVERY_CHAPTER,)
     not_by: tuple[str, ...] = ()  # chapters that ``*`` leaves out
     series: bool = False  # measured under the profile's series profile, not the profile itself
+    shares: tuple[float, ...] = ()  # a GATING study's gated shares, as the chapter calls it
+    budget: str = ""  # ... and the budget its orders are walked under
 
     def __str__(self) -> str:
-        what = "the affine swaps of " if self.keep == SWAPS else ""
+        what = {SWAPS: "the affine swaps of ", GATING: "chapter 11's pruning costs and gated blocks of "}.get(
+            self.keep, ""
+        )
         return f"{what}{self.model} ({self.checkpoint}) on {self.corpus}"
 
     def wanted_by(self, stems: Collection[str]) -> bool:
@@ -61,7 +70,8 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
     """What the chapters of ``profile`` ask for at their default parameters, the costliest first:
     each model's final weights on its main text with its row sample (every chapter), its initialisation where it
     has checkpoints along training (chapters 1 and 3), its shuffled-weight controls at ``control_seeds`` (chapter
-    3), its final weights on every other corpus (chapter 7) and its other training checkpoints (chapter 8). Where
+    3) and its final weights on every other corpus (chapter 7), unless the profile measures it on its main text only
+    (:attr:`~linrec.experiment.profiles.Profile.main_text_only`), and its other training checkpoints (chapter 8). Where
     the profile has a scale series, the scale chapter asks for the series' models instead of the profile's (the
     larger ones too where CUDA is present, as the chapter does)."""
     from linrec.analysis.depth import training_checkpoints
@@ -78,8 +88,9 @@ def planned(profile: Profile, control_seeds: Sequence[int]) -> list[Planned]:
         out.append(Planned(model, "final", main, "samples", not_by=not_by))
         if "init" in checkpoints:
             out.append(Planned(model, "init", main, "table", ("01_method", "03_activation", "08_training")))
-        out += [Planned(model, f"permuted@{s}", main, "table", ("03_activation",)) for s in control_seeds]
-        out += [Planned(model, "final", c, "table", ("07_corpora",)) for c in profile.corpora if c != main]
+        if model in profile.measured_again():
+            out += [Planned(model, f"permuted@{s}", main, "table", ("03_activation",)) for s in control_seeds]
+            out += [Planned(model, "final", c, "table", ("07_corpora",)) for c in profile.corpora if c != main]
         if model not in profile.packaged:
             along = [c for c in checkpoints if c not in ("init", "final")]
             out += [Planned(model, c, main, "table", ("08_training",)) for c in along]
@@ -98,6 +109,20 @@ def planned_swaps(profile: Profile) -> list[Planned]:
     return out
 
 
+def planned_gating(profile: Profile, shares: Sequence[float], budget: str) -> list[Planned]:
+    """Chapter 11's study of each model it scores at its default parameters (:meth:`Profile.scored`; the gated
+    blocks at ``shares``, each order walked under ``budget``), real models first: its costs of dropping each block
+    and its gated passes (:func:`linrec.experiment.gating.gating_study`, which reads its pruning costs and affine
+    swaps), some 25 minutes of a core for SmolLM2 that would otherwise run in the chapter's lane alone."""
+    out = []
+    for model in sorted(profile.scored(), key=lambda m: m not in profile.packaged):
+        own = profile.budget(model)
+        if own.eval_tokens:
+            out.append(Planned(model, "final", str(own.corpus or profile.corpora[0]), GATING, (GATING_CHAPTER,),
+                               shares=tuple(float(s) for s in shares), budget=budget))  # fmt: skip
+    return out
+
+
 def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     """Capture one planned measurement in a worker (or score one model's planned affine swaps, from its
     measurement), on as many threads as a chapter of the profile computes on (one for a zoo's profile,
@@ -105,6 +130,7 @@ def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     30 s; transformers' loading bars stay out of the log."""
     import torch
 
+    from linrec.experiment.gating import gating_study
     from linrec.experiment.measurement import measurement
     from linrec.experiment.swaps import affine_swaps
 
@@ -114,8 +140,13 @@ def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     if profile.zoo is not None:
         torch.set_num_threads(1)
     start = time.perf_counter()
-    with heartbeat(f"[book] {'scoring' if plan.keep == SWAPS else 'measuring'} {plan}"), no_library_bars():
-        if plan.keep == SWAPS:  # the call of chapters 2, 5 and 11, so the same cache entry
+    doing = "measuring" if plan.keep not in (SWAPS, GATING) else "scoring"
+    with heartbeat(f"[book] {doing} {plan}"), no_library_bars():
+        if plan.keep == GATING:  # chapter 11's call, so the same cache entry
+            tokens = int(profile.budget(plan.model).eval_tokens or 0) // 4
+            gating_study(profile, plan.model, shares=plan.shares, eval_tokens=tokens, budget=plan.budget,
+                         progress=False)  # fmt: skip
+        elif plan.keep == SWAPS:  # the call of chapters 2, 5 and 11, so the same cache entry
             tokens = int(profile.budget(plan.model).eval_tokens or 0) // 4
             affine_swaps(profile, [measurement(profile, plan.model, progress=False)], max_tokens=tokens,
                          progress=False, cache=True)  # fmt: skip
@@ -125,30 +156,35 @@ def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     return plan, time.perf_counter() - start
 
 
-def in_order(plans: Sequence[Planned]) -> list[Planned]:
-    """``plans`` in the order they are handed to the workers: the measurements as planned, each model's swaps (kept
-    as :data:`SWAPS`) right after its last measurement, where they fill a core while the others are measured (they
-    read its main measurement, made first, long done by then; a worker there before it would wait for it)."""
-    swaps = {p.model: p for p in plans if p.keep == SWAPS}
-    measures = [p for p in plans if p.keep != SWAPS]
-    last = {p.model: i for i, p in enumerate(measures)}
+def in_order(plans: Sequence[Planned], jobs: int) -> list[Planned]:
+    """``plans`` in the order they are handed to ``jobs`` workers: the measurements as planned (the costliest first),
+    and each model's follow-up, its chapter 11 study where one is planned (:data:`GATING`, which scores its affine
+    swaps too: the same cache entry, so its swaps plan is dropped) else its swaps, ``jobs`` places after its main
+    measurement, which it reads: a worker there first would wait for it, and the longest items go early, where the
+    others fill the cores around them, not at the end with a core idle."""
+    studies = {p.model: p for p in plans if p.keep == GATING}
+    follow = {**{p.model: p for p in plans if p.keep == SWAPS and p.model not in studies}, **studies}
+    measures = [p for p in plans if p.keep not in (SWAPS, GATING)]
+    main: dict[str, int] = {}
+    for i, plan in enumerate(measures):
+        main.setdefault(plan.model, i)
     out: list[Planned] = []
     for i, plan in enumerate(measures):
         out.append(plan)
-        if last[plan.model] == i and plan.model in swaps:
-            out.append(swaps.pop(plan.model))
-    return out + list(swaps.values())
+        out += [follow.pop(m) for m, at in main.items() if m in follow and at + max(1, jobs) - 1 == i]
+    return out + list(follow.values())
 
 
 def prepare_measurements(profile: Profile, plans: Sequence[Planned], jobs: int) -> None:
     """Capture ``plans`` of ``profile`` and score its planned swaps (:func:`in_order`), ``jobs`` at a time in worker
     processes, printing a line for each with its own time; whatever is cached already takes a moment."""
     start = time.perf_counter()
-    work = [(profile, p) for p in in_order(plans)]
+    work = [(profile, p) for p in in_order(plans, jobs)]
     pool = mp.get_context("spawn").Pool(max(1, min(jobs, len(work))))
     try:
         for plan, seconds in pool.imap_unordered(_measure, work):
-            print(f"[book] {'scored' if plan.keep == SWAPS else 'measured'} {plan} in {seconds:.1f} s", flush=True)
+            done = "measured" if plan.keep not in (SWAPS, GATING) else "scored"
+            print(f"[book] {done} {plan} in {seconds:.1f} s", flush=True)
         pool.close()
     except Exception as err:  # the chapter that needs it would fail the same way: say so now
         pool.terminate()

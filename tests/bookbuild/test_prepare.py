@@ -19,6 +19,8 @@ def test_the_planned_measurements_are_what_the_chapters_ask_for_real_models_firs
                     ("permuted@0", "kjv-bible", "table"), ("permuted@1", "kjv-bible", "table"),
                     ("final", "stdlib-prose", "table"), ("final", "stdlib-code", "table"),
                     ("final", "unicode-records", "table")]  # fmt: skip
+    gemma = [(p.checkpoint, p.corpus) for p in plans if p.model == "gemma3-270m"]
+    assert gemma == [("final", "kjv-bible"), ("init", "kjv-bible")]  # its main text only (Profile.main_text_only)
     steps = [p for p in plans if p.model == "zoo-gpt2" and p.checkpoint.startswith("step")]
     assert steps and all(p.chapters == ("08_training",) and p.keep == "table" for p in steps)
     only_corpora = [p for p in plans if p.wanted_by(["07_corpora"])]
@@ -100,21 +102,61 @@ def test_each_models_affine_swaps_are_planned_as_chapters_2_5_and_11_ask_for_the
     assert capsys.readouterr().out == "" and str(plans[0]) == "the affine swaps of smollm2-135m (final) on kjv-bible"
 
 
-def test_each_models_swaps_are_handed_out_right_after_its_last_measurement(monkeypatch, capsys):
+def test_chapter_11s_studies_are_planned_as_it_calls_them_and_replace_the_models_swaps(monkeypatch):
+    from bookbuild import prepare
+    from linrec.experiment import gating
+    from linrec.experiment.profiles import get_profile
+
+    profile = get_profile("offline")
+    plans = prepare.planned_gating(profile, [0.25, 0.5], "5%")
+    assert [p.model for p in plans] == ["smollm2-135m", "zoo-gpt2", "zoo-neox", "zoo-llama", "zoo-gpt2-seed1"]
+    assert all(p.keep == prepare.GATING and p.wanted_by(["11_pruning"]) for p in plans)  # not Gemma's passes
+    assert not plans[0].wanted_by(["05_compression"])
+    assert str(plans[0]) == "chapter 11's pruning costs and gated blocks of smollm2-135m (final) on kjv-bible"
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    asked = []
+    monkeypatch.setattr(gating, "gating_study", lambda *a, **k: asked.append((a[1], k)))
+    prepare._measure((profile, plans[0]))
+    assert asked == [("smollm2-135m", {"shares": (0.25, 0.5), "eval_tokens": 2048, "budget": "5%", "progress": False})]
+
+
+def test_the_build_plans_chapter_11s_studies_only_at_its_default_models_blocks_and_tokens():
+    from bookbuild.execute import _gating_plans
+    from linrec.experiment.profiles import get_profile
+
+    profile = get_profile("smoke")
+    declared = {"11_pruning": {name: {"default": default} for name, default in (
+        ("MODELS", "None"), ("GATE_MODELS", "None"), ("GATE_BLOCKS", "None"), ("EVAL_TOKENS", "None"),
+        ("GATE_SHARES", "[0.25, 0.5, 0.9, 0.99]"), ("BUDGET", "'5%'"))}}  # fmt: skip
+    plans = _gating_plans(profile, declared, None)
+    assert [p.model for p in plans] == list(profile.scored())
+    assert (plans[0].shares, plans[0].budget) == ((0.25, 0.5, 0.9, 0.99), "5%")
+    assert _gating_plans(profile, declared, {"BUDGET": "10%"})[0].budget == "10%"
+    for name in ("MODELS", "GATE_MODELS", "GATE_BLOCKS", "EVAL_TOKENS"):  # the chapter computes what it asks for
+        assert _gating_plans(profile, declared, {name: [1]}) == []
+    assert _gating_plans(profile, {}, None) == []  # chapter 11 not in this build
+
+
+def test_each_models_follow_up_is_handed_out_a_worker_after_its_main_measurement(monkeypatch, capsys):
     from bookbuild import prepare
     from linrec.experiment.profiles import get_profile
 
     profile = get_profile("offline")
-    plans = prepare.in_order([*prepare.planned(profile, (0,)), *prepare.planned_swaps(profile)])
-    models = [p.model for p in plans]
-    for swap in [p for p in plans if p.keep == prepare.SWAPS]:
-        at = plans.index(swap)
-        assert swap.model not in models[at + 1 :] and models[at - 1] == swap.model  # after its last measurement
-    assert sorted(map(str, plans)) == sorted(
-        map(str, [*prepare.planned(profile, (0,)), *prepare.planned_swaps(profile)])
-    )  # every plan once
-    first_swap = next(p for p in plans if p.keep == prepare.SWAPS)
-    assert first_swap.model == "smollm2-135m" and plans.index(first_swap) < models.index("gemma3-270m")
+    measures, swaps = prepare.planned(profile, (0,)), prepare.planned_swaps(profile)
+    studies = prepare.planned_gating(profile, [0.5], "5%")
+    plans = prepare.in_order([*measures, *swaps, *studies], 2)
+    follow = [p for p in plans if p.keep in (prepare.SWAPS, prepare.GATING)]
+    assert {p.model: p.keep for p in follow} == {**{p.model: prepare.SWAPS for p in swaps},
+                                                 **{p.model: prepare.GATING for p in studies}}  # fmt: skip
+    assert sorted(map(str, plans)) == sorted(map(str, [*measures, *follow]))  # every measurement once, then these
+    for p in follow:  # two places after its main measurement: a worker is free by then and the main one done
+        main = next(
+            i for i, q in enumerate(plans) if q.model == p.model and q.keep not in (prepare.SWAPS, prepare.GATING)
+        )
+        assert plans.index(p) == main + 2
+    assert plans[2] == studies[0]  # SmolLM2's long study third, where the other measurements fill the other core
+    one = prepare.in_order([*measures, *swaps], 1)
+    assert one[1].keep == prepare.SWAPS and one[1].model == measures[0].model  # alone: right after it
 
     class Pool:  # in this process, in the order handed to it
         def __init__(self, n):

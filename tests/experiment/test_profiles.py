@@ -118,3 +118,18 @@ def test_the_offline_profile_leaves_gemmas_perplexity_passes_out_by_default_and_
     paper = PROFILES["paper"]
     assert paper.scored() == list(paper.models)
     assert repr(dataclasses.replace(offline, slow_passes=())) == repr(offline)  # what runs, not what is measured
+
+
+def test_the_offline_profile_measures_gemma_on_its_main_text_only_and_says_why_where_a_chapter_leaves_it_out():
+    offline = PROFILES["offline"]
+    again = offline.measured_again()
+    assert "gemma3-270m" not in again and {"smollm2-135m", "zoo-gpt2", "zoo-llama"} <= set(again)
+    assert offline.measured_again(among=["gemma3-270m", "zoo-gpt2"]) == ["zoo-gpt2"]
+    assert offline.measured_again(["gemma3-270m"]) == ["gemma3-270m"]  # named: included
+    note = offline.left_out(again, parameter="CONTROL_MODELS", why=offline.main_text_only)
+    assert note.startswith("Left out here: gemma3-270m (each of its measurements") and "CONTROL_MODELS" in note
+    assert "output layer" not in note  # the reason of this catalogue, not of the perplexity passes'
+    with pytest.raises(LinrecError, match="has no \\['pythia'\\] here"):
+        offline.measured_again(["pythia"])
+    assert PROFILES["paper"].measured_again() == list(PROFILES["paper"].models)
+    assert repr(dataclasses.replace(offline, main_text_only=())) == repr(offline)  # what runs, not what is measured

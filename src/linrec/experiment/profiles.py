@@ -109,6 +109,9 @@ class Profile:
     # (model, why): models whose perplexity passes the chapters that score many per model (5's greedy walk, 9's
     # replacements of the real models, 11) leave out unless a parameter names them; a catalogue, as budgets is
     slow_passes: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # (model, why): models measured on their final weights and main text only, whose shuffled-weight controls
+    # (chapter 3) and other corpora (chapter 7) those chapters leave out unless a parameter names them
+    main_text_only: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     # The task scores (linrec evaluate's --tasks names, suites included) chapter 12 reads beside its offline tasks,
     # the harness tasks on their first items, where the profile's machine can reach their data: the pruning papers'
     # WikiText-2 perplexity and zero-shot suite under `paper`; none offline
@@ -170,22 +173,40 @@ class Profile:
     def scored(self, models: Sequence[str] | None = None, among: Sequence[str] | None = None) -> list[str]:
         """The models a chapter scores perplexity passes of: ``models`` where given, else ``among`` (the profile's
         models by default) less :attr:`slow_passes`."""
+        return self._chosen(models, among, self.slow_passes)
+
+    def measured_again(self, models: Sequence[str] | None = None, among: Sequence[str] | None = None) -> list[str]:
+        """The models a chapter measures beyond their main text and final weights (shuffled controls, other
+        corpora): ``models`` where given, else ``among`` (the profile's models by default) less
+        :attr:`main_text_only`."""
+        return self._chosen(models, among, self.main_text_only)
+
+    def _chosen(
+        self, models: Sequence[str] | None, among: Sequence[str] | None, leave: tuple[tuple[str, str], ...]
+    ) -> list[str]:
+        """``models`` where given (each one of ``among``), else ``among`` less the models of ``leave``."""
         choices = self.models if among is None else among
         if models:
             if unknown := [m for m in models if m not in choices]:
                 raise LinrecError(f"profile '{self.name}' has no {unknown} here; choose from {', '.join(choices)}")
             return list(models)
-        slow = dict(self.slow_passes)
-        return [m for m in choices if m not in slow]
+        return [m for m in choices if m not in dict(leave)]
 
-    def left_out(self, models: Sequence[str], among: Sequence[str] | None = None, parameter: str = "MODELS") -> str:
+    def left_out(
+        self,
+        models: Sequence[str],
+        among: Sequence[str] | None = None,
+        parameter: str = "MODELS",
+        why: tuple[tuple[str, str], ...] | None = None,
+    ) -> str:
         """A line for a chapter's output: which of ``among`` (the profile's models) ``models`` leaves out, with the
-        reason :attr:`slow_passes` gives, and the ``parameter`` that includes them; or that every one is in."""
-        slow = dict(self.slow_passes)
+        reason ``why`` gives (by default :attr:`slow_passes`), and the ``parameter`` that includes them; or that
+        every one is in."""
+        reasons = dict(self.slow_passes if why is None else why)
         out = [m for m in (self.models if among is None else among) if m not in models]
         if not out:
             return f"Every model of the profile: {', '.join(models)}."
-        named = [f"{m} ({slow[m]})" if m in slow else m for m in out]
+        named = [f"{m} ({reasons[m]})" if m in reasons else m for m in out]
         return f"Left out here: {', '.join(named)}. Name a model in {parameter} to include it."
 
     @property
@@ -328,6 +349,14 @@ GEMMA_PASSES = (
 """Why the offline profile leaves Gemma 3's perplexity passes out of the chapters that score many (measured:
 ``book/resources.md``); it is measured in every chapter, and its blocks are swapped alone in chapters 2 and 5."""
 
+GEMMA_MAIN_TEXT = (
+    "each of its measurements takes about 3 minutes of a core: its three shuffled-weight controls and three other "
+    "texts would add some 18 core-minutes, which with SmolLM2's the cold build on two cores cannot afford within "
+    "its hour; SmolLM2 is the real model of chapters 3 and 7 there"
+)
+"""Why the offline profile measures Gemma 3 on its main text and final weights only (its controls and other corpora:
+chapters 3 and 7; measured: ``book/resources.md``); every other chapter reads that measurement."""
+
 PROFILES: dict[str, Profile] = {
     "paper": Profile(
         name="paper",
@@ -366,6 +395,7 @@ PROFILES: dict[str, Profile] = {
         zoo=ZOOS["offline"],
         budgets=tuple((m, real_budget(m, every)) for m, every in (("smollm2-135m", 10), ("gemma3-270m", 6))),
         slow_passes=(("gemma3-270m", GEMMA_PASSES),),
+        main_text_only=(("gemma3-270m", GEMMA_MAIN_TEXT),),
     ),
     "smoke": Profile(
         name="smoke",
