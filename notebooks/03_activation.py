@@ -84,10 +84,11 @@ CONTROL_MODELS = ch.profile.measured_again(CONTROL_MODELS, among=MODELS)
 # (Llama architecture, gated SiLU, RMSNorm before each MLP) and Gemma 3 270M (gated GELU, RMSNorm
 # before and after each MLP), read on English prose. So the rule is tested on a real model, not
 # only on the zoo: under `offline` the shuffled controls run on SmolLM2 and the zoo, while Gemma 3's
-# (three more measurements of about 3 core-minutes each, beyond what the build's hour holds) come
+# (three more measurements of about 2.5 core-minutes each, beyond what the build's hour holds) come
 # back by naming it in `CONTROL_MODELS`; its trained profile is in every other comparison below.
-# The cross-feeding grid needs one width, so it takes the models as wide as the first. The hub models of the `paper` profile have no second seed, and only Pythia
-# publishes its initial checkpoint.
+# The cross-feeding grid needs one width, so it takes the models as wide as the first. The hub
+# models of the `paper` profile have no second seed, and only Pythia publishes its initial
+# checkpoint.
 
 # %%
 identities = {

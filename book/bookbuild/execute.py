@@ -145,6 +145,14 @@ class ChapterRun:
         return self.out.with_name(f".{self.out.stem}.partial{self.out.suffix}")
 
 
+def _path_seconds(stem: str, expected: Mapping[str, float], after: Mapping[str, tuple[str, ...]] = AFTER) -> float:
+    """The seconds expected from a chapter's start to the end of the chapters that wait for it (:data:`AFTER`): what
+    it is started by, so that a short chapter another waits for (chapter 11, its studies made up front, before
+    chapter 12) starts early, not last with its follower after it while the other lane is idle."""
+    waiting = [s for s, waits in after.items() if stem in waits]
+    return expected.get(stem, math.inf) + sum(_path_seconds(s, expected, after) for s in waiting)
+
+
 def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | None) -> subprocess.Popen:
     run.out.unlink(missing_ok=True)  # a failed or stopped chapter leaves no older one that looks current
     run.partial.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
@@ -220,7 +228,8 @@ def run_chapters(
     expected: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Execute ``runs`` with papermill, ``jobs`` at a time (progress bars only for one at a time), the longest first
-    by their ``expected`` seconds (those without come first, in order; the least idle time at the end), each once
+    by their ``expected`` seconds with those of the chapters that wait for them (:func:`_path_seconds`; those
+    without come first, in order; the least idle time at the end), each once
     the chapters it waits for are done (:func:`next_ready`: those of :data:`AFTER`, and for the ``last`` chapters all
     the others); each runs in ``cwd`` (papermill's default when None).
 
@@ -231,7 +240,7 @@ def run_chapters(
     """
     expected = expected or {}
     took: dict[str, float] = {}
-    longest = sorted((r for r in runs if r.stem not in last), key=lambda r: -expected.get(r.stem, math.inf))
+    longest = sorted((r for r in runs if r.stem not in last), key=lambda r: -_path_seconds(r.stem, expected))
     queue = longest + [r for r in runs if r.stem in last]
     live: dict[str, tuple[subprocess.Popen, float]] = {}
     try:

@@ -80,7 +80,8 @@ def run_time_note(resources: Mapping, stem: str) -> str:
     if cold:
         made = [f"trains the model zoo ({duration(cold['zoo_s'])})"]
         if cold.get("measure_s"):
-            made.append(f"captures the measurements the chapters share ({duration(cold['measure_s'])})")
+            shared = duration(cold["measure_s"])
+            made.append(f"captures the measurements and scores the perplexity passes the chapters share ({shared})")
         parts.append(
             f"{duration(cold['chapters'][stem])} in a first build of the book ({cold['date']}), which before the "
             f"chapters {' and '.join(made)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -120,6 +121,17 @@ def test_chapters_start_longest_first_and_unmeasured_ones_before_them(tmp_path):
         runs, ex.kernel(), jobs=1, last=("98_last",), expected={"01_a": 10.0, "02_b": 50.0, "98_last": 99.0}
     )
     assert (tmp_path / "order.txt").read_text().split() == ["03_c", "02_b", "01_a", "98_last"]
+
+
+def test_a_chapter_another_waits_for_starts_by_the_time_of_both():
+    expected = {"11_pruning": 18.0, "12_tasks": 258.0, "06_pitfall": 390.0, "05_compression": 237.0}
+    assert ex._path_seconds("11_pruning", expected) == 276.0  # chapter 12 waits for it
+    assert ex._path_seconds("12_tasks", expected) == 258.0
+    chain = {"b": ("a",), "c": ("b",)}
+    assert ex._path_seconds("a", {"a": 1.0, "b": 2.0, "c": 4.0}, chain) == 7.0
+    assert ex._path_seconds("x", {}) == math.inf  # unmeasured: first, as before
+    order = sorted(expected, key=lambda s: -ex._path_seconds(s, expected))
+    assert order == ["06_pitfall", "11_pruning", "12_tasks", "05_compression"]
 
 
 def test_the_scheduler_expects_the_last_cold_build_s_times_not_the_last_build_s(tmp_path):

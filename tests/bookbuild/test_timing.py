@@ -30,7 +30,8 @@ def test_the_run_time_note_states_the_last_first_build_and_the_last_cached_rebui
     assert note == (
         "**Run time.** On 2 CPU cores (x86_64), `offline` profile, two chapters at a time: 6 minutes in a first build "
         "of the book (2026-11-24), which before the chapters trains the model zoo (14 minutes) and captures the "
-        "measurements the chapters share (22 minutes); 14 s in a rebuild that finds all of it cached (2026-11-25). "
+        "measurements and scores the perplexity passes the chapters share (22 minutes); 14 s in a rebuild that finds "
+        "all of it cached (2026-11-25). "
         "On a GPU at the paper's model sizes (`shapes` profile, nothing downloaded): 2 minutes on one H100."
     )  # the last build of each kind (331.7 s, 14 s), not the earlier 400 s or 20 s; 124 s on the GPU
     assert note.count("CPU cores") == 1 and raw_myst(note) == []

@@ -350,9 +350,9 @@ GEMMA_PASSES = (
 ``book/resources.md``); it is measured in every chapter, and its blocks are swapped alone in chapters 2 and 5."""
 
 GEMMA_MAIN_TEXT = (
-    "each of its measurements takes about 3 minutes of a core: its three shuffled-weight controls and three other "
-    "texts would add some 18 core-minutes, which with SmolLM2's the cold build on two cores cannot afford within "
-    "its hour; SmolLM2 is the real model of chapters 3 and 7 there"
+    "each of its measurements takes about 2.5 minutes of a core, so its three shuffled-weight controls and three "
+    "other texts would add some 15 core-minutes, more than a cold build on two cores holds within its hour beside "
+    "SmolLM2's; SmolLM2 stands for the real models in chapters 3 and 7 there"
 )
 """Why the offline profile measures Gemma 3 on its main text and final weights only (its controls and other corpora:
 chapters 3 and 7; measured: ``book/resources.md``); every other chapter reads that measurement."""
