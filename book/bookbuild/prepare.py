@@ -14,6 +14,7 @@ that asks for something else computes it itself, and nothing planned changes a r
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import time
 from collections.abc import Collection, Sequence
@@ -55,6 +56,11 @@ class Planned:
     series: bool = False  # measured under the profile's series profile, not the profile itself
     shares: tuple[float, ...] = ()  # a GATING study's gated shares, as the chapter calls it
     budget: str = ""  # ... and the budget its orders are walked under
+
+    @property
+    def scores(self) -> bool:
+        """Whether it scores perplexity passes (:data:`SWAPS`, :data:`GATING`) from a measurement, not captures one."""
+        return self.keep in (SWAPS, GATING)
 
     def __str__(self) -> str:
         what = {SWAPS: "the affine swaps of ", GATING: "chapter 11's pruning costs and gated blocks of "}.get(
@@ -114,13 +120,9 @@ def planned_gating(profile: Profile, shares: Sequence[float], budget: str) -> li
     blocks at ``shares``, each order walked under ``budget``), real models first: its costs of dropping each block
     and its gated passes (:func:`linrec.experiment.gating.gating_study`, which reads its pruning costs and affine
     swaps), some 25 minutes of a core for SmolLM2 that would otherwise run in the chapter's lane alone."""
-    out = []
-    for model in sorted(profile.scored(), key=lambda m: m not in profile.packaged):
-        own = profile.budget(model)
-        if own.eval_tokens:
-            out.append(Planned(model, "final", str(own.corpus or profile.corpora[0]), GATING, (GATING_CHAPTER,),
-                               shares=tuple(float(s) for s in shares), budget=budget))  # fmt: skip
-    return out
+    scored, rates = profile.scored(), tuple(float(s) for s in shares)
+    return [dataclasses.replace(p, keep=GATING, chapters=(GATING_CHAPTER,), shares=rates, budget=budget)
+            for p in planned_swaps(profile) if p.model in scored]  # fmt: skip
 
 
 def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
@@ -140,14 +142,12 @@ def _measure(args: tuple[Profile, Planned]) -> tuple[Planned, float]:
     if profile.zoo is not None:
         torch.set_num_threads(1)
     start = time.perf_counter()
-    doing = "measuring" if plan.keep not in (SWAPS, GATING) else "scoring"
-    with heartbeat(f"[book] {doing} {plan}"), no_library_bars():
+    tokens = int(profile.budget(plan.model).eval_tokens or 0) // 4  # what the chapters score passes on
+    with heartbeat(f"[book] {'scoring' if plan.scores else 'measuring'} {plan}"), no_library_bars():
         if plan.keep == GATING:  # chapter 11's call, so the same cache entry
-            tokens = int(profile.budget(plan.model).eval_tokens or 0) // 4
             gating_study(profile, plan.model, shares=plan.shares, eval_tokens=tokens, budget=plan.budget,
                          progress=False)  # fmt: skip
         elif plan.keep == SWAPS:  # the call of chapters 2, 5 and 11, so the same cache entry
-            tokens = int(profile.budget(plan.model).eval_tokens or 0) // 4
             affine_swaps(profile, [measurement(profile, plan.model, progress=False)], max_tokens=tokens,
                          progress=False, cache=True)  # fmt: skip
         else:
@@ -164,7 +164,7 @@ def in_order(plans: Sequence[Planned], jobs: int) -> list[Planned]:
     others fill the cores around them, not at the end with a core idle."""
     studies = {p.model: p for p in plans if p.keep == GATING}
     follow = {**{p.model: p for p in plans if p.keep == SWAPS and p.model not in studies}, **studies}
-    measures = [p for p in plans if p.keep not in (SWAPS, GATING)]
+    measures = [p for p in plans if not p.scores]
     main: dict[str, int] = {}
     for i, plan in enumerate(measures):
         main.setdefault(plan.model, i)
@@ -183,8 +183,7 @@ def prepare_measurements(profile: Profile, plans: Sequence[Planned], jobs: int) 
     pool = mp.get_context("spawn").Pool(max(1, min(jobs, len(work))))
     try:
         for plan, seconds in pool.imap_unordered(_measure, work):
-            done = "measured" if plan.keep not in (SWAPS, GATING) else "scored"
-            print(f"[book] {done} {plan} in {seconds:.1f} s", flush=True)
+            print(f"[book] {'scored' if plan.scores else 'measured'} {plan} in {seconds:.1f} s", flush=True)
         pool.close()
     except Exception as err:  # the chapter that needs it would fail the same way: say so now
         pool.terminate()

@@ -190,7 +190,8 @@ class Profile:
             if unknown := [m for m in models if m not in choices]:
                 raise LinrecError(f"profile '{self.name}' has no {unknown} here; choose from {', '.join(choices)}")
             return list(models)
-        return [m for m in choices if m not in dict(leave)]
+        left = dict(leave)
+        return [m for m in choices if m not in left]
 
     def left_out(
         self,
