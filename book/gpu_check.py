@@ -11,9 +11,12 @@ go to ``OUT/gpu-check.json`` and ``OUT/gpu-check.md`` after every step (an inter
    bfloat16 (the bench holds every block's moments at once: all 32 do not fit the host of an H200 machine);
    ``grams`` the float64 products of one chunk of rows at the GPT-2 and the large shape's widths, as the core
    computes them and two other ways (which is fastest on the card: the moments' arithmetic is what the bench found
-   slow there); ``products`` the same chunk by each product scheme of :mod:`linrec.core.schemes` (``float32``,
-   ``ozaki:S``), its time against float64's and its error, and by cuBLAS's own float64 emulation
-   (``CUBLAS_EMULATE_DOUBLE_PRECISION=1``, in a process of its own) where torch's CUDA and the card allow it;
+   slow there); ``layouts`` a block's chunk of rows added as a capture adds them, cast and shift included, in the
+   accumulator's split layout and its one-product one (:mod:`linrec.core.accumulator`), at GPT-2's width and about it:
+   where one product pays (the width up to which a GPU takes it); ``products`` the same chunk by each product scheme
+   of :mod:`linrec.core.schemes` (``float32``, ``ozaki:S``), its time against float64's and its error, and by
+   cuBLAS's own float64 emulation (``CUBLAS_EMULATE_DOUBLE_PRECISION=1``, in a process of its own) where torch's CUDA
+   and the card allow it;
 3. ``cuda_tests``: the test suite's GPU tests, where pytest is installed;
    ``profile``: where the planned capture's time goes, the large shape's first ``--profile-blocks`` blocks under
    torch.profiler, three times (the finished folds sent to pinned host memory as a fresh process meets it, that
@@ -57,6 +60,7 @@ try:
 except ImportError:  # before any work: one line, as for a machine without CUDA
     sys.exit(f"gpu-check: torch is not installed for {sys.executable}; run it with a python that has it (PYTHON=...)")
 
+from linrec.core.accumulator import ONE_PRODUCT_WIDTH, MomentAccumulator, one_product  # noqa: E402
 from linrec.core.capture import CaptureOptions  # noqa: E402
 from linrec.core.cost import forward, random_batches, run_bench, seconds  # noqa: E402
 from linrec.core.extras import EXTRAS  # noqa: E402
@@ -136,6 +140,25 @@ def grams(device: torch.device, widths: list[int], rows: int = 4096, repeats: in
         xx = symmetric(core[0])
         differences = [(whole[0] - xx).abs().max(), (joined[:width, :width] - xx).abs().max()]
         out[f"largest_difference_{width}"] = float(max(differences) / xx.abs().max())
+    return out
+
+
+def layouts(device: torch.device, widths: list[int], rows: int = 4096, repeats: int = 20) -> dict[str, Any]:
+    """Seconds per chunk of ``rows`` float32 rows of a block's X and Y (each of one width) as a capture adds them,
+    cast and shifted included (:meth:`MomentAccumulator.add`), in the split layout and in the one-product one
+    (:mod:`linrec.core.accumulator`), and how much faster the one product is (above 1: faster): where it pays sets
+    :data:`linrec.core.accumulator.ONE_PRODUCT_WIDTH`, which the core uses now (``taken``)."""
+    out: dict[str, Any] = {"rows": rows, "one_product_width": ONE_PRODUCT_WIDTH}
+    for width in widths:
+        x, y = (t.to(torch.float32) for t in shifted_chunk(device, rows, width))
+        took = {}
+        for joined in (False, True):
+            acc = MomentAccumulator(width, width, device, joined=joined)
+            acc.add(x, y)  # warm-up: the shift, the sums, the library's workspace
+            took[joined] = seconds(lambda: [acc.add(x, y) for _ in range(repeats)], device) / repeats  # noqa: B023
+        out[f"split_{width}_s"], out[f"one_product_{width}_s"] = took[False], took[True]
+        out[f"one_product_{width}_vs_split"] = took[False] / took[True]
+        out[f"taken_{width}"] = "one product" if one_product(device, width, width) else "split"
     return out
 
 
@@ -411,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gram-rows", type=int, default=4096, help="rows of the chunk the grams and products steps "
                         "multiply")  # fmt: skip
     parser.add_argument("--bench-batches", type=int, default=20, help="batches linrec bench times per path")
-    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,grams,products,bench_7b,cuda_tests,profile,large",
+    parser.add_argument("--steps", default="cpu_vs_gpu,bench_gpt2,grams,layouts,products,bench_7b,cuda_tests,profile,"
+                        "large",
                         help="which steps, in order")  # fmt: skip
     args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -436,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         "grams": lambda: grams(
             device, [bench_config("gpt2-small").hidden_size, shaped_config(args.large).hidden_size], args.gram_rows
         ),
+        "layouts": lambda: layouts(device, [256, bench_config("gpt2-small").hidden_size, 1024, 2048], args.gram_rows),
         "products": lambda: products(
             device, [bench_config("gpt2-small").hidden_size, shaped_config(args.large).hidden_size], args.gram_rows
         ),

@@ -40,7 +40,8 @@ def test_its_steps_run_and_write_what_they_measured(tmp_path):
     out = tmp_path / "out"
     small = ["--device", "cpu", "--large", "EleutherAI/pythia-70m", "--small", "EleutherAI/pythia-70m"]
     small += ["--large-dtype", "float32"]  # a CPU without bfloat16 instructions: 175 s, 89 here
-    steps = ["--steps", "cpu_vs_gpu,grams,products,profile,large", "--gram-rows", "256", "--profile-blocks", "2"]
+    steps = ["--steps", "cpu_vs_gpu,grams,layouts,products,profile,large", "--gram-rows", "256"]
+    steps += ["--profile-blocks", "2"]
     sizes = ["--small-tokens", "4096", "--tokens", "4096", "--memory", "2GB"]  # the fewest the sample and folds need
     code = _module().main([str(out), *small, *sizes, *steps])
     results = json.loads((out / "gpu-check.json").read_text())
@@ -52,6 +53,8 @@ def test_its_steps_run_and_write_what_they_measured(tmp_path):
     for width in (768, 512):  # GPT-2's width and the large shape's: the three ways give the same sums
         assert products[f"largest_difference_{width}"] < 1e-12
         assert all(products[f"{way}_{width}_tokens_per_s"] > 0 for way in ("core", "whole", "joined"))
+    layouts = results["steps"]["layouts"]
+    assert layouts["status"] == "ok" and all(layouts[f"taken_{w}"] == "split" for w in (256, 768, 1024, 2048))
     schemes = results["steps"]["products"]
     assert schemes["status"] == "ok" and schemes["rows"] == 256
     bounds = {"float32": 5e-6, "ozaki:3": 5e-5, "ozaki:4": 5e-7, "ozaki:5": 5e-9, "ozaki:6": 5e-11}  # (seen: a tenth)
@@ -72,3 +75,11 @@ def test_its_steps_run_and_write_what_they_measured(tmp_path):
     ratios = ("capture_vs_truncated_forward", "all_extras_vs_truncated_forward", "ozaki5_vs_truncated_forward")
     assert all(large[ratio] > 0 for ratio in ratios)
     assert "## large" in (out / "gpu-check.md").read_text()
+
+
+def test_the_layouts_step_times_both_layouts_and_says_which_the_core_takes():
+    out = _module().layouts(torch.device("cpu"), [16, 40], rows=64, repeats=2)
+    assert out["rows"] == 64 and out["one_product_width"] >= 1537  # (GPT-2's [x | 1 | y] among the narrow)
+    for width in (16, 40):
+        assert out[f"split_{width}_s"] > 0 and out[f"one_product_{width}_s"] > 0
+        assert out[f"one_product_{width}_vs_split"] > 0 and out[f"taken_{width}"] == "split"  # (the CPU's)

@@ -58,3 +58,23 @@ def test_finished_folds_go_to_disk_or_stay_on_the_gpu_not_both(tmp_path):
 
     with pytest.raises(ValueError, match="not both"):
         MomentSink(3, spill=tmp_path, keep_on_gpu=True)
+
+
+def test_a_capture_in_the_one_product_layout_gives_the_same_table(tokenizer, text, monkeypatch):
+    """The layout a GPU takes for narrow blocks (forced here on the CPU): the same table, column by column, to float64
+    rounding, the first position apart and every fold alike."""
+    from linrec.core import accumulator
+    from linrec.core.measure import measure
+
+    model = tiny_model("gpt2")
+    batches = make_batches(tokenizer, text, seq_len=16, max_rows=16 * 48, batch_size=8)
+    split = measure(model, batches, folds=4, progress=False)
+    asked: list[tuple] = []
+    monkeypatch.setattr(accumulator, "one_product", lambda *args: asked.append(args) or True)
+    joined = measure(model, batches, folds=4, progress=False)
+    assert asked  # (every block's accumulator took the layout)
+    numbers = split.select_dtypes("number").columns
+    assert len(numbers) > 10
+    diff = (joined[numbers] - split[numbers]).abs().max().max()
+    print(f"tiny GPT-2, one product against split: the table within {diff:.1e}")
+    assert diff < 1e-9

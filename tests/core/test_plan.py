@@ -44,11 +44,15 @@ def test_an_unreadable_budget_says_how_to_write_one(text):
         parse_memory(text)
 
 
+@pytest.mark.parametrize("joined", [False, True])
 @pytest.mark.parametrize("full_output", [False, True])
-def test_a_fold_s_sums_are_the_bytes_the_accumulator_allocates(full_output):
-    acc = MomentAccumulator(7, 5, folds=2, full_output=full_output)
+def test_a_fold_s_sums_are_the_bytes_the_accumulator_allocates(full_output, joined):
+    """The plan's bytes per live fold, and the d_in + 1 more of the one-product layout (its product's row of ones)."""
+    acc = MomentAccumulator(7, 5, folds=2, full_output=full_output, joined=joined)
     acc.add(torch.randn(10, 7), torch.randn(10, 5), fold=1)
-    assert sum(t.numel() * t.element_size() for t in acc._sums[1]) == sums_bytes(7, 5, full_output)
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in vars(acc._sums[1]).values()
+                if t is not None}  # fmt: skip
+    assert sum(storages.values()) == sums_bytes(7, 5, full_output) + (8 * (7 + 1) if joined else 0)
 
 
 def test_a_fold_on_disk_is_its_packed_bytes(tmp_path: Path):

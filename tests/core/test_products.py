@@ -105,11 +105,11 @@ def test_each_scheme_s_sums_are_float64_s_to_its_precision(products, bound):
     exact, got = accumulate(x, y, "float64", full_output=True), accumulate(x, y, products, full_output=True)
     diagonal, exact_diagonal = accumulate(x, y, products), accumulate(x, y, "float64")
     for f in range(FOLDS):
-        (*_, sxx, sxy, syy), (*_, wxx, wxy, wyy) = got._sums[f], exact._sums[f]
-        errors = [relative(sxx.triu(), wxx.triu()), relative(sxy, wxy), relative(syy.triu(), wyy.triu())]
+        s, w = got._sums[f], exact._sums[f]
+        errors = [relative(s.sxx.triu(), w.sxx.triu()), relative(s.sxy, w.sxy), relative(s.syy.triu(), w.syy.triu())]
         print(products, "fold", f, "XᵀX, XᵀY, YᵀY relative errors", [f"{e:.1e}" for e in errors])
         assert 0 < max(errors) < bound
-        assert torch.equal(diagonal._sums[f][4], exact_diagonal._sums[f][4])
+        assert torch.equal(diagonal._sums[f].syy, exact_diagonal._sums[f].syy)
 
 
 BOUNDS = {
@@ -171,12 +171,12 @@ def test_by_default_the_products_are_float64_s_as_before():
     option; so does products="float64"."""
     x, y = layernorm_fed(torch.float32, n=2_000, d=96)
     for acc in (MomentAccumulator(96, 96), MomentAccumulator(96, 96, products="float64")):
-        xs, ys = acc.shifted(x, y)
-        acc.add_shifted(xs, ys)
+        rows = acc.shifted(x, y)
+        acc.add_shifted(rows)
         sxx, sxy = torch.zeros(96, 96, dtype=torch.float64), torch.zeros(96, 96, dtype=torch.float64)
-        add_gram(sxx, xs)
-        sxy.addmm_(xs.T, ys)
-        assert torch.equal(acc._live(0)[2], sxx) and torch.equal(acc._live(0)[3], sxy)
+        add_gram(sxx, rows.x)
+        sxy.addmm_(rows.x.T, rows.y)
+        assert torch.equal(acc._live(0).sxx, sxx) and torch.equal(acc._live(0).sxy, sxy)
 
 
 def test_a_capture_says_how_it_multiplied_and_the_default_is_unchanged(tokenizer, text, tmp_path):

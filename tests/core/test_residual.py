@@ -199,3 +199,32 @@ def test_without_the_scores_the_rest_of_the_table_is_the_same_bit_for_bit(batche
     assert full.table()[list(COLUMNS)].notna().all().all()
     loaded = Measurement.load(bare.save(tmp_path / "m")).table()
     assert loaded[list(COLUMNS)].isna().all().all() and loaded[others].equals(full.table()[others])
+
+
+@pytest.mark.parametrize(("dtype", "bound"), [(torch.bfloat16, 1e-10), (torch.float16, 1e-10), (torch.float32, 1e-10)])
+def test_the_stream_sums_are_float64_s_without_a_float64_row(dtype, bound):
+    """Rows of a layer that changes its stream little (cosines within about 1e-4 of 1, where an angle is ill-conditioned
+    in its cosine): the sums from float32 products of the rows equal those of rows cast to float64 and
+    ``cosine_similarity`` there, to float64 rounding (the angles' 1e-12 are float64's own, through the arccos): 16-bit
+    rows from their float32 products, which are exact, float32 rows cast."""
+    import torch.nn.functional as F
+
+    from linrec.core.residual import stream_sums
+
+    g = torch.Generator().manual_seed(0)
+    h = (torch.randn(512, 256, generator=g) * torch.linspace(0.1, 8, 256)).to(dtype)
+    a = (torch.randn(512, 256, generator=g) * 1e-2).to(dtype)
+    out = (h.double() + torch.randn(512, 256, generator=g, dtype=torch.float64) * 1e-2).to(dtype)
+    sums, added = stream_sums(h, a, out)
+    h64, a64, o64 = h.double(), a.double(), out.double()
+    before = o64 - a64
+    layer, ffn = F.cosine_similarity(h64, o64, dim=1), F.cosine_similarity(before, o64, dim=1)
+    angle = lambda c: torch.arccos(c.clamp(-1, 1)) / math.pi  # noqa: E731
+    expected = torch.stack([layer.sum(), angle(layer).sum(), ffn.sum(), angle(ffn).sum(), a64.square().sum(),
+                            before.square().sum()])  # fmt: skip
+    assert 0 < 1 - layer.mean() < 1e-3 and sums.dtype == torch.float64
+    scores = lambda s: torch.stack([1 - s[0] / 512, s[1], 1 - s[2] / 512, *s[3:]])  # noqa: E731 (influences: 1 - cos)
+    error = ((scores(sums) - scores(expected)) / scores(expected)).abs().max()
+    print(f"{dtype}: every score within {error:.1e} (relative) of float64 rows'")
+    assert error < bound
+    assert torch.allclose(added, a64.sum(0), rtol=1e-12, atol=1e-12)

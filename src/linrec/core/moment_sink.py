@@ -141,9 +141,9 @@ class MomentSink(RowSink):
             self._first_finite[block] = finite & self._first_finite.get(block, finite)
             runs = plan.runs
         if x.numel():
-            xs, ys = acc.shifted(x, y)
+            shifted = acc.shifted(x, y)
             for fold, start, stop in runs:
-                acc.add_shifted(xs[start:stop], ys[start:stop], fold)
+                acc.add_shifted(shifted[start:stop], fold)
 
     def end_batch(self, rows: BatchRows) -> None:
         self._batches = rows.index + 1

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from linrec.core.pinned import to_pinned_host
 from linrec.errors import LinrecError
 
 if TYPE_CHECKING:
@@ -144,12 +145,10 @@ class Moments:
         return cls(n, *parts)
 
     def to_pinned(self) -> Moments:
-        """A copy in pinned host memory, queued on the current CUDA stream without the host waiting: read it only
-        after ``torch.cuda.synchronize()``. One transfer, not a blocking copy into pageable memory per field."""
-        packed = self.packed()
-        host = torch.empty(packed.shape, dtype=packed.dtype, pin_memory=True)
-        host.copy_(packed, non_blocking=True)
-        return Moments.from_packed(self.n, host, self.d_in, self.d_out)
+        """A copy in pinned host memory, queued on a side stream of the GPU while the capture goes on, the host not
+        waiting (:func:`linrec.core.pinned.to_pinned_host`): read it only after ``torch.cuda.synchronize()``. One
+        transfer, not a blocking copy into pageable memory per field."""
+        return Moments.from_packed(self.n, to_pinned_host(self.packed()), self.d_in, self.d_out)
 
 
 def _gram_pieces(d: int) -> list[tuple[int, int]]:

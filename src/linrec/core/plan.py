@@ -100,7 +100,8 @@ def device_free(device: torch.device) -> int | None:
 
 def sums_bytes(d_in: int, d_out: int, full_output: bool = True) -> int:
     """One fold's float64 sums (or centred moments) of a block: the S of the module docstring (``full_output=False``:
-    Cyy's diagonal alone, as a capture without the ``output-covariance`` extra holds it)."""
+    Cyy's diagonal alone, as a capture without the ``output-covariance`` extra holds it). The one-product layout of a
+    GPU's narrow blocks (:mod:`linrec.core.accumulator`) holds d_in + 1 numbers more, a row of its product."""
     return 8 * (d_in + d_out + d_in * d_in + d_in * d_out + (d_out * d_out if full_output else d_out))
 
 

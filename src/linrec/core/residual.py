@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from linrec.core import plan
@@ -34,6 +33,34 @@ if TYPE_CHECKING:
 
 def _angle(cos: torch.Tensor) -> torch.Tensor:
     return torch.arccos(cos.clamp(-1, 1)) / math.pi
+
+
+EPS = 1e-8
+"""The smallest norm a cosine divides by, as ``torch.nn.functional.cosine_similarity``'s: a zero row scores 0."""
+
+
+def _cosine(uv: torch.Tensor, uu: torch.Tensor, vv: torch.Tensor) -> torch.Tensor:
+    """Each row's cosine from its float64 products u·v, u·u and v·v."""
+    return uv / (uu.sqrt().clamp_min(EPS) * vv.sqrt().clamp_min(EPS))
+
+
+def stream_sums(
+    entering: torch.Tensor, added: torch.Tensor, leaving: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch's float64 sums of the scores from its rows (n, d) of the stream entering a layer (h), what its FFN
+    adds (a) and the stream leaving (o): (Σ cos(h, o), Σ angle(h, o), the same of b = o − a and o, Σ‖a‖², Σ‖b‖²), and
+    Σ a. Five products per row, h·h, o·o, a·a, h·o and a·o, summed in float64; b enters only through them
+    (b·o = o·o − a·o, b·b = o·o − 2 a·o + a·a). Rows of 16 bits (a bfloat16 or float16 model's) are multiplied element
+    by element in float32, where their products (at most 22 bits) are exact, so none is cast to float64; wider rows
+    are cast to float64 (float32 products would move a near-identity layer's 1 − cos by 1e-4 of itself)."""
+    work = torch.float32 if leaving.dtype in (torch.bfloat16, torch.float16) else torch.float64
+    h, a, out = (t.detach().to(work) for t in (entering, added, leaving))
+    dot = lambda u, v: (u * v).sum(1, dtype=torch.float64)  # noqa: E731
+    hh, oo, aa, ho, ao = dot(h, h), dot(out, out), dot(a, a), dot(h, out), dot(a, out)
+    bb = oo - 2 * ao + aa
+    layer, ffn = _cosine(ho, hh, oo), _cosine(oo - ao, bb, oo)
+    sums = torch.stack([layer.sum(), _angle(layer).sum(), ffn.sum(), _angle(ffn).sum(), aa.sum(), bb.sum()])
+    return sums, a.sum(0, dtype=torch.float64)
 
 
 class ResidualSink(RowSink):
@@ -102,17 +129,12 @@ class ResidualSink(RowSink):
     ) -> None:
         """One batch's rows of ``block``: the stream entering its layer, what the FFN adds, the stream leaving."""
         self.dtype = self.dtype or leaving.dtype
-        h, a, out = (t.detach().to(torch.float64) for t in (entering, added, leaving))
-        before = out - a
-        layer, ffn = F.cosine_similarity(h, out, dim=1), F.cosine_similarity(before, out, dim=1)
-        sums = torch.stack([
-            layer.sum(), _angle(layer).sum(), ffn.sum(), _angle(ffn).sum(), a.pow(2).sum(), before.pow(2).sum()
-        ])  # fmt: skip
+        sums, added_sum = stream_sums(entering, added, leaving)
         if block in self.sums:
             self.sums[block] += sums
-            self.added[block] += a.sum(0)
+            self.added[block] += added_sum
         else:
-            self.sums[block], self.added[block] = sums, a.sum(0)
+            self.sums[block], self.added[block] = sums, added_sum
         self.rows[block] = self.rows.get(block, 0) + rows.n
         self.sample.add(block, entering, leaving, rows)
 

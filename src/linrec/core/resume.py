@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from linrec.core.capture import StopForward, device_of
+from linrec.core.pinned import to_pinned_host
 from linrec.models.arch import BlockSpec
 
 
@@ -106,12 +107,11 @@ def skipping(layers: Sequence[nn.Module], outputs: Sequence[Any], device: torch.
 
 
 def _to_host(value: Any) -> Any:
-    """A layer's output kept off the device: in pinned host memory, copied without the host waiting, from a GPU; a
-    clone on the CPU."""
+    """A layer's output kept off the device: in pinned host memory, copied on a side stream without the host waiting
+    (:func:`linrec.core.pinned.to_pinned_host`), from a GPU; a clone on the CPU."""
     if isinstance(value, torch.Tensor):
         if value.device.type == "cuda":
-            host = torch.empty(value.shape, dtype=value.dtype, pin_memory=True)
-            return host.copy_(value, non_blocking=True)
+            return to_pinned_host(value.detach())
         return value.detach().to("cpu", copy=True)
     if isinstance(value, tuple):
         return tuple(_to_host(v) for v in value)

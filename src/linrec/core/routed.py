@@ -68,12 +68,12 @@ class RoutedSink(RowSink):
         gate = self.gates[block].to(x.device)
         with torch.no_grad():
             band = torch.bucketize(gate(x), torch.tensor(cuts, dtype=torch.float32, device=x.device)).cpu()
-        xs, ys = acc.shifted(x, y)
+        shifted = acc.shifted(x, y)
         for fold, start, stop in rows.runs:
             run = band[start:stop]
             for j in run.unique().tolist():
                 index = ((run == j).nonzero().flatten() + start).to(x.device)
-                acc.add_shifted(xs.index_select(0, index), ys.index_select(0, index), fold * bands + j)
+                acc.add_shifted(shifted.index_select(index), fold * bands + j)
 
     def moments(self, block: int) -> RoutedMoments:
         """``block``'s moments per fold and band (on its device)."""
