@@ -17,7 +17,7 @@ from linrec.core.capture import CaptureOptions, capture_positions
 from linrec.core.fit import recoverability
 from linrec.core.measure import Measurement
 from linrec.core.rows import BatchRows
-from linrec.core.tails import TailSink, top_count
+from linrec.core.tails import TailSink, pool_rows, top_count
 from linrec.data.tokens import make_batches
 from linrec.errors import LinrecError
 from support.moments import hooked_rows
@@ -114,3 +114,35 @@ def test_saved_and_loaded_with_the_measurement(tokenizer, text, tmp_path):
     (tmp_path / "m" / "tails.json").unlink()
     with pytest.raises(LinrecError, match="lacks tails.json"):
         Measurement.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_of_a_narrower_dtype_are_kept_as_they_came_and_found_exactly(dtype):
+    """The pool holds a 16- or 32-bit model's rows in their own dtype (no float64 copy on the way) and ranks them by
+    float32 bounds; the shares, from those rows cast exactly at the end, are numpy's over the same rows."""
+    y = _heavy(1).to(dtype)
+    sink = _stream(y, 16, 7, pool=32)
+    t = sink.tails()[0]
+    assert all(pool.rows is not None and pool.rows.dtype == dtype for pool in sink.pools[0])
+    every, later = y.double().reshape(-1, 8).numpy(), y[:, 1:].double().reshape(-1, 8).numpy()
+    sum_sq = lambda z: ((z - z.mean(0)) ** 2).sum()  # noqa: E731
+    assert t.every.top_ss / sum_sq(every) == pytest.approx(_top_share(every), rel=1e-12)
+    assert t.later.top_ss / sum_sq(later) == pytest.approx(_top_share(later), rel=1e-12)
+
+
+def test_a_block_s_pools_hold_what_the_plan_counts_for_them():
+    """Two parts of pool_rows(rows) rows each, at the rows' dtype: the bytes linrec.core.plan.footprint counts per
+    block for the tails (a 7B block at 1e6 tokens: some 130 MB in bfloat16, where float64 pools took four times it)."""
+    from types import SimpleNamespace
+
+    from linrec.core.plan import footprint
+
+    y = _heavy(2, windows=4000).to(torch.bfloat16)  # 64,000 rows: pools of 8 x 64 rows, not the 512 of a short one
+    sink = _stream(y, 16, 64)
+    held = sum(pool.rows.numel() * pool.rows.element_size() for pool in sink.pools[0])
+    assert sink.size == pool_rows(64_000) == 8 * 64
+    config = SimpleNamespace(hidden_size=8, num_hidden_layers=1, intermediate_size=32, num_attention_heads=1,
+                             vocab_size=10)  # fmt: skip
+    planned = footprint(config, blocks=1, folds=5, windows=4000, seq_len=16, batch_size=64, dtype=torch.bfloat16,
+                        on_gpu=False, weights=(0, 0))  # fmt: skip
+    assert held == planned.tails == 2 * 512 * 8 * 2

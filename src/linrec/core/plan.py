@@ -143,6 +143,7 @@ class Footprint:
     sample: int = 0  # per block: the layer-linearity sample of the residual stream (linrec.core.residual), float32
     kept_on_gpu: bool = False  # finished moments stay on the GPU (a table made there), none in host memory
     full_output: bool = True  # Cyy summed whole (the output-covariance extra), else its diagonal
+    tails: int = 0  # per block: the pools of its largest output rows (linrec.core.tails), two parts, the model's dtype
 
     @property
     def sums(self) -> int:
@@ -155,7 +156,7 @@ class Footprint:
             folds = 0 if self.kept_on_gpu else self.folds * pinned_bytes(self.sums)
             per_block = folds + 2 * pinned_bytes(self.sample // 2) + self.first_rows
         else:
-            per_block = (self.folds + 2) * self.sums + self.first_rows + self.sample
+            per_block = (self.folds + 2) * self.sums + self.first_rows + self.sample + self.tails
         streams = 2 * self.stream if groups > 1 and resumes else 0
         forward = 0 if self.on_gpu else self.forward
         return self.weights_host + streams + forward + group * per_block + TABLE_WORK * self.sums
@@ -166,7 +167,7 @@ class Footprint:
             return 0
         held, moved = (self.folds + 1, 0) if self.kept_on_gpu else (2, self.folds)  # sums per block; folds brought in
         fits = (moved + TABLE_WORK) * self.sums + self.sample  # a block's table row and layer fit, made there
-        return self.weights_device + self.forward + group * (held * self.sums + self.first_rows) + fits
+        return self.weights_device + self.forward + group * (held * self.sums + self.first_rows + self.tails) + fits
 
     def disk(self, saved: bool) -> int:
         """Bytes written to disk when the moments are kept (``saved``) and the capture runs in groups: every block's
@@ -377,6 +378,8 @@ def footprint(
     """The :class:`Footprint` of capturing ``blocks`` blocks of ``config``'s model over ``windows`` windows of
     ``seq_len`` tokens, ``batch_size`` at a time, its weights (host bytes, GPU bytes) at ``dtype``, with ``extras``
     (:mod:`linrec.core.extras`; by default all, the most a capture holds)."""
+    from linrec.core.tails import pool_rows  # (torch's: this module loads without it)
+
     width = int(getattr(config, "hidden_size", 0) or getattr(config, "n_embd", 0))
     layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0) or blocks)
     size = dtype.itemsize
@@ -389,6 +392,7 @@ def footprint(
         weights_device=weights[1],
         forward=forward_bytes(config, batch_size, seq_len, dtype),
         first_rows=windows * 2 * width * size,
+        tails=2 * pool_rows(windows * seq_len) * width * size,
         stream=_stream_bytes(windows, seq_len, width, size, batch_size, on_gpu),
         on_gpu=on_gpu,
         sample=min(windows * seq_len, sample_rows(width)) * 2 * width * 4 if SCORES in extras else 0,

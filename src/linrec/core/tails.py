@@ -7,11 +7,12 @@ over folds says little. The table's ``top_rows_share`` columns say so: the share
 
 Rows are not kept and ȳ is known only at the end, so :class:`TailSink` keeps, per block and part, a pool of the
 rows farthest from the running mean of the rows so far (at least :data:`POOL` of them). At the end the kept rows'
-distances from the final mean are exact. A row dropped on the way was no farther than the pool's smallest distance
-from the mean of that moment, so (triangle inequality) no farther from the final mean than that plus how far the
-two means lie apart; when the k-th largest kept distance reaches this bound for every drop, the k largest rows of
-the whole stream are certainly among those kept, and their sum is exact. Where it does not (a pool too small for so
-flat a spread of distances, where the share is close to k/n anyway), the share is NaN: unknown, never guessed.
+distances from the final mean are exact. A row dropped on the way was no farther from the mean of that moment than
+the bound recorded as it went (about the pool's smallest distance), so (triangle inequality) no farther from the
+final mean than that plus how far the two means lie apart; when the k-th largest kept distance reaches this bound
+for every drop, the k largest rows of the whole stream are certainly among those kept, and their sum is exact. Where
+it does not (a pool too small for so flat a spread of distances, where the share is close to k/n anyway), the share
+is NaN: unknown, never guessed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def top_count(rows: int) -> int:
     return math.ceil(TOP_FRACTION * rows) if rows > 0 else 0
 
 
+def pool_rows(rows: int) -> int:
+    """The rows a pool keeps for a part of ``rows`` rows: :data:`POOL`, or 8 × its top rows where that is more."""
+    return max(POOL, 8 * top_count(rows))
+
+
 @dataclass(frozen=True)
 class Tail:
     """The largest rows of one part of a block's rows (every row, or those after the first position)."""
@@ -56,17 +62,20 @@ class Tails:
 class _Pool:
     """The rows of one part of one block farthest from the running mean, and what certifies them at the end.
 
-    Each batch first screens its rows in float32 (float64 rows in float64): their distances from the mean in that
-    format, made an upper bound by adding its error over ``d`` squares and the mean's own rounding, so that only the
-    ``size`` rows that may enter are measured in float64 beside the pool; every row left out on the way, by the
-    screen or by the pool, is no farther from that batch's mean than the drop recorded for it."""
+    The rows are kept as captured, in the model's dtype (exact: the distances at the end are taken from them in
+    float64). Each batch ranks rows by an upper bound on their distance from the mean of the rows so far, taken in
+    float32 (float64 rows in float64): the distance in that format plus its error over ``d`` squares and the mean's
+    own rounding (:func:`_upper_bounds`). The batch's ``size`` largest are ranked again beside the pool's rows, by the
+    same bounds, and the ``size`` largest of them all stay; every row let go, from the batch or the pool, is no
+    farther from that batch's mean than the largest bound let go, which is recorded for it. No row is cast to
+    float64 on the way."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.rows: torch.Tensor | None = None  # (≤ size, d), float64
+        self.rows: torch.Tensor | None = None  # (≤ size, d), as captured
         self.n = 0
         self.sum: torch.Tensor | None = None  # float64 sum of every row so far
-        self.drops: list[tuple[torch.Tensor, torch.Tensor]] = []  # per batch: (farthest row left out, the mean)
+        self.drops: list[tuple[torch.Tensor, torch.Tensor]] = []  # per batch: (bound on the rows let go, the mean)
 
     def add(self, y: torch.Tensor, total: torch.Tensor, leave_out: torch.Tensor | None = None) -> None:
         """Take the rows of ``y`` but those at ``leave_out`` (indices); ``total``: their float64 sum."""
@@ -76,27 +85,25 @@ class _Pool:
         self.sum = total if self.sum is None else self.sum + total
         self.n += n
         mean = self.sum / self.n
-        left_out = []
+        near = _upper_bounds(y, mean)
+        let_go = []
         wanted = min(n, self.size)
-        if y.shape[0] > wanted:  # the screen: only the rows that may be among the farthest go on
-            work = torch.float64 if y.dtype == torch.float64 else torch.float32  # (rows of 16 bits or 32 are exact)
-            rounded = mean.to(work)
-            slack = (mean - rounded.to(torch.float64)).norm()
-            near = torch.linalg.vector_norm(y.to(work) - rounded, dim=1).to(torch.float64)
-            near = near * (1 + y.shape[1] * torch.finfo(work).eps) + slack
+        if y.shape[0] > wanted:  # the batch's own ranking: only the rows that may be among the farthest go on
             if leave_out is not None:
                 near = near.index_fill(0, leave_out, -math.inf)
             screen = torch.topk(near, wanted + 1, sorted=True)
-            y = y.index_select(0, screen.indices[:wanted])
-            left_out.append(screen.values[wanted])
-        rows = y.to(torch.float64) if self.rows is None else torch.cat([self.rows, y.to(torch.float64)])
-        if rows.shape[0] > self.size:
-            top = torch.topk(_distances(rows, mean), self.size + 1, sorted=True)
-            rows = rows.index_select(0, top.indices[: self.size])
-            left_out.append(top.values[self.size].sqrt())
-        self.rows = rows
-        if left_out:
-            self.drops.append((torch.stack(left_out).max(), mean))
+            y, near = y.index_select(0, screen.indices[:wanted]), screen.values[:wanted]
+            let_go.append(screen.values[wanted])
+        if self.rows is not None:
+            y = torch.cat([self.rows, y.to(self.rows.dtype)])
+            near = torch.cat([_upper_bounds(self.rows, mean), near])
+        if y.shape[0] > self.size:
+            top = torch.topk(near, self.size + 1, sorted=True)
+            y = y.index_select(0, top.indices[: self.size])
+            let_go.append(top.values[self.size])
+        self.rows = y
+        if let_go:
+            self.drops.append((torch.stack(let_go).max(), mean))
 
     def resolve(self, mean: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(the ``top`` largest squared distances of the kept rows from ``mean``, descending and padded with -inf;
@@ -110,12 +117,23 @@ class _Pool:
         return torch.cat([largest, pad]), bound * (1 + 4 * mean.shape[0] * _EPS64)  # (their float64 rounding)
 
 
+def _upper_bounds(rows: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    """An upper bound on each row's float64 distance from ``mean``: its distance in float32 (float64 rows in float64;
+    rows of 16 or 32 bits are exact there), raised by that format's error over the row's squares and by the rounding of
+    ``mean`` to it."""
+    work = torch.float64 if rows.dtype == torch.float64 else torch.float32
+    rounded = mean.to(work)
+    slack = (mean - rounded.to(torch.float64)).norm()
+    distance = torch.linalg.vector_norm(rows.to(work) - rounded, dim=1).to(torch.float64)
+    return distance * (1 + rows.shape[1] * torch.finfo(work).eps) + slack
+
+
 _EPS64 = torch.finfo(torch.float64).eps
 
 
 def _distances(rows: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-    """‖row − mean‖² of every row (float64)."""
-    return (rows - mean).pow(2).sum(1)
+    """‖row − mean‖² of every row, in float64 (the rows cast exactly)."""
+    return (rows.to(torch.float64) - mean).pow(2).sum(1)
 
 
 def _largest(pool: _Pool, distributed: bool) -> tuple[int, int, torch.Tensor]:
@@ -156,7 +174,7 @@ class TailSink(RowSink):
         self._uploads: tuple[int, dict[torch.device, torch.Tensor]] | None = None  # a batch's first rows per device
 
     def start(self, rows_per_block: int) -> None:
-        self.size = max(POOL, 8 * top_count(rows_per_block))
+        self.size = pool_rows(rows_per_block)
 
     def add(self, block: int, x: torch.Tensor, y: torch.Tensor, rows: BatchRows) -> None:
         every, later = self.pools.setdefault(block, (_Pool(self.size), _Pool(self.size)))
