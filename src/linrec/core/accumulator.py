@@ -176,11 +176,11 @@ class MomentAccumulator:
             _shift_into(xs, x, self.shift_x)
             _shift_into(ys, y, self.shift_y)
             return Shifted(xs.view(n, self.d_in), ys.view(n, self.d_out))
-        rows = Shifted.of_joined(torch.empty(n, self.d_in + 1 + self.d_out, dtype=f64, device=x.device), self.d_in)
+        joined = torch.empty(n, self.d_in + 1 + self.d_out, dtype=f64, device=x.device)
+        joined[:, self.d_in].fill_(1.0)
+        rows = Shifted.of_joined(joined, self.d_in)
         _shift_into(rows.x.view(x.shape), x, self.shift_x)
         _shift_into(rows.y.view(y.shape), y, self.shift_y)
-        assert rows.joined is not None
-        rows.joined[:, self.d_in].fill_(1.0)
         return rows
 
     def add_shifted(self, rows: Shifted, fold: int = 0) -> None:
