@@ -158,10 +158,23 @@ def _start(run: ChapterRun, kernel_name: str, progress_bar: bool, cwd: Path | No
     run.partial.unlink(missing_ok=True)  # a failure is then read from this run's notebook, never an older one
     command = [sys.executable, "-m", "bookbuild.execute", str(run.notebook), str(run.partial), str(run.parameters),
                kernel_name, "progress" if progress_bar else "quiet", str(cwd or "")]  # fmt: skip
-    # The build's package is not installed: the process finds it beside this one's (book/).
-    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
     # A session of its own: stopped as a group when the build stops, never by a Ctrl-C meant for the build.
-    return subprocess.Popen(command, start_new_session=True, env={**os.environ, "PYTHONPATH": path})
+    return subprocess.Popen(command, start_new_session=True, env=chapter_environment(os.environ))
+
+
+QUIET_BARS = "ignore:IProgress not found:Warning"
+"""The warnings filter of a chapter's kernel for tqdm's note that it found no notebook widgets (ipywidgets is not a
+dependency; linrec draws its bars as text there, :mod:`linrec.progress`), which a library importing ``tqdm.auto``
+before linrec would leave in the executed chapter's output."""
+
+
+def chapter_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a chapter's papermill process and its kernel: ``base`` with the build's package on the path
+    (it is not installed: the process finds it beside this one's, book/) and :data:`QUIET_BARS` after the caller's
+    own warnings filters."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), base.get("PYTHONPATH")]))
+    warnings = ",".join(filter(None, [base.get("PYTHONWARNINGS"), QUIET_BARS]))
+    return {**base, "PYTHONPATH": path, "PYTHONWARNINGS": warnings}
 
 
 _SOCKET = re.compile(r"^linrec-kernel-(\d+)-")

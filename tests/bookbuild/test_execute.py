@@ -276,3 +276,23 @@ def test_a_chapter_waits_for_those_it_reads_and_the_lane_takes_the_next_meanwhil
     assert ex.AFTER["12_tasks"] == ("11_pruning",)
     with pytest.raises(BookError, match="each wait for another of them"):
         ex.next_ready(["01_a", "02_b"], [], after={"01_a": ("02_b",), "02_b": ("01_a",)})
+
+
+def test_a_chapter_s_kernel_hears_no_note_about_missing_notebook_widgets_and_keeps_the_caller_s_filters():
+    """tqdm's 'IProgress not found' (no ipywidgets: linrec draws text bars there) is filtered in the environment a
+    chapter's papermill process passes to its kernel, after any filters the caller set; other warnings still show."""
+    import subprocess
+    import sys
+
+    env = ex.chapter_environment({"PATH": "/usr/bin:/bin", "PYTHONWARNINGS": "error::DeprecationWarning"})
+    assert env["PYTHONWARNINGS"] == f"error::DeprecationWarning,{ex.QUIET_BARS}"
+    assert env["PYTHONPATH"].split(":")[0] == str(ROOT / "book")
+    code = ("import warnings; from tqdm import TqdmWarning; "
+            "warnings.warn('IProgress not found. Please update jupyter and ipywidgets.', TqdmWarning); "
+            "warnings.warn('another note', TqdmWarning)")  # fmt: skip
+    heard = {}
+    for name, environment in (("chapter", env), ("plain", {"PATH": "/usr/bin:/bin"})):
+        run = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60)
+        heard[name] = run.stderr
+    assert "IProgress" in heard["plain"] and "IProgress" not in heard["chapter"]
+    assert "another note" in heard["chapter"]
