@@ -48,6 +48,21 @@ def test_a_repeated_line_is_written_once():
     assert out.getvalue() == "stage: 1/2\nstage: 2/2\n"
 
 
+def test_in_a_log_a_bar_nested_under_another_writes_plain_lines_without_cursor_moves(monkeypatch):
+    """As ``linrec replace --tasks`` nests its task requests under its swaps: no ``ESC [ A`` (a log's ``[A``)."""
+    log = _Log()
+    monkeypatch.setattr(sys, "stderr", log)
+    outer = progress.progress_bar(total=2, desc="swap", unit="block")
+    for _ in range(2):
+        for _ in progress.progress_bar(range(3), desc="task requests", unit="request"):
+            pass
+        outer.update(1)
+    outer.close()
+    assert "\x1b" not in log.getvalue() and "[A" not in log.getvalue()
+    lines = log.getvalue().splitlines()
+    assert "swap: 2/2 block" in " ".join(lines) and sum(line.startswith("task requests: 3/3") for line in lines) == 2
+
+
 @pytest.mark.parametrize("stream", [_Terminal, _Log])
 def test_a_terminal_gets_tqdms_own_bar_and_disable_silences_both(monkeypatch, stream):
     err = stream()

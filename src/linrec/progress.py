@@ -16,6 +16,7 @@ import contextlib
 import functools
 import io
 import os
+import re
 import sys
 import threading
 import time
@@ -41,14 +42,19 @@ LINE = "{desc}: {n_fmt}/{total_fmt} {unit} after {elapsed}{postfix}"
 _T = TypeVar("_T")
 
 
+_CURSOR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+"""A terminal's control sequence: tqdm moves the cursor up (``ESC [ A``) to redraw a bar nested under another."""
+
+
 class _Lines(io.TextIOBase):
-    """A stream for tqdm that turns each redraw into one line, and drops a redraw that repeats the last line."""
+    """A stream for tqdm that turns each redraw into one line, and drops a redraw that repeats the last line (and the
+    cursor moves of a nested bar, which a log would show as ``[A``)."""
 
     def __init__(self, out: TextIO) -> None:
         self.out, self.last = out, ""
 
     def write(self, text: str) -> int:
-        line = text.replace("\r", "").strip()
+        line = _CURSOR.sub("", text).replace("\r", "").strip()
         if line and line != self.last:
             self.out.write(line + "\n")
             self.out.flush()
