@@ -228,3 +228,16 @@ def test_the_stream_sums_are_float64_s_without_a_float64_row(dtype, bound):
     print(f"{dtype}: every score within {error:.1e} (relative) of float64 rows'")
     assert error < bound
     assert torch.allclose(added, a64.sum(0), rtol=1e-12, atol=1e-12)
+
+
+def test_a_stream_that_all_but_vanishes_before_the_ffn_scores_finite():
+    """Where the FFN's output is nearly the whole stream leaving (b = o − a some 1e-7 of o), ‖b‖² from o·o − 2 a·o + a·a
+    is rounding, and may come out below zero: it is held at zero, so the sums stay finite, never NaN."""
+    from linrec.core.residual import stream_sums
+
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(2000, 64, generator=g) * torch.logspace(0, 3, 64)
+    out = a + torch.randn(2000, 64, generator=g) * 1e-7
+    sums, _ = stream_sums(out, a, out)
+    assert torch.isfinite(sums).all() and sums[5] >= 0
+    assert (sums[2] / 2000).abs() <= 1  # the FFN cosines' mean, a cosine's range

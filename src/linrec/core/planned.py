@@ -24,6 +24,7 @@ from linrec.core.capture import CaptureOptions, capture_positions, input_device
 from linrec.core.moment_files import SpilledMoments
 from linrec.core.moment_sink import joined_firsts, trim_heap
 from linrec.core.moments import Moments, PositionMoments, merge_folds
+from linrec.core.pinned import every_gpu_done
 from linrec.core.plan import (
     CapturePlan,
     config_weights_bytes,
@@ -276,8 +277,7 @@ def capture_groups(
                 stack.enter_context(recording(layers[group[-1]], recorded))
             split = capture_positions(model, batches, list(group), options, stop=layers is None or last)
         if layers is not None and not last:
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()  # the stream's pinned copies have landed
+            every_gpu_done()  # the recorded stream's pinned copies have landed, on whichever GPUs the layers are
             kept, below = recorded, group[-1] + 1
         yield split
 

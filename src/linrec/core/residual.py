@@ -57,7 +57,7 @@ def stream_sums(
     h, a, out = (t.detach().to(work) for t in (entering, added, leaving))
     dot = lambda u, v: (u * v).sum(1, dtype=torch.float64)  # noqa: E731
     hh, oo, aa, ho, ao = dot(h, h), dot(out, out), dot(a, a), dot(h, out), dot(a, out)
-    bb = oo - 2 * ao + aa
+    bb = (oo - 2 * ao + aa).clamp_min(0)  # (a stream that all but vanishes before the FFN: rounding, never below 0)
     layer, ffn = _cosine(ho, hh, oo), _cosine(oo - ao, bb, oo)
     sums = torch.stack([layer.sum(), _angle(layer).sum(), ffn.sum(), _angle(ffn).sum(), aa.sum(), bb.sum()])
     return sums, a.sum(0, dtype=torch.float64)
