@@ -18,6 +18,7 @@ is NaN: unknown, never guessed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -85,7 +86,8 @@ class _Pool:
         self.sum = total if self.sum is None else self.sum + total
         self.n += n
         mean = self.sum / self.n
-        near = _upper_bounds(y, mean)
+        bound = _upper_bounds(mean, y.dtype)
+        near = bound(y)
         let_go = []
         wanted = min(n, self.size)
         if y.shape[0] > wanted:  # the batch's own ranking: only the rows that may be among the farthest go on
@@ -96,7 +98,7 @@ class _Pool:
             let_go.append(screen.values[wanted])
         if self.rows is not None:
             y = torch.cat([self.rows, y.to(self.rows.dtype)])
-            near = torch.cat([_upper_bounds(self.rows, mean), near])
+            near = torch.cat([bound(self.rows), near])
         if y.shape[0] > self.size:
             top = torch.topk(near, self.size + 1, sorted=True)
             y = y.index_select(0, top.indices[: self.size])
@@ -117,15 +119,15 @@ class _Pool:
         return torch.cat([largest, pad]), bound * (1 + 4 * mean.shape[0] * _EPS64)  # (their float64 rounding)
 
 
-def _upper_bounds(rows: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-    """An upper bound on each row's float64 distance from ``mean``: its distance in float32 (float64 rows in float64;
-    rows of 16 or 32 bits are exact there), raised by that format's error over the row's squares and by the rounding of
-    ``mean`` to it."""
-    work = torch.float64 if rows.dtype == torch.float64 else torch.float32
+def _upper_bounds(mean: torch.Tensor, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A bound on rows of ``dtype``: each row's float64 distance from ``mean`` at most its distance in float32
+    (float64 rows in float64; rows of 16 or 32 bits are exact there), raised by that format's error over the row's
+    squares and by the rounding of ``mean`` to it (the rounding taken once, for every row the batch ranks)."""
+    work = torch.float64 if dtype == torch.float64 else torch.float32
     rounded = mean.to(work)
     slack = (mean - rounded.to(torch.float64)).norm()
-    distance = torch.linalg.vector_norm(rows.to(work) - rounded, dim=1).to(torch.float64)
-    return distance * (1 + rows.shape[1] * torch.finfo(work).eps) + slack
+    raised = 1 + mean.shape[0] * torch.finfo(work).eps
+    return lambda rows: torch.linalg.vector_norm(rows.to(work) - rounded, dim=1).to(torch.float64) * raised + slack
 
 
 _EPS64 = torch.finfo(torch.float64).eps
